@@ -1,0 +1,372 @@
+/*
+ * The algorithm over one batch of records, in input order:
+ *
+ *   1. normalise, shingle, sign, and compute band keys (pure, no index);
+ *   2. in one index transaction, for each record: gather the documents
+ *      sharing a band, examine the ones sharing the most bands first (at
+ *      most max_candidates), verify them, and decide; insert the novel ones
+ *      (and, with chains, the duplicates) so that later records of the same
+ *      batch see them;
+ *   3. commit.  The caller writes the verdicts only after that.
+ *
+ * Verification: exact computes the true Jaccard similarity of the shingle
+ * sets from the stored normalised text; a candidate whose signature
+ * estimate is far below the threshold (more than max(0.2, 5 standard
+ * errors)) is rejected without reading its text.  signature accepts when
+ * the estimate reaches the threshold; none accepts any candidate.
+ *
+ * A record whose best match is identical (similarity 1) is not indexed
+ * again: it would add nothing but bucket entries.  If that match has the
+ * record's own explicit id and was reported unique, the record is a replay
+ * (a rerun after a crash) and is reported unique again.
+ */
+
+#include "config.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mhfilter.h"
+
+struct cand {
+	uint64_t	 docid;
+	unsigned	 hits;
+};
+
+struct slot {
+	struct buf	 norm;		/* normalised text */
+	int		 bytes;		/* not UTF-8: shingled by bytes */
+	int		 pending;	/* decided by phase 2 */
+};
+
+struct filter {
+	struct filter_opts	 o;
+	struct shingler		 sh;
+	struct slot		*slots;
+	size_t			 nslots;
+	uint32_t		*sigs;		/* nslots x K */
+	uint64_t		*keys;		/* nslots x b */
+	struct u64vec		 hashes;	/* scratch: shingle hashes */
+	struct u64vec		 mine;		/* the record's shingle set */
+	struct u64vec		 theirs;	/* a candidate's shingle set */
+	struct u64vec		 found;		/* band bucket contents */
+	struct cand		*cands;
+	size_t			 candsize;
+	struct buf		 text;		/* a candidate's text */
+	struct buf		 idstr;
+	double			 margin;	/* exact: signature prefilter */
+	struct filter_stats	 st;
+};
+
+static void	filter_prepare(struct filter *, struct record *,
+		    struct verdict *, size_t);
+static int	filter_one(struct filter *, struct index *, size_t,
+		    struct record *, struct verdict *, char **);
+static void	verdict_pair(struct verdict *, uint64_t, const char *, size_t,
+		    double);
+static size_t	filter_gather(struct filter *);
+static int	cand_cmp(const void *, const void *);
+static int	u64_cmp(const void *, const void *);
+
+/* Make a filter for the parameters in force (after index_open). */
+struct filter *
+filter_create(const struct filter_opts *o)
+{
+	struct filter	*f;
+	double		 se;
+
+	f = xcalloc(1, sizeof *f);
+	f->o = *o;
+	f->sh.unit = o->p.unit;
+	f->sh.n = o->p.shingle;
+	f->sh.seed = o->p.seed;
+	se = sqrt(o->p.threshold * (1 - o->p.threshold) / o->p.perms);
+	f->margin = fmax(0.2, 5 * se);
+	return (f);
+}
+
+/* Free a filter. */
+void
+filter_free(struct filter *f)
+{
+	size_t	 i;
+
+	if (f == NULL)
+		return;
+	for (i = 0; i < f->nslots; i++)
+		buf_free(&f->slots[i].norm);
+	free(f->slots);
+	free(f->sigs);
+	free(f->keys);
+	u64vec_free(&f->hashes);
+	u64vec_free(&f->mine);
+	u64vec_free(&f->theirs);
+	u64vec_free(&f->found);
+	free(f->cands);
+	buf_free(&f->text);
+	buf_free(&f->idstr);
+	free(f);
+}
+
+/* Counters since the filter was made. */
+void
+filter_stats(struct filter *f, struct filter_stats *st)
+{
+	*st = f->st;
+}
+
+/* Phase 1: normalise, shingle, sign and band every pending record. */
+static void
+filter_prepare(struct filter *f, struct record *recs, struct verdict *vs,
+    size_t n)
+{
+	unsigned	 K = f->o.p.perms, b = f->o.p.bands;
+	struct slot	*s;
+	size_t		 i;
+
+	if (n > f->nslots) {
+		f->slots = xreallocarray(f->slots, n, sizeof *f->slots);
+		memset(f->slots + f->nslots, 0,
+		    (n - f->nslots) * sizeof *f->slots);
+		f->nslots = n;
+		f->sigs = xreallocarray(f->sigs, n, K * sizeof *f->sigs);
+		f->keys = xreallocarray(f->keys, n, b * sizeof *f->keys);
+	}
+	for (i = 0; i < n; i++) {
+		s = &f->slots[i];
+		s->pending = vs[i].kind == V_PENDING;
+		if (!s->pending)
+			continue;
+		s->norm.len = 0;
+		s->bytes = normalize(recs[i].text.data, recs[i].text.len,
+		    f->o.p.norm, &s->norm);
+		vs[i].invalid_utf8 = s->bytes;
+		if (s->bytes)
+			f->st.invalid_utf8++;
+		if (s->norm.len == 0) {
+			vs[i].kind = V_EMPTY;
+			s->pending = 0;
+			continue;
+		}
+		shingle_hash(&f->sh, s->norm.data, s->norm.len, s->bytes,
+		    &f->hashes);
+		minhash_sign(f->hashes.v, f->hashes.n, K, f->o.p.seed,
+		    f->sigs + i * K);
+		lsh_keys(f->sigs + i * K, b, f->o.p.rows, f->o.p.seed,
+		    f->keys + i * b);
+	}
+}
+
+/* Order candidates: most shared bands first, then the earliest. */
+static int
+cand_cmp(const void *a, const void *b)
+{
+	const struct cand	*x = a, *y = b;
+
+	if (x->hits != y->hits)
+		return (x->hits > y->hits ? -1 : 1);
+	return ((x->docid > y->docid) - (x->docid < y->docid));
+}
+
+/* Compare two 64-bit values for qsort. */
+static int
+u64_cmp(const void *a, const void *b)
+{
+	uint64_t	 x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return ((x > y) - (x < y));
+}
+
+/* Turn the bucket contents into candidates with their shared-band counts. */
+static size_t
+filter_gather(struct filter *f)
+{
+	size_t	 i, n = 0;
+
+	if (f->found.n == 0)
+		return (0);
+	qsort(f->found.v, f->found.n, sizeof *f->found.v, u64_cmp);
+	if (f->found.n > f->candsize) {
+		f->candsize = f->found.n;
+		f->cands = xreallocarray(f->cands, f->candsize,
+		    sizeof *f->cands);
+	}
+	for (i = 0; i < f->found.n; i++) {
+		if (n > 0 && f->cands[n - 1].docid == f->found.v[i])
+			f->cands[n - 1].hits++;
+		else {
+			f->cands[n].docid = f->found.v[i];
+			f->cands[n].hits = 1;
+			n++;
+		}
+	}
+	qsort(f->cands, n, sizeof *f->cands, cand_cmp);
+	return (n);
+}
+
+/* Remember a verified match for --pairs. */
+static void
+verdict_pair(struct verdict *v, uint64_t docid, const char *id, size_t idlen,
+    double sim)
+{
+	struct pair	*p;
+
+	if (v->npairs == v->pairsize) {
+		v->pairsize = v->pairsize ? 2 * v->pairsize : 4;
+		v->pairs = xreallocarray(v->pairs, v->pairsize,
+		    sizeof *v->pairs);
+		memset(v->pairs + v->npairs, 0,
+		    (v->pairsize - v->npairs) * sizeof *v->pairs);
+	}
+	p = &v->pairs[v->npairs++];
+	p->docid = docid;
+	p->id.len = 0;
+	buf_append(&p->id, id, idlen);
+	p->sim = sim;
+}
+
+/* Phase 2 for record i: look up, verify, decide, insert. */
+static int
+filter_one(struct filter *f, struct index *ix, size_t i, struct record *r,
+    struct verdict *v, char **cause)
+{
+	struct slot	*s = &f->slots[i];
+	unsigned	 K = f->o.p.perms;
+	const uint32_t	*sig = f->sigs + i * K;
+	double		 t = f->o.p.threshold, est, sim, best = -1;
+	struct docinfo	 d;
+	size_t		 c, n, examined = 0;
+	int		 rc, bytes, have_mine = 0, best_unique = 0, flags;
+
+	f->found.n = 0;
+	if ((rc = index_candidates(ix, f->keys + i * f->o.p.bands, &f->found,
+	    cause)) != 0)
+		return (rc);
+	n = filter_gather(f);
+	v->match.len = 0;
+	for (c = 0; c < n && examined < f->o.max_candidates; c++) {
+		examined++;
+		if ((rc = index_doc(ix, f->cands[c].docid, &d, cause)) != 0)
+			return (rc);
+		est = minhash_similarity(sig, d.sig, K);
+		sim = est;
+		if (f->o.verify == VERIFY_EXACT) {
+			if (est < t - f->margin)
+				continue;
+			if (!have_mine) {
+				shingle_set(&f->sh, s->norm.data, s->norm.len,
+				    s->bytes, &f->mine);
+				have_mine = 1;
+			}
+			/* index_text reuses no docinfo memory. */
+			bytes = index_text(ix, d.docid, &f->text, cause);
+			if (bytes < 0)
+				return (-1);
+			shingle_set(&f->sh, f->text.data, f->text.len, bytes,
+			    &f->theirs);
+			sim = jaccard_sorted(f->mine.v, f->mine.n,
+			    f->theirs.v, f->theirs.n);
+			f->st.verified++;
+		}
+		if (f->o.verify != VERIFY_NONE && sim < t)
+			continue;
+		if (f->o.want_pairs)
+			verdict_pair(v, d.docid, d.id, d.idlen, sim);
+		if (sim > best) {
+			best = sim;
+			v->match.len = 0;
+			buf_append(&v->match, d.id, d.idlen);
+			best_unique = (d.flags & DOC_UNIQUE) != 0;
+			if (sim >= 1.0 && !f->o.want_pairs)
+				break;
+		}
+	}
+	f->st.candidates += examined;
+
+	flags = s->bytes ? DOC_BYTES : 0;
+	if (best < 0) {
+		v->kind = V_UNIQUE;
+		flags |= DOC_UNIQUE;
+	} else {
+		v->kind = V_DUPLICATE;
+		v->sim = best;
+		if (best >= 1.0 && r->id.len != 0 && best_unique &&
+		    v->match.len == r->id.len &&
+		    memcmp(v->match.data, r->id.data, r->id.len) == 0) {
+			v->kind = V_UNIQUE;
+			v->replay = 1;
+		}
+		if (best >= 1.0 || !f->o.chain)
+			return (0);	/* nothing new to index */
+	}
+	if (f->o.query_only)
+		return (0);
+	record_idstr(r, &f->idstr);
+	return (index_insert(ix, f->keys + i * f->o.p.bands, sig,
+	    f->idstr.data, f->idstr.len, s->norm.data, s->norm.len, flags,
+	    cause));
+}
+
+/*
+ * Decide every pending verdict of a batch of n records and commit.  When
+ * the index map fills up, it is grown and the transaction redone.
+ */
+int
+filter_batch(struct filter *f, struct index *ix, struct record *recs,
+    struct verdict *vs, size_t n, char **cause)
+{
+	struct filter_stats	 saved;
+	size_t			 i;
+	int			 rc;
+
+	filter_prepare(f, recs, vs, n);
+	saved = f->st;
+	for (;;) {
+		if ((rc = index_begin(ix, cause)) != 0)
+			goto again;
+		for (i = 0; i < n; i++) {
+			if (!f->slots[i].pending)
+				continue;
+			verdict_reset(&vs[i]);
+			vs[i].invalid_utf8 = f->slots[i].bytes;
+			if ((rc = filter_one(f, ix, i, &recs[i], &vs[i],
+			    cause)) != 0)
+				break;
+		}
+		if (rc == 0)
+			rc = index_commit(ix, cause);
+		else
+			index_abort(ix);
+	again:
+		if (rc != INDEX_AGAIN)
+			return (rc);
+		f->st = saved;		/* the batch is counted once */
+	}
+}
+
+/* Clear a verdict for reuse, keeping its memory. */
+void
+verdict_reset(struct verdict *v)
+{
+	v->kind = V_PENDING;
+	v->replay = 0;
+	v->sim = 0;
+	v->match.len = 0;
+	v->npairs = 0;
+	v->invalid_utf8 = 0;
+}
+
+/* Free a verdict's memory. */
+void
+verdict_free(struct verdict *v)
+{
+	size_t	 i;
+
+	for (i = 0; i < v->pairsize; i++)
+		buf_free(&v->pairs[i].id);
+	free(v->pairs);
+	buf_free(&v->match);
+	memset(v, 0, sizeof *v);
+}

@@ -1,0 +1,125 @@
+/*
+ * Locality-sensitive hashing by banding (Leskovec, Rajaraman & Ullman,
+ * Mining of Massive Datasets, ch. 3.4).  A signature of K values is cut into
+ * b bands of r rows, b*r = K; two documents whose values agree on every row
+ * of some band become candidates.  For a pair of similarity s:
+ *
+ *	P(candidate) = 1 - (1 - s^r)^b
+ *
+ * (b, r) is chosen from two explicit bounds around the threshold t rather
+ * than by integrating that curve: a false-negative bound, the chance that a
+ * pair at exactly t is missed, (1 - t^r)^b <= max_fn, and a false-positive
+ * bound, the chance that a pair at t - 0.25 (t/2 for small t) is a
+ * candidate.  Candidates are verified afterwards, so a false positive costs
+ * time and a false negative costs a missed duplicate: when both bounds
+ * cannot hold at once, the false-negative bound wins.
+ */
+
+#include "config.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <xxhash.h>
+
+#include "mhfilter.h"
+
+/* The similarity at which the false-positive bound is taken. */
+static double
+fp_point(double t)
+{
+	return (t > 2 * LSH_FP_GAP ? t - LSH_FP_GAP : t / 2);
+}
+
+/* The chance that a pair of similarity s shares at least one band. */
+double
+lsh_prob(double s, unsigned b, unsigned r)
+{
+	return (1.0 - pow(1.0 - pow(s, r), b));
+}
+
+/*
+ * Choose (b, r) with b*r = k for threshold t: of the pairs meeting both
+ * bounds the one with the least fn+fp; failing that, of those meeting the
+ * fn bound the one with the least fp; failing that, the least fn.
+ */
+int
+lsh_choose(unsigned k, double t, double max_fn, double max_fp,
+    struct lsh_choice *out)
+{
+	struct lsh_choice	 c, both = { 0 }, fnonly = { 0 }, any = { 0 };
+	unsigned		 r;
+
+	if (k == 0 || t <= 0 || t > 1)
+		return (-1);
+	for (r = 1; r <= k; r++) {
+		if (k % r != 0)
+			continue;
+		c.r = r;
+		c.b = k / r;
+		c.fn = 1.0 - lsh_prob(t, c.b, c.r);
+		c.fp = lsh_prob(fp_point(t), c.b, c.r);
+		if (c.fn <= max_fn && c.fp <= max_fp &&
+		    (both.b == 0 || c.fn + c.fp < both.fn + both.fp))
+			both = c;
+		if (c.fn <= max_fn && (fnonly.b == 0 || c.fp < fnonly.fp))
+			fnonly = c;
+		if (any.b == 0 || c.fn < any.fn)
+			any = c;
+	}
+	if (both.b != 0)
+		*out = both;
+	else if (fnonly.b != 0)
+		*out = fnonly;
+	else
+		*out = any;
+	return (0);
+}
+
+/*
+ * Band keys: band j's key is XXH3-64, seeded with seed + j, of its r values
+ * as little-endian bytes.  The seed keeps bands apart, so one keyspace holds
+ * them all.
+ */
+void
+lsh_keys(const uint32_t *sig, unsigned b, unsigned r, uint64_t seed,
+    uint64_t *keys)
+{
+	unsigned char	 bytes[4 * MHF_MAX_PERMS];
+	unsigned	 j, i;
+
+	for (j = 0; j < b; j++) {
+		for (i = 0; i < r; i++)
+			put_le32(bytes + 4 * i, sig[j * r + i]);
+		keys[j] = XXH3_64bits_withSeed(bytes, 4 * (size_t)r, seed + j);
+	}
+}
+
+/* Print the choice, a table of the S-curve and a small plot of it. */
+void
+lsh_explain(FILE *f, unsigned k, double t, const struct lsh_choice *c)
+{
+	int	 i, j, width = 50;
+	double	 s, p;
+
+	fprintf(f, "perms %u, threshold %.2f: bands %u x rows %u\n", k, t,
+	    c->b, c->r);
+	fprintf(f, "missed at s = %.2f (fn): %.6f\n", t, c->fn);
+	fprintf(f, "candidate at s = %.2f (fp): %.6f\n", fp_point(t), c->fp);
+	fprintf(f, "approximate threshold (1/b)^(1/r): %.3f\n\n",
+	    pow(1.0 / c->b, 1.0 / c->r));
+	fprintf(f, "similarity  P(candidate)\n");
+	for (i = 1; i <= 10; i++) {
+		s = i / 10.0;
+		p = lsh_prob(s, c->b, c->r);
+		fprintf(f, "%10.1f  %12.6f  |", s, p);
+		for (j = 0; j < (int)(p * width + 0.5); j++)
+			fputc(s + 1e-9 >= t ? '#' : '*', f);
+		fputc('\n', f);
+	}
+	fprintf(f, "\n'#' at or above the threshold, where a miss is a false "
+	    "negative;\n'*' below it, where a candidate costs a verification.\n");
+}

@@ -1,0 +1,307 @@
+/*
+ * mhfilter: a streaming near-duplicate filter (MinHash + LSH over an LMDB index).
+ *
+ * The one internal header.  Data flows through the modules in this order:
+ *
+ *   input.c     bytes -> raw records (line, NUL, with a size limit)
+ *   record.c    raw record -> (id, text) for the line, tsv and jsonl formats
+ *   normalize.c text -> normalised text (case fold, NFKC, spaces, punctuation)
+ *   shingle.c   normalised text -> shingle hashes (XXH3)
+ *   minhash.c   shingle hashes -> K-value signature
+ *   lsh.c       signature -> band keys; (b, r) from a threshold
+ *   index.c     band keys -> candidates; documents in and out of LMDB
+ *   filter.c    a batch of records -> verdicts (the algorithm, I/O free
+ *               except through index.c)
+ *   output.c    verdicts -> bytes on stdout
+ *   mhfilter.c  main: options, the read/filter/commit/write loop, stats
+ *
+ * normalize, shingle, minhash and lsh are pure functions: they are what the
+ * stored index depends on and are pinned by known-answer tests.
+ */
+
+#ifndef MHFILTER_H
+#define MHFILTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+
+/*
+ * Versions of what is stored.  Bump MHF_INDEX_FORMAT when the LMDB layout
+ * changes and MHF_SCHEME when any value that goes into a signature or a band
+ * key changes (normalisation, shingle hashing, MinHash, band hashing); the
+ * known-answer tests in tests/unit fail loudly when either changes by
+ * accident.
+ */
+#define MHF_INDEX_FORMAT	1
+#define MHF_SCHEME		1
+#define MHF_SCHEME_NAME		"xxh3-oph-dens-v1"
+
+/* Exit statuses, documented in mhfilter(1). */
+#define EXIT_OK			0	/* the input was filtered */
+#define EXIT_ERROR		1	/* I/O, index or resource error */
+#define EXIT_USAGE		2	/* bad command line */
+#define EXIT_DATA		3	/* bad input with --on-bad-input=fail */
+#define EXIT_MISMATCH		4	/* index parameters differ, or it is busy */
+
+/* Limits. */
+#define MHF_MAX_PERMS		1024
+#define MHF_MAX_SHINGLE		64
+
+/* A growable byte buffer. */
+struct buf {
+	char		*data;
+	size_t		 len;
+	size_t		 size;
+};
+
+/* A growable vector of 64-bit values. */
+struct u64vec {
+	uint64_t	*v;
+	size_t		 n;
+	size_t		 size;
+};
+
+/* xmalloc.c */
+void		*xmalloc(size_t);
+void		*xcalloc(size_t, size_t);
+void		*xreallocarray(void *, size_t, size_t);
+char		*xstrdup(const char *);
+char		*xstrndup(const char *, size_t);
+int		 xasprintf(char **, const char *, ...)
+		    __attribute__((format(printf, 2, 3)));
+void		 buf_reserve(struct buf *, size_t);
+void		 buf_append(struct buf *, const void *, size_t);
+void		 buf_free(struct buf *);
+void		 u64vec_push(struct u64vec *, uint64_t);
+void		 u64vec_free(struct u64vec *);
+
+/* log.c */
+void		 log_init(const char *);
+void		 log_warn(const char *, ...)
+		    __attribute__((format(printf, 1, 2)));
+void		 log_warnx(const char *, ...)
+		    __attribute__((format(printf, 1, 2)));
+__attribute__((noreturn)) void fatal(const char *, ...)
+		    __attribute__((format(printf, 1, 2)));
+__attribute__((noreturn)) void fatalx(const char *, ...)
+		    __attribute__((format(printf, 1, 2)));
+
+/* normalize.c */
+#define NORM_CASEFOLD	0x1	/* Unicode case folding */
+#define NORM_NFKC	0x2	/* compatibility normalisation (NFKC) */
+#define NORM_SPACE	0x4	/* collapse white space runs, trim the ends */
+#define NORM_PUNCT	0x8	/* punctuation becomes white space */
+#define NORM_ALL	0xf
+#define NORM_DEFAULT	(NORM_CASEFOLD|NORM_NFKC|NORM_SPACE)
+int		 normalize_parse(const char *, int *, char **);
+void		 normalize_name(int, char *, size_t);
+int		 normalize(const char *, size_t, int, struct buf *);
+
+/* shingle.c */
+#define UNIT_CHAR	0
+#define UNIT_WORD	1
+struct shingler {
+	int		 unit;		/* UNIT_CHAR or UNIT_WORD */
+	unsigned	 n;		/* units per shingle */
+	uint64_t	 seed;		/* XXH3 seed */
+};
+size_t		 shingle_hash(const struct shingler *, const char *, size_t,
+		    int, struct u64vec *);
+size_t		 shingle_set(const struct shingler *, const char *, size_t,
+		    int, struct u64vec *);
+double		 jaccard_sorted(const uint64_t *, size_t, const uint64_t *,
+		    size_t);
+
+/* minhash.c */
+void		 minhash_sign(const uint64_t *, size_t, unsigned, uint64_t,
+		    uint32_t *);
+double		 minhash_similarity(const uint32_t *, const uint32_t *,
+		    unsigned);
+
+/* lsh.c */
+struct lsh_choice {
+	unsigned	 b;		/* bands */
+	unsigned	 r;		/* rows per band */
+	double		 fn;		/* P(not a candidate | s = t) */
+	double		 fp;		/* P(candidate | s = t - LSH_FP_GAP) */
+};
+#define LSH_FP_GAP	0.25
+double		 lsh_prob(double, unsigned, unsigned);
+int		 lsh_choose(unsigned, double, double, double,
+		    struct lsh_choice *);
+void		 lsh_keys(const uint32_t *, unsigned, unsigned, uint64_t,
+		    uint64_t *);
+void		 lsh_explain(FILE *, unsigned, double, const struct lsh_choice *);
+
+/* input.c: records from a list of files, delimited, with a size limit. */
+struct input;
+struct rawrec {
+	const char	*data;		/* valid until the next input_next */
+	size_t		 len;		/* without the delimiter */
+	int		 toolong;	/* longer than the limit: data is empty */
+	size_t		 fulllen;	/* the whole length when toolong */
+	const char	*file;		/* name for messages */
+	uint64_t	 line;		/* record number within the file */
+};
+struct input	*input_open(char **, int, int, size_t);
+int		 input_next(struct input *, struct rawrec *, char **);
+int		 input_ready(struct input *);
+void		 input_close(struct input *);
+
+/* record.c: a raw record to (id, text) for the chosen format. */
+#define FORMAT_LINE	0
+#define FORMAT_TSV	1
+#define FORMAT_JSONL	2
+struct record {
+	struct buf	 raw;		/* the bytes as read */
+	struct buf	 text;		/* the text to compare (decoded) */
+	struct buf	 id;		/* external id; empty: use recno */
+	uint64_t	 recno;		/* 1-based across all inputs */
+	uint64_t	 line;		/* record number within its file */
+	const char	*file;
+};
+int		 record_parse(struct record *, int, const char *, const char *,
+		    char **);
+void		 record_reset(struct record *);
+void		 record_free(struct record *);
+void		 record_idstr(const struct record *, struct buf *);
+
+/* index.c: the only file that talks to LMDB. */
+#define VERIFY_EXACT	0
+#define VERIFY_SIGNATURE 1
+#define VERIFY_NONE	2
+struct index_params {
+	unsigned	 perms;		/* K */
+	unsigned	 bands;		/* b */
+	unsigned	 rows;		/* r */
+	unsigned	 shingle;	/* n */
+	int		 unit;		/* UNIT_* */
+	int		 norm;		/* NORM_* */
+	uint64_t	 seed;
+	int		 texts;		/* texts kept for exact verification */
+	int		 verify;	/* VERIFY_*, default for later runs */
+	double		 threshold;	/* default for later runs */
+	uint64_t	 mapsize;	/* initial LMDB map size (not stored) */
+};
+/* Which parameters the user gave, for the compatibility check. */
+#define IP_PERMS	0x01
+#define IP_BANDS	0x02
+#define IP_ROWS		0x04
+#define IP_SHINGLE	0x08
+#define IP_UNIT		0x10
+#define IP_NORM		0x20
+#define IP_SEED		0x40
+#define IP_VERIFY	0x80
+#define IP_THRESHOLD	0x100
+
+#define INDEX_RDONLY	0x1	/* never write (--query-only) */
+#define INDEX_TEMP	0x2	/* a throwaway index: no fsync */
+
+#define INDEX_AGAIN	1	/* map full: grown, redo the transaction */
+#define INDEX_MISMATCH	2	/* incompatible parameters or format */
+
+struct index;
+struct docinfo {
+	uint64_t	 docid;
+	const uint32_t	*sig;		/* K values, valid in this txn */
+	const char	*id;
+	size_t		 idlen;
+	int64_t		 time;
+	int		 flags;
+};
+#define DOC_UNIQUE	0x1	/* it was reported unique when inserted */
+#define DOC_BYTES	0x2	/* its text is not UTF-8: shingled by bytes */
+
+struct index_stats {
+	uint64_t	 docs;
+	uint64_t	 band_entries;
+	uint64_t	 size;
+};
+
+int		 index_open(struct index **, const char *, int,
+		    struct index_params *, int, char **);
+void		 index_close(struct index *);
+int		 index_begin(struct index *, char **);
+int		 index_commit(struct index *, char **);
+void		 index_abort(struct index *);
+int		 index_candidates(struct index *, const uint64_t *,
+		    struct u64vec *, char **);
+int		 index_doc(struct index *, uint64_t, struct docinfo *, char **);
+int		 index_text(struct index *, uint64_t, struct buf *, char **);
+int		 index_insert(struct index *, const uint64_t *,
+		    const uint32_t *, const char *, size_t, const char *,
+		    size_t, int, char **);
+int		 index_stats(struct index *, struct index_stats *, char **);
+const char	*index_path(struct index *);
+
+/* filter.c: the algorithm over one batch of records. */
+#define V_PENDING	-1	/* not decided yet: filter_batch decides */
+#define V_UNIQUE	0	/* novel: indexed and written */
+#define V_DUPLICATE	1	/* near-duplicate of an earlier document */
+#define V_EMPTY		2	/* nothing to compare: passed through */
+#define V_BAD		3	/* malformed: passed or skipped by policy */
+#define V_TOOLONG	4	/* over --max-bytes: skipped */
+struct filter_opts {
+	struct index_params p;
+	int		 verify;	/* VERIFY_* */
+	int		 chain;		/* index duplicates too */
+	int		 query_only;
+	int		 want_pairs;
+	unsigned	 max_candidates;
+};
+struct pair {
+	uint64_t	 docid;
+	struct buf	 id;		/* its external id */
+	double		 sim;
+};
+struct verdict {
+	int		 kind;		/* V_* */
+	int		 replay;	/* same id seen before: reported again */
+	double		 sim;		/* of the best match */
+	struct buf	 match;		/* the best match's external id */
+	struct pair	*pairs;		/* every verified match (--pairs) */
+	size_t		 npairs;
+	size_t		 pairsize;
+	int		 invalid_utf8;
+};
+struct filter_stats {
+	uint64_t	 candidates;	/* candidates examined */
+	uint64_t	 verified;	/* exact comparisons made */
+	uint64_t	 invalid_utf8;
+};
+struct filter;
+struct filter	*filter_create(const struct filter_opts *);
+void		 filter_free(struct filter *);
+int		 filter_batch(struct filter *, struct index *,
+		    struct record *, struct verdict *, size_t, char **);
+void		 filter_stats(struct filter *, struct filter_stats *);
+void		 verdict_reset(struct verdict *);
+void		 verdict_free(struct verdict *);
+
+/* output.c */
+#define OUT_UNIQUE	0	/* the unique records, as read */
+#define OUT_DUPLICATES	1	/* the duplicate records, as read */
+#define OUT_ANNOTATE	2	/* every record with its verdict */
+#define OUT_PAIRS	3	/* earlier id, later id, similarity */
+struct output;
+struct output	*output_open(int, int, int, int);
+int		 output_record(struct output *, const struct record *,
+		    const struct verdict *, char **);
+int		 output_flush(struct output *, char **);
+void		 output_close(struct output *);
+
+/* util.c */
+int		 parse_size(const char *, uint64_t, uint64_t, uint64_t *,
+		    char **);
+int		 parse_uint(const char *, uint64_t, uint64_t, uint64_t *,
+		    char **);
+int		 parse_double(const char *, double, double, double *, char **);
+double		 now_seconds(void);
+void		 put_le32(unsigned char *, uint32_t);
+uint32_t	 get_le32(const unsigned char *);
+void		 put_be64(unsigned char *, uint64_t);
+uint64_t	 get_be64(const unsigned char *);
+
+#endif /* MHFILTER_H */

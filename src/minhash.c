@@ -1,0 +1,115 @@
+/*
+ * MinHash signatures by one-permutation hashing with optimal densification
+ * (Li, Owen & Zhang 2012; Shrivastava, "Optimal Densification for Fast and
+ * Accurate Minwise Hashing", ICML 2017).
+ *
+ * Classic MinHash hashes every shingle K times; here each shingle hash (from
+ * shingle.c, already XXH3 output) is used once: its high 32 bits choose one
+ * of K bins by multiply-shift, its low 32 bits are the value, and each bin
+ * keeps its minimum.  That is O(n + K) for n shingles.  A bin no shingle fell
+ * into is filled from another bin chosen by a hash of (bin, attempt) alone,
+ * retried until a non-empty bin is hit.  Because the probe sequence is the
+ * same for every document, two documents' values at a position agree with
+ * probability equal to their Jaccard similarity, so equal-position counting
+ * stays an unbiased estimator.
+ *
+ * Values are 32-bit; UINT32_MAX marks an empty bin during signing and never
+ * appears in a finished signature of a non-empty set.
+ */
+
+#include "config.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <xxhash.h>
+
+#include "mhfilter.h"
+
+#define EMPTY		UINT32_MAX
+#define PROBE_SALT	0x9e3779b97f4a7c15ULL
+
+/* The bin a 64-bit hash falls into, by multiply-shift on its high half. */
+static inline unsigned
+bin_of(uint64_t x, unsigned k)
+{
+	return ((unsigned)(((x >> 32) * (uint64_t)k) >> 32));
+}
+
+/* The bin that probe attempt a for empty bin i looks at. */
+static unsigned
+probe(unsigned i, unsigned a, unsigned k, uint64_t seed)
+{
+	unsigned char	 in[8];
+
+	put_le32(in, i);
+	put_le32(in + 4, a);
+	return (bin_of(XXH3_64bits_withSeed(in, sizeof in, seed ^ PROBE_SALT),
+	    k));
+}
+
+/*
+ * Sign a multiset of n shingle hashes into k values.  An empty set gives an
+ * all-EMPTY signature (callers do not index empty texts).
+ */
+void
+minhash_sign(const uint64_t *h, size_t n, unsigned k, uint64_t seed,
+    uint32_t *sig)
+{
+	uint32_t	 v;
+	unsigned	 i, j, a, b, filled = 0;
+	size_t		 s;
+	unsigned char	*orig;
+
+	for (i = 0; i < k; i++)
+		sig[i] = EMPTY;
+	for (s = 0; s < n; s++) {
+		b = bin_of(h[s], k);
+		v = (uint32_t)h[s];
+		if (v == EMPTY)
+			v = EMPTY - 1;
+		if (v < sig[b])
+			sig[b] = v;
+	}
+
+	orig = xmalloc(k);
+	for (i = 0; i < k; i++) {
+		orig[i] = sig[i] != EMPTY;
+		filled += orig[i];
+	}
+	if (filled == 0 || filled == k) {
+		free(orig);
+		return;
+	}
+	for (i = 0; i < k; i++) {
+		if (orig[i])
+			continue;
+		for (a = 1;; a++) {
+			j = probe(i, a, k, seed);
+			if (orig[j]) {
+				sig[i] = sig[j];
+				break;
+			}
+			if (a == 64 * k) {
+				/* Astronomically rare: take the next full bin. */
+				for (j = (i + 1) % k; !orig[j]; j = (j + 1) % k)
+					;
+				sig[i] = sig[j];
+				break;
+			}
+		}
+	}
+	free(orig);
+}
+
+/* Estimated Jaccard similarity: the share of equal positions. */
+double
+minhash_similarity(const uint32_t *a, const uint32_t *b, unsigned k)
+{
+	unsigned	 i, same = 0;
+
+	for (i = 0; i < k; i++)
+		same += a[i] == b[i];
+	return ((double)same / k);
+}

@@ -1,0 +1,211 @@
+/*
+ * Verdicts to bytes on the output.  Records are written byte for byte as
+ * they were read; annotations are added around them, never inside them,
+ * except for JSON objects, which get one more field before their closing
+ * brace so that the output is still one JSON object a line.
+ *
+ * Output is buffered here and written with write(2); every failure (a full
+ * disk, a closed pipe) is returned to the caller, which ends the run.
+ */
+
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "mhfilter.h"
+
+#define OUTPUT_HIGH	(256 * 1024)
+
+struct output {
+	int		 fd;
+	int		 mode;		/* OUT_* */
+	int		 format;	/* FORMAT_* */
+	int		 delim;
+	struct buf	 b;
+	struct buf	 id;
+};
+
+static const char *verdict_names[] = {
+	"unique", "duplicate", "empty", "invalid", "too_long"
+};
+
+static void	output_annotate(struct output *, const struct record *,
+		    const struct verdict *);
+static void	output_json(struct output *, const struct record *,
+		    const struct verdict *);
+static void	output_jsonstr(struct buf *, const char *, size_t);
+
+/* Start writing to fd in one of the OUT_* modes. */
+struct output *
+output_open(int fd, int mode, int format, int delim)
+{
+	struct output	*o;
+
+	o = xcalloc(1, sizeof *o);
+	o->fd = fd;
+	o->mode = mode;
+	o->format = format;
+	o->delim = delim;
+	return (o);
+}
+
+/* Append a string as a JSON string literal. */
+static void
+output_jsonstr(struct buf *b, const char *s, size_t len)
+{
+	json_t	*j;
+	char	*enc;
+
+	j = json_stringn_nocheck(s, len);
+	enc = json_dumps(j, JSON_ENCODE_ANY);
+	if (enc == NULL)
+		fatalx("json_dumps failed");
+	buf_append(b, enc, strlen(enc));
+	free(enc);
+	json_decref(j);
+}
+
+/* A JSON object as read, with a "mhfilter" field before its last brace. */
+static void
+output_json(struct output *o, const struct record *r, const struct verdict *v)
+{
+	const char	*raw = r->raw.data, *open, *close = NULL;
+	size_t		 i, len = r->raw.len;
+	int		 empty = 1;
+	char		 sim[32];
+
+	for (i = len; i > 0; i--) {
+		if (raw[i - 1] == '}') {
+			close = raw + i - 1;
+			break;
+		}
+	}
+	open = memchr(raw, '{', len);
+	if (v->kind == V_BAD || close == NULL || open == NULL || open > close) {
+		buf_append(&o->b, raw, len);
+		return;
+	}
+	for (i = open - raw + 1; raw + i < close; i++) {
+		if (raw[i] != ' ' && raw[i] != '\t' && raw[i] != '\r') {
+			empty = 0;
+			break;
+		}
+	}
+	buf_append(&o->b, raw, close - raw);
+	if (!empty)
+		buf_append(&o->b, ",", 1);
+	buf_append(&o->b, "\"mhfilter\":{\"verdict\":\"", 23);
+	buf_append(&o->b, verdict_names[v->kind],
+	    strlen(verdict_names[v->kind]));
+	buf_append(&o->b, "\"", 1);
+	if (v->kind == V_DUPLICATE) {
+		buf_append(&o->b, ",\"match\":", 9);
+		output_jsonstr(&o->b, v->match.data, v->match.len);
+		snprintf(sim, sizeof sim, ",\"similarity\":%.4f", v->sim);
+		buf_append(&o->b, sim, strlen(sim));
+	}
+	buf_append(&o->b, "}", 1);
+	buf_append(&o->b, close, len - (close - raw));
+}
+
+/* A record with its verdict. */
+static void
+output_annotate(struct output *o, const struct record *r,
+    const struct verdict *v)
+{
+	char	 sim[32];
+	const char *name = verdict_names[v->kind];
+
+	if (o->format == FORMAT_JSONL) {
+		output_json(o, r, v);
+		return;
+	}
+	buf_append(&o->b, name, strlen(name));
+	if (v->kind == V_DUPLICATE) {
+		buf_append(&o->b, "\t", 1);
+		buf_append(&o->b, v->match.data, v->match.len);
+		snprintf(sim, sizeof sim, "\t%.4f\t", v->sim);
+		buf_append(&o->b, sim, strlen(sim));
+	} else
+		buf_append(&o->b, "\t-\t-\t", 5);
+	buf_append(&o->b, r->raw.data, r->raw.len);
+}
+
+/* Queue what the mode says of one record; flush past the high-water mark. */
+int
+output_record(struct output *o, const struct record *r,
+    const struct verdict *v, char **cause)
+{
+	char	 c = o->delim, sim[32];
+	size_t	 i;
+
+	switch (o->mode) {
+	case OUT_UNIQUE:
+		if (v->kind == V_DUPLICATE)
+			return (0);
+		buf_append(&o->b, r->raw.data, r->raw.len);
+		break;
+	case OUT_DUPLICATES:
+		if (v->kind != V_DUPLICATE)
+			return (0);
+		buf_append(&o->b, r->raw.data, r->raw.len);
+		break;
+	case OUT_ANNOTATE:
+		output_annotate(o, r, v);
+		break;
+	case OUT_PAIRS:
+		record_idstr(r, &o->id);
+		for (i = 0; i < v->npairs; i++) {
+			buf_append(&o->b, v->pairs[i].id.data,
+			    v->pairs[i].id.len);
+			buf_append(&o->b, "\t", 1);
+			buf_append(&o->b, o->id.data, o->id.len);
+			snprintf(sim, sizeof sim, "\t%.4f\n", v->pairs[i].sim);
+			buf_append(&o->b, sim, strlen(sim));
+		}
+		goto check;
+	}
+	buf_append(&o->b, &c, 1);
+check:
+	if (o->b.len >= OUTPUT_HIGH)
+		return (output_flush(o, cause));
+	return (0);
+}
+
+/* Write everything queued. */
+int
+output_flush(struct output *o, char **cause)
+{
+	size_t	 off = 0;
+	ssize_t	 n;
+
+	while (off < o->b.len) {
+		n = write(o->fd, o->b.data + off, o->b.len - off);
+		if (n == -1) {
+			if (errno == EINTR)
+				continue;
+			xasprintf(cause, "write error: %s", strerror(errno));
+			return (-1);
+		}
+		off += n;
+	}
+	o->b.len = 0;
+	return (0);
+}
+
+/* Free the writer (without flushing). */
+void
+output_close(struct output *o)
+{
+	if (o == NULL)
+		return;
+	buf_free(&o->b);
+	buf_free(&o->id);
+	free(o);
+}

@@ -1,0 +1,192 @@
+/*
+ * Shingles: every run of n consecutive units of the normalised text, hashed
+ * with XXH3-64 and the index's seed.  A unit is a character (a Unicode code
+ * point, or a byte when the text is not valid UTF-8) or a word (a maximal
+ * run of bytes that are not ASCII white space).  A text shorter than n units
+ * is one shingle; an empty text has none.
+ *
+ * A shingle's hash is XXH3_64bits_withSeed() over its UTF-8 bytes exactly as
+ * they stand in the normalised text (for words, with the separators between
+ * them), so the value depends on nothing but the text, n and the seed.
+ */
+
+#include "config.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <xxhash.h>
+
+#include "mhfilter.h"
+
+static size_t	shingle_chars(const struct shingler *, const unsigned char *,
+		    size_t, int, struct u64vec *);
+static size_t	shingle_words(const struct shingler *, const unsigned char *,
+		    size_t, struct u64vec *);
+static int	u64cmp(const void *, const void *);
+
+/* Is this byte a word separator? */
+static inline int
+is_sep(unsigned char c)
+{
+	return (c == ' ' || (c >= '\t' && c <= '\r'));
+}
+
+/* Add one shingle's hash. */
+static inline void
+shingle_add(const struct shingler *sh, const unsigned char *p, size_t len,
+    struct u64vec *out)
+{
+	u64vec_push(out, XXH3_64bits_withSeed(p, len, sh->seed));
+}
+
+/* Character shingles: code points, or bytes when bytes is set. */
+static size_t
+shingle_chars(const struct shingler *sh, const unsigned char *p, size_t len,
+    int bytes, struct u64vec *out)
+{
+	size_t	 ring[MHF_MAX_SHINGLE + 1], i, count = 0, n = sh->n;
+	size_t	 head = 0;
+	unsigned char	high = 0;
+
+	for (i = 0; i < len; i++)
+		high |= p[i];
+	if (bytes || high < 0x80) {
+		/* One byte one character: the fast path for ASCII. */
+		if (len <= n) {
+			shingle_add(sh, p, len, out);
+			return (1);
+		}
+		for (i = 0; i + n <= len; i++)
+			shingle_add(sh, p + i, n, out);
+		return (len - n + 1);
+	}
+
+	/*
+	 * UTF-8: keep the offsets of the last n+1 character starts in a ring;
+	 * each new start (or the end) closes the shingle that began n
+	 * characters before it.
+	 */
+	for (i = 0; i <= len; i++) {
+		if (i < len && (p[i] & 0xc0) == 0x80)
+			continue;	/* a continuation byte */
+		ring[head % (n + 1)] = i;
+		head++;
+		if (head > n) {
+			shingle_add(sh, p + ring[(head - n - 1) % (n + 1)],
+			    i - ring[(head - n - 1) % (n + 1)], out);
+			count++;
+		}
+	}
+	if (count == 0) {
+		shingle_add(sh, p, len, out);
+		count = 1;
+	}
+	return (count);
+}
+
+/* Word shingles: n consecutive words with what separates them. */
+static size_t
+shingle_words(const struct shingler *sh, const unsigned char *p, size_t len,
+    struct u64vec *out)
+{
+	size_t	 starts[MHF_MAX_SHINGLE], i, j, count = 0, words = 0;
+	size_t	 n = sh->n, first = 0, last = 0;
+
+	i = 0;
+	for (;;) {
+		while (i < len && is_sep(p[i]))
+			i++;
+		if (i == len)
+			break;
+		j = i;
+		while (j < len && !is_sep(p[j]))
+			j++;
+		/* A word at [i, j). */
+		if (words == 0)
+			first = i;
+		last = j;
+		starts[words % n] = i;
+		words++;
+		if (words >= n) {
+			shingle_add(sh, p + starts[(words - n) % n],
+			    j - starts[(words - n) % n], out);
+			count++;
+		}
+		i = j;
+	}
+	if (count == 0 && words > 0) {
+		shingle_add(sh, p + first, last - first, out);
+		count = 1;
+	}
+	return (count);
+}
+
+/*
+ * Hash the shingles of a normalised text into out (which is emptied
+ * first).  bytes says the text is not valid UTF-8.  Returns how many.
+ */
+size_t
+shingle_hash(const struct shingler *sh, const char *text, size_t len,
+    int bytes, struct u64vec *out)
+{
+	const unsigned char	*p = (const unsigned char *)text;
+
+	out->n = 0;
+	if (len == 0)
+		return (0);
+	if (sh->unit == UNIT_WORD)
+		return (shingle_words(sh, p, len, out));
+	return (shingle_chars(sh, p, len, bytes, out));
+}
+
+/* Compare two 64-bit values for qsort. */
+static int
+u64cmp(const void *a, const void *b)
+{
+	uint64_t	 x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return ((x > y) - (x < y));
+}
+
+/* The set of shingle hashes: sorted, without repeats.  Returns its size. */
+size_t
+shingle_set(const struct shingler *sh, const char *text, size_t len,
+    int bytes, struct u64vec *out)
+{
+	size_t	 i, n;
+
+	shingle_hash(sh, text, len, bytes, out);
+	if (out->n < 2)
+		return (out->n);
+	qsort(out->v, out->n, sizeof *out->v, u64cmp);
+	for (i = 1, n = 1; i < out->n; i++) {
+		if (out->v[i] != out->v[n - 1])
+			out->v[n++] = out->v[i];
+	}
+	out->n = n;
+	return (n);
+}
+
+/* Jaccard similarity of two sorted sets; two empty sets are equal. */
+double
+jaccard_sorted(const uint64_t *a, size_t na, const uint64_t *b, size_t nb)
+{
+	size_t	 i = 0, j = 0, both = 0;
+
+	if (na == 0 && nb == 0)
+		return (1.0);
+	while (i < na && j < nb) {
+		if (a[i] < b[j])
+			i++;
+		else if (a[i] > b[j])
+			j++;
+		else {
+			both++;
+			i++;
+			j++;
+		}
+	}
+	return ((double)both / (double)(na + nb - both));
+}

@@ -1,0 +1,148 @@
+/*
+ * Allocation that cannot fail silently: out of memory is fatal, as in tmux.
+ * Growable buffers live here too, since they are only allocation.
+ */
+
+#include "config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mhfilter.h"
+
+/* Allocate size bytes or die. */
+void *
+xmalloc(size_t size)
+{
+	void	*p;
+
+	if (size == 0)
+		size = 1;
+	if ((p = malloc(size)) == NULL)
+		fatal("malloc %zu", size);
+	return (p);
+}
+
+/* Allocate a zeroed array or die. */
+void *
+xcalloc(size_t nmemb, size_t size)
+{
+	void	*p;
+
+	if (nmemb == 0 || size == 0)
+		nmemb = size = 1;
+	if ((p = calloc(nmemb, size)) == NULL)
+		fatal("calloc %zu*%zu", nmemb, size);
+	return (p);
+}
+
+/* Resize an array, checking the multiplication for overflow. */
+void *
+xreallocarray(void *ptr, size_t nmemb, size_t size)
+{
+	void	*p;
+
+	if (nmemb == 0 || size == 0)
+		nmemb = size = 1;
+	if (SIZE_MAX / nmemb < size)
+		fatalx("reallocarray %zu*%zu: overflow", nmemb, size);
+	if ((p = realloc(ptr, nmemb * size)) == NULL)
+		fatal("realloc %zu*%zu", nmemb, size);
+	return (p);
+}
+
+/* Copy a string or die. */
+char *
+xstrdup(const char *s)
+{
+	return (xstrndup(s, strlen(s)));
+}
+
+/* Copy at most n bytes of a string, NUL-terminated, or die. */
+char *
+xstrndup(const char *s, size_t n)
+{
+	char	*p;
+
+	p = xmalloc(n + 1);
+	memcpy(p, s, n);
+	p[n] = '\0';
+	return (p);
+}
+
+/* Format into a new string or die. */
+int
+xasprintf(char **ret, const char *fmt, ...)
+{
+	va_list	 ap;
+	int	 n;
+
+	va_start(ap, fmt);
+	n = vasprintf(ret, fmt, ap);
+	va_end(ap);
+	if (n == -1)
+		fatal("vasprintf");
+	return (n);
+}
+
+/* Make room for at least more bytes after the buffer's contents. */
+void
+buf_reserve(struct buf *b, size_t more)
+{
+	size_t	 need = b->len + more + 1;	/* room for a terminator */
+
+	if (need < b->len)
+		fatalx("buffer size overflow");
+	if (need <= b->size)
+		return;
+	if (need < 2 * b->size)
+		need = 2 * b->size;
+	if (need < 64)
+		need = 64;
+	b->data = xreallocarray(b->data, need, 1);
+	b->size = need;
+}
+
+/* Append bytes; the contents stay NUL-terminated. */
+void
+buf_append(struct buf *b, const void *p, size_t len)
+{
+	buf_reserve(b, len);
+	if (len != 0)
+		memcpy(b->data + b->len, p, len);
+	b->len += len;
+	b->data[b->len] = '\0';
+}
+
+/* Release a buffer's memory. */
+void
+buf_free(struct buf *b)
+{
+	free(b->data);
+	b->data = NULL;
+	b->len = b->size = 0;
+}
+
+/* Append one value to a vector. */
+void
+u64vec_push(struct u64vec *v, uint64_t x)
+{
+	if (v->n == v->size) {
+		v->size = v->size ? 2 * v->size : 256;
+		v->v = xreallocarray(v->v, v->size, sizeof *v->v);
+	}
+	v->v[v->n++] = x;
+}
+
+/* Release a vector's memory. */
+void
+u64vec_free(struct u64vec *v)
+{
+	free(v->v);
+	v->v = NULL;
+	v->n = v->size = 0;
+}
