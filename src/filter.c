@@ -32,7 +32,8 @@
 
 struct cand {
 	uint64_t	 docid;
-	unsigned	 hits;
+	unsigned	 hits;		/* bands shared with the record */
+	double		 est;		/* similarity from the signatures */
 };
 
 struct slot {
@@ -52,6 +53,7 @@ struct filter {
 	struct u64vec		 mine;		/* the record's shingle set */
 	struct u64vec		 theirs;	/* a candidate's shingle set */
 	struct u64vec		 found;		/* band bucket contents */
+	struct u64vec		 scratch;	/* for sort_u64 */
 	struct cand		*cands;
 	size_t			 candsize;
 	struct buf		 text;		/* a candidate's text */
@@ -68,7 +70,7 @@ static void	verdict_pair(struct verdict *, uint64_t, const char *, size_t,
 		    double);
 static size_t	filter_gather(struct filter *);
 static int	cand_cmp(const void *, const void *);
-static int	u64_cmp(const void *, const void *);
+static int	est_cmp(const void *, const void *);
 
 /* Make a filter for the parameters in force (after index_open). */
 struct filter *
@@ -104,6 +106,7 @@ filter_free(struct filter *f)
 	u64vec_free(&f->mine);
 	u64vec_free(&f->theirs);
 	u64vec_free(&f->found);
+	u64vec_free(&f->scratch);
 	free(f->cands);
 	buf_free(&f->text);
 	buf_free(&f->idstr);
@@ -170,13 +173,15 @@ cand_cmp(const void *a, const void *b)
 	return ((x->docid > y->docid) - (x->docid < y->docid));
 }
 
-/* Compare two 64-bit values for qsort. */
+/* Order candidates: highest estimate first, then the earliest. */
 static int
-u64_cmp(const void *a, const void *b)
+est_cmp(const void *a, const void *b)
 {
-	uint64_t	 x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	const struct cand	*x = a, *y = b;
 
-	return ((x > y) - (x < y));
+	if (x->est != y->est)
+		return (x->est > y->est ? -1 : 1);
+	return ((x->docid > y->docid) - (x->docid < y->docid));
 }
 
 /* Turn the bucket contents into candidates with their shared-band counts. */
@@ -187,7 +192,7 @@ filter_gather(struct filter *f)
 
 	if (f->found.n == 0)
 		return (0);
-	qsort(f->found.v, f->found.n, sizeof *f->found.v, u64_cmp);
+	sort_u64(f->found.v, f->found.n, &f->scratch);
 	if (f->found.n > f->candsize) {
 		f->candsize = f->found.n;
 		f->cands = xreallocarray(f->cands, f->candsize,
@@ -227,7 +232,15 @@ verdict_pair(struct verdict *v, uint64_t docid, const char *id, size_t idlen,
 	p->sim = sim;
 }
 
-/* Phase 2 for record i: look up, verify, decide, insert. */
+/*
+ * Phase 2 for record i: look up, verify, decide, insert.
+ *
+ * The candidates sharing the most bands (at most max_candidates) get a
+ * signature estimate each, then are taken in order of estimate.  Exact
+ * verification stops at the first candidate whose estimate is more than the
+ * margin below both the threshold and the best similarity found so far:
+ * neither it nor any after it can plausibly matter.
+ */
 static int
 filter_one(struct filter *f, struct index *ix, size_t i, struct record *r,
     struct verdict *v, char **cause)
@@ -235,66 +248,79 @@ filter_one(struct filter *f, struct index *ix, size_t i, struct record *r,
 	struct slot	*s = &f->slots[i];
 	unsigned	 K = f->o.p.perms;
 	const uint32_t	*sig = f->sigs + i * K;
-	double		 t = f->o.p.threshold, est, sim, best = -1;
+	double		 t = f->o.p.threshold, sim, best = -1;
 	struct docinfo	 d;
-	size_t		 c, n, examined = 0;
-	int		 rc, bytes, have_mine = 0, best_unique = 0, flags;
+	struct cand	*cd;
+	size_t		 c, n;
+	uint64_t	 best_doc = 0;
+	int		 rc, bytes, have_mine = 0, flags;
 
 	f->found.n = 0;
 	if ((rc = index_candidates(ix, f->keys + i * f->o.p.bands, &f->found,
 	    cause)) != 0)
 		return (rc);
 	n = filter_gather(f);
-	v->match.len = 0;
-	for (c = 0; c < n && examined < f->o.max_candidates; c++) {
-		examined++;
+	if (n > f->o.max_candidates)
+		n = f->o.max_candidates;
+	for (c = 0; c < n; c++) {
 		if ((rc = index_doc(ix, f->cands[c].docid, &d, cause)) != 0)
 			return (rc);
-		est = minhash_similarity(sig, d.sig, K);
-		sim = est;
+		f->cands[c].est = minhash_similarity(sig, d.sig, K);
+	}
+	qsort(f->cands, n, sizeof *f->cands, est_cmp);
+	f->st.candidates += n;
+
+	for (c = 0; c < n; c++) {
+		cd = &f->cands[c];
+		sim = cd->est;
 		if (f->o.verify == VERIFY_EXACT) {
-			if (est < t - f->margin)
-				continue;
+			if (cd->est < fmax(t, best) - f->margin)
+				break;
 			if (!have_mine) {
 				shingle_set(&f->sh, s->norm.data, s->norm.len,
-				    s->bytes, &f->mine);
+				    s->bytes, &f->mine, &f->scratch);
 				have_mine = 1;
 			}
-			/* index_text reuses no docinfo memory. */
-			bytes = index_text(ix, d.docid, &f->text, cause);
-			if (bytes < 0)
+			if ((bytes = index_text(ix, cd->docid, &f->text,
+			    cause)) < 0)
 				return (-1);
 			shingle_set(&f->sh, f->text.data, f->text.len, bytes,
-			    &f->theirs);
+			    &f->theirs, &f->scratch);
 			sim = jaccard_sorted(f->mine.v, f->mine.n,
 			    f->theirs.v, f->theirs.n);
 			f->st.verified++;
-		}
-		if (f->o.verify != VERIFY_NONE && sim < t)
+		} else if (f->o.verify == VERIFY_SIGNATURE && sim < t)
+			break;		/* sorted: no later one reaches t */
+		if (f->o.verify == VERIFY_EXACT && sim < t)
 			continue;
-		if (f->o.want_pairs)
+		if (f->o.want_pairs) {
+			if ((rc = index_doc(ix, cd->docid, &d, cause)) != 0)
+				return (rc);
 			verdict_pair(v, d.docid, d.id, d.idlen, sim);
+		}
 		if (sim > best) {
 			best = sim;
-			v->match.len = 0;
-			buf_append(&v->match, d.id, d.idlen);
-			best_unique = (d.flags & DOC_UNIQUE) != 0;
-			if (sim >= 1.0 && !f->o.want_pairs)
-				break;
+			best_doc = cd->docid;
 		}
+		if (best >= 1.0 && !f->o.want_pairs)
+			break;
+		if (f->o.verify != VERIFY_EXACT && !f->o.want_pairs)
+			break;		/* the first is the best estimate */
 	}
-	f->st.candidates += examined;
 
 	flags = s->bytes ? DOC_BYTES : 0;
 	if (best < 0) {
 		v->kind = V_UNIQUE;
 		flags |= DOC_UNIQUE;
 	} else {
+		if ((rc = index_doc(ix, best_doc, &d, cause)) != 0)
+			return (rc);
 		v->kind = V_DUPLICATE;
 		v->sim = best;
-		if (best >= 1.0 && r->id.len != 0 && best_unique &&
-		    v->match.len == r->id.len &&
-		    memcmp(v->match.data, r->id.data, r->id.len) == 0) {
+		buf_append(&v->match, d.id, d.idlen);
+		if (best >= 1.0 && r->id.len != 0 &&
+		    (d.flags & DOC_UNIQUE) && d.idlen == r->id.len &&
+		    memcmp(d.id, r->id.data, r->id.len) == 0) {
 			v->kind = V_UNIQUE;
 			v->replay = 1;
 		}

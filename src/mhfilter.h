@@ -110,7 +110,7 @@ struct shingler {
 size_t		 shingle_hash(const struct shingler *, const char *, size_t,
 		    int, struct u64vec *);
 size_t		 shingle_set(const struct shingler *, const char *, size_t,
-		    int, struct u64vec *);
+		    int, struct u64vec *, struct u64vec *);
 double		 jaccard_sorted(const uint64_t *, size_t, const uint64_t *,
 		    size_t);
 
@@ -303,5 +303,6 @@ void		 put_le32(unsigned char *, uint32_t);
 uint32_t	 get_le32(const unsigned char *);
 void		 put_be64(unsigned char *, uint64_t);
 uint64_t	 get_be64(const unsigned char *);
+void		 sort_u64(uint64_t *, size_t, struct u64vec *);
 
 #endif /* MHFILTER_H */

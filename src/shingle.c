@@ -24,7 +24,6 @@ static size_t	shingle_chars(const struct shingler *, const unsigned char *,
 		    size_t, int, struct u64vec *);
 static size_t	shingle_words(const struct shingler *, const unsigned char *,
 		    size_t, struct u64vec *);
-static int	u64cmp(const void *, const void *);
 
 /* Is this byte a word separator? */
 static inline int
@@ -141,26 +140,20 @@ shingle_hash(const struct shingler *sh, const char *text, size_t len,
 	return (shingle_chars(sh, p, len, bytes, out));
 }
 
-/* Compare two 64-bit values for qsort. */
-static int
-u64cmp(const void *a, const void *b)
-{
-	uint64_t	 x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return ((x > y) - (x < y));
-}
-
-/* The set of shingle hashes: sorted, without repeats.  Returns its size. */
+/*
+ * The set of shingle hashes: sorted, without repeats.  Returns its size.
+ * scratch is working memory for the sort.
+ */
 size_t
 shingle_set(const struct shingler *sh, const char *text, size_t len,
-    int bytes, struct u64vec *out)
+    int bytes, struct u64vec *out, struct u64vec *scratch)
 {
 	size_t	 i, n;
 
 	shingle_hash(sh, text, len, bytes, out);
 	if (out->n < 2)
 		return (out->n);
-	qsort(out->v, out->n, sizeof *out->v, u64cmp);
+	sort_u64(out->v, out->n, scratch);
 	for (i = 1, n = 1; i < out->n; i++) {
 		if (out->v[i] != out->v[n - 1])
 			out->v[n++] = out->v[i];
