@@ -148,13 +148,13 @@ filter_prepare(struct filter *f, struct record *recs, struct verdict *vs,
 		vs[i].invalid_utf8 = s->bytes;
 		if (s->bytes)
 			f->st.invalid_utf8++;
-		if (s->norm.len == 0) {
+		/* No shingles (no text, or no words): nothing to compare. */
+		if (s->norm.len == 0 || shingle_hash(&f->sh, s->norm.data,
+		    s->norm.len, s->bytes, &f->hashes) == 0) {
 			vs[i].kind = V_EMPTY;
 			s->pending = 0;
 			continue;
 		}
-		shingle_hash(&f->sh, s->norm.data, s->norm.len, s->bytes,
-		    &f->hashes);
 		minhash_sign(f->hashes.v, f->hashes.n, K, f->o.p.seed,
 		    f->sigs + i * K);
 		lsh_keys(f->sigs + i * K, b, f->o.p.rows, f->o.p.seed,
@@ -238,8 +238,9 @@ verdict_pair(struct verdict *v, uint64_t docid, const char *id, size_t idlen,
  * The candidates sharing the most bands (at most max_candidates) get a
  * signature estimate each, then are taken in order of estimate.  Exact
  * verification stops at the first candidate whose estimate is more than the
- * margin below both the threshold and the best similarity found so far:
- * neither it nor any after it can plausibly matter.
+ * margin below both the threshold and the best similarity found so far
+ * (with --pairs, below the threshold): neither it nor any after it can
+ * plausibly matter.
  */
 static int
 filter_one(struct filter *f, struct index *ix, size_t i, struct record *r,
@@ -274,7 +275,9 @@ filter_one(struct filter *f, struct index *ix, size_t i, struct record *r,
 		cd = &f->cands[c];
 		sim = cd->est;
 		if (f->o.verify == VERIFY_EXACT) {
-			if (cd->est < fmax(t, best) - f->margin)
+			/* --pairs wants every match, not just the best. */
+			if (cd->est < (f->o.want_pairs ? t : fmax(t, best)) -
+			    f->margin)
 				break;
 			if (!have_mine) {
 				shingle_set(&f->sh, s->norm.data, s->norm.len,

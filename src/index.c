@@ -286,8 +286,11 @@ meta_check(struct index *ix, int given, char **cause)
 		return (INDEX_MISMATCH);
 	}
 
-	if (meta_get(ix, "texts", stored, sizeof stored) != 0)
+	if (meta_get(ix, "texts", stored, sizeof stored) != 0) {
+		xasprintf(cause, "%s: meta record \"texts\" is missing",
+		    ix->path);
 		return (INDEX_MISMATCH);
+	}
 	p->texts = atoi(stored);
 	if (meta_get(ix, "verify", stored, sizeof stored) == 0 &&
 	    (~given & IP_VERIFY))
@@ -301,8 +304,11 @@ meta_check(struct index *ix, int given, char **cause)
 	if (meta_get(ix, "threshold", stored, sizeof stored) == 0 &&
 	    (~given & IP_THRESHOLD))
 		p->threshold = strtod(stored, NULL);
-	if (meta_get(ix, "next_doc", stored, sizeof stored) != 0)
+	if (meta_get(ix, "next_doc", stored, sizeof stored) != 0) {
+		xasprintf(cause, "%s: meta record \"next_doc\" is missing",
+		    ix->path);
 		return (INDEX_MISMATCH);
+	}
 	ix->next_doc = strtoull(stored, NULL, 10);
 	return (0);
 }
@@ -419,9 +425,11 @@ index_open(struct index **ixp, const char *path, int flags,
 			goto fail;
 	} else if ((rv = meta_check(ix, given, cause)) != 0)
 		goto fail;
-	if (flags & INDEX_RDONLY)
-		mdb_txn_abort(ix->txn);
-	else if ((rc = mdb_txn_commit(ix->txn)) != 0) {
+	/*
+	 * Commit even a read-only transaction: LMDB closes the database
+	 * handles opened in a transaction that is aborted.
+	 */
+	if ((rc = mdb_txn_commit(ix->txn)) != 0) {
 		ix->txn = NULL;
 		rv = -1;
 		index_fail(ix, rc, "commit", cause);

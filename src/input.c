@@ -98,7 +98,11 @@ input_advance(struct input *in, char **cause)
 	return (1);
 }
 
-/* Read more of the current file into the buffer.  Sets eof at its end. */
+/*
+ * Read more of the current file into the buffer.  Sets eof at its end.
+ * A signal interrupting the read returns -1 with no cause, so that the
+ * caller can stop (mhfilter's handlers are installed without SA_RESTART).
+ */
 static int
 input_fill(struct input *in, char **cause)
 {
@@ -114,15 +118,14 @@ input_fill(struct input *in, char **cause)
 		in->size *= 2;
 		in->buf = xreallocarray(in->buf, in->size, 1);
 	}
-	for (;;) {
-		n = read(in->fd, in->buf + in->end, in->size - in->end);
-		if (n >= 0)
-			break;
-		if (errno != EINTR) {
+	n = read(in->fd, in->buf + in->end, in->size - in->end);
+	if (n == -1) {
+		if (errno == EINTR)
+			*cause = NULL;
+		else
 			xasprintf(cause, "read %s: %s", in->name,
 			    strerror(errno));
-			return (-1);
-		}
+		return (-1);
 	}
 	if (n == 0)
 		in->eof = 1;
@@ -132,7 +135,8 @@ input_fill(struct input *in, char **cause)
 
 /*
  * The next record: 1 and rr filled, 0 at the end of all input, -1 on a read
- * error.  rr->data stays valid until the next call.
+ * error (with a cause) or a signal (cause NULL; call again to go on).
+ * rr->data stays valid until the next call.
  */
 int
 input_next(struct input *in, struct rawrec *rr, char **cause)
@@ -163,6 +167,7 @@ input_next(struct input *in, struct rawrec *rr, char **cause)
 				rr->data = in->buf + in->start;
 				rr->len = len;
 			}
+			rr->delimited = p != NULL;
 			in->start += len + (p != NULL);
 			in->scanned = in->start;
 			in->skipping = 0;

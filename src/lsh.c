@@ -41,6 +41,16 @@ lsh_prob(double s, unsigned b, unsigned r)
 	return (1.0 - pow(1.0 - pow(s, r), b));
 }
 
+/* Fill in the error rates of (b, r) at threshold t. */
+void
+lsh_rate(double t, unsigned b, unsigned r, struct lsh_choice *c)
+{
+	c->b = b;
+	c->r = r;
+	c->fn = 1.0 - lsh_prob(t, b, r);
+	c->fp = lsh_prob(fp_point(t), b, r);
+}
+
 /*
  * Choose (b, r) with b*r = k for threshold t: of the pairs meeting both
  * bounds the one with the least fn+fp; failing that, of those meeting the
@@ -58,10 +68,7 @@ lsh_choose(unsigned k, double t, double max_fn, double max_fp,
 	for (r = 1; r <= k; r++) {
 		if (k % r != 0)
 			continue;
-		c.r = r;
-		c.b = k / r;
-		c.fn = 1.0 - lsh_prob(t, c.b, c.r);
-		c.fp = lsh_prob(fp_point(t), c.b, c.r);
+		lsh_rate(t, k / r, r, &c);
 		if (c.fn <= max_fn && c.fp <= max_fp &&
 		    (both.b == 0 || c.fn + c.fp < both.fn + both.fp))
 			both = c;

@@ -196,7 +196,7 @@ parse_options(int argc, char **argv, struct options *o)
 {
 	char		 name[32], *cause;
 	uint64_t	 u;
-	int		 ch, idx, modes = 0;
+	int		 ch, idx, modes = 0, fields = 0;
 
 	memset(o, 0, sizeof *o);
 	o->f.p.perms = 128;
@@ -216,10 +216,12 @@ parse_options(int argc, char **argv, struct options *o)
 	o->max_fp = 0.05;
 	o->progress = isatty(STDERR_FILENO);
 
-	while ((ch = getopt_long(argc, argv, short_opts, long_opts,
-	    &idx)) != -1) {
-		if (ch >= 256 || (ch != '?' && optind > 0 &&
-		    strncmp(argv[optind - 1], "--", 2) == 0))
+	for (;;) {
+		idx = -1;	/* getopt_long sets it for long options only */
+		ch = getopt_long(argc, argv, short_opts, long_opts, &idx);
+		if (ch == -1)
+			break;
+		if (idx != -1)
 			snprintf(name, sizeof name, "--%s",
 			    long_opts[idx].name);
 		else
@@ -243,9 +245,11 @@ parse_options(int argc, char **argv, struct options *o)
 			break;
 		case OPT_TEXT_FIELD:
 			o->text_field = optarg;
+			fields = 1;
 			break;
 		case OPT_ID_FIELD:
 			o->id_field = optarg;
+			fields = 1;
 			break;
 		case OPT_MAX_BYTES:
 			NUMBER(parse_size, 1, 1ULL << 30, &o->max_bytes);
@@ -390,8 +394,7 @@ parse_options(int argc, char **argv, struct options *o)
 	if (o->f.query_only && o->db == NULL)
 		usage_error("--query-only needs --db (a temporary index is "
 		    "empty)");
-	if (o->format != FORMAT_JSONL && (strcmp(o->text_field, "text") != 0 ||
-	    strcmp(o->id_field, "id") != 0))
+	if (o->format != FORMAT_JSONL && fields)
 		usage_error("--text-field and --id-field go with --format "
 		    "jsonl");
 	choose_bands(o);
@@ -415,6 +418,11 @@ choose_bands(struct options *o)
 			    MHF_MAX_PERMS);
 		o->given |= IP_PERMS;
 	} else if (o->given & (IP_BANDS|IP_ROWS)) {
+		/*
+		 * One of the two: derive the other from K.  Only the one
+		 * given is checked against an existing index, whose K may
+		 * not be the default.
+		 */
 		unsigned given = (o->given & IP_BANDS) ? p->bands : p->rows;
 
 		if (p->perms % given != 0)
@@ -425,7 +433,6 @@ choose_bands(struct options *o)
 			p->rows = p->perms / given;
 		else
 			p->bands = p->perms / given;
-		o->given |= IP_BANDS | IP_ROWS;
 	} else {
 		lsh_choose(p->perms, p->threshold, o->max_fn, o->max_fp, &c);
 		p->bands = c.b;
@@ -433,11 +440,15 @@ choose_bands(struct options *o)
 	}
 }
 
-/* Remember the first SIGINT/SIGTERM: the loop stops after this batch. */
+/*
+ * Remember the first SIGINT/SIGTERM: the loop stops after this batch.  The
+ * handler is installed with SA_RESETHAND, so a second one kills at once.
+ */
 static void
 on_signal(int sig)
 {
-	stop_signal = sig;
+	if (stop_signal == 0)
+		stop_signal = sig;
 }
 
 /* At exit, close the index (removing a temporary one). */
@@ -482,6 +493,8 @@ read_batch(struct options *o, struct input *in, struct record *recs,
 			*eof = 1;
 			break;
 		}
+		if (rc < 0 && cause == NULL)
+			continue;	/* a signal: the loop condition decides */
 		if (rc < 0) {
 			log_warnx("%s", cause);
 			free(cause);
@@ -489,7 +502,7 @@ read_batch(struct options *o, struct input *in, struct record *recs,
 			return (EXIT_ERROR);
 		}
 		ct->records++;
-		ct->bytes += (rr.toolong ? rr.fulllen : rr.len) + 1;
+		ct->bytes += (rr.toolong ? rr.fulllen : rr.len) + rr.delimited;
 		if (rr.toolong) {
 			ct->too_long++;
 			snprintf(what, sizeof what, "record of %zu bytes is "
@@ -620,19 +633,17 @@ main(int argc, char **argv)
 			if (stat(dbfile, &st) == 0) {
 				rc = index_open(&the_index, o.db, INDEX_RDONLY,
 				    &o.f.p, o.given, &cause);
-				if (rc != 0)
-					fatalx("%s", cause);
+				if (rc != 0) {
+					log_warnx("%s", cause);
+					return (rc == INDEX_MISMATCH ?
+					    EXIT_MISMATCH : EXIT_ERROR);
+				}
 				index_close(the_index);
 				the_index = NULL;
 			}
 			free(dbfile);
 		}
-		c.b = o.f.p.bands;
-		c.r = o.f.p.rows;
-		c.fn = 1 - lsh_prob(o.f.p.threshold, c.b, c.r);
-		c.fp = lsh_prob(o.f.p.threshold > 0.5 ?
-		    o.f.p.threshold - LSH_FP_GAP : o.f.p.threshold / 2, c.b,
-		    c.r);
+		lsh_rate(o.f.p.threshold, o.f.p.bands, o.f.p.rows, &c);
 		lsh_explain(stdout, o.f.p.perms, o.f.p.threshold, &c);
 		return (EXIT_OK);
 	}
@@ -645,18 +656,19 @@ main(int argc, char **argv)
 	}
 	atexit(cleanup);
 	o.f.verify = o.f.p.verify;
+	lsh_rate(o.f.p.threshold, o.f.p.bands, o.f.p.rows, &c);
 	if ((o.given & IP_THRESHOLD) && o.f.p.bands != asked.bands &&
-	    1 - lsh_prob(o.f.p.threshold, o.f.p.bands, o.f.p.rows) > o.max_fn)
+	    c.fn > o.max_fn)
 		log_warnx("the index's bands (%u x %u rows) miss %.1f%% of the "
 		    "pairs at similarity %.2f; an index made with -t %.2f "
-		    "would not", o.f.p.bands, o.f.p.rows, 100 *
-		    (1 - lsh_prob(o.f.p.threshold, o.f.p.bands, o.f.p.rows)),
-		    o.f.p.threshold, o.f.p.threshold);
+		    "would not", c.b, c.r, 100 * c.fn, o.f.p.threshold,
+		    o.f.p.threshold);
 
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = SIG_IGN;
 	sigaction(SIGPIPE, &sa, NULL);	/* write errors are reported */
 	sa.sa_handler = on_signal;
+	sa.sa_flags = SA_RESETHAND;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 
@@ -704,11 +716,10 @@ main(int argc, char **argv)
 	}
 	if (o.progress)
 		progress(&ct, start, 1);
-	if (stop_signal) {
+	if (stop_signal && status == EXIT_OK) {
 		log_warnx("interrupted by signal %d: every record read so far "
 		    "was committed and written", (int)stop_signal);
-		if (status == EXIT_OK)
-			status = 128 + stop_signal;
+		status = 128 + stop_signal;
 	}
 	if (o.stats)
 		print_stats(&o, &ct, f, now_seconds() - start);

@@ -43,7 +43,7 @@
 #define EXIT_ERROR		1	/* I/O, index or resource error */
 #define EXIT_USAGE		2	/* bad command line */
 #define EXIT_DATA		3	/* bad input with --on-bad-input=fail */
-#define EXIT_MISMATCH		4	/* index parameters differ, or it is busy */
+#define EXIT_MISMATCH		4	/* index parameters or version differ */
 
 /* Limits. */
 #define MHF_MAX_PERMS		1024
@@ -129,6 +129,7 @@ struct lsh_choice {
 };
 #define LSH_FP_GAP	0.25
 double		 lsh_prob(double, unsigned, unsigned);
+void		 lsh_rate(double, unsigned, unsigned, struct lsh_choice *);
 int		 lsh_choose(unsigned, double, double, double,
 		    struct lsh_choice *);
 void		 lsh_keys(const uint32_t *, unsigned, unsigned, uint64_t,
@@ -142,6 +143,7 @@ struct rawrec {
 	size_t		 len;		/* without the delimiter */
 	int		 toolong;	/* longer than the limit: data is empty */
 	size_t		 fulllen;	/* the whole length when toolong */
+	int		 delimited;	/* ended by the delimiter, not EOF */
 	const char	*file;		/* name for messages */
 	uint64_t	 line;		/* record number within the file */
 };

@@ -1,0 +1,789 @@
+/*
+ * Unit tests for index.c, each in its own mkdtemp directory: creating and
+ * reopening an index, documents and texts (raw and zstd), band candidates,
+ * the parameter check, abort, a full map, read-only and temporary indexes.
+ */
+
+#include "config.h"
+
+#include <errno.h>
+#include <ftw.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <lmdb.h>
+
+#include "mhfilter.h"
+
+#define K	8
+#define B	4
+#define R	2
+
+/* A test's directory, and what teardown must release if the test fails. */
+struct fixture {
+	char		 dir[PATH_MAX];
+	char		 path[PATH_MAX + 16];	/* the index, dir/ix */
+	struct index	*ix;
+	char		*cause;
+	struct buf	 text;
+	struct u64vec	 out;
+};
+
+/* Three documents, inserted by fill in one transaction. */
+static const struct tdoc {
+	const char	*id;
+	uint64_t	 keys[B];
+	uint32_t	 sig[K];
+	int		 flags;
+	const char	*text;
+} docs[] = {
+	{ "alpha", { 10, 20, 30, 40 }, { 1, 2, 3, 4, 5, 6, 7, 8 }, DOC_UNIQUE,
+	    "the quick brown fox jumps over the lazy dog; "
+	    "the quick brown fox jumps over the lazy dog; "
+	    "the quick brown fox jumps over the lazy dog; "
+	    "the quick brown fox jumps over the lazy dog; "
+	    "the quick brown fox jumps over the lazy dog." },
+	{ "b", { 10, 21, 31, 41 }, { 11, 12, 13, 14, 15, 16, 17, UINT32_MAX },
+	    DOC_UNIQUE, "short text" },
+	{ "gamma", { 11, 20, 30, 42 }, { 0, 0, 0, 0, 9, 9, 9, 9 }, DOC_BYTES,
+	    "\xff\xfe raw bytes" },
+};
+#define NDOCS	(sizeof docs / sizeof docs[0])
+
+/* Remove one file or directory of a tree (for nftw). */
+static int
+remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	return (remove(path));
+}
+
+/* Make the test's directory. */
+static int
+setup(void **state)
+{
+	struct fixture	*f;
+	const char	*tmp;
+
+	f = xcalloc(1, sizeof *f);
+	if ((tmp = getenv("TMPDIR")) == NULL || *tmp == '\0')
+		tmp = "/tmp";
+	snprintf(f->dir, sizeof f->dir, "%s/mhf-test-index.XXXXXX", tmp);
+	if (mkdtemp(f->dir) == NULL)
+		return (-1);
+	snprintf(f->path, sizeof f->path, "%s/ix", f->dir);
+	*state = f;
+	return (0);
+}
+
+/* Close what a test left open and remove its directory. */
+static int
+teardown(void **state)
+{
+	struct fixture	*f = *state;
+	int		 rc;
+
+	index_close(f->ix);
+	free(f->cause);
+	buf_free(&f->text);
+	u64vec_free(&f->out);
+	rc = nftw(f->dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+	free(f);
+	return (rc);
+}
+
+/* The parameters of the test indexes. */
+static void
+params(struct index_params *p)
+{
+	memset(p, 0, sizeof *p);
+	p->perms = K;
+	p->bands = B;
+	p->rows = R;
+	p->shingle = 5;
+	p->unit = UNIT_CHAR;
+	p->norm = NORM_DEFAULT;
+	p->seed = 0;
+	p->texts = 1;
+	p->verify = VERIFY_EXACT;
+	p->threshold = 0.8;
+}
+
+/* Fail with the cause when rc is not 0. */
+#define CHECK(f, call) do {						\
+	int	 rc_ = (call);						\
+	if (rc_ != 0)							\
+		fail_msg("%s: %d: %s", #call, rc_,			\
+		    (f)->cause ? (f)->cause : "no cause");		\
+} while (0)
+
+/* Assert that cause holds want, then free it. */
+static void
+check_cause(struct fixture *f, const char *want)
+{
+	if (f->cause == NULL || strstr(f->cause, want) == NULL)
+		fail_msg("cause \"%s\" does not mention \"%s\"",
+		    f->cause ? f->cause : "(none)", want);
+	free(f->cause);
+	f->cause = NULL;
+}
+
+/* Open the index at f->path with the test parameters. */
+static void
+open_ix(struct fixture *f, int flags)
+{
+	struct index_params	 p;
+
+	params(&p);
+	CHECK(f, index_open(&f->ix, f->path, flags, &p, 0, &f->cause));
+}
+
+/* Close the test's index. */
+static void
+close_ix(struct fixture *f)
+{
+	index_close(f->ix);
+	f->ix = NULL;
+}
+
+/* Create the index at f->path and insert the three documents. */
+static void
+fill(struct fixture *f)
+{
+	const struct tdoc	*d;
+	size_t			 i;
+
+	open_ix(f, 0);
+	CHECK(f, index_begin(f->ix, &f->cause));
+	for (i = 0; i < NDOCS; i++) {
+		d = &docs[i];
+		CHECK(f, index_insert(f->ix, d->keys, d->sig, d->id,
+		    strlen(d->id), d->text, strlen(d->text), d->flags,
+		    &f->cause));
+	}
+	CHECK(f, index_commit(f->ix, &f->cause));
+	close_ix(f);
+}
+
+/* How many times x is in v. */
+static size_t
+count(const struct u64vec *v, uint64_t x)
+{
+	size_t	 i, n = 0;
+
+	for (i = 0; i < v->n; i++)
+		n += v->v[i] == x;
+	return (n);
+}
+
+/* index_open creates the directory and an empty index in it. */
+static void
+test_create(void **state)
+{
+	struct fixture		*f = *state;
+	struct index_params	 p;
+	struct index_stats	 st;
+	struct stat		 sb;
+	char			 file[PATH_MAX + 32];
+
+	params(&p);
+	assert_int_equal(stat(f->path, &sb), -1);
+	CHECK(f, index_open(&f->ix, f->path, 0, &p, 0, &f->cause));
+	assert_string_equal(index_path(f->ix), f->path);
+	snprintf(file, sizeof file, "%s/data.mdb", f->path);
+	assert_int_equal(stat(file, &sb), 0);
+	assert_int_equal(p.perms, K);
+	assert_int_equal(p.bands, B);
+	CHECK(f, index_stats(f->ix, &st, &f->cause));
+	assert_int_equal(st.docs, 0);
+	assert_int_equal(st.band_entries, 0);
+	close_ix(f);
+}
+
+/* Documents come back with their id, flags, signature and time. */
+static void
+test_docs(void **state)
+{
+	struct fixture		*f = *state;
+	struct docinfo		 d;
+	struct index_stats	 st;
+	time_t			 t0, t1;
+	size_t			 i;
+
+	t0 = time(NULL);
+	fill(f);
+	t1 = time(NULL);
+
+	open_ix(f, 0);
+	CHECK(f, index_stats(f->ix, &st, &f->cause));
+	assert_int_equal(st.docs, NDOCS);
+	assert_int_equal(st.band_entries, NDOCS * B);
+	assert_true(st.size > 0);
+	CHECK(f, index_begin(f->ix, &f->cause));
+	for (i = 0; i < NDOCS; i++) {
+		memset(&d, 0, sizeof d);
+		CHECK(f, index_doc(f->ix, i + 1, &d, &f->cause));
+		assert_int_equal(d.docid, i + 1);
+		assert_int_equal(d.flags, docs[i].flags);
+		assert_memory_equal(d.sig, docs[i].sig, sizeof docs[i].sig);
+		assert_int_equal(d.idlen, strlen(docs[i].id));
+		assert_memory_equal(d.id, docs[i].id, d.idlen);
+		assert_in_range(d.time, t0, t1);
+	}
+	assert_int_equal(index_doc(f->ix, NDOCS + 1, &d, &f->cause), -1);
+	check_cause(f, "document");
+	assert_int_equal(index_doc(f->ix, 0, &d, &f->cause), -1);
+	check_cause(f, "document");
+	CHECK(f, index_commit(f->ix, &f->cause));
+	close_ix(f);
+}
+
+/* Texts come back exactly, with the DOC_BYTES flag. */
+static void
+test_texts(void **state)
+{
+	struct fixture	*f = *state;
+	size_t		 i;
+	int		 rc;
+
+	fill(f);
+	open_ix(f, 0);
+	CHECK(f, index_begin(f->ix, &f->cause));
+	for (i = 0; i < NDOCS; i++) {
+		buf_append(&f->text, "junk", 4);	/* emptied first */
+		rc = index_text(f->ix, i + 1, &f->text, &f->cause);
+		assert_int_equal(rc, docs[i].flags & DOC_BYTES);
+		assert_int_equal(f->text.len, strlen(docs[i].text));
+		assert_memory_equal(f->text.data, docs[i].text, f->text.len);
+		assert_int_equal(f->text.data[f->text.len], '\0');
+	}
+	assert_int_equal(index_text(f->ix, NDOCS + 1, &f->text, &f->cause),
+	    -1);
+	check_cause(f, "text");
+	index_abort(f->ix);
+	close_ix(f);
+}
+
+/*
+ * The texts database as format 1 lays it out: u8 encoding (0 raw, 1 zstd),
+ * u8 flags, then the bytes.  The long text (over 64 bytes, repetitive) is
+ * stored compressed, the short ones raw.
+ */
+static void
+test_texts_layout(void **state)
+{
+	struct fixture		*f = *state;
+	MDB_env			*env;
+	MDB_txn			*txn;
+	MDB_dbi			 dbi;
+	MDB_val			 k, v;
+	unsigned char		 kb[8];
+	const unsigned char	*p;
+	size_t			 i, len;
+
+	fill(f);
+	assert_int_equal(mdb_env_create(&env), 0);
+	assert_int_equal(mdb_env_set_maxdbs(env, 4), 0);
+	assert_int_equal(mdb_env_open(env, f->path, MDB_RDONLY, 0), 0);
+	assert_int_equal(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
+	assert_int_equal(mdb_dbi_open(txn, "texts", 0, &dbi), 0);
+	for (i = 0; i < NDOCS; i++) {
+		put_be64(kb, i + 1);
+		k.mv_data = kb;
+		k.mv_size = sizeof kb;
+		assert_int_equal(mdb_get(txn, dbi, &k, &v), 0);
+		p = v.mv_data;
+		len = strlen(docs[i].text);
+		assert_int_equal(p[1], docs[i].flags & DOC_BYTES);
+		if (len > 64) {
+			assert_int_equal(p[0], 1);		/* zstd */
+			assert_true(v.mv_size < 2 + len);
+		} else {
+			assert_int_equal(p[0], 0);		/* raw */
+			assert_int_equal(v.mv_size, 2 + len);
+			assert_memory_equal(p + 2, docs[i].text, len);
+		}
+	}
+	mdb_txn_abort(txn);
+	mdb_env_close(env);
+}
+
+/* A document is a candidate once for each band it shares with the query. */
+static void
+test_candidates(void **state)
+{
+	static const uint64_t	 q1[B] = { 10, 20, 30, 43 };
+	static const uint64_t	 q2[B] = { 99, 98, 97, 96 };
+	static const uint64_t	 q3[B] = { 40, 30, 20, 10 };	/* same keys */
+	struct fixture		*f = *state;
+
+	fill(f);
+	open_ix(f, 0);
+	CHECK(f, index_begin(f->ix, &f->cause));
+
+	u64vec_push(&f->out, 12345);		/* appended to, not emptied */
+	CHECK(f, index_candidates(f->ix, q1, &f->out, &f->cause));
+	assert_int_equal(f->out.v[0], 12345);
+	assert_int_equal(f->out.n, 1 + 3 + 1 + 2);
+	assert_int_equal(count(&f->out, 1), 3);	/* bands 0, 1, 2 */
+	assert_int_equal(count(&f->out, 2), 1);	/* band 0 */
+	assert_int_equal(count(&f->out, 3), 2);	/* bands 1, 2 */
+
+	f->out.n = 0;
+	CHECK(f, index_candidates(f->ix, q2, &f->out, &f->cause));
+	assert_int_equal(f->out.n, 0);
+
+	/* Band keys are one keyspace: the position does not matter here. */
+	f->out.n = 0;
+	CHECK(f, index_candidates(f->ix, q3, &f->out, &f->cause));
+	assert_int_equal(count(&f->out, 1), 4);
+	assert_int_equal(count(&f->out, 2), 1);
+	assert_int_equal(count(&f->out, 3), 2);
+	CHECK(f, index_commit(f->ix, &f->cause));
+	close_ix(f);
+}
+
+/* A big bucket: every document in it comes back, in docid order. */
+static void
+test_big_bucket(void **state)
+{
+	struct fixture	*f = *state;
+	uint64_t	 keys[B] = { 7, 0, 0, 0 };
+	uint32_t	 sig[K] = { 0 };
+	size_t		 i, n = 1000;
+
+	open_ix(f, 0);
+	CHECK(f, index_begin(f->ix, &f->cause));
+	for (i = 0; i < n; i++) {
+		keys[1] = 1000 + i;
+		keys[2] = 100000 + i;
+		keys[3] = 200000 + i;
+		CHECK(f, index_insert(f->ix, keys, sig, "x", 1, "t", 1, 0,
+		    &f->cause));
+	}
+	CHECK(f, index_commit(f->ix, &f->cause));
+	CHECK(f, index_begin(f->ix, &f->cause));
+	keys[1] = keys[2] = keys[3] = 1;
+	CHECK(f, index_candidates(f->ix, keys, &f->out, &f->cause));
+	assert_int_equal(f->out.n, n);
+	for (i = 0; i < n; i++)
+		assert_int_equal(f->out.v[i], i + 1);
+	index_abort(f->ix);
+	close_ix(f);
+}
+
+/* A write transaction sees its own inserts. */
+static void
+test_same_txn(void **state)
+{
+	struct fixture	*f = *state;
+	struct docinfo	 d;
+
+	open_ix(f, 0);
+	CHECK(f, index_begin(f->ix, &f->cause));
+	CHECK(f, index_insert(f->ix, docs[0].keys, docs[0].sig, "x", 1, "t",
+	    1, 0, &f->cause));
+	CHECK(f, index_candidates(f->ix, docs[0].keys, &f->out, &f->cause));
+	assert_int_equal(f->out.n, B);
+	assert_int_equal(count(&f->out, 1), B);
+	CHECK(f, index_doc(f->ix, 1, &d, &f->cause));
+	assert_memory_equal(d.sig, docs[0].sig, sizeof docs[0].sig);
+	CHECK(f, index_commit(f->ix, &f->cause));
+	close_ix(f);
+}
+
+/*
+ * Reopening with a different parameter that the user gave is a mismatch
+ * naming the option; equal values are fine.
+ */
+static void
+test_mismatch(void **state)
+{
+	static const struct {
+		int		 bit;
+		const char	*option;
+	} cases[] = {
+		{ IP_PERMS, "--perms" },
+		{ IP_BANDS, "--bands" },
+		{ IP_ROWS, "--rows" },
+		{ IP_SHINGLE, "--shingle" },
+		{ IP_UNIT, "--unit" },
+		{ IP_NORM, "--normalize" },
+		{ IP_SEED, "--seed" },
+	};
+	struct fixture		*f = *state;
+	struct index_params	 p;
+	size_t			 i;
+	int			 rc;
+
+	fill(f);
+	for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		params(&p);
+		switch (cases[i].bit) {
+		case IP_PERMS:
+			p.perms = 16;
+			break;
+		case IP_BANDS:
+			p.bands = 8;
+			break;
+		case IP_ROWS:
+			p.rows = 4;
+			break;
+		case IP_SHINGLE:
+			p.shingle = 7;
+			break;
+		case IP_UNIT:
+			p.unit = UNIT_WORD;
+			break;
+		case IP_NORM:
+			p.norm = NORM_ALL;
+			break;
+		case IP_SEED:
+			p.seed = 1;
+			break;
+		}
+		rc = index_open(&f->ix, f->path, 0, &p, cases[i].bit,
+		    &f->cause);
+		if (rc != INDEX_MISMATCH)
+			fail_msg("%s: index_open returned %d", cases[i].option,
+			    rc);
+		check_cause(f, cases[i].option);
+
+		/* Not given: the stored value is taken. */
+		CHECK(f, index_open(&f->ix, f->path, 0, &p, 0, &f->cause));
+		close_ix(f);
+		assert_int_equal(p.perms, K);
+		assert_int_equal(p.bands, B);
+		assert_int_equal(p.rows, R);
+		assert_int_equal(p.shingle, 5);
+		assert_int_equal(p.unit, UNIT_CHAR);
+		assert_int_equal(p.norm, NORM_DEFAULT);
+		assert_int_equal(p.seed, 0);
+	}
+
+	/* Given and equal. */
+	params(&p);
+	CHECK(f, index_open(&f->ix, f->path, 0, &p, IP_PERMS | IP_BANDS |
+	    IP_ROWS | IP_SHINGLE | IP_UNIT | IP_NORM | IP_SEED, &f->cause));
+	close_ix(f);
+}
+
+/* Reopened without options, an index brings back its own parameters. */
+static void
+test_stored_params(void **state)
+{
+	struct fixture		*f = *state;
+	struct index_params	 p;
+
+	params(&p);
+	p.perms = 16;
+	p.bands = 8;
+	p.rows = 2;
+	p.shingle = 7;
+	p.unit = UNIT_WORD;
+	p.norm = NORM_ALL;
+	p.seed = 12345678901234567890ULL;
+	p.verify = VERIFY_SIGNATURE;
+	p.threshold = 0.7;
+	CHECK(f, index_open(&f->ix, f->path, 0, &p, 0, &f->cause));
+	close_ix(f);
+
+	params(&p);
+	p.texts = 0;
+	p.threshold = 0.5;
+	CHECK(f, index_open(&f->ix, f->path, 0, &p, 0, &f->cause));
+	close_ix(f);
+	assert_int_equal(p.perms, 16);
+	assert_int_equal(p.bands, 8);
+	assert_int_equal(p.rows, 2);
+	assert_int_equal(p.shingle, 7);
+	assert_int_equal(p.unit, UNIT_WORD);
+	assert_int_equal(p.norm, NORM_ALL);
+	assert_int_equal(p.seed, 12345678901234567890ULL);
+	assert_int_equal(p.texts, 1);
+	assert_int_equal(p.verify, VERIFY_SIGNATURE);
+	assert_true(p.threshold == 0.7);
+
+	/* verify and threshold are only defaults: given ones win. */
+	params(&p);
+	p.threshold = 0.9;
+	p.verify = VERIFY_NONE;
+	CHECK(f, index_open(&f->ix, f->path, 0, &p, IP_THRESHOLD | IP_VERIFY,
+	    &f->cause));
+	close_ix(f);
+	assert_true(p.threshold == 0.9);
+	assert_int_equal(p.verify, VERIFY_NONE);
+	assert_int_equal(p.shingle, 7);
+}
+
+/* An index without texts cannot verify exactly. */
+static void
+test_no_texts(void **state)
+{
+	struct fixture		*f = *state;
+	struct index_params	 p;
+
+	params(&p);
+	p.texts = 0;
+	p.verify = VERIFY_SIGNATURE;
+	CHECK(f, index_open(&f->ix, f->path, 0, &p, 0, &f->cause));
+	close_ix(f);
+	params(&p);
+	p.verify = VERIFY_EXACT;
+	assert_int_equal(index_open(&f->ix, f->path, 0, &p, IP_VERIFY,
+	    &f->cause), INDEX_MISMATCH);
+	check_cause(f, "exact");
+}
+
+/* index_abort discards the transaction, and its document numbers. */
+static void
+test_abort(void **state)
+{
+	static const uint64_t	 keys[B] = { 50, 51, 52, 53 };
+	struct fixture		*f = *state;
+	struct docinfo		 d;
+
+	fill(f);
+	open_ix(f, 0);
+	CHECK(f, index_begin(f->ix, &f->cause));
+	CHECK(f, index_insert(f->ix, keys, docs[0].sig, "lost", 4, "t", 1, 0,
+	    &f->cause));
+	index_abort(f->ix);
+
+	CHECK(f, index_begin(f->ix, &f->cause));
+	CHECK(f, index_candidates(f->ix, keys, &f->out, &f->cause));
+	assert_int_equal(f->out.n, 0);
+	assert_int_equal(index_doc(f->ix, NDOCS + 1, &d, &f->cause), -1);
+	check_cause(f, "document");
+	CHECK(f, index_insert(f->ix, keys, docs[1].sig, "kept", 4, "t", 1, 0,
+	    &f->cause));
+	CHECK(f, index_commit(f->ix, &f->cause));
+	close_ix(f);
+
+	open_ix(f, 0);
+	CHECK(f, index_begin(f->ix, &f->cause));
+	CHECK(f, index_doc(f->ix, NDOCS + 1, &d, &f->cause));
+	assert_int_equal(d.idlen, 4);
+	assert_memory_equal(d.id, "kept", 4);
+	assert_int_equal(index_doc(f->ix, NDOCS + 2, &d, &f->cause), -1);
+	check_cause(f, "document");
+	index_abort(f->ix);
+	close_ix(f);
+}
+
+/*
+ * A small map fills up: index_insert or index_commit says INDEX_AGAIN,
+ * index_abort grows the map, and the same batch then goes in.
+ */
+static void
+test_map_full(void **state)
+{
+	struct fixture		*f = *state;
+	struct index_params	 p;
+	struct docinfo		 d;
+	uint64_t		 keys[32], s = 1;
+	uint32_t		 sig[128];
+	char			 text[256], id[32];
+	size_t			 i, j, n = 1000;
+	int			 rc, attempt, again = 0;
+
+	params(&p);
+	p.perms = 128;
+	p.bands = 32;
+	p.rows = 4;
+	p.mapsize = 1 << 20;
+	CHECK(f, index_open(&f->ix, f->path, 0, &p, 0, &f->cause));
+	for (attempt = 1; attempt <= 4; attempt++) {
+		CHECK(f, index_begin(f->ix, &f->cause));
+		for (i = 0, rc = 0; i < n && rc == 0; i++) {
+			s = i + 1;
+			for (j = 0; j < 32; j++)
+				keys[j] = (s = s * 6364136223846793005ULL +
+				    1442695040888963407ULL);
+			for (j = 0; j < 128; j++)
+				sig[j] = (uint32_t)(keys[j % 32] >> (j % 7));
+			snprintf(id, sizeof id, "doc-%zu", i);
+			for (j = 0; j + 16 < sizeof text; j += 16)
+				snprintf(text + j, sizeof text - j, "%015llx ",
+				    (unsigned long long)keys[j / 16]);
+			rc = index_insert(f->ix, keys, sig, id, strlen(id),
+			    text, strlen(text), 0, &f->cause);
+		}
+		if (rc == 0)
+			rc = index_commit(f->ix, &f->cause);
+		if (rc == 0)
+			break;
+		if (rc != INDEX_AGAIN)
+			fail_msg("attempt %d: %d: %s", attempt, rc,
+			    f->cause ? f->cause : "no cause");
+		again++;
+		index_abort(f->ix);
+	}
+	print_message("# map full: %d attempt(s) with INDEX_AGAIN\n", again);
+	assert_true(again >= 1);
+	assert_true(attempt <= 4);
+	close_ix(f);
+
+	/* All of it, numbered from 1 as if the failed attempts never were. */
+	params(&p);
+	p.perms = 128;
+	p.bands = 32;
+	p.rows = 4;
+	CHECK(f, index_open(&f->ix, f->path, 0, &p, 0, &f->cause));
+	CHECK(f, index_begin(f->ix, &f->cause));
+	CHECK(f, index_doc(f->ix, 1, &d, &f->cause));
+	assert_memory_equal(d.id, "doc-0", 5);
+	CHECK(f, index_doc(f->ix, n, &d, &f->cause));
+	snprintf(id, sizeof id, "doc-%zu", n - 1);
+	assert_int_equal(d.idlen, strlen(id));
+	assert_memory_equal(d.id, id, d.idlen);
+	assert_int_equal(index_doc(f->ix, n + 1, &d, &f->cause), -1);
+	check_cause(f, "document");
+	index_abort(f->ix);
+	close_ix(f);
+}
+
+/* A read-only open of a missing index fails and creates nothing. */
+static void
+test_rdonly_missing(void **state)
+{
+	struct fixture		*f = *state;
+	struct index_params	 p;
+	struct stat		 sb;
+
+	params(&p);
+	assert_int_equal(index_open(&f->ix, f->path, INDEX_RDONLY, &p, 0,
+	    &f->cause), -1);
+	assert_null(f->ix);
+	check_cause(f, "no index");
+	assert_int_equal(stat(f->path, &sb), -1);
+
+	/* An existing but empty directory is no index either. */
+	assert_int_equal(mkdir(f->path, 0777), 0);
+	assert_int_not_equal(index_open(&f->ix, f->path, INDEX_RDONLY, &p, 0,
+	    &f->cause), 0);
+	assert_null(f->ix);
+	assert_non_null(f->cause);
+	free(f->cause);
+	f->cause = NULL;
+}
+
+/* A read-only index answers queries (--query-only). */
+static void
+test_rdonly(void **state)
+{
+	static const uint64_t	 q[B] = { 10, 20, 30, 43 };
+	struct fixture		*f = *state;
+	struct docinfo		 d;
+
+	fill(f);
+	open_ix(f, INDEX_RDONLY);
+	CHECK(f, index_begin(f->ix, &f->cause));
+	CHECK(f, index_candidates(f->ix, q, &f->out, &f->cause));
+	assert_int_equal(count(&f->out, 1), 3);
+	assert_int_equal(count(&f->out, 3), 2);
+	CHECK(f, index_doc(f->ix, 2, &d, &f->cause));
+	assert_memory_equal(d.sig, docs[1].sig, sizeof docs[1].sig);
+	assert_int_equal(index_text(f->ix, 3, &f->text, &f->cause), DOC_BYTES);
+	assert_string_equal(f->text.data, docs[2].text);
+	CHECK(f, index_commit(f->ix, &f->cause));
+
+	/* And again, in a second transaction. */
+	CHECK(f, index_begin(f->ix, &f->cause));
+	CHECK(f, index_doc(f->ix, 1, &d, &f->cause));
+	CHECK(f, index_commit(f->ix, &f->cause));
+	close_ix(f);
+}
+
+/* A temporary index (NULL path) lives in TMPDIR and is removed on close. */
+static void
+test_temp(void **state)
+{
+	struct fixture		*f = *state;
+	struct index_params	 p;
+	struct stat		 sb;
+	char			*saved, *path;
+
+	saved = getenv("TMPDIR") ? xstrdup(getenv("TMPDIR")) : NULL;
+	setenv("TMPDIR", f->dir, 1);
+	params(&p);
+	CHECK(f, index_open(&f->ix, NULL, 0, &p, 0, &f->cause));
+	if (saved != NULL)
+		setenv("TMPDIR", saved, 1);
+	else
+		unsetenv("TMPDIR");
+	free(saved);
+
+	path = xstrdup(index_path(f->ix));
+	assert_memory_equal(path, f->dir, strlen(f->dir));
+	assert_int_equal(stat(path, &sb), 0);
+	CHECK(f, index_begin(f->ix, &f->cause));
+	CHECK(f, index_insert(f->ix, docs[0].keys, docs[0].sig, "x", 1, "t", 1,
+	    0, &f->cause));
+	CHECK(f, index_commit(f->ix, &f->cause));
+	close_ix(f);
+	assert_int_equal(stat(path, &sb), -1);
+	free(path);
+}
+
+/* A directory holding something that is not LMDB is a mismatch. */
+static void
+test_not_lmdb(void **state)
+{
+	struct fixture		*f = *state;
+	struct index_params	 p;
+	char			 file[PATH_MAX + 32], junk[16384];
+	FILE			*fp;
+
+	assert_int_equal(mkdir(f->path, 0777), 0);
+	snprintf(file, sizeof file, "%s/data.mdb", f->path);
+	assert_non_null(fp = fopen(file, "w"));
+	memset(junk, 'x', sizeof junk);
+	assert_int_equal(fwrite(junk, 1, sizeof junk, fp), sizeof junk);
+	assert_int_equal(fclose(fp), 0);
+	params(&p);
+	assert_int_equal(index_open(&f->ix, f->path, 0, &p, 0, &f->cause),
+	    INDEX_MISMATCH);
+	assert_null(f->ix);
+	check_cause(f, "not");
+}
+
+#define T(name)	cmocka_unit_test_setup_teardown(name, setup, teardown)
+
+/* Run the tests, each bounded by an alarm as in memcached's testapp. */
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		T(test_create),
+		T(test_docs),
+		T(test_texts),
+		T(test_texts_layout),
+		T(test_candidates),
+		T(test_big_bucket),
+		T(test_same_txn),
+		T(test_mismatch),
+		T(test_stored_params),
+		T(test_no_texts),
+		T(test_abort),
+		T(test_map_full),
+		T(test_rdonly_missing),
+		T(test_rdonly),
+		T(test_temp),
+		T(test_not_lmdb),
+	};
+
+	alarm(120);
+	/* Keep stdout (TAP) and stderr (cmocka's messages) in order. */
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	return (cmocka_run_group_tests(tests, NULL, NULL));
+}

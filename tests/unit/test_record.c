@@ -1,0 +1,280 @@
+/*
+ * Unit tests for record.c: (id, text) from a raw record in the line, tsv
+ * and jsonl formats, the errors for malformed records, and record_idstr.
+ */
+
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "mhfilter.h"
+
+/* A table of records: what goes in and what should come out. */
+static const struct rcase {
+	const char	*name;
+	int		 format;
+	const char	*raw;
+	size_t		 rawlen;	/* 0: strlen(raw) */
+	const char	*text_field;
+	const char	*id_field;
+	int		 rv;
+	const char	*text;		/* or a substring of the cause */
+	size_t		 textlen;	/* 0: strlen(text) */
+	const char	*id;
+} rcases[] = {
+	/* line */
+	{ "line", FORMAT_LINE, "  raw\ttext {\"x\":1} ", 0, NULL, NULL, 0,
+	    "  raw\ttext {\"x\":1} ", 0, "" },
+	{ "line with NUL", FORMAT_LINE, "a\0b", 3, NULL, NULL, 0, "a\0b", 3,
+	    "" },
+	{ "empty line", FORMAT_LINE, "", 0, NULL, NULL, 0, "", 0, "" },
+
+	/* tsv */
+	{ "tsv", FORMAT_TSV, "a\tb\tc", 0, NULL, NULL, 0, "b\tc", 0, "a" },
+	{ "tsv empty id", FORMAT_TSV, "\tx", 0, NULL, NULL, 0, "x", 0, "" },
+	{ "tsv empty text", FORMAT_TSV, "id7\t", 0, NULL, NULL, 0, "", 0,
+	    "id7" },
+	{ "tsv spaces kept", FORMAT_TSV, " a \t b ", 0, NULL, NULL, 0, " b ",
+	    0, " a " },
+	{ "tsv no tab", FORMAT_TSV, "a b c", 0, NULL, NULL, -1, "TAB", 0,
+	    NULL },
+
+	/* jsonl: ids */
+	{ "json string id", FORMAT_JSONL, "{\"id\":\"a1\",\"text\":\"hello\"}",
+	    0, "text", "id", 0, "hello", 0, "a1" },
+	{ "json integer id", FORMAT_JSONL, "{\"text\":\"x\",\"id\":7}", 0,
+	    "text", "id", 0, "x", 0, "7" },
+	{ "json negative id", FORMAT_JSONL, "{\"text\":\"x\",\"id\":-12}", 0,
+	    "text", "id", 0, "x", 0, "-12" },
+	{ "json zero id", FORMAT_JSONL, "{\"text\":\"x\",\"id\":0}", 0,
+	    "text", "id", 0, "x", 0, "0" },
+	{ "json big id", FORMAT_JSONL,
+	    "{\"text\":\"x\",\"id\":9007199254740993}", 0, "text", "id", 0,
+	    "x", 0, "9007199254740993" },
+	{ "json no id", FORMAT_JSONL, "{\"text\":\"x\"}", 0, "text", "id", 0,
+	    "x", 0, "" },
+	{ "json null id", FORMAT_JSONL, "{\"text\":\"x\",\"id\":null}", 0,
+	    "text", "id", 0, "x", 0, "" },
+
+	/* jsonl: text */
+	{ "json escapes", FORMAT_JSONL,
+	    "{\"text\":\"a\\nb\\t\\\"q\\\" \\u00e9 \\ud83d\\ude00 \\\\\"}", 0,
+	    "text", "id", 0, "a\nb\t\"q\" \xc3\xa9 \xf0\x9f\x98\x80 \\", 0,
+	    "" },
+	{ "json NUL in text", FORMAT_JSONL, "{\"text\":\"a\\u0000b\"}", 0,
+	    "text", "id", 0, "a\0b", 3, "" },
+	{ "json white space", FORMAT_JSONL,
+	    "  { \"text\" : \"x\" , \"id\" : \"i\" }  ", 0, "text", "id", 0,
+	    "x", 0, "i" },
+	{ "json other fields", FORMAT_JSONL,
+	    "{\"meta\":{\"a\":[1,2]},\"text\":\"x\",\"n\":1.5}", 0, "text",
+	    "id", 0, "x", 0, "" },
+
+	/* jsonl: custom field names */
+	{ "json custom fields", FORMAT_JSONL,
+	    "{\"text\":\"no\",\"id\":\"no\",\"body\":\"yes\",\"key\":\"k\"}", 0,
+	    "body", "key", 0, "yes", 0, "k" },
+	{ "json custom missing", FORMAT_JSONL, "{\"text\":\"x\"}", 0, "body",
+	    "key", -1, "no \"body\" field", 0, NULL },
+
+	/* jsonl: errors */
+	{ "json truncated", FORMAT_JSONL, "{\"text\":", 0, "text", "id", -1,
+	    "invalid JSON", 0, NULL },
+	{ "json trailing", FORMAT_JSONL, "{\"text\":\"x\"} y", 0, "text", "id",
+	    -1, "invalid JSON", 0, NULL },
+	{ "json empty", FORMAT_JSONL, "", 0, "text", "id", -1,
+	    "invalid JSON", 0, NULL },
+	{ "json bad utf8", FORMAT_JSONL, "{\"text\":\"\xff\"}", 0, "text", "id",
+	    -1, "invalid JSON", 0, NULL },
+	{ "json array", FORMAT_JSONL, "[\"text\",\"x\"]", 0, "text", "id", -1,
+	    "not a JSON object", 0, NULL },
+	{ "json string", FORMAT_JSONL, "\"text\"", 0, "text", "id", -1,
+	    "JSON", 0, NULL },
+	{ "json no text", FORMAT_JSONL, "{\"id\":\"a\"}", 0, "text", "id", -1,
+	    "no \"text\" field", 0, NULL },
+	{ "json text number", FORMAT_JSONL, "{\"text\":5}", 0, "text", "id", -1,
+	    "\"text\" is not a string", 0, NULL },
+	{ "json text null", FORMAT_JSONL, "{\"text\":null}", 0, "text", "id",
+	    -1, "\"text\" is not a string", 0, NULL },
+	{ "json text array", FORMAT_JSONL, "{\"text\":[\"x\"]}", 0, "text",
+	    "id", -1, "\"text\" is not a string", 0, NULL },
+	{ "json id float", FORMAT_JSONL, "{\"text\":\"x\",\"id\":1.5}", 0,
+	    "text", "id", -1, "\"id\" is not a string or an integer", 0, NULL },
+	{ "json id object", FORMAT_JSONL, "{\"text\":\"x\",\"id\":{}}", 0,
+	    "text", "id", -1, "\"id\" is not a string or an integer", 0, NULL },
+	{ "json id bool", FORMAT_JSONL, "{\"text\":\"x\",\"id\":true}", 0,
+	    "text", "id", -1, "\"id\" is not a string or an integer", 0, NULL },
+	{ "json custom id float", FORMAT_JSONL, "{\"text\":\"x\",\"key\":2.5}",
+	    0, "text", "key", -1, "\"key\" is not a string or an integer", 0,
+	    NULL },
+};
+
+/* Each case of the table. */
+static void
+test_table(void **state)
+{
+	const struct rcase	*c;
+	struct record		 r;
+	char			*cause;
+	size_t			 i, rawlen, textlen;
+	int			 rv;
+
+	memset(&r, 0, sizeof r);
+	for (i = 0; i < sizeof rcases / sizeof rcases[0]; i++) {
+		c = &rcases[i];
+		record_reset(&r);
+		rawlen = c->rawlen ? c->rawlen : strlen(c->raw);
+		buf_append(&r.raw, c->raw, rawlen);
+		cause = NULL;
+		rv = record_parse(&r, c->format, c->text_field, c->id_field,
+		    &cause);
+		if (rv != c->rv)
+			fail_msg("case \"%s\": returned %d, want %d (%s)",
+			    c->name, rv, c->rv, cause ? cause : "no cause");
+		if (rv != 0) {
+			if (cause == NULL || strstr(cause, c->text) == NULL)
+				fail_msg("case \"%s\": cause \"%s\" lacks "
+				    "\"%s\"", c->name, cause ? cause : "",
+				    c->text);
+			free(cause);
+			continue;
+		}
+		assert_null(cause);
+		textlen = c->textlen ? c->textlen : strlen(c->text);
+		if (r.text.len != textlen ||
+		    memcmp(r.text.data, c->text, textlen) != 0)
+			fail_msg("case \"%s\": text \"%.*s\", want \"%s\"",
+			    c->name, (int)r.text.len, r.text.data, c->text);
+		if (r.id.len != strlen(c->id) ||
+		    (r.id.len != 0 && memcmp(r.id.data, c->id, r.id.len) != 0))
+			fail_msg("case \"%s\": id \"%.*s\", want \"%s\"",
+			    c->name, (int)r.id.len, r.id.data, c->id);
+		/* The raw bytes are left as read. */
+		assert_int_equal(r.raw.len, rawlen);
+		assert_memory_equal(r.raw.data, c->raw, rawlen);
+	}
+	record_free(&r);
+}
+
+/* Parsing again replaces the text and the id; it does not append. */
+static void
+test_reparse(void **state)
+{
+	struct record	 r;
+	char		*cause = NULL;
+	const char	*json = "{\"id\":\"first\",\"text\":\"one\"}";
+
+	memset(&r, 0, sizeof r);
+	buf_append(&r.raw, json, strlen(json));
+	assert_int_equal(record_parse(&r, FORMAT_JSONL, "text", "id", &cause),
+	    0);
+	r.raw.len = 0;
+	buf_append(&r.raw, "2\ttwo", 5);
+	assert_int_equal(record_parse(&r, FORMAT_TSV, NULL, NULL, &cause), 0);
+	assert_string_equal(r.text.data, "two");
+	assert_string_equal(r.id.data, "2");
+	r.raw.len = 0;
+	buf_append(&r.raw, "three", 5);
+	assert_int_equal(record_parse(&r, FORMAT_LINE, NULL, NULL, &cause), 0);
+	assert_string_equal(r.text.data, "three");
+	assert_int_equal(r.id.len, 0);
+	assert_null(cause);
+	record_free(&r);
+	assert_null(r.raw.data);
+	assert_null(r.text.data);
+	assert_null(r.id.data);
+}
+
+/* record_reset empties a record and keeps its memory. */
+static void
+test_reset(void **state)
+{
+	struct record	 r;
+	char		*cause = NULL;
+
+	memset(&r, 0, sizeof r);
+	buf_append(&r.raw, "a\tb", 3);
+	r.recno = 5;
+	r.line = 6;
+	r.file = "f";
+	assert_int_equal(record_parse(&r, FORMAT_TSV, NULL, NULL, &cause), 0);
+	record_reset(&r);
+	assert_int_equal(r.raw.len, 0);
+	assert_int_equal(r.text.len, 0);
+	assert_int_equal(r.id.len, 0);
+	assert_int_equal(r.recno, 0);
+	assert_int_equal(r.line, 0);
+	assert_null(r.file);
+	assert_non_null(r.raw.data);
+	assert_non_null(r.text.data);
+	record_free(&r);
+}
+
+/* The external id: the record's own, or its record number. */
+static void
+test_idstr(void **state)
+{
+	static const struct {
+		const char	*id;
+		uint64_t	 recno;
+		const char	*want;
+	} cases[] = {
+		{ "", 42, "42" },
+		{ "", 1, "1" },
+		{ "", UINT64_MAX, "18446744073709551615" },
+		{ "abc", 42, "abc" },
+		{ "0", 42, "0" },
+	};
+	struct record	 r;
+	struct buf	 out = { 0 };
+	char		*cause = NULL;
+	size_t		 i;
+
+	memset(&r, 0, sizeof r);
+	for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		record_reset(&r);
+		buf_append(&r.id, cases[i].id, strlen(cases[i].id));
+		r.recno = cases[i].recno;
+		buf_append(&out, "junk", 4);	/* emptied first */
+		record_idstr(&r, &out);
+		assert_int_equal(out.len, strlen(cases[i].want));
+		assert_memory_equal(out.data, cases[i].want, out.len);
+	}
+
+	/* A JSON id that is an empty string falls back to the number. */
+	record_reset(&r);
+	buf_append(&r.raw, "{\"text\":\"t\",\"id\":\"\"}", 20);
+	r.recno = 9;
+	assert_int_equal(record_parse(&r, FORMAT_JSONL, "text", "id", &cause),
+	    0);
+	record_idstr(&r, &out);
+	assert_string_equal(out.data, "9");
+	buf_free(&out);
+	record_free(&r);
+}
+
+/* Run the tests, each bounded by an alarm as in memcached's testapp. */
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_table),
+		cmocka_unit_test(test_reparse),
+		cmocka_unit_test(test_reset),
+		cmocka_unit_test(test_idstr),
+	};
+
+	alarm(60);
+	/* Keep stdout (TAP) and stderr (cmocka's messages) in order. */
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	return (cmocka_run_group_tests(tests, NULL, NULL));
+}
