@@ -207,7 +207,8 @@ filter_gather(struct filter *f)
 			n++;
 		}
 	}
-	qsort(f->cands, n, sizeof *f->cands, cand_cmp);
+	if (n > 1)
+		qsort(f->cands, n, sizeof *f->cands, cand_cmp);
 	return (n);
 }
 
@@ -268,7 +269,8 @@ filter_one(struct filter *f, struct index *ix, size_t i, struct record *r,
 			return (rc);
 		f->cands[c].est = minhash_similarity(sig, d.sig, K);
 	}
-	qsort(f->cands, n, sizeof *f->cands, est_cmp);
+	if (n > 1)
+		qsort(f->cands, n, sizeof *f->cands, est_cmp);
 	f->st.candidates += n;
 
 	for (c = 0; c < n; c++) {
