@@ -16,8 +16,8 @@
  * the estimate reaches the threshold; none accepts any candidate.
  *
  * A record whose best match is identical (similarity 1) is not indexed
- * again: it would add nothing but bucket entries.  If that match has the
- * record's own explicit id and was reported unique, the record is a replay
+ * again: it would add nothing but bucket entries.  A record whose explicit
+ * id is already indexed with the same text, reported unique, is a replay
  * (a rerun after a crash) and is reported unique again.
  */
 
@@ -68,6 +68,8 @@ static int	filter_one(struct filter *, struct index *, size_t,
 		    struct record *, struct verdict *, char **);
 static void	verdict_pair(struct verdict *, uint64_t, const char *, size_t,
 		    double);
+static int	filter_exact(struct filter *, struct index *, struct slot *,
+		    uint64_t, double *, char **);
 static size_t	filter_gather(struct filter *);
 static int	cand_cmp(const void *, const void *);
 static int	est_cmp(const void *, const void *);
@@ -233,6 +235,25 @@ verdict_pair(struct verdict *v, uint64_t docid, const char *id, size_t idlen,
 	p->sim = sim;
 }
 
+/* The exact Jaccard similarity of slot s's text and a document's. */
+static int
+filter_exact(struct filter *f, struct index *ix, struct slot *s,
+    uint64_t docid, double *sim, char **cause)
+{
+	int	 bytes;
+
+	if (f->mine.n == 0)
+		shingle_set(&f->sh, s->norm.data, s->norm.len, s->bytes,
+		    &f->mine, &f->scratch);
+	if ((bytes = index_text(ix, docid, &f->text, cause)) < 0)
+		return (-1);
+	shingle_set(&f->sh, f->text.data, f->text.len, bytes, &f->theirs,
+	    &f->scratch);
+	*sim = jaccard_sorted(f->mine.v, f->mine.n, f->theirs.v, f->theirs.n);
+	f->st.verified++;
+	return (0);
+}
+
 /*
  * Phase 2 for record i: look up, verify, decide, insert.
  *
@@ -242,6 +263,13 @@ verdict_pair(struct verdict *v, uint64_t docid, const char *id, size_t idlen,
  * margin below both the threshold and the best similarity found so far
  * (with --pairs, below the threshold): neither it nor any after it can
  * plausibly matter.
+ *
+ * A candidate with the record's own explicit id and the same text is an
+ * earlier run's copy of this very record, never its match: if it was
+ * reported unique, the record is a replay (reported unique again, not
+ * re-indexed); otherwise it is left out and the record is judged by the
+ * others.  An earlier version with the same id but another text is an
+ * ordinary candidate.
  */
 static int
 filter_one(struct filter *f, struct index *ix, size_t i, struct record *r,
@@ -250,54 +278,71 @@ filter_one(struct filter *f, struct index *ix, size_t i, struct record *r,
 	struct slot	*s = &f->slots[i];
 	unsigned	 K = f->o.p.perms;
 	const uint32_t	*sig = f->sigs + i * K;
-	double		 t = f->o.p.threshold, sim, best = -1;
+	double		 t = f->o.p.threshold, sim, best = -1, cut;
 	struct docinfo	 d;
 	struct cand	*cd;
-	size_t		 c, n;
-	uint64_t	 best_doc = 0;
-	int		 rc, bytes, have_mine = 0, flags;
+	size_t		 c, n, kept;
+	uint64_t	 best_doc = 0, self = 0;
+	int		 rc, flags, self_unique = 0, indexed = 0;
 
 	f->found.n = 0;
+	f->mine.n = 0;
 	if ((rc = index_candidates(ix, f->keys + i * f->o.p.bands, &f->found,
 	    cause)) != 0)
 		return (rc);
 	n = filter_gather(f);
 	if (n > f->o.max_candidates)
 		n = f->o.max_candidates;
-	for (c = 0; c < n; c++) {
+	for (c = kept = 0; c < n; c++) {
 		if ((rc = index_doc(ix, f->cands[c].docid, &d, cause)) != 0)
 			return (rc);
 		f->cands[c].est = minhash_similarity(sig, d.sig, K);
+		if (self == 0 && f->cands[c].est >= 1.0 && r->id.len != 0 &&
+		    d.idlen == r->id.len &&
+		    memcmp(d.id, r->id.data, r->id.len) == 0) {
+			self = d.docid;
+			self_unique = (d.flags & DOC_UNIQUE) != 0;
+			continue;
+		}
+		f->cands[kept++] = f->cands[c];
 	}
-	if (n > 1)
-		qsort(f->cands, n, sizeof *f->cands, est_cmp);
 	f->st.candidates += n;
 
+	if (self != 0) {
+		sim = 1.0;
+		if (f->o.verify == VERIFY_EXACT &&
+		    filter_exact(f, ix, s, self, &sim, cause) != 0)
+			return (-1);
+		if (sim >= 1.0 && self_unique) {
+			v->kind = V_UNIQUE;
+			v->replay = 1;
+			return (0);
+		}
+		if (sim < 1.0) {
+			/* Same id, other text: an ordinary candidate. */
+			f->cands[kept].docid = self;
+			f->cands[kept++].est = 1.0;
+		} else
+			indexed = 1;	/* this record is in the index */
+	}
+	n = kept;
+
+	if (n > 1)
+		qsort(f->cands, n, sizeof *f->cands, est_cmp);
 	for (c = 0; c < n; c++) {
 		cd = &f->cands[c];
 		sim = cd->est;
 		if (f->o.verify == VERIFY_EXACT) {
 			/* --pairs wants every match, not just the best. */
-			if (cd->est < (f->o.want_pairs ? t : fmax(t, best)) -
-			    f->margin)
+			cut = (f->o.want_pairs ? t : fmax(t, best)) - f->margin;
+			if (cd->est < cut)
 				break;
-			if (!have_mine) {
-				shingle_set(&f->sh, s->norm.data, s->norm.len,
-				    s->bytes, &f->mine, &f->scratch);
-				have_mine = 1;
-			}
-			if ((bytes = index_text(ix, cd->docid, &f->text,
-			    cause)) < 0)
+			if (filter_exact(f, ix, s, cd->docid, &sim, cause) != 0)
 				return (-1);
-			shingle_set(&f->sh, f->text.data, f->text.len, bytes,
-			    &f->theirs, &f->scratch);
-			sim = jaccard_sorted(f->mine.v, f->mine.n,
-			    f->theirs.v, f->theirs.n);
-			f->st.verified++;
+			if (sim < t)
+				continue;
 		} else if (f->o.verify == VERIFY_SIGNATURE && sim < t)
 			break;		/* sorted: no later one reaches t */
-		if (f->o.verify == VERIFY_EXACT && sim < t)
-			continue;
 		if (f->o.want_pairs) {
 			if ((rc = index_doc(ix, cd->docid, &d, cause)) != 0)
 				return (rc);
@@ -307,10 +352,10 @@ filter_one(struct filter *f, struct index *ix, size_t i, struct record *r,
 			best = sim;
 			best_doc = cd->docid;
 		}
-		if (best >= 1.0 && !f->o.want_pairs)
-			break;
-		if (f->o.verify != VERIFY_EXACT && !f->o.want_pairs)
-			break;		/* the first is the best estimate */
+		if (f->o.want_pairs)
+			continue;
+		if (best >= 1.0 || f->o.verify != VERIFY_EXACT)
+			break;		/* nothing better can follow */
 	}
 
 	flags = s->bytes ? DOC_BYTES : 0;
@@ -323,16 +368,10 @@ filter_one(struct filter *f, struct index *ix, size_t i, struct record *r,
 		v->kind = V_DUPLICATE;
 		v->sim = best;
 		buf_append(&v->match, d.id, d.idlen);
-		if (best >= 1.0 && r->id.len != 0 &&
-		    (d.flags & DOC_UNIQUE) && d.idlen == r->id.len &&
-		    memcmp(d.id, r->id.data, r->id.len) == 0) {
-			v->kind = V_UNIQUE;
-			v->replay = 1;
-		}
 		if (best >= 1.0 || !f->o.chain)
 			return (0);	/* nothing new to index */
 	}
-	if (f->o.query_only)
+	if (f->o.query_only || indexed)
 		return (0);
 	record_idstr(r, &f->idstr);
 	return (index_insert(ix, f->keys + i * f->o.p.bands, sig,

@@ -82,6 +82,7 @@ static int	meta_get(struct index *, const char *, char *, size_t);
 static int	meta_put(struct index *, const char *, const char *);
 static int	meta_create(struct index *, char **);
 static int	meta_check(struct index *, int, char **);
+static int	index_foreign(struct index *);
 static void	index_remove_temp(const char *);
 
 /* Turn an LMDB error into a cause; MDB_MAP_FULL becomes INDEX_AGAIN. */
@@ -313,6 +314,24 @@ meta_check(struct index *ix, int given, char **cause)
 	return (0);
 }
 
+/*
+ * Is this environment someone else's?  Ours has no meta database only
+ * while it is brand new, and then its main database is empty.
+ */
+static int
+index_foreign(struct index *ix)
+{
+	MDB_dbi		 dbi;
+	MDB_stat	 st;
+
+	if (mdb_dbi_open(ix->txn, "meta", 0, &dbi) == 0)
+		return (0);
+	if (mdb_dbi_open(ix->txn, NULL, 0, &dbi) != 0 ||
+	    mdb_stat(ix->txn, dbi, &st) != 0)
+		return (1);
+	return (st.ms_entries != 0);
+}
+
 /* Remove a temporary index directory. */
 static void
 index_remove_temp(const char *path)
@@ -393,6 +412,12 @@ index_open(struct index **ixp, const char *path, int flags,
 
 	rc = mdb_txn_begin(ix->env, NULL, (flags & INDEX_RDONLY) ?
 	    MDB_RDONLY : 0, &ix->txn);
+	if (rc == 0 && (rc = index_foreign(ix)) != 0) {
+		xasprintf(cause, "%s is an LMDB environment but not an "
+		    "mhfilter index", ix->path);
+		rv = INDEX_MISMATCH;
+		goto fail;
+	}
 	if (rc == 0) {
 		unsigned dbflags = (flags & INDEX_RDONLY) ? 0 : MDB_CREATE;
 

@@ -459,15 +459,16 @@ cleanup(void)
 	the_index = NULL;
 }
 
-/* Warn about a bad record unless quiet. */
+/* Warn about a bad record unless quiet; policy says what happens to it. */
 static void
-bad_record(struct options *o, const struct rawrec *rr, const char *what)
+bad_record(struct options *o, int policy, const struct rawrec *rr,
+    const char *what)
 {
 	static const char *done[] = { "skipped", "passed through", "stopping" };
 
-	if (!o->quiet || o->policy == POLICY_FAIL)
+	if (!o->quiet || policy == POLICY_FAIL)
 		log_warnx("%s:%" PRIu64 ": %s: %s", rr->file, rr->line, what,
-		    done[o->policy]);
+		    done[policy]);
 }
 
 /*
@@ -508,7 +509,9 @@ read_batch(struct options *o, struct input *in, struct record *recs,
 			snprintf(what, sizeof what, "record of %zu bytes is "
 			    "over --max-bytes %" PRIu64, rr.fulllen,
 			    o->max_bytes);
-			bad_record(o, &rr, what);
+			/* Passing one would need unbounded memory. */
+			bad_record(o, o->policy == POLICY_PASS ? POLICY_SKIP :
+			    o->policy, &rr, what);
 			if (o->policy == POLICY_FAIL) {
 				*np = n;
 				return (EXIT_DATA);
@@ -525,7 +528,7 @@ read_batch(struct options *o, struct input *in, struct record *recs,
 		if (record_parse(r, o->format, o->text_field, o->id_field,
 		    &cause) != 0) {
 			ct->invalid++;
-			bad_record(o, &rr, cause);
+			bad_record(o, o->policy, &rr, cause);
 			free(cause);
 			if (o->policy == POLICY_FAIL) {
 				*np = n;

@@ -75,9 +75,8 @@ output_jsonstr(struct buf *b, const char *s, size_t len)
 static void
 output_json(struct output *o, const struct record *r, const struct verdict *v)
 {
-	const char	*raw = r->raw.data, *open, *close = NULL;
+	const char	*raw = r->raw.data, *close = NULL;
 	size_t		 i, len = r->raw.len;
-	int		 empty = 1;
 	char		 sim[32];
 
 	for (i = len; i > 0; i--) {
@@ -86,21 +85,16 @@ output_json(struct output *o, const struct record *r, const struct verdict *v)
 			break;
 		}
 	}
-	open = memchr(raw, '{', len);
-	if (v->kind == V_BAD || close == NULL || open == NULL || open > close) {
+	/*
+	 * A record that parsed has at least its text member, so the new one
+	 * follows a comma.  One that did not (passed through) is unchanged.
+	 */
+	if (v->kind == V_BAD || close == NULL) {
 		buf_append(&o->b, raw, len);
 		return;
 	}
-	for (i = open - raw + 1; raw + i < close; i++) {
-		if (raw[i] != ' ' && raw[i] != '\t' && raw[i] != '\r') {
-			empty = 0;
-			break;
-		}
-	}
 	buf_append(&o->b, raw, close - raw);
-	if (!empty)
-		buf_append(&o->b, ",", 1);
-	buf_append(&o->b, "\"mhfilter\":{\"verdict\":\"", 23);
+	buf_append(&o->b, ",\"mhfilter\":{\"verdict\":\"", 24);
 	buf_append(&o->b, verdict_names[v->kind],
 	    strlen(verdict_names[v->kind]));
 	buf_append(&o->b, "\"", 1);

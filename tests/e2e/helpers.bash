@@ -1,0 +1,173 @@
+# Shared set-up for the end-to-end tests of mhfilter(1); each .bats file
+# does "load helpers".
+#
+# The harness (make check) sets MHFILTER to the binary under test and
+# TESTDIR to the tests/ directory of the source tree.  Run by hand, as in
+# "bats tests/e2e/basic.bats", both default to this checkout.
+
+E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+: "${MHFILTER:=$E2E_DIR/../../mhfilter}"
+: "${TESTDIR:=$E2E_DIR/..}"
+DATA="$TESTDIR/data"
+export MHFILTER TESTDIR DATA
+
+# Every test gets its own directory, which is also TMPDIR so that the
+# temporary index of a run without --db is created (and must be removed)
+# there.
+setup() {
+	T="$(mktemp -d "${BATS_TMPDIR:-/tmp}/mhfilter-e2e.XXXXXX")"
+	export TMPDIR="$T"
+	BG_PIDS=()
+	cd "$T"
+}
+
+# Stop whatever a test left running in the background, then remove its
+# directory.
+teardown() {
+	local pid
+
+	for pid in "${BG_PIDS[@]}"; do
+		kill -9 "$pid" 2>/dev/null || true
+	done
+	cd /
+	rm -rf "$T"
+}
+
+# Run mhfilter, bounded in time, with stdout in $T/out and stderr in $T/err;
+# the exit status is left in $status.  Standard input is the caller's.
+mhrun() {
+	status=0
+	timeout 60 "$MHFILTER" "$@" >"$T/out" 2>"$T/err" || status=$?
+}
+
+# Run mhfilter, bounded in time, as a plain command (for pipes and
+# redirections chosen by the test).
+mhf() {
+	timeout 60 "$MHFILTER" "$@"
+}
+
+# Fail, showing why.
+fail() {
+	printf '%s\n' "$@" >&2
+	return 1
+}
+
+# The exit status of the last mhrun (or bats run) must be $1.
+assert_status() {
+	[ "$status" -eq "$1" ] ||
+	    fail "exit status $status, expected $1" "stderr:" \
+	    "$(cat "$T/err" 2>/dev/null)"
+}
+
+# Two files must be byte for byte equal: expected $1, actual $2.
+assert_same() {
+	cmp -s "$1" "$2" || {
+		diff -u "$1" "$2" | cat -A | cut -c1-300 | head -40 >&2
+		fail "$2 differs from $1"
+	}
+}
+
+# The output of the last mhrun must be exactly the bytes of stdin.
+assert_out() {
+	cat >"$T/expected"
+	assert_same "$T/expected" "$T/out"
+}
+
+# The stderr of the last mhrun must contain the fixed string $1.
+assert_err_has() {
+	grep -qF -- "$1" "$T/err" ||
+	    fail "stderr lacks '$1'; it was:" "$(cat "$T/err")"
+}
+
+# The stderr of the last mhrun must not contain the fixed string $1.
+assert_err_lacks() {
+	! grep -qF -- "$1" "$T/err" ||
+	    fail "stderr has '$1'; it was:" "$(cat "$T/err")"
+}
+
+# The value of a --stats key in $T/err (or in file $2).
+stat_of() {
+	sed -n "s/^mhfilter: $1: //p" "${2:-$T/err}"
+}
+
+# A --stats value must be $2.
+assert_stat() {
+	local v
+
+	v="$(stat_of "$1" "${3:-$T/err}")"
+	[ "$v" = "$2" ] || fail "stat $1 is '$v', expected '$2'" \
+	    "$(cat "${3:-$T/err}")"
+}
+
+# Jaccard similarity, to four decimals, of the character (or word, $4 =
+# word) n-shingle sets of two texts after ASCII case folding and collapsing
+# white space: what the default normalisation does to ASCII.  An oracle
+# independent of the C code.
+jaccard() {
+	python3 - "$1" "$2" "${3:-5}" "${4:-char}" <<'EOF'
+import re, sys
+a, b, n, unit = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+def shingles(s):
+    s = re.sub(r'\s+', ' ', s.lower()).strip()
+    u = s.split(' ') if unit == 'word' else list(s)
+    j = ' ' if unit == 'word' else ''
+    if len(u) <= n:
+        return {j.join(u)}
+    return {j.join(u[i:i + n]) for i in range(len(u) - n + 1)}
+A, B = shingles(a), shingles(b)
+print('%.4f' % (len(A & B) / len(A | B)))
+EOF
+}
+
+# N distinct tab-separated records "idI<TAB>twelve random words", from a
+# fixed seed; pairwise far below any sensible threshold.
+gen_tsv() {
+	python3 - "$1" "${2:-1}" <<'EOF'
+import random, sys
+n, seed = int(sys.argv[1]), int(sys.argv[2])
+rng = random.Random(seed)
+abc = 'abcdefghijklmnopqrstuvwxyz'
+words = [''.join(rng.choice(abc) for _ in range(rng.randint(3, 9)))
+         for _ in range(5000)]
+out = sys.stdout
+for i in range(n):
+    out.write('id%d\t%s\n' % (i, ' '.join(rng.choice(words)
+                                          for _ in range(12))))
+EOF
+}
+
+# Wait up to $2 seconds (default 20) for file $1 to hold at least $3 lines
+# (default 1).
+wait_lines() {
+	local i=0 limit=$((${2:-20} * 20))
+
+	while [ "$(wc -l <"$1" 2>/dev/null || echo 0)" -lt "${3:-1}" ]; do
+		i=$((i + 1))
+		if [ "$i" -ge "$limit" ]; then
+			fail "timed out waiting for $1"
+			return 1
+		fi
+		sleep 0.05
+	done
+}
+
+# Wait up to $2 seconds for process $1 to end; its status goes to $status.
+# Fails if it is still running.
+wait_exit() {
+	local i=0 limit=$((${2:-10} * 20))
+
+	while kill -0 "$1" 2>/dev/null; do
+		i=$((i + 1))
+		if [ "$i" -ge "$limit" ]; then
+			fail "process $1 still running after ${2:-10}s"
+			return 1
+		fi
+		# A zombie counts as ended; wait reaps it below.
+		if [ "$(ps -o stat= -p "$1" 2>/dev/null | cut -c1)" = Z ]; then
+			break
+		fi
+		sleep 0.05
+	done
+	status=0
+	wait "$1" || status=$?
+}

@@ -1,0 +1,474 @@
+#!/usr/bin/env bats
+# The persistent index (--db): parameters kept and checked, --query-only,
+# --verify, chains, replays, map growth, foreign directories, concurrent
+# writers.
+
+load helpers
+
+A='Storm damage closed the coastal road for two days'
+B='Storm damage closed the coastal highway for three days'
+
+@test "--db persists: a later run finds a duplicate of an earlier run's record" {
+	printf 'r1\tThe committee approved the budget for next year\n' >run1
+	mhrun -f tsv -d db --stats run1
+	assert_status 0
+	assert_same run1 "$T/out"
+	assert_stat index_documents 1
+	[ -f db/data.mdb ] && [ -f db/lock.mdb ]
+	printf 'r2\tthe committee approved the budget for next year!\n' >run2
+	mhrun -f tsv -d db -a --stats run2
+	assert_status 0
+	printf 'duplicate\tr1\t%s\tr2\tthe committee approved the budget for next year!\n' \
+	    "$(jaccard 'The committee approved the budget for next year' 'the committee approved the budget for next year!')" |
+	    assert_out
+	assert_stat duplicates 1
+	# The duplicate is chained into the index.
+	assert_stat index_documents 2
+}
+
+@test "--db: the parameters are stored; a later run needs no options" {
+	[ "$(jaccard "$A" "$B" 3)" = 0.5932 ]
+	[ "$(jaccard "$A" "$B" 5)" = 0.4844 ]
+	printf 'a\t%s\n' "$A" >run1
+	printf 'b\t%s\n' "$B" >run2
+	mhrun -f tsv -d db -n 3 -t 0.5 run1
+	assert_status 0
+	# Shingles of 3 and threshold 0.5 come from the index.
+	mhrun -f tsv -d db -a run2
+	assert_status 0
+	printf 'duplicate\ta\t0.5932\tb\t%s\n' "$B" | assert_out
+	# The same as giving them again.
+	rm -rf db
+	mhf -f tsv -d db -n 3 -t 0.5 run1 >/dev/null
+	mhrun -f tsv -d db -n 3 -t 0.5 -a run2
+	printf 'duplicate\ta\t0.5932\tb\t%s\n' "$B" | assert_out
+	# Without the index the defaults (5, 0.8) apply.
+	cat run1 run2 | mhf -f tsv -a | cut -f1 >v
+	printf 'unique\nunique\n' | cmp - v
+}
+
+@test "--db: the threshold may change from run to run" {
+	printf 'a\t%s\n' "$A" >run1
+	printf 'b\t%s\n' "$B" >run2
+	mhf -f tsv -d db -n 3 -t 0.5 run1 >/dev/null
+	cp -r db db0
+	mhrun -f tsv -d db -t 0.6 -a run2
+	assert_status 0
+	printf 'unique\t-\t-\tb\t%s\n' "$B" | assert_out
+	[ ! -s "$T/err" ]
+	# For that run only: the stored 0.5 is still the default.
+	printf 'z\tcompletely unrelated text about sport\n' |
+	    mhf -f tsv -d db0 -t 0.6 >/dev/null
+	mhrun -f tsv -d db0 -a run2
+	printf 'duplicate\ta\t0.5932\tb\t%s\n' "$B" | assert_out
+}
+
+@test "--db: a threshold the stored bands miss is warned about" {
+	printf 'hello world foo\n' | mhf -d db -t 0.95 >/dev/null
+	printf 'a different text\n' | mhf -d db -t 0.5 2>err >/dev/null
+	grep -qF "the index's bands (8 x 16 rows) miss" err
+	grep -qF "at similarity 0.50" err
+}
+
+# A stored parameter given with another value: exit 4, a message with the
+# option and both values, the index untouched and still usable.
+mismatch() {
+	local option="$1" stored="$2" given="$3"
+	shift 3
+	cp db/data.mdb saved.mdb
+	printf 'x\tsomething else altogether to insert\n' >other
+	mhrun -f tsv -d db "$@" other
+	[ "$status" -eq 4 ] || fail "'$*' exited $status, expected 4"
+	[ ! -s "$T/out" ] || fail "'$*' wrote output"
+	grep -qF -- "$option $stored" "$T/err" ||
+	    fail "'$*': no '$option $stored' in: $(cat "$T/err")"
+	grep -qF -- "$option $given" "$T/err" ||
+	    fail "'$*': no '$option $given' in: $(cat "$T/err")"
+	cmp saved.mdb db/data.mdb || fail "'$*' changed the index"
+}
+
+@test "--db: another -n, -k, --unit, --seed, --normalize or --bands is refused with status 4" {
+	printf 'a\t%s\n' "$A" >run1
+	printf 'b\t%s\n' "$B" >run2
+	mhf -f tsv -d db -n 3 -t 0.5 run1 >/dev/null
+	mismatch --shingle 3 4 -n 4
+	mismatch --perms 128 64 -k 64
+	mismatch --unit char word --unit word
+	mismatch --seed 0 7 --seed 7
+	mismatch --normalize casefold,nfkc,space none --normalize none
+	mismatch --bands 64 32 -b 32
+	mismatch --bands 64 32 -b 32 -r 4
+	# Giving the stored values is fine.
+	cp -r db db0
+	mhrun -f tsv -d db -n 3 -k 128 --unit char --seed 0 \
+	    --normalize casefold,nfkc,space -b 64 -r 2 -a run2
+	assert_status 0
+	printf 'duplicate\ta\t0.5932\tb\t%s\n' "$B" | assert_out
+	# And so is leaving them out.
+	mhrun -f tsv -d db0 -a run2
+	assert_status 0
+	printf 'duplicate\ta\t0.5932\tb\t%s\n' "$B" | assert_out
+}
+
+@test "--db: -r alone that differs is reported as --rows, the option given" {
+	printf 'a\t%s\n' "$A" >run1
+	mhf -f tsv -d db -n 3 -t 0.5 run1 >/dev/null
+	# Not "you gave --bands 32", as the first version said.
+	mismatch --rows 2 4 -r 4
+}
+
+@test "--query-only: duplicates of the index are reported, nothing is inserted" {
+	printf 'r1\tThe committee approved the budget for next year\n' >run1
+	mhf -f tsv -d db run1 >/dev/null
+	cp db/data.mdb saved.mdb
+	printf 'q1\tthe committee approved the budget for next year!\nq2\tA brand new text about something else\nq3\tA brand new text about something else\n' >q
+	mhrun -f tsv -d db -Q -a --stats q
+	assert_status 0
+	assert_out <<-EOF
+	duplicate	r1	$(jaccard 'The committee approved the budget for next year' 'the committee approved the budget for next year!')	q1	the committee approved the budget for next year!
+	unique	-	-	q2	A brand new text about something else
+	unique	-	-	q3	A brand new text about something else
+	EOF
+	assert_stat index_documents 1
+	cmp saved.mdb db/data.mdb
+}
+
+@test "--query-only: the index's document count does not change" {
+	gen_tsv 50 >in
+	mhf -f tsv -d db in >/dev/null
+	gen_tsv 80 2 >more
+	mhrun -f tsv -d db --query-only --stats more
+	assert_status 0
+	assert_same more "$T/out"
+	assert_stat index_documents 50
+	mhrun -f tsv -d db --stats </dev/null
+	assert_stat index_documents 50
+}
+
+@test "--query-only: an unchanged rerun reports every record as a replay" {
+	gen_tsv 30 >in
+	mhf -f tsv -d db in >/dev/null
+	mhrun -f tsv -d db -Q --stats in
+	assert_status 0
+	assert_same in "$T/out"
+	assert_stat replayed 30
+	assert_stat unique 30
+}
+
+@test "--query-only on a missing or empty index exits non-zero with a message" {
+	printf 'some text\n' >in
+	mhrun -Q -d nodb in
+	[ "$status" -ne 0 ]
+	assert_err_has "nodb"
+	[ ! -e nodb ] || fail "--query-only created the index directory"
+	mkdir emptydir
+	mhrun --query-only -d emptydir in
+	[ "$status" -ne 0 ]
+	assert_err_has "emptydir"
+	[ ! -s "$T/out" ]
+}
+
+@test "--verify signature and none find the duplicates and keep no texts" {
+	s='The quick brown fox jumps over the lazy dog near the river bank'
+	printf '%s\n%s!\nsomething else entirely different here\n' "$s" "$s" >in
+	for mode in signature none; do
+		rm -rf db
+		mhrun --verify "$mode" -d db -a in
+		assert_status 0
+		cut -f1,2 "$T/out" >v
+		printf 'unique\t-\nduplicate\t1\nunique\t-\n' | cmp - v
+		# The reported similarity is the signature estimate: a
+		# multiple of 1/128.
+		sim="$(sed -n 2p "$T/out" | cut -f3)"
+		awk -v s="$sim" 'BEGIN { x = s * 128; exit !(s >= 0.8 &&
+		    s <= 1 && (x - int(x + 0.5))^2 < 0.0001) }'
+		if command -v mdb_stat >/dev/null; then
+			mdb_stat -s texts db | grep -q 'Entries: 0$'
+		fi
+	done
+	# Without a database as well.
+	mhrun --verify signature -D in
+	printf '%s!\n' "$s" | assert_out
+}
+
+@test "an index made with --verify signature refuses --verify exact, works without --verify" {
+	s='The quick brown fox jumps over the lazy dog near the river bank'
+	printf '%s\n' "$s" | mhf --verify signature -d sig >/dev/null
+	cp sig/data.mdb saved.mdb
+	printf '%s?\n' "$s" >q
+	mhrun --verify exact -d sig -a q
+	assert_status 4
+	assert_err_has "--verify exact"
+	[ ! -s "$T/out" ]
+	cmp saved.mdb sig/data.mdb
+	# Without --verify the stored mode is used: the same as signature.
+	cp -r sig sig2
+	mhrun -d sig -a q
+	assert_status 0
+	mv "$T/out" default
+	mhrun -d sig2 --verify signature -a q
+	assert_same default "$T/out"
+	grep -q '^duplicate	1	' default
+	# none needs no texts either.
+	mhrun -d sig --verify none -D q
+	assert_status 0
+	assert_same q "$T/out"
+}
+
+@test "--verify signature on an index with texts still stores texts for later exact runs" {
+	printf 'The quick brown fox jumps over the lazy dog near the river bank\n' >one
+	printf 'Markets closed higher on Tuesday after the inflation figures\n' >two
+	printf 'markets closed higher on Tuesday after the inflation figures!\n' >three
+	mhf -d db one >/dev/null
+	mhrun -d db --verify signature two
+	assert_status 0
+	assert_same two "$T/out"
+	# Exact verification against the document the signature run added.
+	mhrun -d db -a three
+	assert_status 0
+	printf 'duplicate\t1\t%s\t%s' "$(jaccard "$(cat two)" "$(cat three)")" "$(cat three)" >expected
+	printf '\n' >>expected
+	assert_same expected "$T/out"
+}
+
+@test "--no-chain: C close to B but not to A is unique when B was not indexed" {
+	a='Quarterly earnings at the regional bank beat analyst forecasts by a wide margin'
+	b="$a today"
+	c="$a today, the company said"
+	sab="$(jaccard "$a" "$b")"
+	sbc="$(jaccard "$b" "$c")"
+	sac="$(jaccard "$a" "$c")"
+	awk -v ab="$sab" -v bc="$sbc" -v ac="$sac" \
+	    'BEGIN { exit !(ab >= 0.8 && bc >= 0.8 && ac < 0.8) }'
+	printf '%s\n%s\n%s\n' "$a" "$b" "$c" >in
+	mhrun -a --stats in
+	assert_status 0
+	assert_out <<-EOF
+	unique	-	-	$a
+	duplicate	1	$sab	$b
+	duplicate	2	$sbc	$c
+	EOF
+	assert_stat index_documents 3
+	mhrun -a --no-chain --stats in
+	assert_status 0
+	assert_out <<-EOF
+	unique	-	-	$a
+	duplicate	1	$sab	$b
+	unique	-	-	$c
+	EOF
+	assert_stat index_documents 2
+	# Across runs: --no-chain keeps B out of a persistent index.
+	printf '%s\n%s\n' "$a" "$b" | mhf -d db --no-chain >/dev/null
+	printf '%s\n' "$c" >q
+	mhrun -d db -a q
+	printf 'unique\t-\t-\t%s\n' "$c" | assert_out
+}
+
+@test "exact copies are not indexed twice" {
+	printf 'a text that repeats itself\nA TEXT THAT REPEATS ITSELF\na text that repeats itself\nanother text, unique\n  a text  that repeats itself  \n' >in
+	mhrun --stats in
+	assert_status 0
+	printf 'a text that repeats itself\nanother text, unique\n' | assert_out
+	assert_stat duplicates 3
+	assert_stat index_documents 2
+	# Nor across runs.
+	mhf -d db in >/dev/null
+	mhrun -d db --stats in
+	assert_stat index_documents 2
+}
+
+@test "replays: a rerun with tsv ids writes every unique record again" {
+	gen_tsv 40 >in
+	# Plus a near duplicate and an exact copy under other ids.
+	printf 'dup1\t%s!\n' "$(sed -n 3p in | cut -f2)" >>in
+	printf 'copy1\t%s\n' "$(sed -n 5p in | cut -f2)" >>in
+	mhrun -f tsv -d db --stats in
+	assert_status 0
+	head -n 40 in | assert_out
+	assert_stat unique 40
+	assert_stat duplicates 2
+	assert_stat replayed 0
+	mhrun -f tsv -d db --stats in
+	assert_status 0
+	head -n 40 in | assert_out
+	assert_stat unique 40
+	assert_stat replayed 40
+	assert_stat duplicates 2
+	assert_stat index_documents 41
+	# A different id with an identical text is a duplicate.
+	printf 'other-id\t%s\n' "$(sed -n 7p in | cut -f2)" >q
+	mhrun -f tsv -d db -a q
+	printf 'duplicate\tid6\t1.0000\tother-id\t%s\n' "$(sed -n 7p in | cut -f2)" | assert_out
+	# The same id with a changed text is not a replay.
+	printf 'id6\t%s!\n' "$(sed -n 7p in | cut -f2)" >q2
+	mhrun -f tsv -d db -D q2
+	assert_same q2 "$T/out"
+}
+
+@test "a rerun reports a near duplicate with its earlier match, not itself" {
+	printf 'r1\t%s\nr2\t%s!\n' "$A" "$A" >in
+	mhrun -f tsv -d db -a in
+	assert_status 0
+	s="$(jaccard "$A" "$A!")"
+	printf 'unique\t-\t-\tr1\t%s\nduplicate\tr1\t%s\tr2\t%s!\n' "$A" "$s" "$A" >expected
+	assert_same expected "$T/out"
+	# Rerun, as after a crash: r1 is a replay, r2 is still a duplicate
+	# of r1.  (mhfilter 0.1.0 makes r2 its own best match, the copy
+	# chained in by the first run: "duplicate r2 1.0000 r2 ...".)
+	mhrun -f tsv -d db -a in
+	assert_status 0
+	assert_same expected "$T/out"
+}
+
+@test "the pairs of a rerun are those of the first run: no self pairs" {
+	printf 'r1\t%s\nr2\t%s!\n' "$A" "$A" >in
+	s="$(jaccard "$A" "$A!")"
+	mhrun -f tsv -d db -p in
+	assert_status 0
+	printf 'r1\tr2\t%s\n' "$s" | assert_out
+	# (mhfilter 0.1.0 gives "r1 r1", "r2 r1" (r2 as the earlier
+	# document of r1), "r2 r2" and "r1 r2".)
+	mhrun -f tsv -d db -p in
+	assert_status 0
+	printf 'r1\tr2\t%s\n' "$s" | assert_out
+}
+
+@test "replays: with jsonl ids, and not without them" {
+	printf '{"id":"n1","text":"The harbour bridge reopened to traffic"}\n{"id":2,"text":"Markets were quiet ahead of the holiday"}\n' >in
+	mhf -f jsonl -d db in >/dev/null
+	mhrun -f jsonl -d db --stats in
+	assert_status 0
+	assert_same in "$T/out"
+	assert_stat replayed 2
+	# Without ids the record numbers are the ids: a rerun of line
+	# records finds each one a duplicate of itself (see CAVEATS).
+	printf 'The harbour bridge reopened to traffic\n' >lines
+	mhf -d db2 lines >/dev/null
+	mhrun -d db2 -a lines
+	printf 'duplicate\t1\t1.0000\tThe harbour bridge reopened to traffic\n' | assert_out
+	printf '{"text":"The harbour bridge reopened to traffic"}\n' >noid
+	mhf -f jsonl -d db3 noid >/dev/null
+	mhrun -f jsonl -d db3 noid
+	[ ! -s "$T/out" ]
+}
+
+@test "the map grows past --map-size" {
+	gen_tsv 3000 >in
+	mhrun -f tsv -d db --map-size 1M --batch 500 --stats in
+	assert_status 0
+	assert_same in "$T/out"
+	assert_stat index_documents 3000
+	[ "$(stat -c %s db/data.mdb)" -gt 1048576 ]
+	# The grown index reopens with the default map size, and the small
+	# one too.
+	mhrun -f tsv -d db --stats in
+	assert_status 0
+	assert_stat replayed 3000
+	mhrun -f tsv -d db --map-size 1M --stats in
+	assert_status 0
+	assert_stat replayed 3000
+}
+
+@test "a directory whose data.mdb is not LMDB is refused with status 4" {
+	mkdir garbage
+	head -c 20000 /dev/urandom >garbage/data.mdb
+	cp garbage/data.mdb saved
+	printf 'some text\n' >in
+	mhrun -d garbage in
+	assert_status 4
+	assert_err_has "garbage is not an LMDB index"
+	[ ! -s "$T/out" ]
+	cmp saved garbage/data.mdb
+	mhrun -d garbage -Q in
+	[ "$status" -eq 4 ] || [ "$status" -eq 1 ]
+	assert_err_has "garbage"
+}
+
+@test "an LMDB environment that is not an mhfilter index is refused with status 4" {
+	command -v mdb_load >/dev/null || skip "mdb_load is not installed"
+	mkdir foreign
+	printf 'VERSION=3\nformat=print\ntype=btree\nHEADER=END\n hello\n world\nDATA=END\n' |
+	    mdb_load -s other foreign
+	cp foreign/data.mdb saved
+	printf 'some text\n' >in
+	mhrun -d foreign in
+	assert_status 4
+	assert_err_has "not an mhfilter index"
+	[ ! -s "$T/out" ]
+	cmp saved foreign/data.mdb
+}
+
+@test "--db naming a file, or in a missing directory, exits 1 with a message" {
+	printf 'x\n' >afile
+	printf 'some text\n' >in
+	mhrun -d afile in
+	assert_status 1
+	assert_err_has "afile"
+	mhrun -d missing/sub in
+	assert_status 1
+	assert_err_has "missing/sub"
+}
+
+@test "--explain with --db shows the index's parameters" {
+	printf 'x\n' | mhf -d db -n 3 -t 0.95 >/dev/null
+	mhrun --explain -d db
+	assert_status 0
+	grep -q '^perms 128, threshold 0.95: bands 8 x rows 16$' "$T/out"
+	mhrun --explain -d db -t 0.5
+	grep -q '^perms 128, threshold 0.50: bands 8 x rows 16$' "$T/out"
+	# --max-fn and --max-fp choose the bands stored by the first run.
+	printf 'x\n' | mhf -d db2 --max-fn 0.5 --max-fp 0.5 >/dev/null
+	mhrun --explain -d db2
+	grep -q '^perms 128, threshold 0.80: bands 16 x rows 8$' "$T/out"
+	# A mismatch is status 4 here too (mhfilter(1) says 1; spec.md 4).
+	mhrun --explain -d db -n 4
+	assert_status 4
+	assert_err_has "--shingle 3"
+}
+
+@test "two processes writing to one index: every record is decided once" {
+	gen_tsv 4000 >all
+	head -n 2000 all >h1
+	# The second half: 1800 new records and copies, under new ids, of
+	# 200 records of the first half.
+	{
+		sed -n '2001,3800p' all
+		awk -F'\t' 'NR % 10 == 1 && NR <= 2000 { print "cp" NR "\t" $2 }' all
+	} >h2
+	[ "$(wc -l <h2)" -eq 2000 ]
+	mhf -f tsv -d db --batch 50 -a h1 >o1 2>e1 &
+	p1=$!
+	mhf -f tsv -d db --batch 50 -a h2 >o2 2>e2 &
+	p2=$!
+	s1=0 s2=0
+	wait "$p1" || s1=$?
+	wait "$p2" || s2=$?
+	[ "$s1" -eq 0 ] && [ "$s2" -eq 0 ] || fail "exit $s1 $s2" "$(cat e1 e2)"
+	[ "$(wc -l <o1)" -eq 2000 ] && [ "$(wc -l <o2)" -eq 2000 ]
+	# Of each original and its copy exactly one is unique.
+	cat o1 o2 | awk -F'\t' '$1 == "unique" { print $5 }' | sort | uniq -d >twice
+	[ ! -s twice ] || fail "unique in both runs: $(head -3 twice)"
+	[ "$(cat o1 o2 | grep -c '^unique')" -eq 3800 ]
+	[ "$(cat o1 o2 | grep -c '^duplicate')" -eq 200 ]
+	mhrun -f tsv -d db --stats </dev/null
+	assert_stat index_documents 3800
+}
+
+@test "two processes growing a small map at the same time" {
+	gen_tsv 6000 7 >all
+	head -n 3000 all >h1
+	tail -n 3000 all >h2
+	mhf -f tsv -d db --map-size 1M --batch 100 h1 >o1 2>e1 &
+	p1=$!
+	mhf -f tsv -d db --map-size 1M --batch 100 h2 >o2 2>e2 &
+	p2=$!
+	s1=0 s2=0
+	wait "$p1" || s1=$?
+	wait "$p2" || s2=$?
+	[ "$s1" -eq 0 ] && [ "$s2" -eq 0 ] || fail "exit $s1 $s2" "$(cat e1 e2)"
+	assert_same h1 o1
+	assert_same h2 o2
+	mhrun -f tsv -d db --stats </dev/null
+	assert_stat index_documents 6000
+	[ "$(stat -c %s db/data.mdb)" -gt 2097152 ]
+}

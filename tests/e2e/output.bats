@@ -1,0 +1,182 @@
+#!/usr/bin/env bats
+# Output modes (-a, -p, -D), --stats, write errors, --progress.
+
+load helpers
+
+V='Voters in the northern province head to the polls on Sunday'
+
+@test "-a: four tab-separated fields, then the record as read" {
+	mhrun --annotate "$DATA/sample-news.txt"
+	assert_status 0
+	[ "$(wc -l <"$T/out")" -eq 40 ]
+	# The record is everything after the third tab, byte for byte.
+	cut -f4- "$T/out" >records
+	assert_same "$DATA/sample-news.txt" records
+	awk -F'\t' '
+	    $1 == "unique" && $2 == "-" && $3 == "-" { next }
+	    $1 == "duplicate" && $2 ~ /^[0-9]+$/ && $3 ~ /^[01]\.[0-9][0-9][0-9][0-9]$/ { next }
+	    { print "bad line " NR ": " $0; bad = 1 }
+	    END { exit bad }' "$T/out"
+}
+
+@test "-a: the verdicts unique, duplicate and empty, with match and similarity" {
+	printf '%s\n\n%s again\n' "$V" "$V" >in
+	mhrun -a in
+	assert_status 0
+	assert_out <<-EOF
+	unique	-	-	$V
+	empty	-	-	
+	duplicate	1	$(jaccard "$V" "$V again")	$V again
+	EOF
+}
+
+@test "-p: earlier id, later id and similarity for every verified pair" {
+	printf '%s\n%s again\nToday: %s\nSomething else entirely, about sport\n' "$V" "$V" "$V" >in
+	s12="$(jaccard "$V" "$V again")"
+	s13="$(jaccard "$V" "Today: $V")"
+	s23="$(jaccard "$V again" "Today: $V")"
+	awk -v a="$s12" -v b="$s13" -v c="$s23" \
+	    'BEGIN { exit !(a >= 0.8 && b >= 0.8 && c >= 0.8) }'
+	mhrun --pairs in
+	assert_status 0
+	# Record 3 matches both 1 and 2 (2 is chained into the index).
+	sort "$T/out" >pairs
+	printf '1\t2\t%s\n1\t3\t%s\n2\t3\t%s\n' "$s12" "$s13" "$s23" | cmp - pairs
+	# Without chains only unique records are compared with.
+	mhrun -p --no-chain in
+	sort "$T/out" >pairs
+	printf '1\t2\t%s\n1\t3\t%s\n' "$s12" "$s13" | cmp - pairs
+	# Pairs below the threshold are not listed.
+	mhrun -p -t 0.89 in
+	printf '1\t2\t%s\n' "$s12" | assert_out
+}
+
+@test "-p: nothing for input without near duplicates" {
+	mhrun -p "$DATA/sample-news.txt"
+	[ "$(wc -l <"$T/out")" -ge 10 ]
+	cut -f2 "$T/out" | sort -n -u >later
+	assert_same "$DATA/sample-news.expected-duplicates" later
+	head -n 6 "$DATA/sample-news.txt" >distinct
+	mhrun -p distinct
+	assert_status 0
+	[ ! -s "$T/out" ]
+}
+
+@test "-D: only the duplicates, as read" {
+	printf '%s\n%s again\nSomething else entirely, about sport\nToday: %s\n' "$V" "$V" "$V" >in
+	mhrun -D in
+	assert_status 0
+	printf '%s again\nToday: %s\n' "$V" "$V" | assert_out
+}
+
+@test "--stats: every key on stderr with the right numbers, stdout untouched" {
+	printf '%s\n%s again\n\n{"x"\nplain unrelated text\n\xff\xfe bytes that are not utf-8\n' "$V" "$V" >in
+	printf '%s\n' "$(printf 'L%.0s' $(seq 200))" >>in
+	mhrun --stats -q --max-bytes 100 in
+	assert_status 0
+	printf '%s\n\n{"x"\nplain unrelated text\n\xff\xfe bytes that are not utf-8\n' "$V" | assert_out
+	assert_stat records 7
+	assert_stat unique 4
+	assert_stat duplicates 1
+	assert_stat empty 1
+	assert_stat invalid 0
+	assert_stat too_long 1
+	assert_stat invalid_utf8 1
+	assert_stat bytes "$(stat -c %s in)"
+	assert_stat index_documents 5
+	assert_stat replayed 0
+	for key in candidates verified records_per_second max_rss_kb; do
+		stat_of "$key" | grep -qE '^[0-9]+$' || fail "$key: $(stat_of "$key")"
+	done
+	[ "$(stat_of candidates)" -ge "$(stat_of verified)" ]
+	[ "$(stat_of verified)" -ge 1 ]
+	[ "$(stat_of max_rss_kb)" -gt 0 ]
+	stat_of seconds | grep -qE '^[0-9]+\.[0-9]{3}$'
+	stat_of mb_per_second | grep -qE '^[0-9]+\.[0-9]{2}$'
+	# Every line is "mhfilter: key: value".
+	! grep -vE '^mhfilter: [a-z_0-9]+: [0-9.]+$' "$T/err" || fail "odd line"
+	# Each key once, in the documented order.
+	cut -d: -f2 "$T/err" | tr -d ' ' >keys
+	printf '%s\n' records unique replayed duplicates empty invalid \
+	    too_long invalid_utf8 candidates verified bytes seconds \
+	    records_per_second mb_per_second index_documents \
+	    index_band_entries index_bytes max_rss_kb | cmp - keys
+	# Malformed records are counted as invalid.
+	mhrun -f jsonl --stats -q in
+	assert_stat invalid 7
+	assert_stat empty 0
+}
+
+@test "--stats: bytes counts the bytes read, also without a final newline" {
+	printf 'abc' >in
+	mhrun --stats in
+	assert_status 0
+	printf 'abc\n' | assert_out
+	assert_stat bytes 3
+}
+
+@test "--stats with -D, -a and -p counts the same" {
+	for mode in "" -D -a -p; do
+		mhrun $mode --stats "$DATA/sample-news.txt"
+		assert_status 0
+		assert_stat records 40
+		assert_stat unique 30
+		assert_stat duplicates 10
+		assert_stat bytes "$(stat -c %s "$DATA/sample-news.txt")"
+	done
+}
+
+@test "a write error (/dev/full) exits 1 with a message" {
+	[ -w /dev/full ] || skip "no /dev/full"
+	status=0
+	mhf <"$DATA/sample-news.txt" >/dev/full 2>err || status=$?
+	[ "$status" -eq 1 ]
+	grep -q 'write error' err
+	status=0
+	printf 'one line\n' | mhf -a >/dev/full 2>err || status=$?
+	[ "$status" -eq 1 ]
+	grep -q 'write error: No space left on device' err
+	# --stats is still written.
+	status=0
+	mhf --stats <"$DATA/sample-news.txt" >/dev/full 2>err || status=$?
+	[ "$status" -eq 1 ]
+	grep -q '^mhfilter: records: 40$' err
+}
+
+@test "a closed pipe ends the run with a non-zero status and a message" {
+	gen_tsv 20000 >big
+	mhf -f tsv big 2>err | head -n 1 >first
+	codes=("${PIPESTATUS[@]}")
+	[ "${codes[0]}" -ne 0 ] || fail "mhfilter exited 0 on a closed pipe"
+	[ "${codes[0]}" -eq 1 ] || fail "status ${codes[0]}, expected 1"
+	grep -q 'write error' err
+	head -n 1 big | cmp - first
+}
+
+@test "--progress writes a progress line on stderr, never on stdout" {
+	gen_tsv 3000 >in
+	mhrun -f tsv --progress --batch 500 in
+	assert_status 0
+	assert_same in "$T/out"
+	grep -q $'\rmhfilter: 3000 records, 3000 unique, 0 duplicates, [0-9]* records/s' "$T/err"
+	[ "$(tail -c 1 "$T/err" | od -An -c | tr -d ' ')" = '\n' ]
+}
+
+@test "no progress by default when stderr is not a terminal, or with --no-progress" {
+	gen_tsv 3000 >in
+	mhrun -f tsv in
+	assert_status 0
+	[ ! -s "$T/err" ]
+	mhrun -f tsv --progress --no-progress in
+	[ ! -s "$T/err" ]
+}
+
+@test "progress by default when stderr is a terminal" {
+	command -v script >/dev/null || skip "script(1) is not installed"
+	gen_tsv 3000 >in
+	script -qec "timeout 60 '$MHFILTER' -f tsv in 2>&1 >out" /dev/null >tty
+	assert_same in out
+	grep -q 'mhfilter: 3000 records, 3000 unique' tty
+	script -qec "timeout 60 '$MHFILTER' -f tsv --no-progress in 2>&1 >out" /dev/null >tty
+	! grep -q 'records' tty
+}
