@@ -83,6 +83,7 @@ static int	meta_put(struct index *, const char *, const char *);
 static int	meta_create(struct index *, char **);
 static int	meta_check(struct index *, int, char **);
 static int	index_foreign(struct index *);
+static int	index_get(struct index *, MDB_dbi, uint64_t, MDB_val *);
 static void	index_remove_temp(const char *);
 
 /* Turn an LMDB error into a cause; MDB_MAP_FULL becomes INDEX_AGAIN. */
@@ -638,21 +639,30 @@ index_candidates(struct index *ix, const uint64_t *keys, struct u64vec *out,
 	return (0);
 }
 
+/* Look a document number up in one of the databases keyed by it. */
+static int
+index_get(struct index *ix, MDB_dbi dbi, uint64_t docid, MDB_val *v)
+{
+	unsigned char	 kb[8];
+	MDB_val		 k;
+
+	put_be64(kb, docid);
+	k.mv_data = kb;
+	k.mv_size = sizeof kb;
+	return (mdb_get(ix->txn, dbi, &k, v));
+}
+
 /* Read a document's record.  The signature stays valid until the next call. */
 int
 index_doc(struct index *ix, uint64_t docid, struct docinfo *d, char **cause)
 {
-	MDB_val			 k, v;
-	unsigned char		 kb[8];
+	MDB_val			 v;
 	const unsigned char	*p;
 	uint32_t		 idlen;
 	unsigned		 i;
 	int			 rc;
 
-	put_be64(kb, docid);
-	k.mv_data = kb;
-	k.mv_size = sizeof kb;
-	if ((rc = mdb_get(ix->txn, ix->docs, &k, &v)) != 0)
+	if ((rc = index_get(ix, ix->docs, docid, &v)) != 0)
 		return (index_fail(ix, rc, "document lookup", cause));
 	p = v.mv_data;
 	if (v.mv_size < DOC_HEADER + 4 * (size_t)ix->p.perms ||
@@ -683,17 +693,13 @@ corrupt:
 int
 index_text(struct index *ix, uint64_t docid, struct buf *out, char **cause)
 {
-	MDB_val			 k, v;
-	unsigned char		 kb[8];
+	MDB_val			 v;
 	const unsigned char	*p;
 	unsigned long long	 size;
 	size_t			 n;
 	int			 rc;
 
-	put_be64(kb, docid);
-	k.mv_data = kb;
-	k.mv_size = sizeof kb;
-	if ((rc = mdb_get(ix->txn, ix->texts, &k, &v)) != 0)
+	if ((rc = index_get(ix, ix->texts, docid, &v)) != 0)
 		return (index_fail(ix, rc, "text lookup", cause));
 	p = v.mv_data;
 	out->len = 0;
