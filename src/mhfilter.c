@@ -595,7 +595,8 @@ print_stats(struct options *o, struct counts *ct, struct filter *f,
 		STAT("index_documents", "%" PRIu64, is.docs);
 		STAT("index_band_entries", "%" PRIu64, is.band_entries);
 		STAT("index_bytes", "%" PRIu64, is.size);
-	}
+	} else if (the_index != NULL)
+		free(cause);
 	if (getrusage(RUSAGE_SELF, &ru) == 0)
 		STAT("max_rss_kb", "%ld", ru.ru_maxrss);
 #undef STAT
@@ -638,6 +639,7 @@ main(int argc, char **argv)
 				    &o.f.p, o.given, &cause);
 				if (rc != 0) {
 					log_warnx("%s", cause);
+					free(cause);
 					return (rc == INDEX_MISMATCH ?
 					    EXIT_MISMATCH : EXIT_ERROR);
 				}
@@ -655,6 +657,7 @@ main(int argc, char **argv)
 	    &o.f.p, o.given, &cause);
 	if (rc != 0) {
 		log_warnx("%s", cause);
+		free(cause);
 		return (rc == INDEX_MISMATCH ? EXIT_MISMATCH : EXIT_ERROR);
 	}
 	atexit(cleanup);
@@ -690,6 +693,7 @@ main(int argc, char **argv)
 		/* Decide and commit first; only then write. */
 		if ((rc = filter_batch(f, the_index, recs, vs, n, &cause))) {
 			log_warnx("%s", cause);
+			free(cause);
 			status = EXIT_ERROR;
 			break;
 		}
@@ -711,6 +715,7 @@ main(int argc, char **argv)
 		}
 		if (i < n || output_flush(out, &cause) != 0) {
 			log_warnx("%s", cause);
+			free(cause);
 			status = EXIT_ERROR;
 			break;
 		}
