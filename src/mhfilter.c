@@ -640,6 +640,7 @@ main(int argc, char **argv)
 				if (rc != 0) {
 					log_warnx("%s", cause);
 					free(cause);
+					free(dbfile);
 					return (rc == INDEX_MISMATCH ?
 					    EXIT_MISMATCH : EXIT_ERROR);
 				}
