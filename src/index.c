@@ -84,6 +84,7 @@ static int	meta_create(struct index *, char **);
 static int	meta_check(struct index *, int, char **);
 static int	index_foreign(struct index *);
 static int	index_get(struct index *, MDB_dbi, uint64_t, MDB_val *);
+static int	index_txn(struct index *, unsigned, MDB_txn **);
 static void	index_remove_temp(const char *);
 
 /* Turn an LMDB error into a cause; MDB_MAP_FULL becomes INDEX_AGAIN. */
@@ -411,8 +412,7 @@ index_open(struct index **ixp, const char *path, int flags,
 	/* Forget readers left by processes that died (kill -9). */
 	mdb_reader_check(ix->env, &dead);
 
-	rc = mdb_txn_begin(ix->env, NULL, (flags & INDEX_RDONLY) ?
-	    MDB_RDONLY : 0, &ix->txn);
+	rc = index_txn(ix, 0, &ix->txn);
 	if (rc == 0 && (rc = index_foreign(ix)) != 0) {
 		xasprintf(cause, "%s is an LMDB environment but not an "
 		    "mhfilter index", ix->path);
@@ -506,6 +506,26 @@ index_path(struct index *ix)
 	return (ix->path);
 }
 
+/*
+ * Begin a transaction (read-only if flags or the index say so).  When
+ * another process has grown the map since, adopt its size and retry.
+ */
+static int
+index_txn(struct index *ix, unsigned flags, MDB_txn **txn)
+{
+	int	 rc;
+
+	if (ix->flags & INDEX_RDONLY)
+		flags |= MDB_RDONLY;
+	for (;;) {
+		rc = mdb_txn_begin(ix->env, NULL, flags, txn);
+		if (rc != MDB_MAP_RESIZED)
+			return (rc);
+		if ((rc = mdb_env_set_mapsize(ix->env, 0)) != 0)
+			return (rc);
+	}
+}
+
 /* Start a batch's transaction: a write one unless the index is read-only. */
 int
 index_begin(struct index *ix, char **cause)
@@ -513,16 +533,7 @@ index_begin(struct index *ix, char **cause)
 	char	 v[32];
 	int	 rc;
 
-	for (;;) {
-		rc = mdb_txn_begin(ix->env, NULL, (ix->flags & INDEX_RDONLY) ?
-		    MDB_RDONLY : 0, &ix->txn);
-		if (rc != MDB_MAP_RESIZED)
-			break;
-		/* Another process grew the map: adopt its size. */
-		if ((rc = mdb_env_set_mapsize(ix->env, 0)) != 0)
-			break;
-	}
-	if (rc != 0) {
+	if ((rc = index_txn(ix, 0, &ix->txn)) != 0) {
 		ix->txn = NULL;
 		return (index_fail(ix, rc, "begin", cause));
 	}
@@ -823,7 +834,7 @@ index_stats(struct index *ix, struct index_stats *st, char **cause)
 	int		 rc;
 
 	memset(st, 0, sizeof *st);
-	if ((rc = mdb_txn_begin(ix->env, NULL, MDB_RDONLY, &txn)) != 0)
+	if ((rc = index_txn(ix, MDB_RDONLY, &txn)) != 0)
 		return (index_fail(ix, rc, "stats", cause));
 	if (mdb_stat(txn, ix->docs, &ms) == 0)
 		st->docs = ms.ms_entries;
