@@ -264,8 +264,8 @@ filter_exact(struct filter *f, struct index *ix, struct slot *s,
  * (with --pairs, below the threshold): neither it nor any after it can
  * plausibly matter.
  *
- * A candidate with the record's own explicit id and the same text is an
- * earlier run's copy of this very record, never its match: if it was
+ * A candidate from an earlier run with the record's own explicit id and the
+ * same text is that run's copy of this very record, never its match: if it was
  * reported unique, the record is a replay (reported unique again, not
  * re-indexed); otherwise it is left out and the record is judged by the
  * others.  An earlier version with the same id but another text is an
@@ -298,7 +298,7 @@ filter_one(struct filter *f, struct index *ix, size_t i, struct record *r,
 			return (rc);
 		f->cands[c].est = minhash_similarity(sig, d.sig, K);
 		if (self == 0 && f->cands[c].est >= 1.0 && r->id.len != 0 &&
-		    d.idlen == r->id.len &&
+		    d.docid < index_run_start(ix) && d.idlen == r->id.len &&
 		    memcmp(d.id, r->id.data, r->id.len) == 0) {
 			self = d.docid;
 			self_unique = (d.flags & DOC_UNIQUE) != 0;

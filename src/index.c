@@ -69,6 +69,7 @@ struct index {
 	struct index_params p;
 	uint64_t	 next_doc;
 	uint64_t	 start_doc;	/* next_doc when the txn began */
+	uint64_t	 run_doc;	/* next_doc when the index was opened */
 	int		 map_full;	/* grow the map on abort */
 	int64_t		 now;
 	uint32_t	*sig;		/* decoded signature for index_doc */
@@ -254,6 +255,12 @@ meta_check(struct index *ix, int given, char **cause)
 			return (INDEX_MISMATCH);
 		}
 		u = strtoull(stored, NULL, 10);
+		if (params[i].bit != IP_SEED && params[i].bit != IP_UNIT &&
+		    params[i].bit != IP_NORM && u > MHF_MAX_PERMS) {
+			xasprintf(cause, "%s: stored %s %s is out of range",
+			    ix->path, params[i].key, stored);
+			return (INDEX_MISMATCH);
+		}
 		switch (params[i].bit) {
 		case IP_PERMS:
 			p->perms = u;
@@ -282,7 +289,7 @@ meta_check(struct index *ix, int given, char **cause)
 		}
 	}
 	if (p->perms == 0 || p->perms > MHF_MAX_PERMS || p->rows == 0 ||
-	    p->bands * p->rows != p->perms || p->shingle == 0 ||
+	    (uint64_t)p->bands * p->rows != p->perms || p->shingle == 0 ||
 	    p->shingle > MHF_MAX_SHINGLE) {
 		xasprintf(cause, "%s: the stored parameters are invalid",
 		    ix->path);
@@ -305,8 +312,19 @@ meta_check(struct index *ix, int given, char **cause)
 		return (INDEX_MISMATCH);
 	}
 	if (meta_get(ix, "threshold", stored, sizeof stored) == 0 &&
-	    (~given & IP_THRESHOLD))
+	    (~given & IP_THRESHOLD)) {
 		p->threshold = strtod(stored, NULL);
+		if (!(p->threshold >= 0.01 && p->threshold <= 1.0)) {
+			xasprintf(cause, "%s: stored threshold %s is out of "
+			    "range", ix->path, stored);
+			return (INDEX_MISMATCH);
+		}
+	}
+	if (p->verify < VERIFY_EXACT || p->verify > VERIFY_NONE) {
+		xasprintf(cause, "%s: stored verify mode is out of range",
+		    ix->path);
+		return (INDEX_MISMATCH);
+	}
 	if (meta_get(ix, "next_doc", stored, sizeof stored) != 0) {
 		xasprintf(cause, "%s: meta record \"next_doc\" is missing",
 		    ix->path);
@@ -462,6 +480,7 @@ index_open(struct index **ixp, const char *path, int flags,
 		goto fail;
 	}
 	ix->txn = NULL;
+	ix->run_doc = ix->next_doc;
 
 	ix->sig = xcalloc(ix->p.perms, sizeof *ix->sig);
 	if ((ix->cctx = ZSTD_createCCtx()) == NULL ||
@@ -497,6 +516,13 @@ index_close(struct index *ix)
 	free(ix->sig);
 	free(ix->path);
 	free(ix);
+}
+
+/* The first document number this process could have inserted. */
+uint64_t
+index_run_start(struct index *ix)
+{
+	return (ix->run_doc);
 }
 
 /* The index's directory. */

@@ -245,11 +245,11 @@ parse_options(int argc, char **argv, struct options *o)
 			break;
 		case OPT_TEXT_FIELD:
 			o->text_field = optarg;
-			fields = 1;
+			fields |= strcmp(optarg, "text") != 0;
 			break;
 		case OPT_ID_FIELD:
 			o->id_field = optarg;
-			fields = 1;
+			fields |= strcmp(optarg, "id") != 0;
 			break;
 		case OPT_MAX_BYTES:
 			NUMBER(parse_size, 1, 1ULL << 30, &o->max_bytes);

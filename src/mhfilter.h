@@ -237,6 +237,7 @@ int		 index_insert(struct index *, const uint64_t *,
 		    size_t, int, char **);
 int		 index_stats(struct index *, struct index_stats *, char **);
 const char	*index_path(struct index *);
+uint64_t	 index_run_start(struct index *);
 
 /* filter.c: the algorithm over one batch of records. */
 #define V_PENDING	-1	/* not decided yet: filter_batch decides */

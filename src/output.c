@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <jansson.h>
+#include <utf8proc.h>
 
 #include "mhfilter.h"
 
@@ -40,6 +41,7 @@ static void	output_annotate(struct output *, const struct record *,
 static void	output_json(struct output *, const struct record *,
 		    const struct verdict *);
 static void	output_jsonstr(struct buf *, const char *, size_t);
+static void	output_field(struct buf *, const char *, size_t);
 
 /* Start writing to fd in one of the OUT_* modes. */
 struct output *
@@ -55,14 +57,63 @@ output_open(int fd, int mode, int format, int delim)
 	return (o);
 }
 
-/* Append a string as a JSON string literal. */
+/*
+ * Append an id as a column of tab-separated output: backslash, TAB,
+ * newline, carriage return and NUL are escaped so that the columns and
+ * lines stay intact whatever the id holds.
+ */
+static void
+output_field(struct buf *b, const char *s, size_t len)
+{
+	size_t	 i, start = 0;
+	char	 esc[2] = { '\\', 0 };
+
+	for (i = 0; i < len; i++) {
+		switch (s[i]) {
+		case '\\': esc[1] = '\\'; break;
+		case '\t': esc[1] = 't'; break;
+		case '\n': esc[1] = 'n'; break;
+		case '\r': esc[1] = 'r'; break;
+		case '\0': esc[1] = '0'; break;
+		default: continue;
+		}
+		buf_append(b, s + start, i - start);
+		buf_append(b, esc, 2);
+		start = i + 1;
+	}
+	buf_append(b, s + start, len - start);
+}
+
+/*
+ * Append a string as a JSON string literal.  Ids need not be UTF-8 (tsv
+ * input is bytes), and JSON must be: invalid bytes become U+FFFD.
+ */
 static void
 output_jsonstr(struct buf *b, const char *s, size_t len)
 {
-	json_t	*j;
-	char	*enc;
+	struct buf		 fixed = { 0 };
+	utf8proc_int32_t	 cp;
+	utf8proc_ssize_t	 n;
+	json_t			*j;
+	char			*enc;
+	size_t			 i;
 
-	j = json_stringn_nocheck(s, len);
+	if ((j = json_stringn(s, len)) == NULL) {
+		for (i = 0; i < len; i += n) {
+			n = utf8proc_iterate((const utf8proc_uint8_t *)s + i,
+			    len - i, &cp);
+			if (n > 0)
+				buf_append(&fixed, s + i, n);
+			else {
+				buf_append(&fixed, "\xef\xbf\xbd", 3);
+				n = 1;
+			}
+		}
+		j = json_stringn(fixed.data ? fixed.data : "", fixed.len);
+		buf_free(&fixed);
+		if (j == NULL)
+			fatalx("json_stringn failed");
+	}
 	enc = json_dumps(j, JSON_ENCODE_ANY);
 	if (enc == NULL)
 		fatalx("json_dumps failed");
@@ -123,7 +174,7 @@ output_annotate(struct output *o, const struct record *r,
 	buf_append(&o->b, name, strlen(name));
 	if (v->kind == V_DUPLICATE) {
 		buf_append(&o->b, "\t", 1);
-		buf_append(&o->b, v->match.data, v->match.len);
+		output_field(&o->b, v->match.data, v->match.len);
 		snprintf(sim, sizeof sim, "\t%.4f\t", v->sim);
 		buf_append(&o->b, sim, strlen(sim));
 	} else
@@ -156,10 +207,10 @@ output_record(struct output *o, const struct record *r,
 	case OUT_PAIRS:
 		record_idstr(r, &o->id);
 		for (i = 0; i < v->npairs; i++) {
-			buf_append(&o->b, v->pairs[i].id.data,
+			output_field(&o->b, v->pairs[i].id.data,
 			    v->pairs[i].id.len);
 			buf_append(&o->b, "\t", 1);
-			buf_append(&o->b, o->id.data, o->id.len);
+			output_field(&o->b, o->id.data, o->id.len);
 			snprintf(sim, sizeof sim, "\t%.4f\n", v->pairs[i].sim);
 			buf_append(&o->b, sim, strlen(sim));
 		}

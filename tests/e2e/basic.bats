@@ -491,3 +491,10 @@ sample_duplicates() {
 	grep -q "^1	2	" "$T/out"
 	grep -q "	3	" "$T/out"
 }
+
+@test "--text-field and --id-field with their default names are accepted without jsonl" {
+	echo hi >in
+	mhrun --text-field text --id-field id in
+	assert_status 0
+	echo hi | assert_out
+}

@@ -472,3 +472,30 @@ mismatch() {
 	assert_stat index_documents 6000
 	[ "$(stat -c %s db/data.mdb)" -gt 2097152 ]
 }
+
+@test "the same id and text twice in one run is a duplicate, not a replay" {
+	printf 'a\thello world foo bar\na\thello world foo bar\n' >in
+	mhrun -f tsv -a --stats in
+	assert_status 0
+	printf 'unique\t-\t-\ta\thello world foo bar\nduplicate\ta\t1.0000\ta\thello world foo bar\n' |
+	    assert_out
+	assert_stat replayed 0
+	assert_stat duplicates 1
+}
+
+@test "stored parameters out of range are refused with status 4, not used" {
+	command -v mdb_load >/dev/null || skip "mdb_load is not installed"
+	mhrun -d db "$DATA/sample-news.txt"
+	assert_status 0
+	# 3 x 2863311531 wraps to 1 in 32 bits: it must not pass for perms 1.
+	mdb_dump -p -s meta db |
+	    awk '$1 == "perms" { print; getline; print " 1"; next }
+		 $1 == "bands" { print; getline; print " 3"; next }
+		 $1 == "rows" { print; getline; print " 2863311531"; next }
+		 { print }' >meta.txt
+	mdb_load -s meta db <meta.txt
+	echo 'hello world foo bar baz' >q
+	mhrun -d db q
+	assert_status 4
+	grep -q 'out of range\|invalid' "$T/err" || fail "no clear message" "$(cat "$T/err")"
+}

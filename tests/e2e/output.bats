@@ -180,3 +180,27 @@ V='Voters in the northern province head to the polls on Sunday'
 	script -qec "timeout 60 '$MHFILTER' -f tsv --no-progress in 2>&1 >out" /dev/null >tty
 	! grep -q 'records' tty
 }
+
+@test "-p and -a escape TAB, newline and backslash in ids" {
+	printf '{"id":"x\\ty\\nz\\\\","text":"hello world foo bar"}\n{"id":"q","text":"hello world foo bar"}\n' >in
+	mhrun -f jsonl -p in
+	assert_status 0
+	printf 'x\\ty\\nz\\\\\tq\t1.0000\n' | assert_out
+	printf 'x\ty\thello world foo bar\nq\thello world foo bar\n' >in2
+	mhrun -f tsv -a in2
+	[ "$(sed -n 2p "$T/out" | cut -f2)" = 'x' ] || fail "match id" "$(cat "$T/out")"
+}
+
+@test "-a with jsonl writes valid JSON when the matched id is not UTF-8" {
+	printf '\377\376id\thello world foo bar baz\n' >in1
+	mhrun -f tsv -d db in1
+	assert_status 0
+	printf '{"id":"k","text":"hello world foo bar baz"}\n' >in2
+	mhrun -f jsonl -a -d db in2
+	assert_status 0
+	python3 -c 'import json,sys
+o = json.loads(open(sys.argv[1], encoding="utf-8").read())
+assert o["mhfilter"]["verdict"] == "duplicate", o
+assert o["mhfilter"]["match"] == "\ufffd\ufffdid", o' "$T/out" ||
+	    fail "not the expected JSON" "$(cat "$T/out")"
+}
