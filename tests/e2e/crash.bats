@@ -6,13 +6,14 @@ load helpers
 
 N=20000
 
-# Start mhfilter on a slow stream of $T/all (tsv, distinct records) through
+# Start mhfilter on a slow stream of $T/all (tsv; made of $N distinct records
+# unless it exists), sent in chunks of $CHUNK lines (default 500) through
 # a fifo, with the options given; its pid goes to $MPID, its output to
 # $T/out1 and its stderr to $T/err1.  Then wait until it has written at
 # least $AFTER lines (default 1000).
 start_slow() {
-	gen_tsv "$N" >all
-	split -l 500 all chunk.
+	[ -e all ] || gen_tsv "$N" >all
+	split -l "${CHUNK:-500}" all chunk.
 	mkfifo fifo
 	"$MHFILTER" -f tsv -d db "$@" <fifo >out1 2>err1 &
 	MPID=$!
@@ -88,19 +89,7 @@ assert_all_indexed() {
 	N="$(wc -l <all)"
 	mhf -f tsv -a all >reference
 	rm -rf db
-	split -l 300 all chunk.
-	mkfifo fifo
-	"$MHFILTER" -f tsv -d db --batch 50 -a <fifo >out1 2>err1 &
-	MPID=$!
-	BG_PIDS+=("$MPID")
-	(
-		for c in chunk.*; do
-			cat "$c" || exit 0
-			sleep 0.05
-		done
-	) >fifo 2>/dev/null 3>&- &
-	BG_PIDS+=($!)
-	wait_lines out1 30 600
+	CHUNK=300 AFTER=600 start_slow --batch 50 -a
 	kill -9 "$MPID"
 	wait_exit "$MPID"
 	complete_lines out1 >written
