@@ -147,7 +147,6 @@ filter_prepare(struct filter *f, struct record *recs, struct verdict *vs,
 		s->norm.len = 0;
 		s->bytes = normalize(recs[i].text.data, recs[i].text.len,
 		    f->o.p.norm, &s->norm);
-		vs[i].invalid_utf8 = s->bytes;
 		if (s->bytes)
 			f->st.invalid_utf8++;
 		/* No shingles (no text, or no words): nothing to compare. */
@@ -400,7 +399,6 @@ filter_batch(struct filter *f, struct index *ix, struct record *recs,
 			if (!f->slots[i].pending)
 				continue;
 			verdict_reset(&vs[i]);
-			vs[i].invalid_utf8 = f->slots[i].bytes;
 			if ((rc = filter_one(f, ix, i, &recs[i], &vs[i],
 			    cause)) != 0)
 				break;
@@ -425,7 +423,6 @@ verdict_reset(struct verdict *v)
 	v->sim = 0;
 	v->match.len = 0;
 	v->npairs = 0;
-	v->invalid_utf8 = 0;
 }
 
 /* Free a verdict's memory. */

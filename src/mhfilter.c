@@ -114,8 +114,7 @@ static void	parse_options(int, char **, struct options *);
 static void	choose_bands(struct options *);
 static int	read_batch(struct options *, struct input *, struct record *,
 		    struct verdict *, size_t *, struct counts *, int *);
-static void	print_stats(struct options *, struct counts *, struct filter *,
-		    double);
+static void	print_stats(struct counts *, struct filter *, double);
 static void	progress(struct counts *, double, int);
 static void	on_signal(int);
 static void	cleanup(void);
@@ -565,8 +564,7 @@ progress(struct counts *ct, double start, int last)
 
 /* The --stats summary: one "mhfilter: key: value" line each. */
 static void
-print_stats(struct options *o, struct counts *ct, struct filter *f,
-    double secs)
+print_stats(struct counts *ct, struct filter *f, double secs)
 {
 	struct filter_stats	 fs;
 	struct index_stats	 is;
@@ -600,7 +598,6 @@ print_stats(struct options *o, struct counts *ct, struct filter *f,
 	if (getrusage(RUSAGE_SELF, &ru) == 0)
 		STAT("max_rss_kb", "%ld", ru.ru_maxrss);
 #undef STAT
-	(void)o;
 }
 
 int
@@ -731,7 +728,7 @@ main(int argc, char **argv)
 		status = 128 + stop_signal;
 	}
 	if (o.stats)
-		print_stats(&o, &ct, f, now_seconds() - start);
+		print_stats(&ct, f, now_seconds() - start);
 
 	for (i = 0; i < o.batch; i++) {
 		record_free(&recs[i]);

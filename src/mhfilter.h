@@ -267,7 +267,6 @@ struct verdict {
 	struct pair	*pairs;		/* every verified match (--pairs) */
 	size_t		 npairs;
 	size_t		 pairsize;
-	int		 invalid_utf8;
 };
 struct filter_stats {
 	uint64_t	 candidates;	/* candidates examined */
