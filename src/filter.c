@@ -375,7 +375,7 @@ filter_one(struct filter *f, struct index *ix, size_t i, struct record *r,
 	record_idstr(r, &f->idstr);
 	return (index_insert(ix, f->keys + i * f->o.p.bands, sig,
 	    f->idstr.data, f->idstr.len, s->norm.data, s->norm.len, flags,
-	    cause));
+	    r->time, cause));
 }
 
 /*

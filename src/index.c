@@ -773,7 +773,7 @@ corrupt:
 int
 index_insert(struct index *ix, const uint64_t *keys, const uint32_t *sig,
     const char *id, size_t idlen, const char *text, size_t textlen,
-    int flags, char **cause)
+    int flags, int64_t when, char **cause)
 {
 	MDB_val		 k, v;
 	unsigned char	 kb[8], *p;
@@ -796,7 +796,7 @@ index_insert(struct index *ix, const uint64_t *keys, const uint32_t *sig,
 	p[1] = flags;
 	p[2] = p[3] = 0;
 	put_le32(p + 4, idlen);
-	put_be64(p + 8, (uint64_t)ix->now);
+	put_be64(p + 8, (uint64_t)(when != 0 ? when : ix->now));
 	for (i = 0; i < ix->p.perms; i++)
 		put_le32(p + DOC_HEADER + 4 * i, sig[i]);
 	memcpy(p + DOC_HEADER + 4 * ix->p.perms, id, idlen);
@@ -871,4 +871,65 @@ index_stats(struct index *ix, struct index_stats *st, char **cause)
 	st->size = (uint64_t)(info.me_last_pgno + 1) * ms.ms_psize;
 	mdb_txn_abort(txn);
 	return (0);
+}
+
+/* Stubs until format 2 lands. */
+int
+index_expire(struct index *ix, const struct retention *ret, int64_t now,
+    uint64_t budget, uint64_t *removed, char **cause)
+{
+	(void)ix; (void)ret; (void)now; (void)budget;
+	*removed = 0;
+	xasprintf(cause, "index_expire: not implemented yet");
+	return (-1);
+}
+
+int
+index_remove(struct index *ix, const char *id, size_t idlen,
+    uint64_t *removed, char **cause)
+{
+	(void)ix; (void)id; (void)idlen;
+	*removed = 0;
+	xasprintf(cause, "index_remove: not implemented yet");
+	return (-1);
+}
+
+int
+index_info(struct index *ix, struct index_info *info, char **cause)
+{
+	(void)ix; (void)info;
+	xasprintf(cause, "index_info: not implemented yet");
+	return (-1);
+}
+
+int
+index_check(struct index *ix, FILE *f, uint64_t *problems, char **cause)
+{
+	(void)ix; (void)f; (void)problems;
+	xasprintf(cause, "index_check: not implemented yet");
+	return (-1);
+}
+
+int
+index_compact(struct index *ix, const char *dest, char **cause)
+{
+	(void)ix; (void)dest;
+	xasprintf(cause, "index_compact: not implemented yet");
+	return (-1);
+}
+
+int
+index_export(struct index *ix, FILE *f, char **cause)
+{
+	(void)ix; (void)f;
+	xasprintf(cause, "index_export: not implemented yet");
+	return (-1);
+}
+
+int
+index_import(struct index *ix, FILE *f, uint64_t *n, char **cause)
+{
+	(void)ix; (void)f; (void)n;
+	xasprintf(cause, "index_import: not implemented yet");
+	return (-1);
 }

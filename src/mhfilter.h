@@ -15,6 +15,12 @@
  *   output.c    verdicts -> bytes on stdout
  *   mhfilter.c  main: options, the read/filter/commit/write loop, stats
  *
+ * In daemon mode (--listen, or sockets from systemd) daemon.c replaces the
+ * loop of mhfilter.c: records come from many socket clients, are batched
+ * into one filter_batch (one commit) and answered by reply lines; notify.c
+ * talks to systemd (sd_notify, LISTEN_FDS) and conf.c reads the
+ * configuration file whose keys are the long options.
+ *
  * normalize, shingle, minhash and lsh are pure functions: they are what the
  * stored index depends on and are pinned by known-answer tests.
  */
@@ -82,6 +88,11 @@ void		 log_init(const char *);
 void		 log_warn(const char *, ...)
 		    __attribute__((format(printf, 1, 2)));
 void		 log_warnx(const char *, ...)
+		    __attribute__((format(printf, 1, 2)));
+void		 log_verbose(int);
+void		 log_info(const char *, ...)
+		    __attribute__((format(printf, 1, 2)));
+void		 log_debug(const char *, ...)
 		    __attribute__((format(printf, 1, 2)));
 __attribute__((noreturn)) void fatal(const char *, ...)
 		    __attribute__((format(printf, 1, 2)));
@@ -163,6 +174,7 @@ struct record {
 	uint64_t	 recno;		/* 1-based across all inputs */
 	uint64_t	 line;		/* record number within its file */
 	const char	*file;
+	int64_t		 time;		/* from --time-field; 0: none */
 };
 int		 record_parse(struct record *, int, const char *, const char *,
 		    char **);
@@ -234,8 +246,44 @@ int		 index_doc(struct index *, uint64_t, struct docinfo *, char **);
 int		 index_text(struct index *, uint64_t, struct buf *, char **);
 int		 index_insert(struct index *, const uint64_t *,
 		    const uint32_t *, const char *, size_t, const char *,
-		    size_t, int, char **);
+		    size_t, int, int64_t, char **);
 int		 index_stats(struct index *, struct index_stats *, char **);
+
+/*
+ * Retention and maintenance.  index_expire and index_remove run inside a
+ * write transaction (between index_begin and index_commit); the others open
+ * their own.  Removed documents leave the docs, texts and times databases
+ * at once; their band entries are dropped when the band runs are next
+ * merged, and lookups skip them meanwhile.
+ */
+struct retention {
+	int64_t		 max_age;	/* seconds; 0: no age limit */
+	uint64_t	 max_docs;	/* 0: no count limit */
+};
+struct index_info {
+	struct index_params p;		/* the stored parameters */
+	int		 format;	/* MHF_INDEX_FORMAT */
+	uint64_t	 docs;		/* documents held */
+	uint64_t	 next_doc;	/* the next document number */
+	int64_t		 created;	/* seconds since the epoch */
+	int64_t		 oldest;	/* document times; 0 when empty */
+	int64_t		 newest;
+	uint64_t	 band_entries;	/* including not yet merged-out ones */
+	uint64_t	 size;		/* bytes of the data file in use */
+	uint64_t	 file_size;	/* bytes of the data file on disk */
+	uint64_t	 bands_bytes;	/* pages of each part, in bytes */
+	uint64_t	 docs_bytes;
+	uint64_t	 texts_bytes;
+};
+int		 index_expire(struct index *, const struct retention *,
+		    int64_t, uint64_t, uint64_t *, char **);
+int		 index_remove(struct index *, const char *, size_t,
+		    uint64_t *, char **);
+int		 index_info(struct index *, struct index_info *, char **);
+int		 index_check(struct index *, FILE *, uint64_t *, char **);
+int		 index_compact(struct index *, const char *, char **);
+int		 index_export(struct index *, FILE *, char **);
+int		 index_import(struct index *, FILE *, uint64_t *, char **);
 const char	*index_path(struct index *);
 uint64_t	 index_run_start(struct index *);
 
@@ -253,6 +301,7 @@ struct filter_opts {
 	int		 query_only;
 	int		 want_pairs;
 	unsigned	 max_candidates;
+	struct retention ret;		/* expired a bounded amount per batch */
 };
 struct pair {
 	uint64_t	 docid;
@@ -293,6 +342,58 @@ int		 output_record(struct output *, const struct record *,
 		    const struct verdict *, char **);
 int		 output_flush(struct output *, char **);
 void		 output_close(struct output *);
+void		 output_field(struct buf *, const char *, size_t);
+
+/* conf.c: the configuration file, "key = value" lines. */
+struct conf_entry {
+	char		*key;
+	char		*value;		/* NULL: a bare key */
+	unsigned	 line;
+};
+int		 conf_load(const char *, struct conf_entry **, size_t *,
+		    char **);
+void		 conf_free(struct conf_entry *, size_t);
+
+/* notify.c: systemd's notification socket and socket activation. */
+struct notify_fd {
+	int		 fd;
+	char		*name;		/* from LISTEN_FDNAMES, or "" */
+};
+int		 notify_send(const char *, ...)
+		    __attribute__((format(printf, 1, 2)));
+int		 notify_listen_count(void);
+size_t		 notify_listen_fds(struct notify_fd **);
+uint64_t	 notify_watchdog_usec(void);
+
+/* daemon.c: the socket server, its protocol and group commit. */
+#define POLICY_SKIP	0	/* --on-bad-input */
+#define POLICY_PASS	1
+#define POLICY_FAIL	2
+#define PROTOCOL_VERSION 1	/* of the reply lines; see mhfilter(1) */
+struct daemon_opts {
+	int		 format;	/* FORMAT_* */
+	int		 delim;
+	const char	*text_field;
+	const char	*id_field;
+	uint64_t	 max_bytes;
+	int		 policy;	/* POLICY_* */
+	int		 mode;		/* OUT_*, for the output file */
+	size_t		 batch;
+	double		 batch_delay;	/* seconds */
+	char		**listen;	/* "unix:PATH" or "tcp:HOST:PORT" */
+	size_t		 nlisten;
+	const char	*http;		/* HOST:PORT or NULL */
+	const char	*output;	/* file, "-" for stdout, or NULL */
+	const char	*log_file;
+	unsigned	 max_clients;
+	double		 idle_timeout;	/* seconds, 0 for none */
+	int		 stats;		/* statistics at exit */
+	int		 quiet;
+};
+int		 daemon_run(const struct daemon_opts *, struct index *,
+		    struct filter *);
+int		 daemon_parse_time(const char *, double, double, double *,
+		    char **);
 
 /* util.c */
 int		 parse_size(const char *, uint64_t, uint64_t, uint64_t *,

@@ -168,7 +168,7 @@ fill(struct fixture *f)
 		d = &docs[i];
 		CHECK(f, index_insert(f->ix, d->keys, d->sig, d->id,
 		    strlen(d->id), d->text, strlen(d->text), d->flags,
-		    &f->cause));
+		    0, &f->cause));
 	}
 	CHECK(f, index_commit(f->ix, &f->cause));
 	close_ix(f);
@@ -368,7 +368,7 @@ test_big_bucket(void **state)
 		keys[2] = 100000 + i;
 		keys[3] = 200000 + i;
 		CHECK(f, index_insert(f->ix, keys, sig, "x", 1, "t", 1, 0,
-		    &f->cause));
+		    0, &f->cause));
 	}
 	CHECK(f, index_commit(f->ix, &f->cause));
 	CHECK(f, index_begin(f->ix, &f->cause));
@@ -391,7 +391,7 @@ test_same_txn(void **state)
 	open_ix(f, 0);
 	CHECK(f, index_begin(f->ix, &f->cause));
 	CHECK(f, index_insert(f->ix, docs[0].keys, docs[0].sig, "x", 1, "t",
-	    1, 0, &f->cause));
+	    1, 0, 0, &f->cause));
 	CHECK(f, index_candidates(f->ix, docs[0].keys, &f->out, &f->cause));
 	assert_int_equal(f->out.n, B);
 	assert_int_equal(count(&f->out, 1), B);
@@ -556,7 +556,7 @@ test_abort(void **state)
 	open_ix(f, 0);
 	CHECK(f, index_begin(f->ix, &f->cause));
 	CHECK(f, index_insert(f->ix, keys, docs[0].sig, "lost", 4, "t", 1, 0,
-	    &f->cause));
+	    0, &f->cause));
 	index_abort(f->ix);
 
 	CHECK(f, index_begin(f->ix, &f->cause));
@@ -565,7 +565,7 @@ test_abort(void **state)
 	assert_int_equal(index_doc(f->ix, NDOCS + 1, &d, &f->cause), -1);
 	check_cause(f, "document");
 	CHECK(f, index_insert(f->ix, keys, docs[1].sig, "kept", 4, "t", 1, 0,
-	    &f->cause));
+	    0, &f->cause));
 	CHECK(f, index_commit(f->ix, &f->cause));
 	close_ix(f);
 
@@ -616,7 +616,7 @@ test_map_full(void **state)
 				snprintf(text + j, sizeof text - j, "%015llx ",
 				    (unsigned long long)keys[j / 16]);
 			rc = index_insert(f->ix, keys, sig, id, strlen(id),
-			    text, strlen(text), 0, &f->cause);
+			    text, strlen(text), 0, 0, &f->cause);
 		}
 		if (rc == 0)
 			rc = index_commit(f->ix, &f->cause);
@@ -728,7 +728,7 @@ test_temp(void **state)
 	assert_int_equal(stat(path, &sb), 0);
 	CHECK(f, index_begin(f->ix, &f->cause));
 	CHECK(f, index_insert(f->ix, docs[0].keys, docs[0].sig, "x", 1, "t", 1,
-	    0, &f->cause));
+	    0, 0, &f->cause));
 	CHECK(f, index_commit(f->ix, &f->cause));
 	close_ix(f);
 	assert_int_equal(stat(path, &sb), -1);
