@@ -24,9 +24,11 @@
 #include "config.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "mhfilter.h"
 
@@ -42,14 +44,25 @@ struct slot {
 	int		 pending;	/* decided by phase 2 */
 };
 
+/* One worker's share of phase 1. */
+struct prep {
+	struct filter		*f;
+	struct record		*recs;
+	struct verdict		*vs;
+	size_t			 from, to;
+	struct u64vec		 hashes;	/* scratch: shingle hashes */
+	uint64_t		 invalid_utf8;
+	pthread_t		 thread;
+};
+
 struct filter {
 	struct filter_opts	 o;
+	struct prep		*preps;		/* o.threads of them */
 	struct shingler		 sh;
 	struct slot		*slots;
 	size_t			 nslots;
 	uint32_t		*sigs;		/* nslots x K */
 	uint64_t		*keys;		/* nslots x b */
-	struct u64vec		 hashes;	/* scratch: shingle hashes */
 	struct u64vec		 mine;		/* the record's shingle set */
 	struct u64vec		 theirs;	/* a candidate's shingle set */
 	struct u64vec		 found;		/* band bucket contents */
@@ -64,6 +77,7 @@ struct filter {
 
 static void	filter_prepare(struct filter *, struct record *,
 		    struct verdict *, size_t);
+static void	*prep_run(void *);
 static int	filter_one(struct filter *, struct index *, size_t,
 		    struct record *, struct verdict *, char **);
 static void	verdict_pair(struct verdict *, uint64_t, const char *, size_t,
@@ -83,6 +97,9 @@ filter_create(const struct filter_opts *o)
 
 	f = xcalloc(1, sizeof *f);
 	f->o = *o;
+	if (f->o.threads == 0)
+		f->o.threads = 1;
+	f->preps = xcalloc(f->o.threads, sizeof *f->preps);
 	f->sh.unit = o->p.unit;
 	f->sh.n = o->p.shingle;
 	f->sh.seed = o->p.seed;
@@ -104,7 +121,9 @@ filter_free(struct filter *f)
 	free(f->slots);
 	free(f->sigs);
 	free(f->keys);
-	u64vec_free(&f->hashes);
+	for (i = 0; i < f->o.threads; i++)
+		u64vec_free(&f->preps[i].hashes);
+	free(f->preps);
 	u64vec_free(&f->mine);
 	u64vec_free(&f->theirs);
 	u64vec_free(&f->found);
@@ -122,14 +141,52 @@ filter_stats(struct filter *f, struct filter_stats *st)
 	*st = f->st;
 }
 
-/* Phase 1: normalise, shingle, sign and band every pending record. */
+/* Phase 1 for records [from, to): normalise, shingle, sign, band. */
+static void *
+prep_run(void *arg)
+{
+	struct prep	*w = arg;
+	struct filter	*f = w->f;
+	unsigned	 K = f->o.p.perms, b = f->o.p.bands;
+	struct slot	*s;
+	size_t		 i;
+
+	for (i = w->from; i < w->to; i++) {
+		s = &f->slots[i];
+		s->pending = w->vs[i].kind == V_PENDING;
+		if (!s->pending)
+			continue;
+		s->norm.len = 0;
+		s->bytes = normalize(w->recs[i].text.data,
+		    w->recs[i].text.len, f->o.p.norm, &s->norm);
+		if (s->bytes)
+			w->invalid_utf8++;
+		/* No shingles (no text, or no words): nothing to compare. */
+		if (s->norm.len == 0 || shingle_hash(&f->sh, s->norm.data,
+		    s->norm.len, s->bytes, &w->hashes) == 0) {
+			w->vs[i].kind = V_EMPTY;
+			s->pending = 0;
+			continue;
+		}
+		minhash_sign(w->hashes.v, w->hashes.n, K, f->o.p.seed,
+		    f->sigs + i * K);
+		lsh_keys(f->sigs + i * K, b, f->o.p.rows, f->o.p.seed,
+		    f->keys + i * b);
+	}
+	return (NULL);
+}
+
+/*
+ * Phase 1 for a batch: pure work on separate records, so it is shared out
+ * among the worker threads (the calling thread takes the first share).
+ */
 static void
 filter_prepare(struct filter *f, struct record *recs, struct verdict *vs,
     size_t n)
 {
-	unsigned	 K = f->o.p.perms, b = f->o.p.bands;
-	struct slot	*s;
-	size_t		 i;
+	unsigned	 K = f->o.p.perms, b = f->o.p.bands, t, nt;
+	struct prep	*w;
+	size_t		 share;
 
 	if (n > f->nslots) {
 		f->slots = xreallocarray(f->slots, n, sizeof *f->slots);
@@ -139,27 +196,29 @@ filter_prepare(struct filter *f, struct record *recs, struct verdict *vs,
 		f->sigs = xreallocarray(f->sigs, n, K * sizeof *f->sigs);
 		f->keys = xreallocarray(f->keys, n, b * sizeof *f->keys);
 	}
-	for (i = 0; i < n; i++) {
-		s = &f->slots[i];
-		s->pending = vs[i].kind == V_PENDING;
-		if (!s->pending)
-			continue;
-		s->norm.len = 0;
-		s->bytes = normalize(recs[i].text.data, recs[i].text.len,
-		    f->o.p.norm, &s->norm);
-		if (s->bytes)
-			f->st.invalid_utf8++;
-		/* No shingles (no text, or no words): nothing to compare. */
-		if (s->norm.len == 0 || shingle_hash(&f->sh, s->norm.data,
-		    s->norm.len, s->bytes, &f->hashes) == 0) {
-			vs[i].kind = V_EMPTY;
-			s->pending = 0;
-			continue;
-		}
-		minhash_sign(f->hashes.v, f->hashes.n, K, f->o.p.seed,
-		    f->sigs + i * K);
-		lsh_keys(f->sigs + i * K, b, f->o.p.rows, f->o.p.seed,
-		    f->keys + i * b);
+	/* Threads only pay for themselves on more than a few records. */
+	nt = f->o.threads;
+	if (n < 64 * (size_t)nt)
+		nt = 1;
+	share = (n + nt - 1) / nt;
+	for (t = 0; t < nt; t++) {
+		w = &f->preps[t];
+		w->f = f;
+		w->recs = recs;
+		w->vs = vs;
+		w->from = t * share < n ? t * share : n;
+		w->to = w->from + share < n ? w->from + share : n;
+		w->invalid_utf8 = 0;
+		if (t > 0 && pthread_create(&w->thread, NULL, prep_run,
+		    w) != 0)
+			fatalx("cannot start a worker thread");
+	}
+	prep_run(&f->preps[0]);
+	for (t = 0; t < nt; t++) {
+		w = &f->preps[t];
+		if (t > 0 && pthread_join(w->thread, NULL) != 0)
+			fatalx("cannot join a worker thread");
+		f->st.invalid_utf8 += w->invalid_utf8;
 	}
 }
 
@@ -293,7 +352,10 @@ filter_one(struct filter *f, struct index *ix, size_t i, struct record *r,
 	if (n > f->o.max_candidates)
 		n = f->o.max_candidates;
 	for (c = kept = 0; c < n; c++) {
-		if ((rc = index_doc(ix, f->cands[c].docid, &d, cause)) != 0)
+		rc = index_doc(ix, f->cands[c].docid, &d, cause);
+		if (rc == INDEX_GONE)
+			continue;	/* removed by retention */
+		if (rc != 0)
 			return (rc);
 		f->cands[c].est = minhash_similarity(sig, d.sig, K);
 		if (self == 0 && f->cands[c].est >= 1.0 && r->id.len != 0 &&
@@ -387,6 +449,7 @@ filter_batch(struct filter *f, struct index *ix, struct record *recs,
     struct verdict *vs, size_t n, char **cause)
 {
 	struct filter_stats	 saved;
+	uint64_t		 expired;
 	size_t			 i;
 	int			 rc;
 
@@ -402,6 +465,13 @@ filter_batch(struct filter *f, struct index *ix, struct record *recs,
 			if ((rc = filter_one(f, ix, i, &recs[i], &vs[i],
 			    cause)) != 0)
 				break;
+		}
+		/* Retention: a bounded amount per batch, never a stall. */
+		if (rc == 0 && !f->o.query_only && (f->o.ret.max_age != 0 ||
+		    f->o.ret.max_docs != 0)) {
+			rc = index_expire(ix, &f->o.ret, (int64_t)time(NULL),
+			    2 * (uint64_t)n + 16, &expired, cause);
+			f->st.expired += expired;
 		}
 		if (rc == 0)
 			rc = index_commit(ix, cause);

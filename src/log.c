@@ -2,6 +2,12 @@
  * Messages on stderr, prefixed with the program name.  log_warn adds
  * strerror(errno), log_warnx does not (OpenSMTPD's convention); neither
  * changes errno.  fatal and fatalx are for bugs and exhausted resources only.
+ *
+ * Levels: errors and warnings are always written, log_info too (the daemon's
+ * start, stop and statistics), log_debug only with -v.  When stderr is
+ * connected to the journal (systemd sets JOURNAL_STREAM to its device and
+ * inode), each line starts with its syslog priority, "<4>" and so on, which
+ * journald strips and records as the message's priority.
  */
 
 #include "config.h"
@@ -11,31 +17,67 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "mhfilter.h"
 
+/* syslog(3) priorities, for the journal. */
+#define PRI_ERR		3
+#define PRI_WARNING	4
+#define PRI_INFO	6
+#define PRI_DEBUG	7
+
 static const char *log_name = "mhfilter";
+static int	 log_verbosity;
+static int	 log_journal;	/* stderr is the journal: add priorities */
 
-static void	log_vwrite(int, const char *, va_list);
+static void	log_vwrite(int, int, const char *, va_list);
 
-/* Set the name messages start with. */
+/*
+ * Set the name messages start with, and see whether stderr is the journal.
+ * Call again after stderr changes (--log-file).
+ */
 void
 log_init(const char *name)
 {
+	struct stat	 st;
+	const char	*js;
+	unsigned long long dev, ino;
+	int		 errsv = errno;
+
 	log_name = name;
+	log_journal = 0;
+	js = getenv("JOURNAL_STREAM");
+	if (js != NULL && sscanf(js, "%llu:%llu", &dev, &ino) == 2 &&
+	    fstat(STDERR_FILENO, &st) == 0 &&
+	    (unsigned long long)st.st_dev == dev &&
+	    (unsigned long long)st.st_ino == ino)
+		log_journal = 1;
+	errno = errsv;
+}
+
+/* Set how much is logged: 0 (the default) or more for log_debug. */
+void
+log_verbose(int v)
+{
+	log_verbosity = v;
 }
 
 /* Write one message, with strerror(errsv) when errsv is not 0. */
 static void
-log_vwrite(int errsv, const char *fmt, va_list ap)
+log_vwrite(int pri, int errsv, const char *fmt, va_list ap)
 {
-	char	 msg[1024];
+	char	 msg[1024], prefix[8] = "";
 
 	vsnprintf(msg, sizeof msg, fmt, ap);
+	if (log_journal)
+		snprintf(prefix, sizeof prefix, "<%d>", pri);
 	if (errsv != 0)
-		fprintf(stderr, "%s: %s: %s\n", log_name, msg, strerror(errsv));
+		fprintf(stderr, "%s%s: %s: %s\n", prefix, log_name, msg,
+		    strerror(errsv));
 	else
-		fprintf(stderr, "%s: %s\n", log_name, msg);
+		fprintf(stderr, "%s%s: %s\n", prefix, log_name, msg);
 }
 
 /* Warn, adding the reason errno gives. */
@@ -46,7 +88,7 @@ log_warn(const char *fmt, ...)
 	int	 errsv = errno;
 
 	va_start(ap, fmt);
-	log_vwrite(errsv, fmt, ap);
+	log_vwrite(PRI_WARNING, errsv, fmt, ap);
 	va_end(ap);
 	errno = errsv;
 }
@@ -59,7 +101,35 @@ log_warnx(const char *fmt, ...)
 	int	 errsv = errno;
 
 	va_start(ap, fmt);
-	log_vwrite(0, fmt, ap);
+	log_vwrite(PRI_WARNING, 0, fmt, ap);
+	va_end(ap);
+	errno = errsv;
+}
+
+/* Report something worth knowing in normal operation (daemon events). */
+void
+log_info(const char *fmt, ...)
+{
+	va_list	 ap;
+	int	 errsv = errno;
+
+	va_start(ap, fmt);
+	log_vwrite(PRI_INFO, 0, fmt, ap);
+	va_end(ap);
+	errno = errsv;
+}
+
+/* Report details, with -v only. */
+void
+log_debug(const char *fmt, ...)
+{
+	va_list	 ap;
+	int	 errsv = errno;
+
+	if (log_verbosity < 1)
+		return;
+	va_start(ap, fmt);
+	log_vwrite(PRI_DEBUG, 0, fmt, ap);
 	va_end(ap);
 	errno = errsv;
 }
@@ -72,7 +142,7 @@ fatal(const char *fmt, ...)
 	int	 errsv = errno;
 
 	va_start(ap, fmt);
-	log_vwrite(errsv, fmt, ap);
+	log_vwrite(PRI_ERR, errsv, fmt, ap);
 	va_end(ap);
 	exit(EXIT_ERROR);
 }
@@ -84,7 +154,7 @@ fatalx(const char *fmt, ...)
 	va_list	 ap;
 
 	va_start(ap, fmt);
-	log_vwrite(0, fmt, ap);
+	log_vwrite(PRI_ERR, 0, fmt, ap);
 	va_end(ap);
 	exit(EXIT_ERROR);
 }

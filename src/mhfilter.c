@@ -10,6 +10,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -24,9 +25,6 @@
 #include "mhfilter.h"
 
 #define BATCH_BYTES	(64U << 20)	/* a batch also closes at this size */
-#define POLICY_SKIP	0
-#define POLICY_PASS	1
-#define POLICY_FAIL	2
 
 struct options {
 	struct filter_opts	 f;
@@ -46,6 +44,23 @@ struct options {
 	int			 progress;
 	int			 quiet;
 	int			 explain;
+	int			 fields;	/* --text/id-field not default */
+	int			 verbose;
+	const char		*output;	/* --output */
+	const char		*config;	/* --config */
+	/* Daemon mode. */
+	char			**listen;
+	size_t			 nlisten;
+	int			 listen_src;	/* 1 config, 2 command line */
+	const char		*http;
+	const char		*log_file;
+	double			 batch_delay;
+	double			 idle_timeout;
+	uint64_t		 max_clients;
+	/* Retention and maintenance. */
+	const char		*time_field;	/* --time-field */
+	int			 maint;		/* MAINT_* */
+	const char		*maint_arg;	/* its FILE or DIR */
 };
 
 struct counts {
@@ -63,10 +78,28 @@ enum {
 	OPT_TEXT_FIELD = 256, OPT_ID_FIELD, OPT_MAX_BYTES, OPT_ON_BAD,
 	OPT_MAX_FN, OPT_MAX_FP, OPT_NORMALIZE, OPT_SEED, OPT_VERIFY,
 	OPT_MAX_CAND, OPT_NO_CHAIN, OPT_BATCH, OPT_STATS, OPT_PROGRESS,
-	OPT_NO_PROGRESS, OPT_EXPLAIN, OPT_MAP_SIZE
+	OPT_NO_PROGRESS, OPT_EXPLAIN, OPT_MAP_SIZE, OPT_THREADS, OPT_MEMTABLE
 };
 
-static const char short_opts[] = "0ab:d:Df:hk:n:pqQr:t:u:Vz";
+/* Daemon mode's options, and --config (a range of their own). */
+enum {
+	OPT_LISTEN = 512, OPT_BATCH_DELAY, OPT_MAX_CLIENTS, OPT_IDLE_TIMEOUT,
+	OPT_HTTP, OPT_LOG_FILE, OPT_CONFIG
+};
+
+/* Retention and the maintenance modes (a range of their own). */
+enum {
+	OPT_RETAIN = 768, OPT_MAX_DOCS, OPT_TIME_FIELD, OPT_INFO, OPT_EXPIRE,
+	OPT_REMOVE, OPT_CHECK, OPT_COMPACT, OPT_EXPORT, OPT_IMPORT
+};
+
+/* The maintenance modes' options, by MAINT_*, for messages. */
+static const char *const maint_opts[] = {
+	NULL, "--info", "--expire", "--remove", "--check", "--compact",
+	"--export", "--import"
+};
+
+static const char short_opts[] = "0ab:d:Df:hk:n:o:pqQr:t:u:vVz";
 static const struct option long_opts[] = {
 	{ "null", no_argument, NULL, 'z' },
 	{ "format", required_argument, NULL, 'f' },
@@ -91,6 +124,8 @@ static const struct option long_opts[] = {
 	{ "query-only", no_argument, NULL, 'Q' },
 	{ "batch", required_argument, NULL, OPT_BATCH },
 	{ "map-size", required_argument, NULL, OPT_MAP_SIZE },
+	{ "memtable", required_argument, NULL, OPT_MEMTABLE },
+	{ "threads", required_argument, NULL, OPT_THREADS },
 	{ "duplicates", no_argument, NULL, 'D' },
 	{ "annotate", no_argument, NULL, 'a' },
 	{ "pairs", no_argument, NULL, 'p' },
@@ -99,24 +134,58 @@ static const struct option long_opts[] = {
 	{ "no-progress", no_argument, NULL, OPT_NO_PROGRESS },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "explain", no_argument, NULL, OPT_EXPLAIN },
+	{ "output", required_argument, NULL, 'o' },
+	{ "verbose", no_argument, NULL, 'v' },
+	{ "listen", required_argument, NULL, OPT_LISTEN },
+	{ "batch-delay", required_argument, NULL, OPT_BATCH_DELAY },
+	{ "max-clients", required_argument, NULL, OPT_MAX_CLIENTS },
+	{ "idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT },
+	{ "http", required_argument, NULL, OPT_HTTP },
+	{ "log-file", required_argument, NULL, OPT_LOG_FILE },
+	{ "config", required_argument, NULL, OPT_CONFIG },
+	{ "retain", required_argument, NULL, OPT_RETAIN },
+	{ "max-docs", required_argument, NULL, OPT_MAX_DOCS },
+	{ "time-field", required_argument, NULL, OPT_TIME_FIELD },
+	{ "info", no_argument, NULL, OPT_INFO },
+	{ "expire", no_argument, NULL, OPT_EXPIRE },
+	{ "remove", required_argument, NULL, OPT_REMOVE },
+	{ "check", no_argument, NULL, OPT_CHECK },
+	{ "compact", required_argument, NULL, OPT_COMPACT },
+	{ "export", required_argument, NULL, OPT_EXPORT },
+	{ "import", required_argument, NULL, OPT_IMPORT },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 }
 };
 
+/* Keys a configuration file may not set. */
+static const char *const conf_forbidden[] = {
+	"config", "help", "version", "explain", "info", "expire", "remove",
+	"check", "compact", "export", "import", NULL
+};
+
 static volatile sig_atomic_t	 stop_signal;
 static struct index		*the_index;
+static const char		*conf_file;	/* being applied, for errors */
+static const unsigned		*conf_lines;
+static char			**conf_argv;	/* its settings, as options */
 
 static void	usage(FILE *);
 static void	usage_error(const char *, ...)
 		    __attribute__((format(printf, 1, 2), noreturn));
 static void	parse_options(int, char **, struct options *);
+static void	apply_options(int, char **, struct options *);
+static void	load_config(struct options *, const char *);
 static void	choose_bands(struct options *);
 static int	read_batch(struct options *, struct input *, struct record *,
 		    struct verdict *, size_t *, struct counts *, int *);
 static void	print_stats(struct counts *, struct filter *, double);
 static void	progress(struct counts *, double, int);
 static void	on_signal(int);
+static int	run_daemon(struct options *);
+static void	set_maint(struct options *, int, const char *);
+static void	check_maint(struct options *, int);
+static int	run_maint(struct options *);
 static void	cleanup(void);
 
 /* Print the usage summary. */
@@ -125,6 +194,7 @@ usage(FILE *f)
 {
 	fprintf(f,
 "usage: mhfilter [options] [file ...]\n"
+"       mhfilter --db DIR [options] MAINTENANCE-MODE\n"
 "Pass the first document of every near-duplicate group; drop the rest.\n"
 "\n"
 "Input:\n"
@@ -132,13 +202,15 @@ usage(FILE *f)
 "  -f, --format FMT         line (default), tsv (id TAB text) or jsonl\n"
 "      --text-field NAME    jsonl: field with the text (default text)\n"
 "      --id-field NAME      jsonl: field with the id (default id)\n"
+"      --time-field NAME    jsonl: field with the document time (RFC 3339\n"
+"                           or epoch seconds; default: insertion time)\n"
 "      --max-bytes SIZE     longest record (default 8M)\n"
 "      --on-bad-input P     skip (default), pass or fail\n"
 "Algorithm:\n"
 "  -t, --threshold T        Jaccard similarity of a duplicate (default 0.8)\n"
 "  -k, --perms K            signature length (default 128)\n"
 "  -b, --bands B            bands (default: chosen from T)\n"
-"  -r, --rows R             rows per band; B*R = K\n"
+"  -r, --rows R             rows per band; B*R <= K\n"
 "      --max-fn P           bound on P(miss | s = T) (default 0.01)\n"
 "      --max-fp P           bound on P(candidate | s = T-0.25) (default 0.05)\n"
 "  -n, --shingle N          units per shingle (default 5)\n"
@@ -154,6 +226,12 @@ usage(FILE *f)
 "  -Q, --query-only         compare with the index, insert nothing\n"
 "      --batch N            records per transaction (default 1000)\n"
 "      --map-size SIZE      initial index map size (default 1G)\n"
+"      --memtable SIZE      memory for band entries not yet merged\n"
+"                           (default 64M)\n"
+"      --threads N          threads that normalise and sign (default:\n"
+"                           one per CPU)\n"
+"      --retain DURATION    expire documents older than this (30d, 12h, 2w)\n"
+"      --max-docs N         expire the oldest documents beyond N\n"
 "Output:\n"
 "  -D, --duplicates         write the duplicates, not the unique records\n"
 "  -a, --annotate           write every record with its verdict\n"
@@ -162,6 +240,24 @@ usage(FILE *f)
 "      --[no-]progress      progress on stderr (default: if a terminal)\n"
 "  -q, --quiet              no warnings about bad records\n"
 "      --explain            print the band choice and S-curve, then exit\n"
+"  -o, --output FILE        write to FILE (appended in daemon mode)\n"
+"  -v, --verbose            more messages (daemon: each connection)\n"
+"Daemon:\n"
+"      --listen ADDR        serve unix:PATH or tcp:HOST:PORT (repeatable)\n"
+"      --batch-delay TIME   longest wait before a batch commits (default 5ms)\n"
+"      --max-clients N      clients at once (default 256)\n"
+"      --idle-timeout TIME  close silent clients (default 5m, 0: never)\n"
+"      --http HOST:PORT     serve /metrics and /healthz\n"
+"      --log-file FILE      log there, not to stderr (reopened on SIGHUP)\n"
+"      --config FILE        read long options from FILE, key = value\n"
+"Maintenance modes (with --db; one at a time, no files):\n"
+"      --info               parameters, documents, times and sizes\n"
+"      --expire             apply --retain and --max-docs now\n"
+"      --remove FILE        remove documents by id, one per line (- stdin)\n"
+"      --check              check consistency; exit 1 on problems\n"
+"      --compact DIR        write a compacted copy to DIR\n"
+"      --export FILE        documents as JSON Lines (- stdout)\n"
+"      --import FILE        documents from an export (- stdin)\n"
 "  -h, --help               this help\n"
 "  -V, --version            program, index format and scheme versions\n"
 "See mhfilter(1).\n");
@@ -177,7 +273,11 @@ usage_error(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "mhfilter: %s\n", msg);
+	if (conf_file != NULL && optind >= 2)	/* one entry per argument */
+		fprintf(stderr, "mhfilter: %s:%u: %s\n", conf_file,
+		    conf_lines[optind - 2], msg);
+	else
+		fprintf(stderr, "mhfilter: %s\n", msg);
 	fprintf(stderr, "Try 'mhfilter --help' for more information.\n");
 	exit(EXIT_USAGE);
 }
@@ -189,13 +289,15 @@ usage_error(const char *fmt, ...)
 		usage_error("%s: %s", name, cause_);			\
 } while (0)
 
-/* Parse the command line into o; exits on errors. */
+/*
+ * Parse the configuration file named by --config, if any, then the command
+ * line, which overrides it, into o; exits on errors.
+ */
 static void
 parse_options(int argc, char **argv, struct options *o)
 {
-	char		 name[32], *cause;
-	uint64_t	 u;
-	int		 ch, idx, modes = 0, fields = 0;
+	long	 ncpu;
+	int	 i;
 
 	memset(o, 0, sizeof *o);
 	o->f.p.perms = 128;
@@ -206,6 +308,8 @@ parse_options(int argc, char **argv, struct options *o)
 	o->f.verify = VERIFY_EXACT;
 	o->f.chain = 1;
 	o->f.max_candidates = 100;
+	ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	o->f.threads = ncpu < 1 ? 1 : ncpu > 8 ? 8 : (unsigned)ncpu;
 	o->delim = '\n';
 	o->text_field = "text";
 	o->id_field = "id";
@@ -214,6 +318,46 @@ parse_options(int argc, char **argv, struct options *o)
 	o->max_fn = 0.01;
 	o->max_fp = 0.05;
 	o->progress = isatty(STDERR_FILENO);
+	o->batch_delay = 0.005;
+	o->idle_timeout = 300;
+	o->max_clients = 256;
+
+	for (i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+		if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+			o->config = argv[i + 1];
+		else if (strncmp(argv[i], "--config=", 9) == 0)
+			o->config = argv[i] + 9;
+		else
+			continue;
+		break;
+	}
+	if (o->config != NULL)
+		load_config(o, o->config);
+	optind = 0;		/* start afresh (glibc) */
+	apply_options(argc, argv, o);
+
+	if (o->f.query_only && o->db == NULL)
+		usage_error("--query-only needs --db (a temporary index is "
+		    "empty)");
+	if (o->format != FORMAT_JSONL && o->fields)
+		usage_error("--text-field and --id-field go with --format "
+		    "jsonl");
+	if (o->http != NULL && o->nlisten == 0 && notify_listen_count() == 0)
+		usage_error("--http needs --listen (or sockets from systemd)");
+	check_maint(o, argc - optind);
+	choose_bands(o);
+}
+
+/*
+ * Apply the options in argv to o: the command line, or the settings of a
+ * configuration file turned into options by load_config.
+ */
+static void
+apply_options(int argc, char **argv, struct options *o)
+{
+	char		 name[32], *cause;
+	uint64_t	 u;
+	int		 ch, idx, modes = 0, src = conf_file != NULL ? 1 : 2;
 
 	for (;;) {
 		idx = -1;	/* getopt_long sets it for long options only */
@@ -244,11 +388,11 @@ parse_options(int argc, char **argv, struct options *o)
 			break;
 		case OPT_TEXT_FIELD:
 			o->text_field = optarg;
-			fields |= strcmp(optarg, "text") != 0;
+			o->fields |= strcmp(optarg, "text") != 0;
 			break;
 		case OPT_ID_FIELD:
 			o->id_field = optarg;
-			fields |= strcmp(optarg, "id") != 0;
+			o->fields |= strcmp(optarg, "id") != 0;
 			break;
 		case OPT_MAX_BYTES:
 			NUMBER(parse_size, 1, 1ULL << 30, &o->max_bytes);
@@ -345,6 +489,14 @@ parse_options(int argc, char **argv, struct options *o)
 			NUMBER(parse_size, 1 << 20, UINT64_MAX >> 1,
 			    &o->f.p.mapsize);
 			break;
+		case OPT_MEMTABLE:
+			NUMBER(parse_size, 1 << 16, UINT64_MAX >> 1,
+			    &o->f.p.memtable);
+			break;
+		case OPT_THREADS:
+			NUMBER(parse_uint, 1, 64, &u);
+			o->f.threads = u;
+			break;
 		case 'D':
 			o->mode = OUT_DUPLICATES;
 			modes++;
@@ -373,6 +525,75 @@ parse_options(int argc, char **argv, struct options *o)
 		case OPT_EXPLAIN:
 			o->explain = 1;
 			break;
+		case 'o':
+			o->output = optarg;
+			break;
+		case 'v':
+			o->verbose++;
+			break;
+		case OPT_LISTEN:
+			if (o->listen_src != src) {
+				/* The command line's replace the file's. */
+				o->nlisten = 0;
+				o->listen_src = src;
+			}
+			o->listen = xreallocarray(o->listen, o->nlisten + 1,
+			    sizeof *o->listen);
+			o->listen[o->nlisten++] = optarg;
+			break;
+		case OPT_BATCH_DELAY:
+			NUMBER(daemon_parse_time, 0, 60, &o->batch_delay);
+			break;
+		case OPT_IDLE_TIMEOUT:
+			NUMBER(daemon_parse_time, 0, 86400 * 365,
+			    &o->idle_timeout);
+			break;
+		case OPT_MAX_CLIENTS:
+			NUMBER(parse_uint, 1, 100000, &o->max_clients);
+			break;
+		case OPT_HTTP:
+			o->http = optarg;
+			break;
+		case OPT_LOG_FILE:
+			o->log_file = optarg;
+			break;
+		case OPT_CONFIG:
+			/* Read before the rest by parse_options. */
+			if (o->config == NULL || strcmp(o->config, optarg) != 0)
+				usage_error("--config: give one configuration "
+				    "file, as --config FILE");
+			break;
+		case OPT_RETAIN:
+			NUMBER(parse_duration, 1, 36500 * 86400LL,
+			    &o->f.ret.max_age);
+			break;
+		case OPT_MAX_DOCS:
+			NUMBER(parse_uint, 1, UINT64_MAX, &o->f.ret.max_docs);
+			break;
+		case OPT_TIME_FIELD:
+			o->time_field = optarg;
+			break;
+		case OPT_INFO:
+			set_maint(o, MAINT_INFO, NULL);
+			break;
+		case OPT_EXPIRE:
+			set_maint(o, MAINT_EXPIRE, NULL);
+			break;
+		case OPT_REMOVE:
+			set_maint(o, MAINT_REMOVE, optarg);
+			break;
+		case OPT_CHECK:
+			set_maint(o, MAINT_CHECK, NULL);
+			break;
+		case OPT_COMPACT:
+			set_maint(o, MAINT_COMPACT, optarg);
+			break;
+		case OPT_EXPORT:
+			set_maint(o, MAINT_EXPORT, optarg);
+			break;
+		case OPT_IMPORT:
+			set_maint(o, MAINT_IMPORT, optarg);
+			break;
 		case 'h':
 			usage(stdout);
 			exit(EXIT_OK);
@@ -390,13 +611,82 @@ parse_options(int argc, char **argv, struct options *o)
 	if (modes > 1)
 		usage_error("--duplicates, --annotate and --pairs are "
 		    "exclusive");
-	if (o->f.query_only && o->db == NULL)
-		usage_error("--query-only needs --db (a temporary index is "
-		    "empty)");
-	if (o->format != FORMAT_JSONL && fields)
-		usage_error("--text-field and --id-field go with --format "
-		    "jsonl");
-	choose_bands(o);
+}
+
+/*
+ * Apply a configuration file: each "key = value" becomes the option
+ * "--key=value" (a bare key, or "key = yes", "--key" for an option without
+ * an argument), checked against the option table, and all of them are
+ * applied as one command line before the real one.  Errors name the file
+ * and line.
+ */
+static void
+load_config(struct options *o, const char *path)
+{
+	static unsigned		*lines;
+	struct conf_entry	*e;
+	const struct option	*lo;
+	const char		*v;
+	char			*cause;
+	size_t			 n, i, nargs = 1;
+	int			 k;
+
+	if (conf_load(path, &e, &n, &cause) != 0) {
+		fprintf(stderr, "mhfilter: --config %s\n", cause);
+		free(cause);
+		exit(EXIT_USAGE);
+	}
+	conf_argv = xcalloc(n + 2, sizeof *conf_argv);
+	lines = xcalloc(n + 1, sizeof *lines);
+	conf_argv[0] = xstrdup("mhfilter");
+	for (i = 0; i < n; i++) {
+		for (lo = long_opts; lo->name != NULL; lo++) {
+			if (strcmp(lo->name, e[i].key) == 0)
+				break;
+		}
+		for (k = 0; conf_forbidden[k] != NULL; k++) {
+			if (lo->name != NULL &&
+			    strcmp(conf_forbidden[k], lo->name) == 0)
+				lo = NULL;
+			if (lo == NULL)
+				break;
+		}
+		if (lo == NULL || lo->name == NULL) {
+			fprintf(stderr, "mhfilter: %s:%u: unknown key '%s' "
+			    "(keys are long option names, such as threshold; "
+			    "see mhfilter.conf(5))\n", path, e[i].line,
+			    e[i].key);
+			exit(EXIT_USAGE);
+		}
+		v = e[i].value;
+		if (lo->has_arg == no_argument) {
+			if (v == NULL || strcmp(v, "yes") == 0 ||
+			    strcmp(v, "true") == 0 || strcmp(v, "1") == 0)
+				xasprintf(&conf_argv[nargs], "--%s", lo->name);
+			else if (strcmp(v, "no") == 0 ||
+			    strcmp(v, "false") == 0 || strcmp(v, "0") == 0)
+				continue;
+			else {
+				fprintf(stderr, "mhfilter: %s:%u: %s takes "
+				    "yes or no, not '%s'\n", path, e[i].line,
+				    lo->name, v);
+				exit(EXIT_USAGE);
+			}
+		} else if (v == NULL || *v == '\0') {
+			fprintf(stderr, "mhfilter: %s:%u: %s needs a value\n",
+			    path, e[i].line, lo->name);
+			exit(EXIT_USAGE);
+		} else
+			xasprintf(&conf_argv[nargs], "--%s=%s", lo->name, v);
+		lines[nargs - 1] = e[i].line;
+		nargs++;
+	}
+	conf_free(e, n);
+	conf_file = path;
+	conf_lines = lines;
+	optind = 0;
+	apply_options(nargs, conf_argv, o);
+	conf_file = NULL;
 }
 
 /* Settle K, b and r from the options and the threshold. */
@@ -409,23 +699,23 @@ choose_bands(struct options *o)
 	if ((o->given & IP_BANDS) && (o->given & IP_ROWS)) {
 		if (!(o->given & IP_PERMS))
 			p->perms = p->bands * p->rows;
-		if (p->bands * p->rows != p->perms)
-			usage_error("--bands %u x --rows %u is not --perms %u",
-			    p->bands, p->rows, p->perms);
+		if (p->bands * p->rows > p->perms)
+			usage_error("--bands %u x --rows %u is more than "
+			    "--perms %u", p->bands, p->rows, p->perms);
 		if (p->perms > MHF_MAX_PERMS)
 			usage_error("--bands x --rows is over %d",
 			    MHF_MAX_PERMS);
 		o->given |= IP_PERMS;
 	} else if (o->given & (IP_BANDS|IP_ROWS)) {
 		/*
-		 * One of the two: derive the other from K.  Only the one
-		 * given is checked against an existing index, whose K may
-		 * not be the default.
+		 * One of the two: the other is as many as K allows.  Only
+		 * the one given is checked against an existing index, whose
+		 * K may not be the default.
 		 */
 		unsigned given = (o->given & IP_BANDS) ? p->bands : p->rows;
 
-		if (p->perms % given != 0)
-			usage_error("--%s %u does not divide --perms %u",
+		if (given > p->perms)
+			usage_error("--%s %u is more than --perms %u",
 			    (o->given & IP_BANDS) ? "bands" : "rows", given,
 			    p->perms);
 		if (o->given & IP_BANDS)
@@ -448,6 +738,109 @@ on_signal(int sig)
 {
 	if (stop_signal == 0)
 		stop_signal = sig;
+}
+
+/*
+ * Daemon mode: serve the index to socket clients until SIGTERM or SIGINT
+ * (daemon.c).  Returns the exit status.
+ */
+static int
+run_daemon(struct options *o)
+{
+	struct daemon_opts	 d;
+	struct filter		*f;
+	int			 status;
+
+	memset(&d, 0, sizeof d);
+	d.format = o->format;
+	d.delim = o->delim;
+	d.text_field = o->text_field;
+	d.id_field = o->id_field;
+	d.max_bytes = o->max_bytes;
+	d.policy = o->policy;
+	d.mode = o->mode;
+	d.batch = o->batch;
+	d.batch_delay = o->batch_delay;
+	d.listen = o->listen;
+	d.nlisten = o->nlisten;
+	d.http = o->http;
+	d.output = o->output;
+	d.log_file = o->log_file;
+	d.max_clients = o->max_clients;
+	d.idle_timeout = o->idle_timeout;
+	d.stats = o->stats;
+	d.quiet = o->quiet;
+
+	f = filter_create(&o->f);
+	status = daemon_run(&d, the_index, f);
+	filter_free(f);
+	free(o->listen);
+	cleanup();
+	return (status);
+}
+
+/* Select a maintenance mode; only one may be given. */
+static void
+set_maint(struct options *o, int mode, const char *arg)
+{
+	if (o->maint != MAINT_NONE && o->maint != mode)
+		usage_error("%s and %s are exclusive: one maintenance mode at "
+		    "a time", maint_opts[o->maint], maint_opts[mode]);
+	o->maint = mode;
+	o->maint_arg = arg;
+}
+
+/*
+ * The rules of retention, --time-field and the maintenance modes, once
+ * every option is known; files is the number of file operands.
+ */
+static void
+check_maint(struct options *o, int files)
+{
+	const char	*m = maint_opts[o->maint];
+
+	if (o->time_field != NULL && o->format != FORMAT_JSONL)
+		usage_error("--time-field goes with --format jsonl");
+	if (o->maint == MAINT_NONE) {
+		if (o->f.query_only &&
+		    (o->f.ret.max_age != 0 || o->f.ret.max_docs != 0))
+			usage_error("--retain and --max-docs expire documents; "
+			    "--query-only writes nothing");
+		return;
+	}
+	if (o->db == NULL)
+		usage_error("%s needs --db", m);
+	if (files > 0)
+		usage_error("%s takes no file operands", m);
+	if (o->explain)
+		usage_error("%s and --explain are exclusive", m);
+	if (o->f.query_only)
+		usage_error("%s and --query-only are exclusive", m);
+	/* A configuration file shared with the daemon may name listeners. */
+	if (o->nlisten > 0 && o->listen_src == 2)
+		usage_error("%s and --listen are exclusive", m);
+	if (o->maint == MAINT_EXPIRE &&
+	    o->f.ret.max_age == 0 && o->f.ret.max_docs == 0)
+		usage_error("--expire needs --retain or --max-docs");
+}
+
+/* Run the maintenance mode (maint.c); returns the exit status. */
+static int
+run_maint(struct options *o)
+{
+	struct maint_opts	 mo;
+
+	memset(&mo, 0, sizeof mo);
+	mo.mode = o->maint;
+	mo.arg = o->maint_arg;
+	mo.db = o->db;
+	mo.p = o->f.p;
+	mo.given = o->given;
+	mo.ret = o->f.ret;
+	mo.batch = o->batch;
+	mo.quiet = o->quiet;
+	free(o->listen);
+	return (maint_run(&mo));
 }
 
 /* At exit, close the index (removing a temporary one). */
@@ -524,8 +917,8 @@ read_batch(struct options *o, struct input *in, struct record *recs,
 		r->line = rr.line;
 		r->file = rr.file;
 		verdict_reset(&vs[n]);
-		if (record_parse(r, o->format, o->text_field, o->id_field,
-		    &cause) != 0) {
+		if (record_parse_timed(r, o->format, o->text_field,
+		    o->id_field, o->time_field, &cause) != 0) {
 			ct->invalid++;
 			bad_record(o, o->policy, &rr, cause);
 			free(cause);
@@ -585,6 +978,7 @@ print_stats(struct counts *ct, struct filter *f, double secs)
 	STAT("invalid_utf8", "%" PRIu64, fs.invalid_utf8);
 	STAT("candidates", "%" PRIu64, fs.candidates);
 	STAT("verified", "%" PRIu64, fs.verified);
+	STAT("expired", "%" PRIu64, fs.expired);
 	STAT("bytes", "%" PRIu64, ct->bytes);
 	STAT("seconds", "%.3f", secs);
 	STAT("records_per_second", "%.0f", ct->records / secs);
@@ -617,16 +1011,22 @@ main(int argc, char **argv)
 	char			*cause, *dbfile;
 	size_t			 n, i;
 	double			 start;
-	int			 rc, status = EXIT_OK, eof = 0;
+	int			 rc, status = EXIT_OK, eof = 0, outfd, daemon;
 
 	log_init("mhfilter");
 	parse_options(argc, argv, &o);
 	argc -= optind;
 	argv += optind;
+	log_verbose(o.verbose);
+	daemon = o.nlisten > 0 || notify_listen_count() > 0;
+	if (daemon && argc > 0 && !o.explain)
+		usage_error("no files in daemon mode: clients send the records");
 
 	asked = o.f.p;
 	o.f.p.texts = o.f.verify == VERIFY_EXACT;
 	o.f.p.verify = o.f.verify;
+	if (o.maint != MAINT_NONE)
+		return (run_maint(&o));
 	if (o.explain) {
 		/* With an existing index, explain the parameters it holds. */
 		if (o.db != NULL) {
@@ -667,6 +1067,16 @@ main(int argc, char **argv)
 		    "pairs at similarity %.2f; an index made with -t %.2f "
 		    "would not", c.b, c.r, 100 * c.fn, o.f.p.threshold,
 		    o.f.p.threshold);
+	if (daemon)
+		return (run_daemon(&o));
+
+	outfd = STDOUT_FILENO;
+	if (o.output != NULL && strcmp(o.output, "-") != 0 &&
+	    (outfd = open(o.output, O_WRONLY|O_CREAT|O_TRUNC|O_CLOEXEC,
+	    0666)) == -1) {
+		log_warn("--output %s", o.output);
+		return (EXIT_ERROR);
+	}
 
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = SIG_IGN;
@@ -678,7 +1088,7 @@ main(int argc, char **argv)
 
 	f = filter_create(&o.f);
 	in = input_open(argv, argc, o.delim, o.max_bytes);
-	out = output_open(STDOUT_FILENO, o.mode, o.format, o.delim);
+	out = output_open(outfd, o.mode, o.format, o.delim);
 	recs = xcalloc(o.batch, sizeof *recs);
 	vs = xcalloc(o.batch, sizeof *vs);
 	memset(&ct, 0, sizeof ct);
@@ -737,8 +1147,14 @@ main(int argc, char **argv)
 	free(recs);
 	free(vs);
 	output_close(out);
+	if (outfd != STDOUT_FILENO && close(outfd) == -1 &&
+	    status == EXIT_OK) {
+		log_warn("--output %s", o.output);
+		status = EXIT_ERROR;
+	}
 	input_close(in);
 	filter_free(f);
+	free(o.listen);
 	cleanup();
 	return (status);
 }

@@ -21,6 +21,9 @@
  * talks to systemd (sd_notify, LISTEN_FDS) and conf.c reads the
  * configuration file whose keys are the long options.
  *
+ * The maintenance modes (--info, --expire, --remove, --check, --compact,
+ * --export, --import) are maint.c: one index operation, then exit.
+ *
  * normalize, shingle, minhash and lsh are pure functions: they are what the
  * stored index depends on and are pinned by known-answer tests.
  */
@@ -40,9 +43,9 @@
  * known-answer tests in tests/unit fail loudly when either changes by
  * accident.
  */
-#define MHF_INDEX_FORMAT	1
-#define MHF_SCHEME		1
-#define MHF_SCHEME_NAME		"xxh3-oph-dens-v1"
+#define MHF_INDEX_FORMAT	2
+#define MHF_SCHEME		2
+#define MHF_SCHEME_NAME		"xxh3-oph16-dens-v2"
 
 /* Exit statuses, documented in mhfilter(1). */
 #define EXIT_OK			0	/* the input was filtered */
@@ -178,9 +181,50 @@ struct record {
 };
 int		 record_parse(struct record *, int, const char *, const char *,
 		    char **);
+int		 record_parse_timed(struct record *, int, const char *,
+		    const char *, const char *, char **);
 void		 record_reset(struct record *);
 void		 record_free(struct record *);
 void		 record_idstr(const struct record *, struct buf *);
+
+/*
+ * bandrun.c: band entries in memory (the memtable) and in sorted runs; the
+ * pure half of the band index.
+ */
+struct bentry {
+	uint64_t	 key;		/* band key */
+	uint64_t	 docid;
+};
+#define BENTRY_SIZE	16		/* bytes of an entry in a run */
+#define BAND_CHUNK_BITS	14
+#define BAND_CHUNKS	(1U << BAND_CHUNK_BITS)
+static inline unsigned
+band_chunk(uint64_t key)
+{
+	return ((unsigned)(key >> (64 - BAND_CHUNK_BITS)));
+}
+struct memtable;
+void		 put_le64(unsigned char *, uint64_t);
+uint64_t	 get_le64(const unsigned char *);
+void		 run_get(const unsigned char *, size_t, struct bentry *);
+void		 run_put(unsigned char *, size_t, const struct bentry *);
+int		 bentry_cmp(const void *, const void *);
+size_t		 run_find(const unsigned char *, size_t, uint64_t,
+		    struct u64vec *, size_t);
+size_t		 run_merge(const unsigned char *, size_t,
+		    const struct bentry *, size_t, uint64_t, unsigned char *);
+struct memtable	*memtable_create(void);
+void		 memtable_free(struct memtable *);
+void		 memtable_clear(struct memtable *);
+void		 memtable_add(struct memtable *, uint64_t, uint64_t);
+void		 memtable_commit(struct memtable *);
+void		 memtable_rollback(struct memtable *);
+size_t		 memtable_find(struct memtable *, uint64_t, struct u64vec *,
+		    size_t);
+size_t		 memtable_sorted(struct memtable *, unsigned, struct bentry **,
+		    size_t *);
+void		 memtable_drop(struct memtable *, unsigned);
+size_t		 memtable_entries(struct memtable *);
 
 /* index.c: the only file that talks to LMDB. */
 #define VERIFY_EXACT	0
@@ -198,6 +242,8 @@ struct index_params {
 	int		 verify;	/* VERIFY_*, default for later runs */
 	double		 threshold;	/* default for later runs */
 	uint64_t	 mapsize;	/* initial LMDB map size (not stored) */
+	uint64_t	 memtable;	/* bytes of unmerged band entries held
+					   in memory (not stored) */
 };
 /* Which parameters the user gave, for the compatibility check. */
 #define IP_PERMS	0x01
@@ -215,6 +261,7 @@ struct index_params {
 
 #define INDEX_AGAIN	1	/* map full: grown, redo the transaction */
 #define INDEX_MISMATCH	2	/* incompatible parameters or format */
+#define INDEX_GONE	3	/* the document was removed */
 
 struct index;
 struct docinfo {
@@ -301,6 +348,7 @@ struct filter_opts {
 	int		 query_only;
 	int		 want_pairs;
 	unsigned	 max_candidates;
+	unsigned	 threads;	/* for normalising, shingling, signing */
 	struct retention ret;		/* expired a bounded amount per batch */
 };
 struct pair {
@@ -320,6 +368,7 @@ struct verdict {
 struct filter_stats {
 	uint64_t	 candidates;	/* candidates examined */
 	uint64_t	 verified;	/* exact comparisons made */
+	uint64_t	 expired;	/* documents removed by retention */
 	uint64_t	 invalid_utf8;
 };
 struct filter;
@@ -395,12 +444,39 @@ int		 daemon_run(const struct daemon_opts *, struct index *,
 int		 daemon_parse_time(const char *, double, double, double *,
 		    char **);
 
+/* maint.c: the maintenance modes, one index operation and exit. */
+#define MAINT_NONE	0
+#define MAINT_INFO	1	/* --info */
+#define MAINT_EXPIRE	2	/* --expire */
+#define MAINT_REMOVE	3	/* --remove FILE */
+#define MAINT_CHECK	4	/* --check */
+#define MAINT_COMPACT	5	/* --compact DIR */
+#define MAINT_EXPORT	6	/* --export FILE */
+#define MAINT_IMPORT	7	/* --import FILE */
+struct maint_opts {
+	int		 mode;		/* MAINT_* */
+	const char	*arg;		/* the mode's FILE or DIR */
+	const char	*db;
+	struct index_params p;		/* wanted, as for index_open */
+	int		 given;		/* IP_* */
+	struct retention ret;		/* --expire */
+	uint64_t	 batch;		/* ids per transaction (--remove) */
+	int		 quiet;
+};
+int		 maint_run(const struct maint_opts *);
+
 /* util.c */
 int		 parse_size(const char *, uint64_t, uint64_t, uint64_t *,
 		    char **);
 int		 parse_uint(const char *, uint64_t, uint64_t, uint64_t *,
 		    char **);
 int		 parse_double(const char *, double, double, double *, char **);
+#define TIME_MIN	1		/* 1970-01-01T00:00:01Z; 0 is "none" */
+#define TIME_MAX	253402300799LL	/* 9999-12-31T23:59:59Z */
+int		 parse_duration(const char *, int64_t, int64_t, int64_t *,
+		    char **);
+int		 parse_time(const char *, int64_t *, char **);
+void		 format_time(int64_t, char *, size_t);
 double		 now_seconds(void);
 void		 put_le32(unsigned char *, uint32_t);
 uint32_t	 get_le32(const unsigned char *);

@@ -13,8 +13,14 @@
  * probability equal to their Jaccard similarity, so equal-position counting
  * stays an unbiased estimator.
  *
- * Values are 32-bit; UINT32_MAX marks an empty bin during signing and never
- * appears in a finished signature of a non-empty set.
+ * Each bin keeps the least low half (32 bits) of its hashes; UINT32_MAX
+ * marks an empty bin during signing.  The finished signature keeps the top
+ * 16 bits of each minimum (b-bit minwise hashing, Li & Koenig 2010, with
+ * b = 16): two different minima collide with probability 2^-16, which
+ * biases an estimate by at most (1 - J) / 65536, far below its standard
+ * error, and halves what the index stores.  The band keys are made from
+ * these 16-bit values too, so a stored signature is all that is needed to
+ * rebuild a document's band entries.  Values travel in uint32_t arrays.
  */
 
 #include "config.h"
@@ -80,7 +86,7 @@ minhash_sign(const uint64_t *h, size_t n, unsigned k, uint64_t seed,
 	}
 	if (filled == 0 || filled == k) {
 		free(orig);
-		return;
+		goto done;
 	}
 	for (i = 0; i < k; i++) {
 		if (orig[i])
@@ -101,6 +107,9 @@ minhash_sign(const uint64_t *h, size_t n, unsigned k, uint64_t seed,
 		}
 	}
 	free(orig);
+done:
+	for (i = 0; i < k; i++)
+		sig[i] >>= 16;
 }
 
 /* Estimated Jaccard similarity: the share of equal positions. */

@@ -41,7 +41,6 @@ static void	output_annotate(struct output *, const struct record *,
 static void	output_json(struct output *, const struct record *,
 		    const struct verdict *);
 static void	output_jsonstr(struct buf *, const char *, size_t);
-static void	output_field(struct buf *, const char *, size_t);
 
 /* Start writing to fd in one of the OUT_* modes. */
 struct output *
@@ -60,9 +59,9 @@ output_open(int fd, int mode, int format, int delim)
 /*
  * Append an id as a column of tab-separated output: backslash, TAB,
  * newline, carriage return and NUL are escaped so that the columns and
- * lines stay intact whatever the id holds.
+ * lines stay intact whatever the id holds.  The daemon's replies use it too.
  */
-static void
+void
 output_field(struct buf *b, const char *s, size_t len)
 {
 	size_t	 i, start = 0;

@@ -1,7 +1,8 @@
 /*
  * One raw record to the (id, text) pair the filter compares, for each input
- * format.  JSON is parsed with jansson; a record that does not fit its
- * format is reported with a cause and left to the bad-input policy.
+ * format, and with --time-field the document time of a JSON record.  JSON
+ * is parsed with jansson; a record that does not fit its format is
+ * reported with a cause and left to the bad-input policy.
  */
 
 #include "config.h"
@@ -16,12 +17,66 @@
 #include "mhfilter.h"
 
 static int	record_jsonl(struct record *, const char *, const char *,
-		    char **);
+		    const char *, char **);
+static int	record_time(struct record *, json_t *, const char *, char **);
 
-/* Take id and text from a JSON object. */
+/*
+ * The document time from a JSON member: an RFC 3339 string, or seconds
+ * since the epoch as a number or a numeric string (fractions truncated).
+ */
+static int
+record_time(struct record *r, json_t *root, const char *time_field,
+    char **cause)
+{
+	json_t		*v;
+	double		 d;
+	char		*why;
+
+	v = json_object_get(root, time_field);
+	if (v == NULL) {
+		xasprintf(cause, "no \"%s\" field", time_field);
+		return (-1);
+	}
+	if (json_is_string(v)) {
+		if (strlen(json_string_value(v)) != json_string_length(v)) {
+			xasprintf(cause, "field \"%s\" is not a time (it holds "
+			    "a NUL)", time_field);
+			return (-1);
+		}
+		if (parse_time(json_string_value(v), &r->time, &why) != 0) {
+			xasprintf(cause, "field \"%s\": %s", time_field, why);
+			free(why);
+			return (-1);
+		}
+		return (0);
+	}
+	if (json_is_integer(v)) {
+		if (json_integer_value(v) < TIME_MIN ||
+		    json_integer_value(v) > TIME_MAX)
+			goto range;
+		r->time = json_integer_value(v);
+		return (0);
+	}
+	if (json_is_real(v)) {
+		d = json_real_value(v);
+		if (!(d >= TIME_MIN && d < (double)TIME_MAX + 1))
+			goto range;
+		r->time = (int64_t)d;
+		return (0);
+	}
+	xasprintf(cause, "field \"%s\" is not a time (a string or a number)",
+	    time_field);
+	return (-1);
+range:
+	xasprintf(cause, "field \"%s\" is out of range (%d to %lld seconds "
+	    "since the epoch)", time_field, TIME_MIN, TIME_MAX);
+	return (-1);
+}
+
+/* Take id, text and, with a time field, the time from a JSON object. */
 static int
 record_jsonl(struct record *r, const char *text_field, const char *id_field,
-    char **cause)
+    const char *time_field, char **cause)
 {
 	json_t		*root, *v;
 	json_error_t	 err;
@@ -60,6 +115,9 @@ record_jsonl(struct record *r, const char *text_field, const char *id_field,
 		    id_field);
 		goto out;
 	}
+	if (time_field != NULL &&
+	    record_time(r, root, time_field, cause) != 0)
+		goto out;
 	rv = 0;
 out:
 	json_decref(root);
@@ -74,9 +132,22 @@ int
 record_parse(struct record *r, int format, const char *text_field,
     const char *id_field, char **cause)
 {
+	return (record_parse_timed(r, format, text_field, id_field, NULL,
+	    cause));
+}
+
+/*
+ * record_parse, and with a time_field (jsonl only) r->time from that
+ * member, which must then be present and valid; otherwise r->time is 0.
+ */
+int
+record_parse_timed(struct record *r, int format, const char *text_field,
+    const char *id_field, const char *time_field, char **cause)
+{
 	const char	*tab;
 
 	r->text.len = r->id.len = 0;
+	r->time = 0;
 	switch (format) {
 	case FORMAT_TSV:
 		tab = memchr(r->raw.data, '\t', r->raw.len);
@@ -89,7 +160,8 @@ record_parse(struct record *r, int format, const char *text_field,
 		    r->raw.len - (tab + 1 - r->raw.data));
 		return (0);
 	case FORMAT_JSONL:
-		return (record_jsonl(r, text_field, id_field, cause));
+		return (record_jsonl(r, text_field, id_field, time_field,
+		    cause));
 	default:
 		buf_append(&r->text, r->raw.data, r->raw.len);
 		return (0);
@@ -103,6 +175,7 @@ record_reset(struct record *r)
 	r->raw.len = r->text.len = r->id.len = 0;
 	r->recno = r->line = 0;
 	r->file = NULL;
+	r->time = 0;
 }
 
 /* Free a record's memory. */

@@ -1,7 +1,8 @@
 /*
- * Small helpers: range-checked number parsing for options (every number a
- * user gives is checked and the error names the limit), a monotonic clock,
- * and fixed byte orders for what is stored.
+ * Small helpers: range-checked number, duration and time parsing for
+ * options and records (every number a user gives is checked and the error
+ * names the limit), a monotonic clock, and fixed byte orders for what is
+ * stored.
  */
 
 #include "config.h"
@@ -10,6 +11,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -118,6 +120,222 @@ parse_double(const char *s, double min, double max, double *out,
 	}
 	*out = v;
 	return (0);
+}
+
+/*
+ * Parse a duration: one or more numbers, each with a unit s, m, h, d or w
+ * ("30d", "1d12h"), in seconds within [min, max].  A bare number is
+ * refused: "--retain 30" meaning 30 seconds would empty an index.
+ */
+int
+parse_duration(const char *s, int64_t min, int64_t max, int64_t *out,
+    char **cause)
+{
+	const char	*p = s;
+	char		*end;
+	unsigned long long v;
+	int64_t		 total = 0, unit;
+
+	if (*p == '\0')
+		goto bad;
+	while (*p != '\0') {
+		if (!isdigit((unsigned char)*p))
+			goto bad;
+		errno = 0;
+		v = strtoull(p, &end, 10);
+		if (errno == ERANGE)
+			goto range;
+		switch (*end) {
+		case 's':
+			unit = 1;
+			break;
+		case 'm':
+			unit = 60;
+			break;
+		case 'h':
+			unit = 3600;
+			break;
+		case 'd':
+			unit = 86400;
+			break;
+		case 'w':
+			unit = 7 * 86400;
+			break;
+		default:
+			goto bad;
+		}
+		if (v > (unsigned long long)(INT64_MAX - total) / unit)
+			goto range;
+		total += (int64_t)v * unit;
+		p = end + 1;
+	}
+	if (total < min || total > max)
+		goto range;
+	*out = total;
+	return (0);
+bad:
+	xasprintf(cause, "'%s' is not a duration (numbers with a unit s, m, h, "
+	    "d or w, like 30d or 1d12h)", s);
+	return (-1);
+range:
+	xasprintf(cause, "'%s' is out of range (%lld to %lld seconds)", s,
+	    (long long)min, (long long)max);
+	return (-1);
+}
+
+/* Days from 1970-01-01 to a proleptic Gregorian date (H. Hinnant). */
+static int64_t
+days_from_civil(int64_t y, unsigned m, unsigned d)
+{
+	int64_t		 era;
+	unsigned	 yoe, doy, doe;
+
+	y -= m <= 2;
+	era = (y >= 0 ? y : y - 399) / 400;
+	yoe = (unsigned)(y - era * 400);
+	doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+	doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+	return (era * 146097 + (int64_t)doe - 719468);
+}
+
+/* The date of a day number, the inverse of days_from_civil. */
+static void
+civil_from_days(int64_t z, int64_t *y, unsigned *m, unsigned *d)
+{
+	int64_t		 era;
+	unsigned	 doe, yoe, doy, mp;
+
+	z += 719468;
+	era = (z >= 0 ? z : z - 146096) / 146097;
+	doe = (unsigned)(z - era * 146097);
+	yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+	doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+	mp = (5 * doy + 2) / 153;
+	*d = doy - (153 * mp + 2) / 5 + 1;
+	*m = mp < 10 ? mp + 3 : mp - 9;
+	*y = (int64_t)yoe + era * 400 + (*m <= 2);
+}
+
+/* Read exactly n decimal digits. */
+static int
+digits(const char **pp, int n, unsigned *out)
+{
+	const char	*p = *pp;
+	unsigned	 v = 0;
+
+	while (n-- > 0) {
+		if (!isdigit((unsigned char)*p))
+			return (-1);
+		v = v * 10 + (*p++ - '0');
+	}
+	*pp = p;
+	*out = v;
+	return (0);
+}
+
+/*
+ * Parse a document time: RFC 3339 ("2026-11-21T10:00:00Z", with an offset
+ * like "+01:00" instead of Z, with fractional seconds, 't', 'z' or a space
+ * for 'T' allowed) or seconds since the epoch ("1763719200", "1763719200.5").
+ * Fractions are truncated.  The result is in [TIME_MIN, TIME_MAX]: 0 means
+ * "no time" in a record, and nothing after year 9999 can be printed back.
+ */
+int
+parse_time(const char *s, int64_t *out, char **cause)
+{
+	static const unsigned mdays[] = { 31, 29, 31, 30, 31, 30, 31, 31, 30,
+	    31, 30, 31 };
+	const char	*p = s;
+	unsigned	 y, mo, d, h, mi, sec, oh = 0, om = 0;
+	int64_t		 t;
+	int		 sign = 0, leap;
+
+	if (isdigit((unsigned char)*p) && strchr(s, '-') == NULL) {
+		/* Seconds since the epoch, no sign or exponent. */
+		t = 0;
+		for (; isdigit((unsigned char)*p); p++) {
+			if (t > TIME_MAX)
+				goto range;
+			t = t * 10 + (*p - '0');
+		}
+		if (*p == '.' && isdigit((unsigned char)p[1]))
+			for (p++; isdigit((unsigned char)*p); p++)
+				/* truncated */;
+		if (*p != '\0')
+			goto bad;
+		goto done;
+	}
+	if (digits(&p, 4, &y) != 0 || *p++ != '-' ||
+	    digits(&p, 2, &mo) != 0 || *p++ != '-' ||
+	    digits(&p, 2, &d) != 0)
+		goto bad;
+	if (*p != 'T' && *p != 't' && *p != ' ')
+		goto bad;
+	p++;
+	if (digits(&p, 2, &h) != 0 || *p++ != ':' ||
+	    digits(&p, 2, &mi) != 0 || *p++ != ':' ||
+	    digits(&p, 2, &sec) != 0)
+		goto bad;
+	if (*p == '.') {
+		if (!isdigit((unsigned char)*++p))
+			goto bad;
+		while (isdigit((unsigned char)*p))
+			p++;
+	}
+	if (*p == 'Z' || *p == 'z')
+		p++;
+	else if (*p == '+' || *p == '-') {
+		sign = *p++ == '+' ? 1 : -1;
+		if (digits(&p, 2, &oh) != 0 || *p++ != ':' ||
+		    digits(&p, 2, &om) != 0)
+			goto bad;
+	} else
+		goto bad;
+	if (*p != '\0')
+		goto bad;
+
+	leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+	if (mo < 1 || mo > 12 || d < 1 || d > mdays[mo - 1] ||
+	    (mo == 2 && d == 29 && !leap) || h > 23 || mi > 59 || sec > 60 ||
+	    oh > 23 || om > 59) {
+		xasprintf(cause, "'%s' is not a valid date and time", s);
+		return (-1);
+	}
+	/* A leap second (:60) counts as the next second. */
+	t = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec;
+	t -= sign * (int64_t)(oh * 3600 + om * 60);
+done:
+	if (t < TIME_MIN || t > TIME_MAX)
+		goto range;
+	*out = t;
+	return (0);
+bad:
+	xasprintf(cause, "'%s' is not a time (RFC 3339, like "
+	    "2026-11-21T10:00:00Z, or seconds since the epoch)", s);
+	return (-1);
+range:
+	xasprintf(cause, "'%s' is out of range (1970-01-01T00:00:01Z to "
+	    "9999-12-31T23:59:59Z)", s);
+	return (-1);
+}
+
+/* Write a time as RFC 3339 in UTC: "2026-11-21T10:00:00Z". */
+void
+format_time(int64_t t, char *out, size_t len)
+{
+	int64_t		 days, secs, y;
+	unsigned	 m, d;
+
+	days = t / 86400;
+	secs = t % 86400;
+	if (secs < 0) {
+		secs += 86400;
+		days--;
+	}
+	civil_from_days(days, &y, &m, &d);
+	snprintf(out, len, "%04lld-%02u-%02uT%02u:%02u:%02uZ", (long long)y, m,
+	    d, (unsigned)(secs / 3600), (unsigned)(secs / 60 % 60),
+	    (unsigned)(secs % 60));
 }
 
 /* Seconds from a monotonic clock. */

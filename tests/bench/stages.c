@@ -1,16 +1,33 @@
 /*
- * bench_stages: time each pure stage of mhfilter on a corpus held in
- * memory, so that I/O and the index do not blur the figures.
+ * bench_stages: time each stage of mhfilter on a corpus held in memory, so
+ * that reading the input does not blur the figures.
  *
- *	bench_stages [-f line|jsonl] [-k K] [-n N] [-r rounds] [file]
+ *	bench_stages [-IT] [-B batch] [-d dir] [-f line|tsv|jsonl] [-k K]
+ *	    [-N max] [-n N] [-o csv] [-r rounds] [-t threshold] [file]
  *
- * Prints records/s and MB/s (10^6 bytes of input text) for: normalise;
- * shingle + sign (the signature stage); band keys; and all three together.
- * It reports; it asserts nothing.
+ * The pure stages run -r times over the whole corpus (default 3) and the
+ * fastest round is reported, since the machine is shared: parse (record
+ * text out of its JSON), normalise, shingle (hashing only), shingle+sign
+ * (the signature stage), band keys.
+ *
+ * The index stage then takes the band keys and signatures computed above
+ * and, with nothing but the API of src/mhfilter.h, feeds them to a fresh
+ * persistent index in a scratch directory (or -d dir, kept) in batches of
+ * -B records (default 1000, as mhfilter): index_begin, for each record
+ * index_candidates then index_insert (with its normalised text unless -T),
+ * index_commit.  That is mhfilter's access pattern without verification,
+ * so it measures the index alone, fsync included.  It runs once: a second
+ * round would see a different index.
+ *
+ * Records/s count the records with at least one shingle; MB/s are 10^6
+ * bytes of their decoded text, for every stage, so that stages compare.
+ * -o writes the same figures as CSV.  It reports; it asserts nothing.
  */
 
 #include "config.h"
 
+#include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,131 +36,416 @@
 #include "mhfilter.h"
 
 struct corpus {
-	struct buf	*texts;
+	struct buf	*raw;		/* records as read */
+	struct buf	*texts;		/* their decoded text */
+	struct buf	*ids;		/* their external id */
+	struct buf	*norm;		/* normalised text */
+	int		*bytes;		/* not UTF-8: normalised as bytes */
+	int		*empty;		/* no shingles: skipped by the filter */
 	size_t		 n;
+	size_t		 size;
+	size_t		 rawbytes;
+	size_t		 textbytes;
+	size_t		 bad;		/* records that did not parse */
+};
+
+struct stage {
+	const char	*name;
+	double		 secs;
+	size_t		 records;
 	size_t		 bytes;
 };
 
-/* Read every record's text into memory. */
+static void	usage(void);
+static void	load(const char *, int, size_t, struct corpus *);
+static void	add(struct stage *, size_t *, const char *, double, size_t,
+		    size_t);
+static void	report(FILE *, const struct stage *, size_t);
+static void	write_csv(const char *, const struct stage *, size_t);
+static void	remove_index(const char *);
+
+/* Print the usage and exit 2. */
 static void
-load(const char *file, int format, struct corpus *c)
+usage(void)
+{
+	fprintf(stderr, "usage: bench_stages [-IT] [-B batch] [-d dir] "
+	    "[-f line|tsv|jsonl] [-k K] [-N max]\n"
+	    "                    [-n N] [-o csv] [-r rounds] [-t threshold] "
+	    "[file]\n");
+	exit(2);
+}
+
+/* Read up to max records (0: all) into memory, parsed once. */
+static void
+load(const char *file, int format, size_t max, struct corpus *c)
 {
 	char		*files[1], *cause;
 	struct input	*in;
 	struct rawrec	 rr;
 	struct record	 r;
-	size_t		 size = 0;
+	size_t		 i;
 	int		 rc;
 
 	memset(&r, 0, sizeof r);
 	files[0] = (char *)file;
 	in = input_open(files, file != NULL, '\n', 1 << 30);
-	while ((rc = input_next(in, &rr, &cause)) == 1) {
+	while ((max == 0 || c->n < max) &&
+	    (rc = input_next(in, &rr, &cause)) == 1) {
 		record_reset(&r);
 		buf_append(&r.raw, rr.data, rr.len);
+		r.recno = c->n + c->bad + 1;
 		if (record_parse(&r, format, "text", "id", &cause) != 0) {
 			free(cause);
+			c->bad++;
 			continue;
 		}
-		if (c->n == size) {
-			size = size ? 2 * size : 1024;
-			c->texts = xreallocarray(c->texts, size,
+		if (c->n == c->size) {
+			c->size = c->size ? 2 * c->size : 1024;
+			c->raw = xreallocarray(c->raw, c->size,
+			    sizeof *c->raw);
+			c->texts = xreallocarray(c->texts, c->size,
 			    sizeof *c->texts);
+			c->ids = xreallocarray(c->ids, c->size,
+			    sizeof *c->ids);
 		}
-		memset(&c->texts[c->n], 0, sizeof c->texts[c->n]);
-		buf_append(&c->texts[c->n], r.text.data, r.text.len);
-		c->bytes += r.text.len;
-		c->n++;
+		i = c->n++;
+		memset(&c->raw[i], 0, sizeof c->raw[i]);
+		memset(&c->texts[i], 0, sizeof c->texts[i]);
+		memset(&c->ids[i], 0, sizeof c->ids[i]);
+		buf_append(&c->raw[i], rr.data, rr.len);
+		buf_append(&c->texts[i], r.text.data, r.text.len);
+		record_idstr(&r, &c->ids[i]);
+		c->rawbytes += rr.len + 1;
 	}
+	if (max != 0 && c->n >= max)
+		rc = 0;
 	if (rc < 0)
 		fatalx("%s", cause);
 	input_close(in);
 	record_free(&r);
+	if (c->n == 0)
+		fatalx("no records in %s", file ? file : "the input");
+	c->norm = xcalloc(c->n, sizeof *c->norm);
+	c->bytes = xcalloc(c->n, sizeof *c->bytes);
+	c->empty = xcalloc(c->n, sizeof *c->empty);
 }
 
-/* Print one stage's figures. */
+/* Append a stage's figures to the list. */
 static void
-report(const char *stage, const struct corpus *c, int rounds, double secs)
+add(struct stage *st, size_t *n, const char *name, double secs,
+    size_t records, size_t bytes)
 {
-	printf("%-22s %10.0f records/s %9.1f MB/s\n", stage,
-	    c->n * rounds / secs, c->bytes * rounds / secs / 1e6);
+	st[*n].name = name;
+	st[*n].secs = secs > 0 ? secs : 1e-9;
+	st[*n].records = records;
+	st[*n].bytes = bytes;
+	(*n)++;
+}
+
+/* Print the stages as a table. */
+static void
+report(FILE *f, const struct stage *st, size_t n)
+{
+	size_t	 i;
+
+	fprintf(f, "%-22s %12s %9s %9s\n", "stage", "records/s", "MB/s",
+	    "seconds");
+	for (i = 0; i < n; i++)
+		fprintf(f, "%-22s %12.0f %9.1f %9.3f\n", st[i].name,
+		    st[i].records / st[i].secs, st[i].bytes / st[i].secs / 1e6,
+		    st[i].secs);
+}
+
+/* Write the stages as CSV. */
+static void
+write_csv(const char *path, const struct stage *st, size_t n)
+{
+	FILE	*f;
+	size_t	 i;
+
+	if ((f = fopen(path, "w")) == NULL)
+		fatal("%s", path);
+	fprintf(f, "stage,records,bytes,seconds,records_per_s,mb_per_s\n");
+	for (i = 0; i < n; i++)
+		fprintf(f, "%s,%zu,%zu,%.6f,%.0f,%.2f\n", st[i].name,
+		    st[i].records, st[i].bytes, st[i].secs,
+		    st[i].records / st[i].secs, st[i].bytes / st[i].secs / 1e6);
+	if (ferror(f) | fclose(f))
+		fatal("%s", path);
+}
+
+/* Remove a scratch index directory (an LMDB environment). */
+static void
+remove_index(const char *dir)
+{
+	char	*f;
+
+	xasprintf(&f, "%s/data.mdb", dir);
+	unlink(f);
+	free(f);
+	xasprintf(&f, "%s/lock.mdb", dir);
+	unlink(f);
+	free(f);
+	if (rmdir(dir) != 0)
+		log_warn("rmdir %s", dir);
 }
 
 int
 main(int argc, char **argv)
 {
-	struct corpus	 c = { 0 };
-	struct shingler	 sh = { UNIT_CHAR, 5, 0 };
-	struct buf	*norm;
-	struct u64vec	 h = { 0 };
-	uint32_t	*sig;
-	uint64_t	*keys;
-	unsigned	 K = 128, b, r;
-	struct lsh_choice lc;
-	double		 t0, tn = 0, ts = 0, tk = 0;
-	int		 ch, format = FORMAT_JSONL, rounds = 3, round, *bytes;
-	size_t		 i;
+	struct corpus		 c = { 0 };
+	struct shingler		 sh = { UNIT_CHAR, 5, 0 };
+	struct index_params	 p;
+	struct index_stats	 is;
+	struct index		*ix;
+	struct record		 r;
+	struct u64vec		 h = { 0 }, found = { 0 };
+	struct lsh_choice	 lc;
+	struct stage		 st[16];
+	uint32_t		*sigs;
+	uint64_t		*keys, u, cands = 0, regrown = 0, batches = 0;
+	unsigned		 K = 128, b;
+	double			 t, t0, thr = 0.8, best[5], tq, ti, tc, tb = 0;
+	const char		*dir = NULL, *csv = NULL, *tmp;
+	char			*cause, *scratch = NULL;
+	size_t			 i, j, end, n = 0, docs = 0, docbytes = 0;
+	size_t			 max = 0, batch = 1000;
+	int			 ch, format = FORMAT_JSONL, rounds = 3, round;
+	int			 rc, do_index = 1, texts = 1;
 
-	while ((ch = getopt(argc, argv, "f:k:n:r:")) != -1) {
+	log_init("bench_stages");
+	memset(&r, 0, sizeof r);
+	while ((ch = getopt(argc, argv, "B:d:f:Ik:N:n:o:r:Tt:")) != -1) {
+		cause = NULL;
 		switch (ch) {
+		case 'B':
+			if (parse_uint(optarg, 1, 1000000, &u, &cause) == 0)
+				batch = u;
+			break;
+		case 'd':
+			dir = optarg;
+			break;
 		case 'f':
-			format = strcmp(optarg, "line") == 0 ? FORMAT_LINE :
-			    FORMAT_JSONL;
+			if (strcmp(optarg, "line") == 0)
+				format = FORMAT_LINE;
+			else if (strcmp(optarg, "tsv") == 0)
+				format = FORMAT_TSV;
+			else if (strcmp(optarg, "jsonl") == 0)
+				format = FORMAT_JSONL;
+			else
+				usage();
+			break;
+		case 'I':
+			do_index = 0;
 			break;
 		case 'k':
-			K = atoi(optarg);
+			if (parse_uint(optarg, 1, MHF_MAX_PERMS, &u,
+			    &cause) == 0)
+				K = u;
+			break;
+		case 'N':
+			if (parse_uint(optarg, 0, SIZE_MAX, &u, &cause) == 0)
+				max = u;
 			break;
 		case 'n':
-			sh.n = atoi(optarg);
+			if (parse_uint(optarg, 1, MHF_MAX_SHINGLE, &u,
+			    &cause) == 0)
+				sh.n = u;
+			break;
+		case 'o':
+			csv = optarg;
 			break;
 		case 'r':
-			rounds = atoi(optarg);
+			if (parse_uint(optarg, 1, 1000, &u, &cause) == 0)
+				rounds = u;
+			break;
+		case 'T':
+			texts = 0;
+			break;
+		case 't':
+			parse_double(optarg, 0.01, 1.0, &thr, &cause);
 			break;
 		default:
-			fprintf(stderr, "usage: bench_stages [-f line|jsonl] "
-			    "[-k K] [-n N] [-r rounds] [file]\n");
-			return (2);
+			usage();
 		}
+		if (cause != NULL)
+			fatalx("-%c: %s", ch, cause);
 	}
-	if (K < 1 || K > MHF_MAX_PERMS || sh.n < 1 || sh.n > MHF_MAX_SHINGLE ||
-	    rounds < 1) {
-		fprintf(stderr, "bench_stages: bad -k, -n or -r\n");
-		return (2);
-	}
-	load(optind < argc ? argv[optind] : NULL, format, &c);
-	lsh_choose(K, 0.8, 0.01, 0.05, &lc);
-	b = lc.b;
-	r = lc.r;
-	norm = xcalloc(c.n, sizeof *norm);
-	bytes = xcalloc(c.n, sizeof *bytes);
-	sig = xcalloc(K, sizeof *sig);
-	keys = xcalloc(b, sizeof *keys);
-	printf("%zu records, %.1f MB of text, K=%u, %u-grams, %u bands x %u "
-	    "rows, %d rounds\n", c.n, c.bytes / 1e6, K, sh.n, b, r, rounds);
+	argc -= optind;
+	argv += optind;
+	if (argc > 1)
+		usage();
 
+	load(argc == 1 ? argv[0] : NULL, format, max, &c);
+	if (lsh_choose(K, thr, 0.01, 0.05, &lc) != 0)
+		log_warnx("no bands for -t %g meet the bounds; using %u x %u",
+		    thr, lc.b, lc.r);
+	b = lc.b;
+	sigs = xcalloc(c.n, K * sizeof *sigs);
+	keys = xcalloc(c.n, b * sizeof *keys);
+	for (i = 0; i < c.n; i++)
+		c.textbytes += c.texts[i].len;
+	printf("bench_stages: %zu records (%zu unparsable skipped), %.1f MB "
+	    "as read, %.1f MB of text\n", c.n, c.bad, c.rawbytes / 1e6,
+	    c.textbytes / 1e6);
+	printf("K=%u, %u-grams, %u bands x %u rows (t=%g); pure stages: best "
+	    "of %d rounds\n", K, sh.n, b, lc.r, thr, rounds);
+
+	for (j = 0; j < 5; j++)
+		best[j] = -1;
 	for (round = 0; round < rounds; round++) {
+		/* Parse: what mhfilter does with a record it has read. */
 		t0 = now_seconds();
 		for (i = 0; i < c.n; i++) {
-			norm[i].len = 0;
-			bytes[i] = normalize(c.texts[i].data, c.texts[i].len,
-			    NORM_DEFAULT, &norm[i]);
+			record_reset(&r);
+			buf_append(&r.raw, c.raw[i].data, c.raw[i].len);
+			if (record_parse(&r, format, "text", "id",
+			    &cause) != 0)
+				fatalx("record %zu: %s", i + 1, cause);
 		}
-		tn += now_seconds() - t0;
+		t = now_seconds() - t0;
+		if (best[0] < 0 || t < best[0])
+			best[0] = t;
+
 		t0 = now_seconds();
 		for (i = 0; i < c.n; i++) {
-			shingle_hash(&sh, norm[i].data, norm[i].len, bytes[i],
-			    &h);
-			minhash_sign(h.v, h.n, K, 0, sig);
+			c.norm[i].len = 0;
+			c.bytes[i] = normalize(c.texts[i].data, c.texts[i].len,
+			    NORM_DEFAULT, &c.norm[i]);
 		}
-		ts += now_seconds() - t0;
+		t = now_seconds() - t0;
+		if (best[1] < 0 || t < best[1])
+			best[1] = t;
+
 		t0 = now_seconds();
 		for (i = 0; i < c.n; i++)
-			lsh_keys(sig, b, r, 0, keys);
-		tk += now_seconds() - t0;
+			c.empty[i] = shingle_hash(&sh, c.norm[i].data,
+			    c.norm[i].len, c.bytes[i], &h) == 0;
+		t = now_seconds() - t0;
+		if (best[2] < 0 || t < best[2])
+			best[2] = t;
+
+		t0 = now_seconds();
+		for (i = 0; i < c.n; i++) {
+			if (shingle_hash(&sh, c.norm[i].data, c.norm[i].len,
+			    c.bytes[i], &h) != 0)
+				minhash_sign(h.v, h.n, K, 0, sigs + i * K);
+		}
+		t = now_seconds() - t0;
+		if (best[3] < 0 || t < best[3])
+			best[3] = t;
+
+		t0 = now_seconds();
+		for (i = 0; i < c.n; i++)
+			lsh_keys(sigs + i * K, b, lc.r, 0, keys + i * b);
+		t = now_seconds() - t0;
+		if (best[4] < 0 || t < best[4])
+			best[4] = t;
 	}
-	report("normalise", &c, rounds, tn);
-	report("shingle+sign", &c, rounds, ts);
-	report("band keys", &c, rounds, tk);
-	report("all pure stages", &c, rounds, tn + ts + tk);
+	for (i = 0; i < c.n; i++) {
+		if (!c.empty[i]) {
+			docs++;
+			docbytes += c.texts[i].len;
+		}
+	}
+	add(st, &n, "parse", best[0], c.n, c.textbytes);
+	add(st, &n, "normalise", best[1], c.n, c.textbytes);
+	add(st, &n, "parse+normalise", best[0] + best[1], c.n, c.textbytes);
+	add(st, &n, "shingle", best[2], c.n, c.textbytes);
+	add(st, &n, "shingle+sign", best[3], c.n, c.textbytes);
+	add(st, &n, "band keys", best[4], c.n, c.textbytes);
+	add(st, &n, "pure stages", best[0] + best[1] + best[3] + best[4], c.n,
+	    c.textbytes);
+
+	if (do_index) {
+		if (dir == NULL) {
+			if ((tmp = getenv("TMPDIR")) == NULL || *tmp == '\0')
+				tmp = "/tmp";
+			xasprintf(&scratch, "%s/bench_stages.XXXXXX", tmp);
+			if (mkdtemp(scratch) == NULL)
+				fatal("mkdtemp %s", scratch);
+			dir = scratch;
+		}
+		memset(&p, 0, sizeof p);
+		p.perms = K;
+		p.bands = b;
+		p.rows = lc.r;
+		p.shingle = sh.n;
+		p.unit = sh.unit;
+		p.norm = NORM_DEFAULT;
+		p.texts = texts;
+		p.verify = texts ? VERIFY_EXACT : VERIFY_SIGNATURE;
+		p.threshold = thr;
+		if ((rc = index_open(&ix, dir, 0, &p, IP_PERMS | IP_BANDS |
+		    IP_ROWS | IP_SHINGLE | IP_UNIT | IP_NORM | IP_SEED |
+		    IP_VERIFY | IP_THRESHOLD, &cause)) != 0)
+			fatalx("%s", cause);
+
+		tq = ti = tc = 0;
+		for (i = 0; i < c.n; i = end) {
+			end = i + batch < c.n ? i + batch : c.n;
+			t0 = now_seconds();
+			if ((rc = index_begin(ix, &cause)) != 0)
+				goto fail;
+			tb = now_seconds() - t0;
+			for (j = i; j < end; j++) {
+				if (c.empty[j])
+					continue;
+				found.n = 0;
+				t0 = now_seconds();
+				rc = index_candidates(ix, keys + j * b, &found,
+				    &cause);
+				t = now_seconds();
+				tq += t - t0;
+				if (rc != 0)
+					goto fail;
+				cands += found.n;
+				rc = index_insert(ix, keys + j * b,
+				    sigs + j * K, c.ids[j].data, c.ids[j].len,
+				    c.norm[j].data, c.norm[j].len, DOC_UNIQUE |
+				    (c.bytes[j] ? DOC_BYTES : 0), 0, &cause);
+				ti += now_seconds() - t;
+				if (rc != 0)
+					goto fail;
+			}
+			t0 = now_seconds();
+			rc = index_commit(ix, &cause);
+			tc += tb + now_seconds() - t0;
+			batches++;
+fail:
+			if (rc == INDEX_AGAIN) {
+				/* Map full: grown by index_abort; redo. */
+				index_abort(ix);
+				regrown++;
+				end = i;
+				continue;
+			}
+			if (rc != 0)
+				fatalx("%s", cause);
+		}
+		add(st, &n, "index query", tq, docs, docbytes);
+		add(st, &n, "index insert", ti, docs, docbytes);
+		add(st, &n, "index begin+commit", tc, docs, docbytes);
+		add(st, &n, "index query+insert", tq + ti + tc, docs,
+		    docbytes);
+	}
+
+	report(stdout, st, n);
+	if (do_index) {
+		if (index_stats(ix, &is, &cause) != 0)
+			fatalx("%s", cause);
+		printf("index: %" PRIu64 " documents, %" PRIu64 " band entries,"
+		    " %.1f MB (%.0f bytes/document%s); %.2f candidates per "
+		    "record; %" PRIu64 " batches of up to %zu, %" PRIu64
+		    " map regrowths\n", is.docs, is.band_entries,
+		    is.size / 1e6, is.docs ? (double)is.size / is.docs : 0.0,
+		    texts ? ", texts kept" : ", no texts",
+		    docs ? (double)cands / docs : 0.0, batches, batch, regrown);
+		index_close(ix);
+		if (scratch != NULL)
+			remove_index(scratch);
+	}
+	if (csv != NULL)
+		write_csv(csv, st, n);
 	return (0);
 }

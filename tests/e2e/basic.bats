@@ -132,9 +132,9 @@ sample_duplicates() {
 @test "--version names the index format and the signature scheme" {
 	mhrun --version
 	assert_status 0
-	echo 'mhfilter 0.1.0 (index format 1, signature scheme 1 xxh3-oph-dens-v1)' | assert_out
+	echo 'mhfilter 0.1.0 (index format 2, signature scheme 2 xxh3-oph16-dens-v2)' | assert_out
 	mhrun -V
-	echo 'mhfilter 0.1.0 (index format 1, signature scheme 1 xxh3-oph-dens-v1)' | assert_out
+	echo 'mhfilter 0.1.0 (index format 2, signature scheme 2 xxh3-oph16-dens-v2)' | assert_out
 }
 
 @test "--help prints the usage with every option and exits 0" {
@@ -181,9 +181,12 @@ sample_duplicates() {
 	check -t -t abc
 	check -k -k 0
 	check -k -k 1025
-	check --bands --bands 3
-	check --rows -r 7
-	check --bands -b 16 -r 4 -k 128
+	check --bands --bands 129
+	check --rows -r 129
+	check --bands -k 64 -b 65
+	check --bands -b 16 -r 9 -k 128
+	check --perms -b 16 -r 9 -k 128
+	check --bands -b 30 -r 40
 	check -f -f xml
 	check --verify --verify foo
 	check --max-bytes --max-bytes 1X
@@ -242,18 +245,20 @@ sample_duplicates() {
 	assert_same "$T/out" eq
 }
 
-@test "--explain -t 0.5 prints 64 x rows 2 and a table of ten similarities" {
+@test "--explain -t 0.5 prints 35 x rows 3 and a table of ten similarities" {
 	mhrun --explain -t 0.5 </dev/null
 	assert_status 0
-	grep -q '^perms 128, threshold 0.50: bands 64 x rows 2$' "$T/out"
-	grep -q '^missed at s = 0.50 (fn): ' "$T/out"
-	grep -q '^candidate at s = 0.25 (fp): 0.98' "$T/out"
+	# b x r = 105 of the 128 values: b x r <= K, not = K.
+	grep -q '^perms 128, threshold 0.50: bands 35 x rows 3$' "$T/out"
+	# fn = (1 - 0.5^3)^35, fp = 1 - (1 - 0.25^3)^35
+	grep -q '^missed at s = 0.50 (fn): 0.009339$' "$T/out"
+	grep -q '^candidate at s = 0.25 (fp): 0.423738$' "$T/out"
 	grep -A10 '^similarity  P(candidate)$' "$T/out" | tail -n 10 |
 	    awk '{ print $1 }' >col
 	printf '0.1\n0.2\n0.3\n0.4\n0.5\n0.6\n0.7\n0.8\n0.9\n1.0\n' | cmp - col
-	# P(0.1) = 1 - (1 - 0.1^2)^64, and '#' from the threshold on.
-	grep -q '^       0.1      0.474404  |\*\*\*' "$T/out"
-	grep -q '^       0.5      1.000000  |####' "$T/out"
+	# P(0.1) = 1 - (1 - 0.1^3)^35, and '#' from the threshold on.
+	grep -q '^       0.1      0.034411  |\*\*$' "$T/out"
+	grep -q '^       0.5      0.990661  |####' "$T/out"
 	# It reads no input: a stdin that never ends is fine.
 	mkfifo fifo
 	exec 5<>fifo
@@ -268,29 +273,70 @@ sample_duplicates() {
 	# fn = (1 - 0.8^8)^16
 	grep -q '^missed at s = 0.80 (fn): 0.052951$' "$T/out"
 	grep -q '^       0.8      0.947049  |' "$T/out"
-	# One of them derives the other.
+	# One of them derives the other: as many as K allows.
 	mhrun --explain -b 16
 	grep -q 'bands 16 x rows 8$' "$T/out"
 	mhrun --explain -r 8
 	grep -q 'bands 16 x rows 8$' "$T/out"
 	mhrun --explain -k 64 -r 4
 	grep -q '^perms 64, threshold 0.80: bands 16 x rows 4$' "$T/out"
+	# floor(128 / 3) = 42 and floor(128 / 7) = 18: K need not divide.
+	mhrun --explain -b 3
+	assert_status 0
+	grep -q '^perms 128, threshold 0.80: bands 3 x rows 42$' "$T/out"
+	mhrun --explain -r 7
+	assert_status 0
+	grep -q '^perms 128, threshold 0.80: bands 18 x rows 7$' "$T/out"
 	# Both without -k set K.
 	mhrun --explain -b 10 -r 5
 	grep -q '^perms 50, threshold 0.80: bands 10 x rows 5$' "$T/out"
+	mhrun --explain -b 30 -r 6
+	grep -q '^perms 180, threshold 0.80: bands 30 x rows 6$' "$T/out"
+}
+
+@test "--bands x --rows may be less than --perms, not more" {
+	# 60 of 128 values banded; the rest still count in the estimates.
+	mhrun --explain -k 128 --bands 10 --rows 6
+	assert_status 0
+	grep -q '^perms 128, threshold 0.80: bands 10 x rows 6$' "$T/out"
+	# fn = (1 - 0.8^6)^10
+	grep -q '^missed at s = 0.80 (fn): 0.047832$' "$T/out"
+	mhrun -D -k 128 --bands 10 --rows 6 "$DATA/sample-news.txt"
+	assert_status 0
+	sample_duplicates | assert_out
+	# 30 x 6 = 180 values, more than there are.
+	mhrun -k 128 --bands 30 --rows 6 "$DATA/sample-news.txt"
+	assert_status 2
+	[ ! -s "$T/out" ]
+	assert_err_has "--perms 128"
+	assert_err_has "--bands 30"
+	mhrun --explain -k 128 --bands 30 --rows 6
+	assert_status 2
+	assert_err_has "--perms 128"
+	# One of them more than K.
+	mhrun --explain -k 128 --rows 129
+	assert_status 2
+	assert_err_has "--rows 129 is more than --perms 128"
 }
 
 @test "--explain: the default choice and --max-fn / --max-fp change it" {
 	mhrun --explain
-	grep -q '^perms 128, threshold 0.80: bands 32 x rows 4$' "$T/out"
+	# 96 of the 128 values: fp 0.36 where b x r = K allowed only 32 x 4
+	# and fp 0.95.
+	grep -q '^perms 128, threshold 0.80: bands 16 x rows 6$' "$T/out"
+	grep -q '^missed at s = 0.80 (fn): 0.007719$' "$T/out"
+	grep -q '^candidate at s = 0.55 (fp): 0.361820$' "$T/out"
+	# A looser fn bound: more rows, fewer bands, fp under its bound.
+	mhrun --explain --max-fn 0.5
+	grep -q '^perms 128, threshold 0.80: bands 11 x rows 9$' "$T/out"
 	# With loose bounds both hold for more rows: the smallest fn+fp wins.
 	mhrun --explain --max-fn 0.5 --max-fp 0.5
 	assert_status 0
 	grep -q '^perms 128, threshold 0.80: bands 16 x rows 8$' "$T/out"
 	# fn bound 0: only pairs whose fn rounds to 0 in double precision
-	# (64 x 2 and 128 x 1); of those the smaller fp, the first on a tie.
+	# (r = 2 from 37 bands, r = 1 from 24); of those the least fp.
 	mhrun --explain --max-fn 0
-	grep -q 'bands 64 x rows 2$' "$T/out"
+	grep -q 'bands 37 x rows 2$' "$T/out"
 	grep -q '^missed at s = 0.80 (fn): 0.000000$' "$T/out"
 }
 

@@ -96,12 +96,13 @@ mismatch() {
 	mismatch --unit char word --unit word
 	mismatch --seed 0 7 --seed 7
 	mismatch --normalize casefold,nfkc,space none --normalize none
-	mismatch --bands 64 32 -b 32
-	mismatch --bands 64 32 -b 32 -r 4
+	# -t 0.5 stored 35 bands of 3 rows.
+	mismatch --bands 35 32 -b 32
+	mismatch --bands 35 32 -b 32 -r 4
 	# Giving the stored values is fine.
 	cp -r db db0
 	mhrun -f tsv -d db -n 3 -k 128 --unit char --seed 0 \
-	    --normalize casefold,nfkc,space -b 64 -r 2 -a run2
+	    --normalize casefold,nfkc,space -b 35 -r 3 -a run2
 	assert_status 0
 	printf 'duplicate\ta\t0.5932\tb\t%s\n' "$B" | assert_out
 	# And so is leaving them out.
@@ -114,7 +115,31 @@ mismatch() {
 	printf 'a\t%s\n' "$A" >run1
 	mhf -f tsv -d db -n 3 -t 0.5 run1 >/dev/null
 	# Not "you gave --bands 32", as the first version said.
-	mismatch --rows 2 4 -r 4
+	mismatch --rows 3 4 -r 4
+}
+
+@test "--db: bands x rows less than perms is stored and used" {
+	printf 'a\t%s\n' "$A" >run1
+	printf 'b\t%s\n' "$A!" >run2
+	mhrun -f tsv -d db -k 128 --bands 10 --rows 6 run1
+	assert_status 0
+	mhrun --explain -d db
+	assert_status 0
+	grep -q '^perms 128, threshold 0.80: bands 10 x rows 6$' "$T/out"
+	mhrun -f tsv -d db -a -Q run2
+	assert_status 0
+	printf 'duplicate\ta\t%s\tb\t%s\n' "$(jaccard "$A" "$A!")" "$A!" |
+	    assert_out
+	# One of them alone is checked as given.
+	cp "$T/out" want
+	mhrun -f tsv -d db -a -Q --bands 10 run2
+	assert_status 0
+	assert_same want "$T/out"
+	mhrun -f tsv -d db -a -Q -k 128 --bands 10 --rows 6 run2
+	assert_status 0
+	assert_same want "$T/out"
+	mismatch --rows 6 5 -r 5
+	mismatch --bands 10 11 -k 128 -b 11 -r 6
 }
 
 @test "--query-only: duplicates of the index are reported, nothing is inserted" {
@@ -498,4 +523,28 @@ mismatch() {
 	mhrun -d db q
 	assert_status 4
 	grep -q 'out of range\|invalid' "$T/err" || fail "no clear message" "$(cat "$T/err")"
+}
+
+@test "stored bands x rows more than perms, or no bands, are refused with status 4" {
+	command -v mdb_load >/dev/null || skip "mdb_load is not installed"
+	mhrun -d db "$DATA/sample-news.txt"
+	assert_status 0
+	cp -r db db0
+	# 30 x 6 = 180 rows of a 128-value signature.
+	mdb_dump -p -s meta db |
+	    awk '$1 == "bands" { print; getline; print " 30"; next }
+		 $1 == "rows" { print; getline; print " 6"; next }
+		 { print }' >meta.txt
+	mdb_load -s meta db <meta.txt
+	echo 'hello world foo bar baz' >q
+	mhrun -d db q
+	assert_status 4
+	assert_err_has "invalid"
+	mdb_dump -p -s meta db0 |
+	    awk '$1 == "bands" { print; getline; print " 0"; next }
+		 { print }' >meta.txt
+	mdb_load -s meta db0 <meta.txt
+	mhrun -d db0 q
+	assert_status 4
+	assert_err_has "invalid"
 }

@@ -53,7 +53,7 @@ static const struct tdoc {
 	    "the quick brown fox jumps over the lazy dog; "
 	    "the quick brown fox jumps over the lazy dog; "
 	    "the quick brown fox jumps over the lazy dog." },
-	{ "b", { 10, 21, 31, 41 }, { 11, 12, 13, 14, 15, 16, 17, UINT32_MAX },
+	{ "b", { 10, 21, 31, 41 }, { 11, 12, 13, 14, 15, 16, 17, 65535 },
 	    DOC_UNIQUE, "short text" },
 	{ "gamma", { 11, 20, 30, 42 }, { 0, 0, 0, 0, 9, 9, 9, 9 }, DOC_BYTES,
 	    "\xff\xfe raw bytes" },

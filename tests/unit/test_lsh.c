@@ -1,7 +1,7 @@
 /*
  * Unit tests for lsh.c: the S-curve, the choice of (b, r) against a brute
- * force search of every divisor pair, and the band keys, with a known-answer
- * vector for the stored scheme.
+ * force search of every pair with b*r <= K, and the band keys (of 16-bit
+ * values, 2 bytes each), with known-answer vectors for the stored scheme.
  */
 
 #include "config.h"
@@ -62,40 +62,59 @@ fp_point(double t)
 }
 
 /*
- * The rule lsh.c documents, by brute force over every divisor pair: the
- * least fn+fp of the pairs meeting both bounds, else the least fp of those
- * meeting the fn bound, else the least fn.
+ * The rule lsh.c documents, by brute force over every (b, r) with b*r <= k:
+ * the least fn+fp of the pairs meeting both bounds, else the least fp of
+ * those meeting the fn bound, else the least fn.  Ties go to fewer bands,
+ * then (equal bands) to fewer rows: pairs are visited in that order and only
+ * a strictly better one replaces the best so far.
  */
 static void
 oracle(unsigned k, double t, double max_fn, double max_fp, unsigned *b,
     unsigned *r)
 {
-	double		 fn, fp, best_both = 2, best_fp = 2, best_fn = 2;
-	unsigned	 rr, rb = 0, rf = 0, ra = 0;
+	double		 fn, fp, best_both = 3, best_fp = 2, best_fn = 2;
+	unsigned	 bb, rr, b1 = 0, r1 = 0, b2 = 0, r2 = 0, b3 = 0, r3 = 0;
 
-	for (rr = 1; rr <= k; rr++) {
-		if (k % rr != 0)
-			continue;
-		fn = 1 - lsh_prob(t, k / rr, rr);
-		fp = lsh_prob(fp_point(t), k / rr, rr);
-		if (fn <= max_fn && fp <= max_fp && fn + fp < best_both) {
-			best_both = fn + fp;
-			rb = rr;
-		}
-		if (fn <= max_fn && fp < best_fp) {
-			best_fp = fp;
-			rf = rr;
-		}
-		if (fn < best_fn) {
-			best_fn = fn;
-			ra = rr;
+	for (bb = 1; bb <= k; bb++) {
+		for (rr = 1; bb * rr <= k; rr++) {
+			fn = 1 - lsh_prob(t, bb, rr);
+			fp = lsh_prob(fp_point(t), bb, rr);
+			if (fn <= max_fn && fp <= max_fp &&
+			    fn + fp < best_both) {
+				best_both = fn + fp;
+				b1 = bb;
+				r1 = rr;
+			}
+			if (fn <= max_fn && fp < best_fp) {
+				best_fp = fp;
+				b2 = bb;
+				r2 = rr;
+			}
+			if (fn < best_fn) {
+				best_fn = fn;
+				b3 = bb;
+				r3 = rr;
+			}
 		}
 	}
-	*r = rb ? rb : rf ? rf : ra;
-	*b = k / *r;
+	if (b1 != 0) {
+		*b = b1;
+		*r = r1;
+	} else if (b2 != 0) {
+		*b = b2;
+		*r = r2;
+	} else {
+		*b = b3;
+		*r = r3;
+	}
 }
 
-/* The choices for K = 128 that the defaults (fn 0.01, fp 0.05) give. */
+/*
+ * The choices for K = 128 that the defaults (fn 0.01, fp 0.05) and a few
+ * other bounds give.  Worked out apart from lsh.c, by a brute force in
+ * Python over b*r <= 128 with the same rule; the fn and fp shown are
+ * (1 - t^r)^b and 1 - (1 - s^r)^b at s = t - 0.25 (t/2 up to 0.5).
+ */
 static void
 test_choose_known(void **state)
 {
@@ -103,13 +122,27 @@ test_choose_known(void **state)
 		double		 t, max_fn, max_fp;
 		unsigned	 b, r;
 	} cases[] = {
-		{ 0.5, 0.01, 0.05, 64, 2 },
-		{ 0.8, 0.01, 0.05, 32, 4 },
-		{ 0.9, 0.01, 0.05, 16, 8 },	/* fn 1.2e-4, fp 0.40 */
-		{ 0.8, 0.5, 0.05, 16, 8 },	/* looser fn: higher r */
-		{ 0.9, 0.25, 0.05, 8, 16 },	/* both bounds met */
-		{ 0.5, 0.0, 0.05, 128, 1 },	/* fn bound unreachable */
-		{ 1.0, 0.01, 0.05, 1, 128 },
+		{ 0.5, 0.01, 0.05, 35, 3 },	/* fn 0.0093, fp 0.42 */
+		{ 0.8, 0.01, 0.05, 16, 6 },	/* fn 0.0077, fp 0.36 */
+		{ 0.9, 0.01, 0.05, 11, 10 },	/* fn 0.0089, fp 0.14 */
+		{ 0.95, 0.01, 0.05, 8, 16 },	/* both met: fp 0.026 */
+		{ 0.8, 0.5, 0.05, 11, 9 },	/* looser fn: higher r */
+		{ 0.8, 0.5, 0.5, 16, 8 },	/* least fn+fp, 0.18 */
+		{ 0.9, 0.25, 0.05, 9, 13 },	/* both met: fn 0.071 */
+		/*
+		 * fn bound 0: only pairs whose P(candidate) rounds to 1, such
+		 * as r = 1, b >= 54 at t = 0.5 (r = 2 needs b > 64) and r = 2,
+		 * b >= 37 at t = 0.8; of those the least fp.
+		 */
+		{ 0.5, 0.0, 0.05, 54, 1 },
+		{ 0.8, 0.0, 0.05, 37, 2 },
+		/* fn bound unreachable: (0.95)^128 = 0.0014, the least fn. */
+		{ 0.05, 0.001, 0.05, 128, 1 },
+		/*
+		 * fn is 0 everywhere; fp 0.75^r rounds to 2^-53 from r = 127
+		 * on, and the tie goes to fewer rows.
+		 */
+		{ 1.0, 0.01, 0.05, 1, 127 },
 	};
 	struct lsh_choice	 c;
 	size_t			 i;
@@ -126,27 +159,43 @@ test_choose_known(void **state)
 }
 
 /*
- * t = 0.9 with the default bounds: the choice meets the fn bound and no
- * other divisor pair that meets it has a smaller fp.
+ * With the default bounds at t = 0.5, 0.8 and 0.9 no (b, r) meets both,
+ * so the choice must meet the fn bound, and no (b, r) with b*r <= 128 that
+ * meets it may have a smaller fp, nor the same fp with fewer bands.  (With
+ * b*r = K only, t = 0.8 got 32 x 4 and fp 0.95.)
  */
 static void
-test_choose_09(void **state)
+test_choose_fn_bound(void **state)
 {
+	static const double	 ts[] = { 0.5, 0.8, 0.9 };
 	struct lsh_choice	 c;
-	unsigned		 r;
+	size_t			 i;
+	unsigned		 b, r;
 	double			 fn, fp;
 
-	assert_int_equal(lsh_choose(128, 0.9, 0.01, 0.05, &c), 0);
-	assert_int_equal(c.b * c.r, 128);
-	assert_true(c.fn <= 0.01);
-	for (r = 1; r <= 128; r++) {
-		if (128 % r != 0 || r == c.r)
-			continue;
-		fn = 1 - lsh_prob(0.9, 128 / r, r);
-		fp = lsh_prob(0.65, 128 / r, r);
-		if (fn <= 0.01 && fp < c.fp)
-			fail_msg("r %u has fn %g and fp %g < %g", r, fn, fp,
-			    c.fp);
+	for (i = 0; i < sizeof ts / sizeof ts[0]; i++) {
+		assert_int_equal(lsh_choose(128, ts[i], 0.01, 0.05, &c), 0);
+		if (c.b == 0 || c.r == 0 || c.b * c.r > 128)
+			fail_msg("t %.2f: b %u r %u", ts[i], c.b, c.r);
+		if (c.fn > 0.01)
+			fail_msg("t %.2f: b %u r %u misses the fn bound: %g",
+			    ts[i], c.b, c.r, c.fn);
+		for (b = 1; b <= 128; b++) {
+			for (r = 1; b * r <= 128; r++) {
+				fn = 1 - lsh_prob(ts[i], b, r);
+				fp = lsh_prob(ts[i] - 0.25, b, r);
+				if (fn > 0.01)
+					continue;
+				if (fp <= 0.05)
+					fail_msg("t %.2f: b %u r %u meets both "
+					    "bounds", ts[i], b, r);
+				if (fp < c.fp || (fp == c.fp && b < c.b))
+					fail_msg("t %.2f: chose b %u r %u, fp "
+					    "%g; b %u r %u has fn %g, fp %g",
+					    ts[i], c.b, c.r, c.fp, b, r, fn,
+					    fp);
+			}
+		}
 	}
 }
 
@@ -164,7 +213,7 @@ test_choose_looser(void **state)
 }
 
 /*
- * Over a grid of K, t and bounds: b * r = K, fn and fp are what they say,
+ * Over a grid of K, t and bounds: b * r <= K, fn and fp are what they say,
  * and the choice is the one the documented rule picks.
  */
 static void
@@ -188,7 +237,8 @@ test_choose_grid(void **state)
 				for (l = 0; l < nfp; l++) {
 					assert_int_equal(lsh_choose(ks[i], th,
 					    fns[j], fps[l], &c), 0);
-					assert_int_equal(c.b * c.r, ks[i]);
+					assert_true(c.b >= 1 && c.r >= 1 &&
+					    c.b * c.r <= ks[i]);
 					assert_true(fabs(c.fn - (1 -
 					    lsh_prob(th, c.b, c.r))) < 1e-12);
 					assert_true(fabs(c.fp - lsh_prob(
@@ -226,22 +276,24 @@ test_choose_invalid(void **state)
 		    &c), -1);
 }
 
-/* The key of one band, computed here from its definition. */
+/*
+ * The key of one band, computed here from its definition: XXH3-64, seeded
+ * with seed + j, of rows j*r to j*r+r-1 as 2-byte little-endian values.
+ */
 static uint64_t
 band_key(const uint32_t *sig, unsigned j, unsigned r, uint64_t seed)
 {
-	unsigned char	 bytes[4 * MHF_MAX_PERMS];
+	unsigned char	 bytes[2 * MHF_MAX_PERMS];
 	unsigned	 i;
 	uint32_t	 x;
 
 	for (i = 0; i < r; i++) {
 		x = sig[j * r + i];
-		bytes[4 * i] = x & 0xff;
-		bytes[4 * i + 1] = (x >> 8) & 0xff;
-		bytes[4 * i + 2] = (x >> 16) & 0xff;
-		bytes[4 * i + 3] = x >> 24;
+		assert_true(x <= 0xffff);
+		bytes[2 * i] = x & 0xff;
+		bytes[2 * i + 1] = x >> 8;
 	}
-	return (XXH3_64bits_withSeed(bytes, 4 * (size_t)r, seed + j));
+	return (XXH3_64bits_withSeed(bytes, 2 * (size_t)r, seed + j));
 }
 
 /* Keys are deterministic and follow their definition. */
@@ -252,8 +304,9 @@ test_keys(void **state)
 	uint64_t	 a[128], b[128];
 	unsigned	 i, j;
 
+	/* 16-bit values, as minhash_sign makes them. */
 	for (i = 0; i < 128; i++)
-		sig[i] = i * 2654435761u;
+		sig[i] = (i * 2654435761u) >> 16;
 	lsh_keys(sig, 32, 4, 5, a);
 	lsh_keys(sig, 32, 4, 5, b);
 	assert_memory_equal(a, b, 32 * sizeof *a);
@@ -264,6 +317,13 @@ test_keys(void **state)
 		assert_int_equal(a[j], band_key(sig, j, 1, 0));
 	lsh_keys(sig, 1, 128, 0, a);
 	assert_int_equal(a[0], band_key(sig, 0, 128, 0));
+	/* b*r < K: 16 x 6 (the default at t = 0.8) uses rows 0-95. */
+	lsh_keys(sig, 16, 6, 0, a);
+	for (j = 0; j < 16; j++)
+		assert_int_equal(a[j], band_key(sig, j, 6, 0));
+	lsh_keys(sig, 35, 3, 0, a);
+	for (j = 0; j < 35; j++)
+		assert_int_equal(a[j], band_key(sig, j, 3, 0));
 
 	/* Another seed changes every key. */
 	lsh_keys(sig, 32, 4, 5, a);
@@ -289,55 +349,87 @@ test_keys_apart(void **state)
 	}
 }
 
-/* Changing one value changes exactly the key of its band. */
+/*
+ * Changing any of a value's 16 bits changes exactly the key of its band;
+ * rows past b*r (here 24 to 26 of 27) are in no band and change no key.
+ */
 static void
 test_keys_local(void **state)
 {
-	uint32_t	 sig[24];
+	uint32_t	 sig[27];
 	uint64_t	 base[6], keys[6];
-	unsigned	 i, j;
+	unsigned	 i, j, bit;
 
-	for (i = 0; i < 24; i++)
-		sig[i] = 1000 + i;
+	for (i = 0; i < 27; i++)
+		sig[i] = 1000 + 997 * i;
 	lsh_keys(sig, 6, 4, 3, base);
-	for (i = 0; i < 24; i++) {
-		sig[i] ^= 1;
-		lsh_keys(sig, 6, 4, 3, keys);
-		for (j = 0; j < 6; j++) {
-			if (j == i / 4)
-				assert_int_not_equal(keys[j], base[j]);
-			else
-				assert_int_equal(keys[j], base[j]);
+	for (i = 0; i < 27; i++) {
+		for (bit = 0; bit < 16; bit++) {
+			sig[i] ^= 1u << bit;
+			lsh_keys(sig, 6, 4, 3, keys);
+			for (j = 0; j < 6; j++) {
+				if (j == i / 4)
+					assert_int_not_equal(keys[j], base[j]);
+				else
+					assert_int_equal(keys[j], base[j]);
+			}
+			sig[i] ^= 1u << bit;
 		}
-		sig[i] ^= 1;
 	}
 }
 
 /*
- * Known answer, generated once from this code and checked in (xxHash's
- * sanity_test): the 4 keys of b = 4, r = 2 for the signature 1..8, seed 0.
- * Band keys are stored in every index: if this test fails, the change
- * breaks every existing index and needs MHF_SCHEME bumped (and this vector
- * regenerated on purpose).
+ * Known answers (xxHash's sanity_test), worked out apart from lsh.c and
+ * from this file's band_key: by a Python XXH3-64 for inputs of 1 to 16
+ * bytes written from xxHash's spec (XXH3_len_1to3, _4to8 and _9to16_64b),
+ * which matched libxxhash 0.8.1 on 3000 random inputs and seeds.  Band
+ * keys are stored in every index: if this test fails, the change breaks
+ * every existing index and needs MHF_SCHEME bumped (and these vectors
+ * regenerated on purpose).  Scheme 1 hashed 4 bytes a value; its key for
+ * band 0 of the first vector was 0x0389e2c8892d5450.
  */
 static void
 test_keys_known_answer(void **state)
 {
-	static const uint32_t	 sig[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
-	static const uint64_t	 kat[4] = {
-		0x0389e2c8892d5450ULL, 0x4ed8f7a119795f16ULL,
-		0x970058b55ac3ce64ULL, 0xbd13cdd78c579f85ULL,
+	/* The start of test_minhash's known-answer signature. */
+	static const uint32_t	 fox[16] = {
+		0x8385, 0xe0c0, 0xff0b, 0x1e3a, 0x86df, 0x361c, 0x1e3a, 0x28de,
+		0x57d6, 0x88dc, 0xd943, 0xfaeb, 0xfe92, 0xc993, 0xf828, 0x5d8c,
+	};
+	static const uint32_t	 small[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+	static const uint32_t	 ends[3] = { 0x0000, 0x00ff, 0xff00 };
+	static const struct {
+		const uint32_t	*sig;
+		unsigned	 b, r;
+		uint64_t	 seed;
+		uint64_t	 kat[4];
+	} cases[] = {
+		/* 4-byte bands. */
+		{ small, 4, 2, 0, { 0x706d9387ba3bbeb3ULL,
+		    0x67a481e5a342da15ULL, 0xdc95d0640080f78fULL,
+		    0xd98f20e1b52cdcc4ULL } },
+		/* 12-byte bands, seeds 7 and 8; rows 12-15 unbanded. */
+		{ fox, 2, 6, 7, { 0x73793a8efd73739dULL,
+		    0x7a7b9a0e29fbe066ULL } },
+		/* 2-byte bands: the byte order shows. */
+		{ ends, 3, 1, 0, { 0x3325230e1f285505ULL,
+		    0x51c7120330cad42aULL, 0x58a355c5f7315ba1ULL } },
 	};
 	uint64_t		 keys[4];
+	size_t			 i;
 	unsigned		 j;
 
-	lsh_keys(sig, 4, 2, 0, keys);
-	for (j = 0; j < 4; j++) {
-		if (keys[j] != kat[j])
-			fail_msg("band %u: 0x%016llx, want 0x%016llx: the band "
-			    "key scheme changed (bump MHF_SCHEME)", j,
-			    (unsigned long long)keys[j],
-			    (unsigned long long)kat[j]);
+	for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		lsh_keys(cases[i].sig, cases[i].b, cases[i].r, cases[i].seed,
+		    keys);
+		for (j = 0; j < cases[i].b; j++) {
+			if (keys[j] != cases[i].kat[j])
+				fail_msg("vector %zu band %u: 0x%016llx, want "
+				    "0x%016llx: the band key scheme changed "
+				    "(bump MHF_SCHEME)", i, j,
+				    (unsigned long long)keys[j],
+				    (unsigned long long)cases[i].kat[j]);
+		}
 	}
 }
 
@@ -348,7 +440,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_prob),
 		cmocka_unit_test(test_choose_known),
-		cmocka_unit_test(test_choose_09),
+		cmocka_unit_test(test_choose_fn_bound),
 		cmocka_unit_test(test_choose_looser),
 		cmocka_unit_test(test_choose_grid),
 		cmocka_unit_test(test_choose_invalid),

@@ -1,8 +1,10 @@
 /*
  * Unit tests for minhash.c: the properties a signature must have (a
- * function of the set alone, no empty bins left), a known-answer vector for
- * the stored scheme, and a deterministic statistical test of the estimator
- * on random sets of known Jaccard similarity.
+ * function of the set alone; each value the top 16 bits of a bin's least
+ * low half, or of another bin's when densified; no value above 65535), a
+ * known-answer vector for the stored scheme (2), and a deterministic
+ * statistical test of the estimator on random sets of known Jaccard
+ * similarity.
  */
 
 #include "config.h"
@@ -45,15 +47,18 @@ random_hashes(uint64_t *v, size_t n, uint64_t *s)
 		v[i] = splitmix64(s);
 }
 
-/* Is x the low half of one of the n hashes? */
+/*
+ * Is x the top 16 bits of the low half of one of the n hashes?  (A low half
+ * of UINT32_MAX, the empty-bin marker, is signed as UINT32_MAX - 1: the
+ * same top 16 bits.)
+ */
 static int
 is_value_of(uint32_t x, const uint64_t *h, size_t n)
 {
 	size_t	 i;
 
 	for (i = 0; i < n; i++) {
-		if ((uint32_t)h[i] == x ||
-		    ((uint32_t)h[i] == UINT32_MAX && x == UINT32_MAX - 1))
+		if ((uint32_t)h[i] >> 16 == x)
 			return (1);
 	}
 	return (0);
@@ -101,35 +106,107 @@ test_set_function(void **state)
 }
 
 /*
- * A bin keeps the least low half of the hashes whose high half falls into
- * it (multiply-shift, as minhash.c's header comment documents).
+ * A bin's value is the top 16 bits of the least low half of the hashes
+ * whose high half falls into it (multiply-shift, as minhash.c's header
+ * comment documents): the minimum is taken over all 32 bits, then cut.  A
+ * bin no hash fell into takes the value of one that some hash did.  1000
+ * hashes fill every bin; 40 and 3 leave most bins to densification.
  */
 static void
 test_bins(void **state)
 {
-	uint64_t	 h[1000], s = 2;
-	uint32_t	 sig[K], want[K];
-	size_t		 i;
-	unsigned	 b;
+	static const size_t	 sizes[] = { 1000, 40, 3 };
+	uint64_t		 h[1000], s = 2;
+	uint32_t		 sig[K], least[K];
+	unsigned char		 hit[K];
+	size_t			 i, z, n;
+	unsigned		 b, j;
 
-	random_hashes(h, 1000, &s);
-	for (b = 0; b < K; b++)
-		want[b] = UINT32_MAX;
-	for (i = 0; i < 1000; i++) {
-		b = (unsigned)(((h[i] >> 32) * K) >> 32);
-		if ((uint32_t)h[i] < want[b])
-			want[b] = (uint32_t)h[i];
+	for (z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+		n = sizes[z];
+		random_hashes(h, n, &s);
+		memset(hit, 0, sizeof hit);
+		for (i = 0; i < n; i++) {
+			b = (unsigned)(((h[i] >> 32) * K) >> 32);
+			if (!hit[b] || (uint32_t)h[i] < least[b])
+				least[b] = (uint32_t)h[i];
+			hit[b] = 1;
+		}
+		minhash_sign(h, n, K, 0, sig);
+		for (b = 0; b < K; b++) {
+			if (hit[b]) {
+				if (sig[b] != least[b] >> 16)
+					fail_msg("%zu hashes: bin %u is %#x, "
+					    "want %#x (least low half %#x)", n,
+					    b, sig[b], least[b] >> 16,
+					    least[b]);
+				continue;
+			}
+			for (j = 0; j < K; j++) {
+				if (hit[j] && sig[b] == least[j] >> 16)
+					break;
+			}
+			if (j == K)
+				fail_msg("%zu hashes: empty bin %u is %#x, no "
+				    "full bin's value", n, b, sig[b]);
+		}
 	}
+	/* Bits 16-31 of the least hash, not bits 48-63 of any. */
+	h[0] = 0xffff000000010000ULL;
+	h[1] = 0x0000000000020000ULL;
+	minhash_sign(h, 2, 1, 0, sig);
+	assert_int_equal(sig[0], 1);
+}
+
+/*
+ * Values are 16-bit: none above 65535 for any K or set size, and the ends
+ * of the low half's range give 0 and 65535.
+ */
+static void
+test_sixteen_bits(void **state)
+{
+	static const unsigned	 ks[] = { 1, 2, 7, 64, 128, 1024 };
+	static const size_t	 sizes[] = { 1, 2, 3, 10, 50, 1000, 5000 };
+	static uint64_t		 h[5000];
+	uint64_t		 s = 4;
+	uint32_t		*sig;
+	size_t			 i, z;
+	unsigned		 k;
+
+	sig = xcalloc(MHF_MAX_PERMS, sizeof *sig);
+	for (k = 0; k < sizeof ks / sizeof ks[0]; k++) {
+		for (z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+			random_hashes(h, sizes[z], &s);
+			minhash_sign(h, sizes[z], ks[k], s, sig);
+			for (i = 0; i < ks[k]; i++) {
+				if (sig[i] > 0xffff)
+					fail_msg("K %u, %zu hashes: value %zu "
+					    "is %#x", ks[k], sizes[z], i,
+					    sig[i]);
+			}
+		}
+	}
+
+	/* Low halves at the top of their range: every value is 65535. */
+	for (i = 0; i < 1000; i++)
+		h[i] = (splitmix64(&s) & ~0xffffULL) | 0xffff0000ULL;
 	minhash_sign(h, 1000, K, 0, sig);
-	for (b = 0; b < K; b++) {
-		if (want[b] != UINT32_MAX)
-			assert_int_equal(sig[b], want[b]);
-	}
+	for (i = 0; i < K; i++)
+		assert_int_equal(sig[i], 0xffff);
+	/* Below 65536 at the bottom: every value is 0. */
+	for (i = 0; i < 1000; i++)
+		h[i] = (splitmix64(&s) & ~0xffffffffULL) | (i & 0xffff);
+	minhash_sign(h, 1000, K, 0, sig);
+	for (i = 0; i < K; i++)
+		assert_int_equal(sig[i], 0);
+	free(sig);
 }
 
 /*
  * No finished signature of a non-empty set has an empty bin, whatever its
- * size: densification fills every bin with a value of the set.
+ * size: densification fills every bin with a value of the set.  (A bin left
+ * empty would finish as 65535, which is_value_of rejects unless a hash of
+ * the set has those top bits too.)
  */
 static void
 test_no_empty_bins(void **state)
@@ -148,30 +225,38 @@ test_no_empty_bins(void **state)
 			random_hashes(h, n, &s);
 			minhash_sign(h, n, ks[k], s, sig);
 			for (i = 0; i < ks[k]; i++) {
-				if (sig[i] == UINT32_MAX ||
-				    !is_value_of(sig[i], h, n))
+				if (!is_value_of(sig[i], h, n))
 					fail_msg("K %u, %zu hashes: bin %zu is "
 					    "%#x", ks[k], n, i, sig[i]);
 			}
 		}
 	}
 
-	/* One element fills all 128 bins with its value. */
+	/*
+	 * One element fills all 128 bins with its value: the top 16 bits of
+	 * its low half (not of the hash).
+	 */
 	one = 0x0123456789abcdefULL;
 	minhash_sign(&one, 1, K, 0, sig);
 	for (i = 0; i < K; i++)
-		assert_int_equal(sig[i], 0x89abcdef);
+		assert_int_equal(sig[i], 0x89ab);
 
-	/* A value equal to the empty marker is moved just below it. */
+	/*
+	 * A low half equal to the empty marker is moved just below it, so the
+	 * bin counts as full; its top 16 bits are 65535 either way.
+	 */
 	one = 0x00000001ffffffffULL;
 	minhash_sign(&one, 1, K, 0, sig);
 	for (i = 0; i < K; i++)
-		assert_int_equal(sig[i], UINT32_MAX - 1);
+		assert_int_equal(sig[i], 0xffff);
 
-	/* The empty set is all empty bins (callers never index it). */
+	/*
+	 * The empty set is all empty bins, which finish as 65535 like any
+	 * value in [0xffff0000, 0xffffffff] (callers never index it).
+	 */
 	minhash_sign(NULL, 0, K, 0, sig);
 	for (i = 0; i < K; i++)
-		assert_int_equal(sig[i], UINT32_MAX);
+		assert_int_equal(sig[i], 0xffff);
 	free(sig);
 }
 
@@ -191,21 +276,38 @@ test_similarity(void **state)
 }
 
 /*
- * Known answer, generated once from this code and checked in (xxHash's
- * sanity_test): the first 16 values of the K = 128 signature of "The quick
+ * Known answer (xxHash's sanity_test): the K = 128 signature of "The quick
  * brown fox jumps over the lazy dog" (normalize NORM_DEFAULT, char 5-grams,
- * seed 0).  Every stored signature depends on this: if this test fails, the
- * change breaks every existing index and needs MHF_SCHEME bumped (and the
- * vector regenerated on purpose).
+ * seed 0).  Scheme 2 keeps scheme 1's 32-bit minima and densification and
+ * stores their top 16 bits, so this vector was derived from scheme 1, not
+ * from the code under test: the signature from scheme 1's minhash.c (as
+ * committed in f6a4021, whose first 16 values were pinned here as 0x8385c048,
+ * 0xe0c0b8c2, ...), each value shifted right by 16.  39 shingles leave most
+ * of the 128 bins to densification, so this pins that too.  Every stored
+ * signature and band key depends on this: if this test fails, the change
+ * breaks every existing index and needs MHF_SCHEME bumped (and the vector
+ * regenerated on purpose).
  */
 static void
 test_known_answer(void **state)
 {
-	static const uint32_t	 kat[16] = {
-		0x8385c048, 0xe0c0b8c2, 0xff0b65ee, 0x1e3a6462,
-		0x86df32c8, 0x361c8dc9, 0x1e3a6462, 0x28ded8eb,
-		0x57d6b61b, 0x88dc6235, 0xd94346c6, 0xfaeb7e74,
-		0xfe926a79, 0xc993cbc3, 0xf8282ac7, 0x5d8c8e10,
+	static const uint32_t	 kat[K] = {
+		0x8385, 0xe0c0, 0xff0b, 0x1e3a, 0x86df, 0x361c, 0x1e3a, 0x28de,
+		0x57d6, 0x88dc, 0xd943, 0xfaeb, 0xfe92, 0xc993, 0xf828, 0x5d8c,
+		0xea41, 0xbb98, 0xff0b, 0x4848, 0x57d6, 0xea02, 0x1e3a, 0x57d6,
+		0x4531, 0x1e3a, 0x5d2e, 0xbb98, 0x8720, 0x8385, 0x0f3b, 0xf69e,
+		0x6b56, 0xd943, 0x16be, 0x5d8c, 0xce50, 0x361c, 0x0f3b, 0xe6d8,
+		0x28de, 0xb89c, 0xea41, 0xfaeb, 0x361c, 0xbb98, 0x8720, 0x8385,
+		0x88dc, 0x4848, 0x8101, 0xf69e, 0xce50, 0x4531, 0x4531, 0xfe92,
+		0xfaeb, 0x88dc, 0x16be, 0x88dc, 0xce50, 0xe0c0, 0xf828, 0x4848,
+		0xe6d8, 0x88dc, 0x4531, 0x8720, 0x8385, 0x5d2e, 0x8385, 0xe6d8,
+		0xb89c, 0xbb6b, 0xd943, 0xc993, 0x3454, 0xf69e, 0xea02, 0x8385,
+		0xc7b2, 0x3454, 0xb370, 0xe6d8, 0x57d6, 0xea02, 0xd943, 0xbb6b,
+		0x88dc, 0xd943, 0xea02, 0xfaeb, 0x3454, 0xea41, 0xd943, 0xff0b,
+		0x0f3b, 0x88dc, 0x6b56, 0xfaeb, 0xf69e, 0x0f3b, 0xce50, 0xb89c,
+		0xea41, 0x5d2e, 0x4848, 0x3454, 0xce50, 0xf828, 0xfe92, 0xfaeb,
+		0x5d8c, 0x5d8c, 0x86df, 0x57d6, 0xff0b, 0x8101, 0x8720, 0x361c,
+		0xb89c, 0x4848, 0x57d6, 0xea41, 0x0f3b, 0xd943, 0x28de, 0xe0c0,
 	};
 	const char		*text =
 	    "The quick brown fox jumps over the lazy dog";
@@ -218,9 +320,9 @@ test_known_answer(void **state)
 	normalize(text, strlen(text), NORM_DEFAULT, &norm);
 	assert_int_equal(shingle_hash(&sh, norm.data, norm.len, 0, &v), 39);
 	minhash_sign(v.v, v.n, K, 0, sig);
-	for (i = 0; i < 16; i++) {
+	for (i = 0; i < K; i++) {
 		if (sig[i] != kat[i])
-			fail_msg("value %zu: 0x%08x, want 0x%08x: the "
+			fail_msg("value %zu: 0x%04x, want 0x%04x: the "
 			    "signature scheme changed (bump MHF_SCHEME)", i,
 			    sig[i], kat[i]);
 	}
@@ -286,6 +388,24 @@ test_statistics(void **state)
 }
 
 /*
+ * Disjoint sets: different minima share their top 16 bits with chance
+ * 2^-16, so over 200 pairs x 128 positions about 0.4 agree by accident
+ * (mean estimate 1.5e-5).  Fewer bits would show: 8 would give a mean of
+ * 0.0039.
+ */
+static void
+test_collisions(void **state)
+{
+	double	 mean, sd;
+
+	mean = estimate(0.0, 1000, 200, 4242, &sd);
+	print_message("# J 0 union 1000: mean %.6f\n", mean);
+	if (mean > 0.001)
+		fail_msg("disjoint sets: mean estimate %.6f: values collide "
+		    "more often than 16 bits allow", mean);
+}
+
+/*
  * Small sets (union 40, so most of the 128 bins are densified): unbiased;
  * the spread is reported, not asserted.
  */
@@ -314,10 +434,12 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_set_function),
 		cmocka_unit_test(test_bins),
+		cmocka_unit_test(test_sixteen_bits),
 		cmocka_unit_test(test_no_empty_bins),
 		cmocka_unit_test(test_similarity),
 		cmocka_unit_test(test_known_answer),
 		cmocka_unit_test(test_statistics),
+		cmocka_unit_test(test_collisions),
 		cmocka_unit_test(test_statistics_small),
 	};
 

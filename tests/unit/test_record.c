@@ -1,6 +1,7 @@
 /*
  * Unit tests for record.c: (id, text) from a raw record in the line, tsv
- * and jsonl formats, the errors for malformed records, and record_idstr.
+ * and jsonl formats, the errors for malformed records, record_idstr, and
+ * the document time of --time-field.
  */
 
 #include "config.h"
@@ -262,6 +263,106 @@ test_idstr(void **state)
 	record_free(&r);
 }
 
+/*
+ * --time-field: the document time of a JSON record, and the causes of the
+ * bad ones.  Without a time field the time is 0 ("none").
+ */
+static void
+test_time(void **state)
+{
+	static const struct {
+		const char	*raw;
+		const char	*field;
+		int		 rv;
+		int64_t		 t;
+		const char	*cause;
+	} cases[] = {
+		{ "{\"text\":\"x\",\"ts\":\"2026-11-21T10:00:00Z\"}", "ts", 0,
+		    1795255200, NULL },
+		{ "{\"text\":\"x\",\"ts\":\"2026-11-21T11:00:00.25+01:00\"}",
+		    "ts", 0, 1795255200, NULL },
+		{ "{\"text\":\"x\",\"ts\":1795255200}", "ts", 0, 1795255200,
+		    NULL },
+		{ "{\"text\":\"x\",\"ts\":1795255200.75}", "ts", 0, 1795255200,
+		    NULL },
+		{ "{\"text\":\"x\",\"ts\":\"1795255200\"}", "ts", 0,
+		    1795255200, NULL },
+		{ "{\"text\":\"x\",\"ts\":\"1\"}", "ts", 0, 1, NULL },
+		{ "{\"text\":\"x\",\"ts\":\"1\"}", NULL, 0, 0, NULL },
+		{ "{\"text\":\"x\",\"when\":5,\"ts\":\"bad\"}", "when", 0, 5,
+		    NULL },
+
+		{ "{\"text\":\"x\"}", "ts", -1, 0, "no \"ts\" field" },
+		{ "{\"text\":\"x\",\"ts\":null}", "ts", -1, 0,
+		    "\"ts\" is not a time" },
+		{ "{\"text\":\"x\",\"ts\":true}", "ts", -1, 0,
+		    "\"ts\" is not a time" },
+		{ "{\"text\":\"x\",\"ts\":[1]}", "ts", -1, 0,
+		    "\"ts\" is not a time" },
+		{ "{\"text\":\"x\",\"ts\":\"yesterday\"}", "ts", -1, 0,
+		    "field \"ts\": 'yesterday' is not a time" },
+		{ "{\"text\":\"x\",\"ts\":\"2026-02-30T00:00:00Z\"}", "ts", -1,
+		    0, "not a valid date" },
+		{ "{\"text\":\"x\",\"ts\":\"1\\u00002\"}", "ts", -1, 0,
+		    "NUL" },
+		{ "{\"text\":\"x\",\"ts\":0}", "ts", -1, 0, "out of range" },
+		{ "{\"text\":\"x\",\"ts\":-5}", "ts", -1, 0, "out of range" },
+		{ "{\"text\":\"x\",\"ts\":0.5}", "ts", -1, 0, "out of range" },
+		{ "{\"text\":\"x\",\"ts\":1e300}", "ts", -1, 0,
+		    "out of range" },
+		{ "{\"text\":\"x\",\"ts\":253402300800}", "ts", -1, 0,
+		    "out of range" },
+	};
+	struct record	 r;
+	char		*cause;
+	size_t		 i;
+	int		 rv;
+
+	memset(&r, 0, sizeof r);
+	for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		record_reset(&r);
+		r.time = 99;	/* replaced, or cleared without a field */
+		buf_append(&r.raw, cases[i].raw, strlen(cases[i].raw));
+		cause = NULL;
+		rv = record_parse_timed(&r, FORMAT_JSONL, "text", "id",
+		    cases[i].field, &cause);
+		if (rv != cases[i].rv)
+			fail_msg("%s: returned %d, want %d (%s)", cases[i].raw,
+			    rv, cases[i].rv, cause ? cause : "no cause");
+		if (rv != 0) {
+			if (cause == NULL ||
+			    strstr(cause, cases[i].cause) == NULL)
+				fail_msg("%s: cause \"%s\" lacks \"%s\"",
+				    cases[i].raw, cause ? cause : "",
+				    cases[i].cause);
+			free(cause);
+			continue;
+		}
+		assert_null(cause);
+		if (r.time != cases[i].t)
+			fail_msg("%s: time %lld, want %lld", cases[i].raw,
+			    (long long)r.time, (long long)cases[i].t);
+	}
+
+	/* The other formats have no time, and record_parse none either. */
+	record_reset(&r);
+	r.time = 99;
+	buf_append(&r.raw, "a\tb", 3);
+	assert_int_equal(record_parse_timed(&r, FORMAT_TSV, NULL, NULL, "ts",
+	    &cause), 0);
+	assert_int_equal(r.time, 0);
+	record_reset(&r);
+	buf_append(&r.raw, "{\"text\":\"x\",\"ts\":7}", 19);
+	r.time = 99;
+	assert_int_equal(record_parse(&r, FORMAT_JSONL, "text", "id", &cause),
+	    0);
+	assert_int_equal(r.time, 0);
+	r.time = 99;
+	record_reset(&r);
+	assert_int_equal(r.time, 0);
+	record_free(&r);
+}
+
 /* Run the tests, each bounded by an alarm as in memcached's testapp. */
 int
 main(void)
@@ -271,6 +372,7 @@ main(void)
 		cmocka_unit_test(test_reparse),
 		cmocka_unit_test(test_reset),
 		cmocka_unit_test(test_idstr),
+		cmocka_unit_test(test_time),
 	};
 
 	alarm(60);

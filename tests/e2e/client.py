@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""Test clients for mhfilter's daemon mode (tests/e2e/daemon*.bats).
+
+An address is unix:PATH or tcp:HOST:PORT, as for --listen.  Every command is
+bounded in time; none assumes anything about speed.
+
+  client.py send ADDR [IN [OUT]]   send IN (default stdin) while reading the
+                                   replies into OUT (default stdout), one
+                                   write and flush per line; half-close after
+                                   the input, read until the server closes;
+                                   $CLIENT_CHUNK_LINES lines at a time with
+                                   $CLIENT_CHUNK_PAUSE s between, if set
+  client.py wait ADDR              wait until ADDR accepts connections
+  client.py stuck ADDR OUT         send short records and never read: write
+                                   "blocked BYTES" to OUT once the server
+                                   stops reading for 3 s (or "unblocked" after
+                                   64 MiB), then stay connected until killed
+  client.py raw ADDR DATA-FILE OUT send the bytes, read replies until the
+                                   server closes; no half-close
+  client.py notify SOCKET OUT      receive sd_notify datagrams on SOCKET (a
+                                   path, or @name for the abstract namespace)
+                                   and append each, then a line "--", to OUT
+  client.py http HOST:PORT PATH    GET PATH; print the status, then the body
+                                   (or unix:SOCKET instead of HOST:PORT)
+"""
+
+import os
+import socket
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+TIMEOUT = float(os.environ.get("CLIENT_TIMEOUT", "60"))
+# send: if set, send this many lines at a time with a pause between.
+CHUNK_LINES = int(os.environ.get("CLIENT_CHUNK_LINES", "0"))
+CHUNK_PAUSE = float(os.environ.get("CLIENT_CHUNK_PAUSE", "0.02"))
+
+
+def connect(addr, deadline=None):
+    """Connect to addr, retrying until the deadline (the server starts)."""
+    deadline = deadline or time.monotonic() + TIMEOUT
+    while True:
+        try:
+            if addr.startswith("unix:"):
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.connect(addr[5:])
+            elif addr.startswith("tcp:"):
+                host, port = addr[4:].rsplit(":", 1)
+                s = socket.create_connection((host.strip("[]"), int(port)))
+            else:
+                sys.exit("bad address " + addr)
+            return s
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def send(addr, infile, outfile):
+    data = open(infile, "rb").read() if infile else sys.stdin.buffer.read()
+    out = open(outfile, "wb") if outfile else sys.stdout.buffer
+    s = connect(addr)
+    s.settimeout(TIMEOUT)
+    err = []
+
+    def writer():
+        try:
+            if CHUNK_LINES > 0:
+                lines = data.splitlines(keepends=True)
+                for i in range(0, len(lines), CHUNK_LINES):
+                    s.sendall(b"".join(lines[i:i + CHUNK_LINES]))
+                    time.sleep(CHUNK_PAUSE)
+            else:
+                s.sendall(data)
+            s.shutdown(socket.SHUT_WR)
+        except OSError as e:    # the server may close first (an error)
+            err.append(e)
+
+    t = threading.Thread(target=writer)
+    t.start()
+    pending = b""
+    while True:
+        try:
+            chunk = s.recv(65536)
+        except ConnectionResetError:
+            break
+        if not chunk:
+            break
+        pending += chunk
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            out.write(line + b"\n")
+            out.flush()
+    if pending:
+        out.write(pending)
+        out.flush()
+    t.join(TIMEOUT)
+    s.close()
+    if err:
+        print("client: send: %s" % err[0], file=sys.stderr)
+
+
+def raw(addr, datafile, outfile):
+    data = open(datafile, "rb").read()
+    s = connect(addr)
+    s.settimeout(TIMEOUT)
+    try:
+        s.sendall(data)
+    except OSError as e:
+        print("client: send: %s" % e, file=sys.stderr)
+    got = b""
+    try:
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+    except OSError as e:
+        print("client: recv: %s" % e, file=sys.stderr)
+    open(outfile, "wb").write(got)
+
+
+def stuck(addr, outfile):
+    s = connect(addr)
+    s.setblocking(False)
+    rec = b"x\n" * 4096
+    sent = 0
+    last = time.monotonic()
+    result = None
+    while result is None:
+        try:
+            sent += s.send(rec)
+            last = time.monotonic()
+        except BlockingIOError:
+            if time.monotonic() - last >= 3:
+                result = "blocked %d\n" % sent
+            time.sleep(0.01)
+        if sent >= 64 << 20:
+            result = "unblocked %d\n" % sent
+    with open(outfile, "w") as f:
+        f.write(result)
+    time.sleep(TIMEOUT)
+
+
+def notify(path, outfile):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    s.bind("\0" + path[1:] if path.startswith("@") else path)
+    s.settimeout(TIMEOUT)
+    with open(outfile, "ab") as f:
+        f.write(b"listening\n--\n")
+        f.flush()
+        while True:
+            try:
+                msg = s.recv(4096)
+            except socket.timeout:
+                return
+            f.write(msg + b"\n--\n")
+            f.flush()
+
+
+def http(hostport, path):
+    if hostport.startswith("unix:"):
+        s = connect(hostport)
+        s.settimeout(TIMEOUT)
+        s.sendall(("GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n" %
+                   path).encode())
+        got = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+        head, _, body = got.partition(b"\r\n\r\n")
+        print(head.split(b" ")[1].decode())
+        sys.stdout.write(body.decode())
+        return
+    try:
+        r = urllib.request.urlopen("http://%s%s" % (hostport, path),
+                                   timeout=TIMEOUT)
+        print(r.status)
+        sys.stdout.write(r.read().decode())
+    except urllib.error.HTTPError as e:
+        print(e.code)
+        sys.stdout.write(e.read().decode())
+
+
+def main():
+    cmd, args = sys.argv[1], sys.argv[2:]
+    if cmd == "send":
+        send(args[0], args[1] if len(args) > 1 else None,
+             args[2] if len(args) > 2 else None)
+    elif cmd == "wait":
+        connect(args[0]).close()
+    elif cmd == "stuck":
+        stuck(args[0], args[1])
+    elif cmd == "raw":
+        raw(args[0], args[1], args[2])
+    elif cmd == "notify":
+        notify(args[0], args[1])
+    elif cmd == "http":
+        http(args[0], args[1])
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main()

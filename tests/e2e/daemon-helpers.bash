@@ -1,0 +1,82 @@
+# Shared set-up for the daemon-mode tests (daemon*.bats), loaded after
+# helpers.  Clients are tests/e2e/client.py (python3): no socat or nc is
+# needed.  Nothing here waits a fixed time for the daemon: readiness is
+# polled for in its log, and every wait is bounded.
+
+CLIENT="$E2E_DIR/client.py"
+
+# Start mhfilter with the given options in the background, stdout to
+# $T/dout and stderr appended to $T/derr, and wait until it logs that it
+# is ready (one "ready:" line more than the log held before).  Its pid
+# goes to $DPID.
+start_daemon() {
+	local n
+
+	n="$(grep -c 'ready:' "$T/derr" 2>/dev/null)" || n=0
+	"$MHFILTER" "$@" >"$T/dout" 2>>"$T/derr" &
+	DPID=$!
+	BG_PIDS+=("$DPID")
+	wait_log "ready:" 20 $((n + 1))
+}
+
+# Wait up to $2 seconds (default 20) for the daemon's log to hold the
+# fixed string $1 at least $3 times (default 1); fail if the daemon ends
+# first.
+wait_log() {
+	local i=0 limit=$((${2:-20} * 20))
+
+	while [ "$(grep -cF -- "$1" "$T/derr" 2>/dev/null)" -lt "${3:-1}" ]; do
+		if ! kill -0 "$DPID" 2>/dev/null; then
+			fail "the daemon ended while waiting for '$1':" \
+			    "$(cat "$T/derr")"
+			return 1
+		fi
+		i=$((i + 1))
+		if [ "$i" -ge "$limit" ]; then
+			fail "timed out waiting for '$1' in the log:" \
+			    "$(cat "$T/derr")"
+			return 1
+		fi
+		sleep 0.05
+	done
+}
+
+# The address of the daemon's first TCP listener, from its log (for
+# --listen tcp:127.0.0.1:0, where the system picks the port).
+tcp_addr() {
+	sed -n 's/.*listening on \(tcp:[^ ]*\).*/\1/p' "$T/derr" | head -n 1
+}
+
+# The HOST:PORT of the daemon's HTTP server, from its log.
+http_addr() {
+	sed -n 's/.*serving HTTP on \([^ ]*\).*/\1/p' "$T/derr" | head -n 1
+}
+
+# Send a file (or stdin) to the daemon at address $1 and write the replies
+# to stdout (or file $3): client.py send, bounded in time.
+dsend() {
+	timeout 120 python3 "$CLIENT" send "$@"
+}
+
+# One statistic from a "stats" reply line on stdin.
+stats_of() {
+	tr '\t' '\n' | sed -n "s/^$1=//p"
+}
+
+# Ask the daemon at $1 for its statistics; print the value of $2.
+dstat() {
+	printf '#mhfilter stats\n' | dsend "$1" | stats_of "$2"
+}
+
+# Stop the daemon with SIGTERM: it must exit 0 within 30 s.
+stop_daemon() {
+	kill -TERM "$DPID"
+	wait_exit "$DPID" 30 || return 1
+	[ "$status" -eq 0 ] ||
+	    fail "daemon exit status $status, expected 0" "$(cat "$T/derr")"
+}
+
+# The resident memory of process $1, in kilobytes.
+rss_kb() {
+	sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$1/status"
+}

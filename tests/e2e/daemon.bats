@@ -1,0 +1,460 @@
+#!/usr/bin/env bats
+# Daemon mode: the protocol over unix and TCP sockets, commands, formats,
+# the output file, limits and bad clients, signals, the configuration file
+# and the HTTP server.
+
+load helpers
+load daemon-helpers
+
+# Four tsv records: a, its near duplicate b, an unrelated c, an empty d.
+make_abcd() {
+	printf 'a\tThe quick brown fox jumps over the lazy dog\n' >in
+	printf 'b\tthe quick brown fox jumps over the lazy dog!\n' >>in
+	printf 'c\tSomething else entirely, about the weather\n' >>in
+	printf 'd\t   \n' >>in
+}
+
+# The replies make_abcd's records must get.
+abcd_replies() {
+	local sim
+
+	sim="$(jaccard 'The quick brown fox jumps over the lazy dog' \
+	    'the quick brown fox jumps over the lazy dog!')"
+	printf 'unique\ta\nduplicate\tb\ta\t%s\nunique\tc\nempty\td\n' "$sim"
+}
+
+@test "unix socket: one reply per record, in order, in the protocol's format" {
+	make_abcd
+	start_daemon -f tsv --listen "unix:$T/sock"
+	dsend "unix:$T/sock" in >replies
+	abcd_replies >expected
+	assert_same expected replies
+	# A second connection: the same texts under the same ids are now
+	# exact copies of indexed documents of this run.
+	dsend "unix:$T/sock" in >replies2
+	printf 'duplicate\ta\ta\t1.0000\nduplicate\tb\tb\t1.0000\nduplicate\tc\tc\t1.0000\nempty\td\n' >expected2
+	assert_same expected2 replies2
+	stop_daemon
+	# The socket file is removed at exit.
+	[ ! -e "$T/sock" ]
+}
+
+@test "tcp: --listen tcp:127.0.0.1:0 logs the port it got, and serves the same protocol" {
+	make_abcd
+	start_daemon -f tsv --listen tcp:127.0.0.1:0
+	addr="$(tcp_addr)"
+	[[ "$addr" =~ ^tcp:127\.0\.0\.1:[1-9][0-9]*$ ]] || fail "address '$addr'"
+	dsend "$addr" in >replies
+	abcd_replies >expected
+	assert_same expected replies
+	stop_daemon
+}
+
+@test "unix and tcp at once; both feed the same index" {
+	make_abcd
+	start_daemon -f tsv --listen "unix:$T/sock" --listen tcp:127.0.0.1:0
+	head -n 1 in | dsend "unix:$T/sock" >r1
+	sed -n 2p in | dsend "$(tcp_addr)" >r2
+	printf 'unique\ta\n' | assert_same - r1
+	grep -q '^duplicate	b	a	0\.9' r2 || fail "$(cat r2)"
+	stop_daemon
+}
+
+@test "records without ids get RUN:CONNECTION:RECORD ids; matches across connections name them" {
+	printf 'first line of the first client, long enough\nsecond line of the first client, long enough\n' >one
+	printf 'nothing like the others at all\nfirst line of the first client, long enough\n' >two
+	start_daemon --listen "unix:$T/sock"
+	dsend "unix:$T/sock" one >r1
+	dsend "unix:$T/sock" two >r2
+	printf 'unique\t1:1:1\nunique\t1:1:2\n' | assert_same - r1
+	printf 'unique\t1:2:1\nduplicate\t1:2:2\t1:1:1\t1.0000\n' | assert_same - r2
+	stop_daemon
+	# The run number is the index's next document number at start, so a
+	# later daemon on the same index never gives the same ids.
+	start_daemon --db db --listen "unix:$T/sock"
+	dsend "unix:$T/sock" one >r3
+	stop_daemon
+	start_daemon --db db --listen "unix:$T/sock"
+	dsend "unix:$T/sock" two >r4
+	printf 'unique\t1:1:1\nunique\t1:1:2\n' | assert_same - r3
+	printf 'unique\t3:1:1\nduplicate\t3:1:2\t1:1:1\t1.0000\n' | assert_same - r4
+	stop_daemon
+}
+
+@test "commands: version, stats and unknown ones are answered in order with the records" {
+	make_abcd
+	{ cat in; printf '#mhfilter version\n#mhfilter stats\n#mhfilter bogus\n'; } >req
+	start_daemon -f tsv --listen "unix:$T/sock"
+	dsend "unix:$T/sock" req >replies
+	[ "$(wc -l <replies)" -eq 7 ] || fail "$(cat replies)"
+	abcd_replies | cmp - <(head -n 4 replies)
+	v="$("$MHFILTER" --version | sed 's/^mhfilter \([^ ]*\) .*/\1/')"
+	sed -n 5p replies | grep -qx "version	protocol=1	mhfilter=$v	index_format=[0-9]*	scheme=[0-9]*" ||
+	    fail "$(sed -n 5p replies)"
+	# The statistics include the four records before them.
+	s="$(sed -n 6p replies)"
+	[[ "$s" == stats$'\t'* ]] || fail "$s"
+	[ "$(stats_of records <<<"$s")" = 4 ]
+	[ "$(stats_of unique <<<"$s")" = 2 ]
+	[ "$(stats_of duplicates <<<"$s")" = 1 ]
+	[ "$(stats_of empty <<<"$s")" = 1 ]
+	[ "$(stats_of errors <<<"$s")" = 0 ]
+	[ "$(stats_of index_documents <<<"$s")" = 3 ]
+	[ "$(stats_of batches <<<"$s")" -ge 1 ]
+	sed -n 7p replies | grep -q '^error	-	command	unknown command' ||
+	    fail "$(sed -n 7p replies)"
+	# Alone, a command is answered at once.
+	[ "$(dstat "unix:$T/sock" records)" = 4 ]
+	stop_daemon
+}
+
+@test "jsonl: a malformed record gets 'error ID invalid', the connection goes on" {
+	cat >in <<-'EOF'
+	{"id":"r1","text":"Flood warnings were issued for three rivers"}
+	{"id":"r2","text":"this line is cut short
+	{"text":"The cabinet met to discuss the spending plan"}
+	{"id":7,"text":"Flood warnings were issued for three rivers!"}
+	EOF
+	start_daemon -f jsonl --listen "unix:$T/sock"
+	dsend "unix:$T/sock" in >replies
+	[ "$(wc -l <replies)" -eq 4 ] || fail "$(cat replies)"
+	sed -n 1p replies | grep -qx 'unique	r1'
+	sed -n 2p replies | grep -q '^error	1:1:2	invalid	invalid JSON at column' ||
+	    fail "$(sed -n 2p replies)"
+	sed -n 3p replies | grep -qx 'unique	1:1:3'
+	sed -n 4p replies | grep -q '^duplicate	7	r1	0\.' || fail "$(sed -n 4p replies)"
+	[ "$(dstat "unix:$T/sock" invalid)" = 1 ]
+	[ "$(dstat "unix:$T/sock" errors)" = 1 ]
+	stop_daemon
+}
+
+@test "--on-bad-input fail: the client gets the error and is disconnected" {
+	printf '{"id":"r1","text":"one good record"}\nnot json\n{"id":"r3","text":"never read"}\n' >in
+	start_daemon -f jsonl --on-bad-input fail --listen "unix:$T/sock"
+	dsend "unix:$T/sock" in >replies
+	[ "$(wc -l <replies)" -eq 2 ] || fail "$(cat replies)"
+	sed -n 2p replies | grep -q '^error	1:1:2	invalid	'
+	# The daemon goes on.
+	printf '{"id":"x","text":"another client"}\n' | dsend "unix:$T/sock" >r2
+	grep -qx 'unique	x' r2
+	stop_daemon
+}
+
+@test "ids with tabs and newlines are escaped in replies as in tab-separated output" {
+	printf '{"id":"a\\tb\\nc\\\\d","text":"an id that needs escaping"}\n' >in
+	start_daemon -f jsonl --listen "unix:$T/sock"
+	dsend "unix:$T/sock" in >replies
+	printf 'unique\ta\\tb\\nc\\\\d\n' | assert_same - replies
+	stop_daemon
+}
+
+@test "-z: NUL-terminated records, replies are still lines; a last record without delimiter counts" {
+	printf 'a\tmulti\nline text of a message\0b\tsomething else altogether\0c\tmulti\nline text of a message' >in
+	start_daemon -z -f tsv --listen "unix:$T/sock"
+	dsend "unix:$T/sock" in >replies
+	printf 'unique\ta\nunique\tb\nduplicate\tc\ta\t1.0000\n' | assert_same - replies
+	stop_daemon
+}
+
+@test "--output -a: every record with its verdict in commit order; SIGHUP reopens the file" {
+	make_abcd
+	start_daemon -f tsv -a --output out.tsv --listen "unix:$T/sock"
+	dsend "unix:$T/sock" in >/dev/null
+	# Written before the replies were sent.
+	mhf -f tsv -a in >expected
+	assert_same expected out.tsv
+	mv out.tsv out.tsv.1
+	kill -HUP "$DPID"
+	wait_log "SIGHUP: output and log reopened"
+	printf 'e\tA brand new story about a cat\n' | dsend "unix:$T/sock" >/dev/null
+	printf 'unique\t-\t-\te\tA brand new story about a cat\n' | assert_same - out.tsv
+	assert_same expected out.tsv.1
+	stop_daemon
+}
+
+@test "--output without -a: the unique records as read; '-' is stdout" {
+	make_abcd
+	start_daemon -f tsv --output - --listen "unix:$T/sock"
+	dsend "unix:$T/sock" in >/dev/null
+	stop_daemon
+	mhf -f tsv in >expected
+	assert_same expected "$T/dout"
+}
+
+@test "an over-long record: 'error ID too-long', disconnected; other clients are served" {
+	{
+		printf 'short one\n'
+		head -c 5000 /dev/zero | tr '\0' x
+		printf '\nnever answered\n'
+	} >in
+	start_daemon --max-bytes 1K --listen "unix:$T/sock"
+	dsend "unix:$T/sock" in >replies
+	[ "$(wc -l <replies)" -eq 2 ] || fail "$(cat replies)"
+	sed -n 1p replies | grep -qx 'unique	1:1:1'
+	sed -n 2p replies | grep -q '^error	1:1:2	too-long	record of .* bytes is over --max-bytes 1024$' ||
+	    fail "$(sed -n 2p replies)"
+	printf 'another client\n' | dsend "unix:$T/sock" >r2
+	grep -qx 'unique	1:2:1' r2
+	[ "$(dstat "unix:$T/sock" too_long)" = 1 ]
+	stop_daemon
+}
+
+@test "an over-long record without any newline, still being sent, is cut off" {
+	head -c 3000000 /dev/zero | tr '\0' y >in
+	start_daemon --max-bytes 64K --listen "unix:$T/sock"
+	dsend "unix:$T/sock" in >replies
+	grep -q '^error	1:1:1	too-long	record of more than [0-9]* bytes is over --max-bytes 65536$' replies ||
+	    fail "$(cat replies)"
+	[ "$(wc -l <replies)" -eq 1 ]
+	stop_daemon
+}
+
+@test "binary garbage: every record is answered, and the daemon goes on" {
+	python3 -c '
+import random, sys
+r = random.Random(7)
+sys.stdout.buffer.write(bytes(r.randrange(256) for _ in range(300000)))' >garbage
+	# Records: newline-terminated, plus a last one without.
+	n="$(tr -cd '\n' <garbage | wc -c)"
+	[ "$(tail -c 1 garbage | od -An -tx1 | tr -d ' ')" = 0a ] || n=$((n + 1))
+	start_daemon --listen "unix:$T/sock"
+	dsend "unix:$T/sock" garbage >replies
+	[ "$(wc -l <replies)" -eq "$n" ] || fail "$(wc -l <replies) replies for $n records"
+	! grep -qv '^\(unique\|duplicate\|empty\)	' replies
+	# In jsonl, garbage is malformed: one error each.
+	stop_daemon
+	start_daemon -f jsonl --listen "unix:$T/sock"
+	dsend "unix:$T/sock" garbage >replies
+	[ "$(wc -l <replies)" -eq "$n" ]
+	[ "$(grep -c '^error	[^	]*	invalid	' replies)" -eq "$n" ]
+	printf '{"text":"still fine"}\n' | dsend "unix:$T/sock" >r2
+	grep -q '^unique	' r2
+	stop_daemon
+}
+
+@test "half-close: records sent before the client shuts its side down are all answered" {
+	gen_tsv 3000 >in
+	start_daemon -f tsv --batch 100 --listen "unix:$T/sock"
+	# client.py shuts down its sending side after the input and reads on.
+	dsend "unix:$T/sock" in >replies
+	cut -f1 in | sed 's/^/unique	/' >expected
+	assert_same expected replies
+	stop_daemon
+}
+
+@test "a client that never reads its replies is paused; others are served; memory stays bounded" {
+	start_daemon --max-bytes 64K --listen "unix:$T/sock"
+	timeout 120 python3 "$CLIENT" stuck "unix:$T/sock" stuck.out &
+	BG_PIDS+=($!)
+	wait_lines stuck.out 90
+	read -r what sent <stuck.out
+	# The daemon stopped reading it long before it could send 64 MiB.
+	[ "$what" = blocked ] || fail "the client sent $sent bytes unhindered"
+	gen_tsv 2000 >in
+	dsend "unix:$T/sock" in >replies
+	[ "$(wc -l <replies)" -eq 2000 ]
+	rss="$(rss_kb "$DPID")"
+	[ "$rss" -lt 200000 ] || fail "daemon RSS $rss kB"
+	# The stuck client stays paused: its counters do not move.
+	r1="$(dstat "unix:$T/sock" records)"
+	sleep 1
+	r2="$(dstat "unix:$T/sock" records)"
+	[ "$r1" = "$r2" ] || fail "records $r1 then $r2"
+	stop_daemon
+}
+
+@test "--idle-timeout: a silent client gets 'error - idle' and is disconnected" {
+	start_daemon --idle-timeout 1s --listen "unix:$T/sock"
+	: >empty
+	timeout 60 python3 "$CLIENT" raw "unix:$T/sock" empty replies
+	grep -q '^error	-	idle	nothing received for 1 s (--idle-timeout)$' replies ||
+	    fail "$(cat replies)"
+	stop_daemon
+}
+
+@test "--max-clients: one too many gets 'error - busy'; the others are served" {
+	start_daemon -v --max-clients 1 --listen "unix:$T/sock"
+	: >empty
+	timeout 120 python3 "$CLIENT" raw "unix:$T/sock" empty held &
+	HELD=$!
+	BG_PIDS+=("$HELD")
+	wait_log "connection 1 from"
+	printf 'refused\n' | dsend "unix:$T/sock" >r2
+	grep -q '^error	-	busy	too many clients (--max-clients 1)$' r2 || fail "$(cat r2)"
+	[ "$(wc -l <r2)" -eq 1 ]
+	kill "$HELD"
+	wait_log "connection 1 closed"
+	printf 'served\n' | dsend "unix:$T/sock" >r3
+	grep -q '^unique	' r3 || fail "$(cat r3)"
+	stop_daemon
+}
+
+@test "SIGTERM: the batch in flight is committed and answered, then exit 0" {
+	gen_tsv 5 >in
+	# A batch that would wait a minute for more records.
+	start_daemon -f tsv -d db --batch-delay 60s --listen "unix:$T/sock"
+	timeout 120 python3 "$CLIENT" raw "unix:$T/sock" in replies &
+	CL=$!
+	BG_PIDS+=("$CL")
+	# A client that sends only a command is answered at once: the five
+	# records are in the batch when it says so.
+	for i in $(seq 200); do
+		[ "$(dstat "unix:$T/sock" records)" = 5 ] && break
+		sleep 0.05
+	done
+	[ "$(dstat "unix:$T/sock" records)" = 5 ]
+	[ "$(dstat "unix:$T/sock" batches)" = 0 ]
+	stop_daemon
+	wait "$CL"
+	{ cut -f1 in | sed 's/^/unique	/'; printf 'error\t-\tshutdown\tthe server is stopping\n'; } >expected
+	assert_same expected replies
+	grep -q 'stopping on SIGTERM' "$T/derr"
+	# They were committed: a new daemon sees them as replays.
+	start_daemon -f tsv -d db --listen "unix:$T/sock"
+	dsend "unix:$T/sock" in >again
+	cut -f1 in | sed 's/^/unique	/; s/$/	replay/' >expected
+	assert_same expected again
+	stop_daemon
+}
+
+@test "SIGINT also exits 0; SIGUSR1 logs the statistics" {
+	start_daemon --listen "unix:$T/sock"
+	printf 'one\ntwo\n' | dsend "unix:$T/sock" >/dev/null
+	kill -USR1 "$DPID"
+	wait_log "stats records=2 unique=2"
+	kill -INT "$DPID"
+	wait_exit "$DPID" 30
+	[ "$status" -eq 0 ]
+	grep -q 'stopping on SIGINT' "$T/derr"
+}
+
+@test "--stats: the statistics are logged at exit" {
+	start_daemon --stats --listen "unix:$T/sock"
+	printf 'one\none\n' | dsend "unix:$T/sock" >/dev/null
+	stop_daemon
+	grep -q 'stats records=2 unique=1 replayed=0 duplicates=1' "$T/derr"
+}
+
+@test "--log-file: messages go to the file; SIGHUP reopens it" {
+	"$MHFILTER" --log-file log --listen "unix:$T/sock" 2>stderr &
+	DPID=$!
+	BG_PIDS+=("$DPID")
+	for i in $(seq 400); do grep -qs 'ready:' log && break; sleep 0.05; done
+	grep -q 'ready:' log
+	[ ! -s stderr ]
+	mv log log.1
+	kill -HUP "$DPID"
+	for i in $(seq 400); do [ -s log ] && break; sleep 0.05; done
+	grep -q 'SIGHUP: output and log reopened' log
+	stop_daemon
+	grep -q 'stopping on SIGTERM' log
+}
+
+@test "a live socket is not taken over; a stale one is replaced" {
+	start_daemon --listen "unix:$T/sock"
+	first="$DPID"
+	mhrun --listen "unix:$T/sock"
+	assert_status 1
+	assert_err_has "--listen unix:$T/sock: another process is listening on it"
+	kill -9 "$first"
+	wait_exit "$first"
+	[ -S "$T/sock" ]
+	start_daemon --listen "unix:$T/sock"
+	printf 'x\n' | dsend "unix:$T/sock" | grep -q '^unique'
+	stop_daemon
+}
+
+@test "usage: files in daemon mode, a bad --listen, --http alone, bad durations" {
+	mhrun --listen "unix:$T/sock" somefile
+	assert_status 2
+	assert_err_has "no files in daemon mode"
+	mhrun --listen "udp:1.2.3.4:5"
+	assert_status 1
+	assert_err_has "--listen udp:1.2.3.4:5: use unix:PATH or tcp:HOST:PORT"
+	mhrun --listen "tcp:127.0.0.1"
+	assert_status 1
+	mhrun --http 127.0.0.1:0 </dev/null
+	assert_status 2
+	assert_err_has "--http needs --listen"
+	mhrun --batch-delay 5parsecs --listen "unix:$T/sock"
+	assert_status 2
+	assert_err_has "--batch-delay: '5parsecs': unknown unit"
+	mhrun --batch-delay 61s --listen "unix:$T/sock"
+	assert_status 2
+	assert_err_has "out of range"
+	mhrun --max-clients 0 --listen "unix:$T/sock"
+	assert_status 2
+	[ ! -e "$T/sock" ]
+}
+
+@test "--config: long options as keys; the command line overrides; errors name the line" {
+	make_abcd
+	cat >conf <<-EOF
+	# a comment, then a blank line
+
+	format = tsv
+	listen = unix:$T/other
+	batch-delay = 1ms
+	quiet = yes
+	annotate = no
+	EOF
+	# The file's --listen is replaced by the command line's.
+	start_daemon --config conf --listen "unix:$T/sock"
+	[ ! -e "$T/other" ]
+	dsend "unix:$T/sock" in >replies
+	abcd_replies | assert_same - replies
+	stop_daemon
+	# It applies to the stdin mode as well; -a on the command line.
+	grep -v '^listen' conf >conf2
+	mhrun --config=conf2 -a in
+	assert_status 0
+	mhf -f tsv -a in | assert_out
+	# Errors.
+	printf 'format = tsv\nthreshold = 7\n' >bad
+	mhrun --config bad
+	assert_status 2
+	assert_err_has "bad:2: --threshold: '7' is out of range"
+	printf '\nno-such-option = 1\n' >bad
+	mhrun --config bad
+	assert_status 2
+	assert_err_has "bad:2: unknown key 'no-such-option'"
+	printf 'db\n' >bad
+	mhrun --config bad
+	assert_status 2
+	assert_err_has "bad:1: db needs a value"
+	printf 'quiet = maybe\n' >bad
+	mhrun --config bad
+	assert_status 2
+	assert_err_has "bad:1: quiet takes yes or no"
+	printf 'help\n' >bad
+	mhrun --config bad
+	assert_status 2
+	assert_err_has "bad:1: unknown key 'help'"
+	mhrun --config missing
+	assert_status 2
+	assert_err_has "missing: No such file or directory"
+}
+
+@test "--http: /metrics in the Prometheus text format, /healthz, 404 elsewhere" {
+	make_abcd
+	start_daemon -f tsv --listen "unix:$T/sock" --http 127.0.0.1:0
+	dsend "unix:$T/sock" in >/dev/null
+	h="$(http_addr)"
+	[[ "$h" =~ ^127\.0\.0\.1:[1-9][0-9]*$ ]] || fail "http address '$h'"
+	timeout 60 python3 "$CLIENT" http "$h" /metrics >metrics
+	head -n 1 metrics | grep -qx 200
+	grep -qx '# TYPE mhfilter_records_total counter' metrics
+	grep -qx 'mhfilter_records_total 4' metrics
+	grep -qx 'mhfilter_unique_total 2' metrics
+	grep -qx 'mhfilter_duplicates_total 1' metrics
+	grep -qx '# TYPE mhfilter_index_documents gauge' metrics
+	grep -qx 'mhfilter_index_documents 3' metrics
+	grep -q '^mhfilter_batch_seconds_total [0-9]' metrics
+	# Every sample has HELP and TYPE lines.
+	[ "$(grep -c '^mhfilter_' metrics)" -eq "$(grep -c '^# TYPE ' metrics)" ]
+	[ "$(grep -c '^mhfilter_' metrics)" -eq "$(grep -c '^# HELP ' metrics)" ]
+	timeout 60 python3 "$CLIENT" http "$h" /healthz >health
+	printf '200\nok\n' | assert_same - health
+	timeout 60 python3 "$CLIENT" http "$h" /nope | head -n 1 | grep -qx 404
+	stop_daemon
+}
