@@ -25,10 +25,12 @@
 
 #include "config.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#define XXH_INLINE_ALL		/* the probes hash 8 bytes: inline it */
 #include <xxhash.h>
 
 #include "mhfilter.h"
@@ -56,6 +58,53 @@ probe(unsigned i, unsigned a, unsigned k, uint64_t seed)
 }
 
 /*
+ * The probe sequence does not depend on the document, and short texts
+ * leave most bins empty (a 70-character text fills about 40 of 128), so
+ * the first PROBES_CACHED probes of every bin are computed once for the
+ * (k, seed) in use and shared by all threads.  Later attempts, and other
+ * (k, seed) pairs, are computed as needed.
+ */
+#define PROBES_CACHED	32
+#define TABLES		8
+
+static pthread_mutex_t	 probes_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	uint16_t	*t;		/* k x PROBES_CACHED */
+	unsigned	 k;
+	uint64_t	 seed;
+} tables[TABLES];			/* kept to the end: threads share them */
+
+/* The cached probe table for (k, seed), made on first use, or NULL. */
+static const uint16_t *
+probe_table(unsigned k, uint64_t seed)
+{
+	const uint16_t	*t = NULL;
+	uint16_t	*n;
+	unsigned	 i, a, x;
+
+	pthread_mutex_lock(&probes_lock);
+	for (x = 0; x < TABLES && tables[x].t != NULL; x++) {
+		if (tables[x].k == k && tables[x].seed == seed) {
+			t = tables[x].t;
+			break;
+		}
+	}
+	if (t == NULL && x < TABLES) {
+		n = xreallocarray(NULL, k, PROBES_CACHED * sizeof *n);
+		for (i = 0; i < k; i++)
+			for (a = 0; a < PROBES_CACHED; a++)
+				n[i * PROBES_CACHED + a] = probe(i, a + 1, k,
+				    seed);
+		tables[x].t = n;
+		tables[x].k = k;
+		tables[x].seed = seed;
+		t = n;
+	}
+	pthread_mutex_unlock(&probes_lock);
+	return (t);
+}
+
+/*
  * Sign a multiset of n shingle hashes into k values.  An empty set gives an
  * all-EMPTY signature (callers do not index empty texts).
  */
@@ -66,7 +115,8 @@ minhash_sign(const uint64_t *h, size_t n, unsigned k, uint64_t seed,
 	uint32_t	 v;
 	unsigned	 i, j, a, b, filled = 0;
 	size_t		 s;
-	unsigned char	*orig;
+	unsigned char	 orig[MHF_MAX_PERMS];
+	const uint16_t	*table;
 
 	for (i = 0; i < k; i++)
 		sig[i] = EMPTY;
@@ -79,20 +129,21 @@ minhash_sign(const uint64_t *h, size_t n, unsigned k, uint64_t seed,
 			sig[b] = v;
 	}
 
-	orig = xmalloc(k);
 	for (i = 0; i < k; i++) {
 		orig[i] = sig[i] != EMPTY;
 		filled += orig[i];
 	}
-	if (filled == 0 || filled == k) {
-		free(orig);
+	if (filled == 0 || filled == k)
 		goto done;
-	}
+	table = probe_table(k, seed);
 	for (i = 0; i < k; i++) {
 		if (orig[i])
 			continue;
 		for (a = 1;; a++) {
-			j = probe(i, a, k, seed);
+			if (table != NULL && a <= PROBES_CACHED)
+				j = table[i * PROBES_CACHED + a - 1];
+			else
+				j = probe(i, a, k, seed);
 			if (orig[j]) {
 				sig[i] = sig[j];
 				break;
@@ -106,7 +157,6 @@ minhash_sign(const uint64_t *h, size_t n, unsigned k, uint64_t seed,
 			}
 		}
 	}
-	free(orig);
 done:
 	for (i = 0; i < k; i++)
 		sig[i] >>= 16;

@@ -16,9 +16,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+/*
+ * Hashing a shingle is the inner loop: compile XXH3 in (Debian's xxhash.h
+ * carries the implementation) so the short-input path is inlined.  The
+ * values are XXH3's, the same as the library's.
+ */
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include "mhfilter.h"
+
+/* The ring of character starts: a power of two above MHF_MAX_SHINGLE. */
+#define RING		128
 
 static size_t	shingle_chars(const struct shingler *, const unsigned char *,
 		    size_t, int, struct u64vec *);
@@ -40,12 +49,18 @@ shingle_add(const struct shingler *sh, const unsigned char *p, size_t len,
 	u64vec_push(out, XXH3_64bits_withSeed(p, len, sh->seed));
 }
 
-/* Character shingles: code points, or bytes when bytes is set. */
+/*
+ * Character shingles: code points, or bytes when bytes is set.  flatten
+ * inlines XXH3 here, where the length is small and known.
+ */
+#if defined(__GNUC__)
+__attribute__((flatten))
+#endif
 static size_t
 shingle_chars(const struct shingler *sh, const unsigned char *p, size_t len,
     int bytes, struct u64vec *out)
 {
-	size_t	 ring[MHF_MAX_SHINGLE + 1], i, count = 0, n = sh->n;
+	size_t	 ring[RING], i, count = 0, n = sh->n, at;
 	size_t	 head = 0;
 	unsigned char	high = 0;
 
@@ -57,8 +72,14 @@ shingle_chars(const struct shingler *sh, const unsigned char *p, size_t len,
 			shingle_add(sh, p, len, out);
 			return (1);
 		}
+		if (out->size < len - n + 1) {
+			out->size = len - n + 1;
+			out->v = xreallocarray(out->v, out->size,
+			    sizeof *out->v);
+		}
 		for (i = 0; i + n <= len; i++)
-			shingle_add(sh, p + i, n, out);
+			out->v[i] = XXH3_64bits_withSeed(p + i, n, sh->seed);
+		out->n = len - n + 1;
 		return (len - n + 1);
 	}
 
@@ -70,11 +91,11 @@ shingle_chars(const struct shingler *sh, const unsigned char *p, size_t len,
 	for (i = 0; i <= len; i++) {
 		if (i < len && (p[i] & 0xc0) == 0x80)
 			continue;	/* a continuation byte */
-		ring[head % (n + 1)] = i;
+		ring[head & (RING - 1)] = i;
 		head++;
 		if (head > n) {
-			shingle_add(sh, p + ring[(head - n - 1) % (n + 1)],
-			    i - ring[(head - n - 1) % (n + 1)], out);
+			at = ring[(head - n - 1) & (RING - 1)];
+			shingle_add(sh, p + at, i - at, out);
 			count++;
 		}
 	}
