@@ -156,7 +156,7 @@ prep_run(void *arg)
 		s->pending = w->vs[i].kind == V_PENDING;
 		if (!s->pending)
 			continue;
-		s->norm.len = 0;
+		buf_trim(&s->norm);
 		s->bytes = normalize(w->recs[i].text.data,
 		    w->recs[i].text.len, f->o.p.norm, &s->norm);
 		if (s->bytes)
@@ -173,6 +173,7 @@ prep_run(void *arg)
 		lsh_keys(f->sigs + i * K, b, f->o.p.rows, f->o.p.seed,
 		    f->keys + i * b);
 	}
+	u64vec_trim(&w->hashes);
 	return (NULL);
 }
 

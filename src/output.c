@@ -239,7 +239,7 @@ output_flush(struct output *o, char **cause)
 		}
 		off += n;
 	}
-	o->b.len = 0;
+	buf_trim(&o->b);
 	return (0);
 }
 

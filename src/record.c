@@ -172,7 +172,9 @@ record_parse_timed(struct record *r, int format, const char *text_field,
 void
 record_reset(struct record *r)
 {
-	r->raw.len = r->text.len = r->id.len = 0;
+	buf_trim(&r->raw);
+	buf_trim(&r->text);
+	buf_trim(&r->id);
 	r->recno = r->line = 0;
 	r->file = NULL;
 	r->time = 0;

@@ -146,3 +146,25 @@ u64vec_free(struct u64vec *v)
 	v->v = NULL;
 	v->n = v->size = 0;
 }
+
+/*
+ * Buffers reused record after record keep the capacity of the largest
+ * record they ever held; a batch of them would keep batch x the largest
+ * record.  Past TRIM_BYTES a buffer is freed when it is reset instead.
+ */
+void
+buf_trim(struct buf *b)
+{
+	if (b->size > TRIM_BYTES)
+		buf_free(b);
+	b->len = 0;
+}
+
+/* The same for a vector, emptied. */
+void
+u64vec_trim(struct u64vec *v)
+{
+	if (v->size * sizeof *v->v > TRIM_BYTES)
+		u64vec_free(v);
+	v->n = 0;
+}
