@@ -9,9 +9,12 @@
  *   shingle.c   normalised text -> shingle hashes (XXH3)
  *   minhash.c   shingle hashes -> K-value signature
  *   lsh.c       signature -> band keys; (b, r) from a threshold
+ *   bandrun.c   band entries in memory and in sorted runs (pure; the
+ *               memtable and run search/merge that index.c stores)
  *   index.c     band keys -> candidates; documents in and out of LMDB
  *   filter.c    a batch of records -> verdicts (the algorithm, I/O free
- *               except through index.c)
+ *               except through index.c); normalising and signing are
+ *               shared among worker threads
  *   output.c    verdicts -> bytes on stdout
  *   mhfilter.c  main: options, the read/filter/commit/write loop, stats
  *
