@@ -40,6 +40,7 @@ struct cand {
 
 struct slot {
 	struct buf	 norm;		/* normalised text */
+	struct buf	 enc;		/* as the index keeps it (texts) */
 	int		 bytes;		/* not UTF-8: shingled by bytes */
 	int		 pending;	/* decided by phase 2 */
 };
@@ -51,6 +52,7 @@ struct prep {
 	struct verdict		*vs;
 	size_t			 from, to;
 	struct u64vec		 hashes;	/* scratch: shingle hashes */
+	struct textenc		*te;		/* compresses texts to keep */
 	uint64_t		 invalid_utf8;
 	pthread_t		 thread;
 };
@@ -116,13 +118,17 @@ filter_free(struct filter *f)
 
 	if (f == NULL)
 		return;
-	for (i = 0; i < f->nslots; i++)
+	for (i = 0; i < f->nslots; i++) {
 		buf_free(&f->slots[i].norm);
+		buf_free(&f->slots[i].enc);
+	}
 	free(f->slots);
 	free(f->sigs);
 	free(f->keys);
-	for (i = 0; i < f->o.threads; i++)
+	for (i = 0; i < f->o.threads; i++) {
 		u64vec_free(&f->preps[i].hashes);
+		textenc_free(f->preps[i].te);
+	}
 	free(f->preps);
 	u64vec_free(&f->mine);
 	u64vec_free(&f->theirs);
@@ -172,6 +178,14 @@ prep_run(void *arg)
 		    f->sigs + i * K);
 		lsh_keys(f->sigs + i * K, b, f->o.p.rows, f->o.p.seed,
 		    f->keys + i * b);
+		/* Compression is the costliest part of an insertion. */
+		if (f->o.p.texts && !f->o.query_only) {
+			if (w->te == NULL)
+				w->te = textenc_create();
+			buf_trim(&s->enc);
+			textenc_encode(w->te, s->norm.data, s->norm.len,
+			    s->bytes ? DOC_BYTES : 0, &s->enc);
+		}
 	}
 	u64vec_trim(&w->hashes);
 	return (NULL);
@@ -436,9 +450,10 @@ filter_one(struct filter *f, struct index *ix, size_t i, struct record *r,
 	if (f->o.query_only || indexed)
 		return (0);
 	record_idstr(r, &f->idstr);
-	return (index_insert(ix, f->keys + i * f->o.p.bands, sig,
-	    f->idstr.data, f->idstr.len, s->norm.data, s->norm.len, flags,
-	    r->time, cause));
+	return (index_insert_encoded(ix, f->keys + i * f->o.p.bands, sig,
+	    f->idstr.data, f->idstr.len, s->norm.data, s->norm.len,
+	    f->o.p.texts ? s->enc.data : NULL, s->enc.len, flags, r->time,
+	    cause));
 }
 
 /*

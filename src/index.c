@@ -118,7 +118,7 @@ struct index {
 	int64_t		 now;
 	uint32_t	*sig;		/* decoded signature for index_doc */
 	struct buf	 rec;		/* scratch for records */
-	ZSTD_CCtx	*cctx;
+	struct textenc	*enc;
 	ZSTD_DCtx	*dctx;
 
 	/* The band index: committed state, and the transaction's. */
@@ -568,8 +568,8 @@ index_open(struct index **ixp, const char *path, int flags,
 	    sizeof(struct bentry);
 	if (ix->mt_max < 1024)
 		ix->mt_max = 1024;
-	if ((ix->cctx = ZSTD_createCCtx()) == NULL ||
-	    (ix->dctx = ZSTD_createDCtx()) == NULL)
+	ix->enc = textenc_create();
+	if ((ix->dctx = ZSTD_createDCtx()) == NULL)
 		fatalx("zstd: out of memory");
 	*p = ix->p;
 	*ixp = ix;
@@ -595,7 +595,7 @@ index_close(struct index *ix)
 		mdb_env_close(ix->env);
 	if ((ix->flags & INDEX_TEMP) && ix->path != NULL)
 		index_remove_temp(ix->path);
-	ZSTD_freeCCtx(ix->cctx);
+	textenc_free(ix->enc);
 	ZSTD_freeDCtx(ix->dctx);
 	buf_free(&ix->rec);
 	buf_free(&ix->chunk);
@@ -1057,6 +1057,64 @@ time_key(unsigned char *kb, int64_t t, uint64_t docid)
 	put_be64(kb + 8, docid);
 }
 
+/* A text encoder: a zstd context (one per thread). */
+struct textenc {
+	ZSTD_CCtx	*cctx;
+};
+
+struct textenc *
+textenc_create(void)
+{
+	struct textenc	*te;
+
+	te = xcalloc(1, sizeof *te);
+	if ((te->cctx = ZSTD_createCCtx()) == NULL)
+		fatalx("zstd: out of memory");
+	return (te);
+}
+
+void
+textenc_free(struct textenc *te)
+{
+	if (te == NULL)
+		return;
+	ZSTD_freeCCtx(te->cctx);
+	free(te);
+}
+
+/*
+ * Encode a normalised text as the texts database stores it: u8 encoding,
+ * u8 flags (DOC_BYTES), the bytes; zstd when it is 64 bytes or more and
+ * that makes it smaller.  Into out, emptied first.
+ */
+void
+textenc_encode(struct textenc *te, const char *text, size_t len, int flags,
+    struct buf *out)
+{
+	unsigned char	*p;
+	size_t		 bound, n = 0;
+
+	bound = ZSTD_compressBound(len);
+	out->len = 0;
+	buf_reserve(out, 2 + bound);
+	p = (unsigned char *)out->data;
+	p[1] = flags & DOC_BYTES;
+	if (len >= 64) {
+		n = ZSTD_compressCCtx(te->cctx, p + 2, bound, text, len,
+		    ZSTD_LEVEL);
+		if (ZSTD_isError(n))
+			n = 0;
+	}
+	if (n != 0 && n < len)
+		p[0] = TEXT_ZSTD;
+	else {
+		p[0] = TEXT_RAW;
+		memcpy(p + 2, text, len);
+		n = len;
+	}
+	out->len = 2 + n;
+}
+
 /* Look a document number up in one of the databases keyed by it. */
 static int
 index_get(struct index *ix, MDB_dbi dbi, uint64_t docid, MDB_val *v)
@@ -1160,10 +1218,23 @@ index_insert(struct index *ix, const uint64_t *keys, const uint32_t *sig,
     const char *id, size_t idlen, const char *text, size_t textlen,
     int flags, int64_t when, char **cause)
 {
+	return (index_insert_encoded(ix, keys, sig, id, idlen, text, textlen,
+	    NULL, 0, flags, when, cause));
+}
+
+/*
+ * index_insert with the text already encoded by textenc_encode (enc not
+ * NULL), so that worker threads can compress while the writer writes.
+ */
+int
+index_insert_encoded(struct index *ix, const uint64_t *keys,
+    const uint32_t *sig, const char *id, size_t idlen, const char *text,
+    size_t textlen, const char *enc, size_t enclen, int flags, int64_t when,
+    char **cause)
+{
 	MDB_val		 k, v;
 	unsigned char	 kb[8], tk[16], *p;
 	unsigned	 i, j;
-	size_t		 bound, n;
 	uint64_t	 docid;
 	int		 rc;
 
@@ -1207,27 +1278,13 @@ index_insert(struct index *ix, const uint64_t *keys, const uint32_t *sig,
 	k.mv_size = sizeof kb;
 
 	if (ix->p.texts) {
-		bound = ZSTD_compressBound(textlen);
-		ix->rec.len = 0;
-		buf_reserve(&ix->rec, 2 + bound);
-		p = (unsigned char *)ix->rec.data;
-		p[1] = flags & DOC_BYTES;
-		n = 0;
-		if (textlen >= 64) {
-			n = ZSTD_compressCCtx(ix->cctx, p + 2, bound, text,
-			    textlen, ZSTD_LEVEL);
-			if (ZSTD_isError(n))
-				n = 0;
+		if (enc == NULL) {
+			textenc_encode(ix->enc, text, textlen, flags, &ix->rec);
+			enc = ix->rec.data;
+			enclen = ix->rec.len;
 		}
-		if (n != 0 && n < textlen)
-			p[0] = TEXT_ZSTD;
-		else {
-			p[0] = TEXT_RAW;
-			memcpy(p + 2, text, textlen);
-			n = textlen;
-		}
-		v.mv_data = p;
-		v.mv_size = 2 + n;
+		v.mv_data = (void *)enc;
+		v.mv_size = enclen;
 		if ((rc = mdb_put(ix->txn, ix->texts, &k, &v,
 		    MDB_APPEND)) != 0)
 			return (index_fail(ix, rc, "insert text", cause));

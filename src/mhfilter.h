@@ -300,6 +300,14 @@ int		 index_text(struct index *, uint64_t, struct buf *, char **);
 int		 index_insert(struct index *, const uint64_t *,
 		    const uint32_t *, const char *, size_t, const char *,
 		    size_t, int, int64_t, char **);
+int		 index_insert_encoded(struct index *, const uint64_t *,
+		    const uint32_t *, const char *, size_t, const char *,
+		    size_t, const char *, size_t, int, int64_t, char **);
+struct textenc;
+struct textenc	*textenc_create(void);
+void		 textenc_free(struct textenc *);
+void		 textenc_encode(struct textenc *, const char *, size_t, int,
+		    struct buf *);
 int		 index_stats(struct index *, struct index_stats *, char **);
 
 /*
@@ -430,6 +438,7 @@ struct daemon_opts {
 	int		 delim;
 	const char	*text_field;
 	const char	*id_field;
+	const char	*time_field;	/* jsonl: the document time, or NULL */
 	uint64_t	 max_bytes;
 	int		 policy;	/* POLICY_* */
 	int		 mode;		/* OUT_*, for the output file */
