@@ -332,7 +332,7 @@ memtable_drop(struct memtable *mt, unsigned c)
 	for (i = 0; i < MT_SUB; i++) {
 		mt->entries -= ch[i].n;
 		ch[i].n = 0;
-		if (ch[i].size > 64) {
+		if (ch[i].size > 16) {	/* keep no slack past a sweep */
 			free(ch[i].v);
 			ch[i].v = NULL;
 			ch[i].size = 0;

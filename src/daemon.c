@@ -69,6 +69,7 @@
 #define STATUS_SECS	1.0		/* systemd STATUS= at most this often */
 #define COMMAND		"#mhfilter "	/* a record starting so is a command */
 #define COMMAND_MAX	256
+#define KEEP_BYTES	(64 * 1024)	/* record memory kept between batches */
 #define SOCKNAME_MAX	192		/* "unix:" and a path, or tcp: */
 
 /* What a client connection is doing. */
@@ -88,6 +89,7 @@ struct client {
 	int			 eof;		/* it half-closed: no more input */
 	int			 throttled;	/* not read: replies unread */
 	int			 finish;	/* close it from the reap event */
+	int			 admitted;	/* counts for --max-clients */
 	char			*last;		/* error line to end with */
 	int			 last_sent;	/* queued: half-close, linger */
 	TAILQ_ENTRY(client)	 entry;
@@ -139,6 +141,7 @@ struct daemon {
 	struct evhttp		*http;
 	struct clients		 clients;
 	size_t			 nclients;
+	size_t			 nadmitted;	/* not refused as busy */
 	uint64_t		 run;		/* first docid of this run */
 
 	struct record		*recs;		/* the open batch */
@@ -169,7 +172,7 @@ struct dstat {
 	int		 counter;	/* a Prometheus counter, else a gauge */
 	double		 value;
 };
-#define NSTATS		20
+#define NSTATS		32
 
 static int	daemon_listen(struct daemon *, const char *, char **);
 static int	daemon_listen_unix(struct daemon *, const char *, char **);
@@ -542,17 +545,21 @@ static int
 daemon_http_bind(struct daemon *d, char **cause)
 {
 	struct evhttp_bound_socket	*bs;
-	char				*host, *port, name[SOCKNAME_MAX];
+	char				*host, *port, *why;
+	char				 name[SOCKNAME_MAX];
 	uint64_t			 p;
 
 	if (daemon_http(d, cause) != 0)
 		return (-1);
 	host = xstrdup(d->o->http);
-	if ((port = strrchr(host, ':')) == NULL ||
-	    parse_uint(port + 1, 0, 65535, &p, cause) != 0) {
-		if (port == NULL)
-			xasprintf(cause, "--http %s: use HOST:PORT",
-			    d->o->http);
+	if ((port = strrchr(host, ':')) == NULL) {
+		xasprintf(cause, "--http %s: use HOST:PORT", d->o->http);
+		free(host);
+		return (-1);
+	}
+	if (parse_uint(port + 1, 0, 65535, &p, &why) != 0) {
+		xasprintf(cause, "--http %s: port %s", d->o->http, why);
+		free(why);
 		free(host);
 		return (-1);
 	}
@@ -617,7 +624,7 @@ daemon_accept(struct evconnlistener *l, evutil_socket_t fd,
 		return;
 	}
 	c = client_new(d, fd, peer);
-	if (d->nclients > d->o->max_clients) {
+	if (d->nadmitted >= d->o->max_clients) {
 		d->st.rejected++;
 		if (now_seconds() - warned >= 10) {
 			warned = now_seconds();
@@ -629,6 +636,8 @@ daemon_accept(struct evconnlistener *l, evutil_socket_t fd,
 		    "%u)", d->o->max_clients);
 		return;
 	}
+	c->admitted = 1;
+	d->nadmitted++;
 	log_debug("connection %" PRIu64 " from %s", c->conn, c->peer);
 }
 
@@ -678,6 +687,8 @@ client_free(struct client *c)
 	    c->conn, c->recno);
 	TAILQ_REMOVE(&d->clients, c, entry);
 	d->nclients--;
+	if (c->admitted)
+		d->nadmitted--;
 	bufferevent_free(c->bev);
 	free(c->last);
 	free(c);
@@ -971,14 +982,13 @@ client_take(struct client *c, size_t len, size_t dlen)
 	d->st.records++;
 	r->recno = c->recno;
 	r->line = c->recno;
-	r->file = c->peer;
 	verdict_reset(&d->vs[i]);
 	s->c = c;
 	s->type = S_RECORD;
 	free(s->cause);
 	s->cause = NULL;
-	if (record_parse(r, d->o->format, d->o->text_field, d->o->id_field,
-	    &cause) != 0) {
+	if (record_parse_timed(r, d->o->format, d->o->text_field,
+	    d->o->id_field, d->o->time_field, &cause) != 0) {
 		d->vs[i].kind = V_BAD;
 		s->cause = cause;
 		d->st.invalid++;
@@ -1213,6 +1223,12 @@ daemon_flush(struct daemon *d)
 		client_reply(c, &d->line);
 		c->pending--;
 	}
+	for (i = 0; i < n; i++) {
+		/* Big records' memory goes, or slots would hoard it. */
+		if (d->recs[i].raw.size > KEEP_BYTES ||
+		    d->recs[i].text.size > KEEP_BYTES)
+			record_free(&d->recs[i]);
+	}
 	d->n = 0;
 	d->bytes = 0;
 	for (c = TAILQ_FIRST(&d->clients); c != NULL; c = next) {
@@ -1247,6 +1263,8 @@ daemon_stats(struct daemon *d, struct dstat *st)
 	size_t			 n = 0;
 
 #define S(nm, cnt, val, hlp) do {					\
+	if (n == NSTATS)						\
+		fatalx("daemon_stats: more than NSTATS");		\
 	st[n].name = nm;						\
 	st[n].counter = cnt;						\
 	st[n].value = (double)(val);					\
@@ -1266,6 +1284,8 @@ daemon_stats(struct daemon *d, struct dstat *st)
 	    "Records answered with an error.");
 	filter_stats(d->f, &fs);
 	S("candidates", 1, fs.candidates, "Candidates examined.");
+	S("expired", 1, fs.expired, "Documents expired (--retain, "
+	    "--max-docs).");
 	S("batches", 1, d->st.batches, "Batches committed or failed.");
 	S("batch_seconds", 1, d->st.batch_seconds,
 	    "Time spent deciding and committing batches.");
@@ -1660,6 +1680,7 @@ daemon_run(const struct daemon_opts *o, struct index *ix, struct filter *f)
 	free(d->recs);
 	free(d->vs);
 	free(d->slots);
+	buf_free(&d->line);
 	for (i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
 		event_free(d->sig_ev[i]);
 	event_free(d->batch_ev);

@@ -246,7 +246,7 @@ usage(FILE *f)
 "      --listen ADDR        serve unix:PATH or tcp:HOST:PORT (repeatable)\n"
 "      --batch-delay TIME   longest wait before a batch commits (default 5ms)\n"
 "      --max-clients N      clients at once (default 256)\n"
-"      --idle-timeout TIME  close silent clients (default 5m, 0: never)\n"
+"      --idle-timeout TIME  close silent clients (default 10m, 0: never)\n"
 "      --http HOST:PORT     serve /metrics and /healthz\n"
 "      --log-file FILE      log there, not to stderr (reopened on SIGHUP)\n"
 "      --config FILE        read long options from FILE, key = value\n"
@@ -319,7 +319,7 @@ parse_options(int argc, char **argv, struct options *o)
 	o->max_fp = 0.05;
 	o->progress = isatty(STDERR_FILENO);
 	o->batch_delay = 0.005;
-	o->idle_timeout = 300;
+	o->idle_timeout = 600;
 	o->max_clients = 256;
 
 	for (i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
@@ -756,6 +756,7 @@ run_daemon(struct options *o)
 	d.delim = o->delim;
 	d.text_field = o->text_field;
 	d.id_field = o->id_field;
+	d.time_field = o->time_field;
 	d.max_bytes = o->max_bytes;
 	d.policy = o->policy;
 	d.mode = o->mode;
@@ -1011,15 +1012,15 @@ main(int argc, char **argv)
 	char			*cause, *dbfile;
 	size_t			 n, i;
 	double			 start;
-	int			 rc, status = EXIT_OK, eof = 0, outfd, daemon;
+	int			 rc, status = EXIT_OK, eof = 0, outfd, serve;
 
 	log_init("mhfilter");
 	parse_options(argc, argv, &o);
 	argc -= optind;
 	argv += optind;
 	log_verbose(o.verbose);
-	daemon = o.nlisten > 0 || notify_listen_count() > 0;
-	if (daemon && argc > 0 && !o.explain)
+	serve = o.nlisten > 0 || notify_listen_count() > 0;
+	if (serve && argc > 0 && !o.explain)
 		usage_error("no files in daemon mode: clients send the records");
 
 	asked = o.f.p;
@@ -1067,7 +1068,7 @@ main(int argc, char **argv)
 		    "pairs at similarity %.2f; an index made with -t %.2f "
 		    "would not", c.b, c.r, 100 * c.fn, o.f.p.threshold,
 		    o.f.p.threshold);
-	if (daemon)
+	if (serve)
 		return (run_daemon(&o));
 
 	outfd = STDOUT_FILENO;

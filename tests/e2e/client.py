@@ -14,7 +14,8 @@ bounded in time; none assumes anything about speed.
   client.py stuck ADDR OUT         send short records and never read: write
                                    "blocked BYTES" to OUT once the server
                                    stops reading for 3 s (or "unblocked" after
-                                   64 MiB), then stay connected until killed
+                                   16 MiB, "closed" if the server closes),
+                                   then stay connected until killed
   client.py raw ADDR DATA-FILE OUT send the bytes, read replies until the
                                    server closes; no half-close
   client.py notify SOCKET OUT      receive sd_notify datagrams on SOCKET (a
@@ -137,7 +138,9 @@ def stuck(addr, outfile):
             if time.monotonic() - last >= 3:
                 result = "blocked %d\n" % sent
             time.sleep(0.01)
-        if sent >= 64 << 20:
+        except OSError:
+            result = "closed %d\n" % sent
+        if sent >= 16 << 20:
             result = "unblocked %d\n" % sent
     with open(outfile, "w") as f:
         f.write(result)

@@ -139,3 +139,20 @@ wait_note() {
 	grep -qx 'ProtectSystem=strict' "$TESTDIR/../contrib/mhfilter.service"
 	grep -qx 'NoNewPrivileges=yes' "$TESTDIR/../contrib/mhfilter.service"
 }
+
+@test "JOURNAL_STREAM naming stderr: messages carry syslog priorities; otherwise not" {
+	: >err
+	js="$(stat -c '%d:%i' err)"
+	printf 'no tab here\n' | JOURNAL_STREAM="$js" timeout 60 "$MHFILTER" -f tsv 2>>err >/dev/null
+	grep -q '^<4>mhfilter: stdin:1: no TAB' err || fail "$(cat err)"
+	# Another file: no prefix.
+	printf 'no tab here\n' | JOURNAL_STREAM="$js" timeout 60 "$MHFILTER" -f tsv 2>err2 >/dev/null
+	grep -q '^mhfilter: stdin:1: no TAB' err2 || fail "$(cat err2)"
+	# The daemon's informational messages are priority 6.
+	JOURNAL_STREAM="$js" "$MHFILTER" --listen "unix:$T/sock" 2>>err &
+	DPID=$!
+	BG_PIDS+=("$DPID")
+	for i in $(seq 400); do grep -q 'ready:' err && break; sleep 0.05; done
+	grep -q '^<6>mhfilter: ready:' err || fail "$(cat err)"
+	stop_daemon
+}

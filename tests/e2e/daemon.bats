@@ -181,6 +181,18 @@ abcd_replies() {
 	assert_same expected "$T/dout"
 }
 
+@test "--output on a full disk (/dev/full): the batch is answered, then the daemon exits 1" {
+	[ -w /dev/full ] || skip "no /dev/full"
+	start_daemon --output /dev/full --listen "unix:$T/sock"
+	printf 'one\n' | dsend "unix:$T/sock" >replies
+	# Committed, so answered; then the daemon stops as on SIGTERM.
+	head -n 1 replies | grep -qx 'unique	1:1:1'
+	wait_exit "$DPID" 30
+	[ "$status" -eq 1 ] || fail "exit status $status" "$(cat "$T/derr")"
+	grep -q 'output /dev/full: write error: No space left on device' "$T/derr"
+	grep -q 'stopping on an output error' "$T/derr"
+}
+
 @test "an over-long record: 'error ID too-long', disconnected; other clients are served" {
 	{
 		printf 'short one\n'
@@ -248,18 +260,24 @@ sys.stdout.buffer.write(bytes(r.randrange(256) for _ in range(300000)))' >garbag
 	BG_PIDS+=($!)
 	wait_lines stuck.out 90
 	read -r what sent <stuck.out
-	# The daemon stopped reading it long before it could send 64 MiB.
+	# The daemon stopped reading it long before it could send 16 MiB.
 	[ "$what" = blocked ] || fail "the client sent $sent bytes unhindered"
 	gen_tsv 2000 >in
 	dsend "unix:$T/sock" in >replies
 	[ "$(wc -l <replies)" -eq 2000 ]
 	rss="$(rss_kb "$DPID")"
 	[ "$rss" -lt 200000 ] || fail "daemon RSS $rss kB"
-	# The stuck client stays paused: its counters do not move.
+	# The stuck client stays paused: the count of records comes to rest
+	# (it is only read again once it reads its replies).
 	r1="$(dstat "unix:$T/sock" records)"
-	sleep 1
-	r2="$(dstat "unix:$T/sock" records)"
-	[ "$r1" = "$r2" ] || fail "records $r1 then $r2"
+	for i in $(seq 30); do
+		sleep 1
+		r2="$(dstat "unix:$T/sock" records)"
+		[ "$r1" = "$r2" ] && break
+		r1="$r2"
+	done
+	[ "$r1" = "$r2" ] || fail "the records count never came to rest: $r2"
+	[ "$(rss_kb "$DPID")" -lt 200000 ]
 	stop_daemon
 }
 
@@ -457,4 +475,30 @@ sys.stdout.buffer.write(bytes(r.randrange(256) for _ in range(300000)))' >garbag
 	printf '200\nok\n' | assert_same - health
 	timeout 60 python3 "$CLIENT" http "$h" /nope | head -n 1 | grep -qx 404
 	stop_daemon
+}
+
+@test "retention works in daemon mode: --max-docs expires the oldest documents batch by batch" {
+	gen_tsv 50 >in
+	start_daemon -f tsv -d db --max-docs 10 --batch 10 --listen "unix:$T/sock"
+	for i in 0 1 2 3 4; do
+		sed -n "$((i * 10 + 1)),$((i * 10 + 10))p" in | dsend "unix:$T/sock" >/dev/null
+	done
+	[ "$(dstat "unix:$T/sock" records)" -eq 50 ]
+	expired="$(dstat "unix:$T/sock" expired)"
+	docs="$(dstat "unix:$T/sock" index_documents)"
+	[ "$expired" -ge 30 ] && [ "$((docs + expired))" -eq 50 ] ||
+	    fail "$expired expired, $docs documents"
+	stop_daemon
+}
+
+@test "-o in stdin mode: the output goes to the file, truncated first" {
+	printf 'a\nb\na\n' >in
+	printf 'old content that must go\n' >out.txt
+	mhrun -o out.txt in
+	assert_status 0
+	[ ! -s "$T/out" ]
+	printf 'a\nb\n' | assert_same - out.txt
+	mhrun --output /nonexistent/dir/out in
+	assert_status 1
+	assert_err_has "--output /nonexistent/dir/out: No such file or directory"
 }
