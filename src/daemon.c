@@ -138,6 +138,7 @@ struct daemon {
 	int			 outfd;
 	struct listener		*ls;
 	size_t			 nls;
+	struct event		*resume;	/* listen again (EMFILE) */
 	struct evhttp		*http;
 	struct clients		 clients;
 	size_t			 nclients;
@@ -582,17 +583,45 @@ daemon_http_bind(struct daemon *d, char **cause)
 	return (0);
 }
 
-/* Accepting failed (out of descriptors, say): log it, keep listening. */
+/* Listen again after running out of descriptors. */
+static void
+daemon_resume(evutil_socket_t fd, short events, void *arg)
+{
+	struct daemon	*d = arg;
+	size_t		 i;
+
+	for (i = 0; i < d->nls; i++)
+		evconnlistener_enable(d->ls[i].ev);
+}
+
+/*
+ * Accepting failed: log it (at most every 10 s) and keep listening.  Out
+ * of descriptors, the connection stays in the backlog and the listener
+ * stays readable, so listening would spin: stop for a second instead.
+ */
 static void
 daemon_accept_error(struct evconnlistener *l, void *arg)
 {
+	struct daemon	*d = arg;
 	static double	 warned;
 	double		 now = now_seconds();
+	struct timeval	 tv = { 1, 0 };
+	int		 err = EVUTIL_SOCKET_ERROR();
+	size_t		 i;
 
 	if (now - warned >= 10) {
 		warned = now;
 		log_warn("accept");
 	}
+	if (err != EMFILE && err != ENFILE && err != ENOBUFS &&
+	    err != ENOMEM)
+		return;
+	for (i = 0; i < d->nls; i++)
+		evconnlistener_disable(d->ls[i].ev);
+	if (d->resume == NULL &&
+	    (d->resume = evtimer_new(d->base, daemon_resume, d)) == NULL)
+		fatalx("out of memory");
+	evtimer_add(d->resume, &tv);
 }
 
 /* A new connection: a client, unless there are too many already. */
@@ -1423,6 +1452,10 @@ daemon_close_listeners(struct daemon *d)
 {
 	size_t	 i;
 
+	if (d->resume != NULL) {
+		event_free(d->resume);
+		d->resume = NULL;
+	}
 	for (i = 0; i < d->nls; i++) {
 		evconnlistener_free(d->ls[i].ev);
 		if (d->ls[i].unlink != NULL)

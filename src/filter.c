@@ -507,7 +507,7 @@ verdict_reset(struct verdict *v)
 	v->kind = V_PENDING;
 	v->replay = 0;
 	v->sim = 0;
-	v->match.len = 0;
+	buf_trim(&v->match);
 	v->npairs = 0;
 }
 

@@ -154,7 +154,8 @@ static int	lsm_flush(struct index *, char **);
 static int	index_first_doc(struct index *, uint64_t *, char **);
 static void	time_key(unsigned char *, int64_t, uint64_t);
 static void	chunk_key(unsigned char *, unsigned, MDB_val *);
-static int	index_candidates1(struct index *, uint64_t, struct u64vec *);
+static int	index_candidates1(struct index *, uint64_t, struct u64vec *,
+		    size_t);
 static void	index_remove_temp(const char *);
 
 /* Turn an LMDB error into a cause; MDB_MAP_FULL becomes INDEX_AGAIN. */
@@ -658,15 +659,16 @@ index_begin(struct index *ix, char **cause)
 		index_abort(ix);
 		return (rc);
 	}
-	if (!(ix->flags & INDEX_RDONLY)) {
-		/* Another writer may have added documents since. */
-		if (meta_get(ix, "next_doc", v, sizeof v) != 0) {
-			index_abort(ix);
-			xasprintf(cause, "%s: no next_doc record", ix->path);
-			return (-1);
-		}
-		ix->next_doc = ix->start_doc = strtoull(v, NULL, 10);
+	/*
+	 * Another writer may have added documents since; a reader needs
+	 * next_doc too, to tell a removed document from a corrupt index.
+	 */
+	if (meta_get(ix, "next_doc", v, sizeof v) != 0) {
+		index_abort(ix);
+		xasprintf(cause, "%s: no next_doc record", ix->path);
+		return (-1);
 	}
+	ix->next_doc = ix->start_doc = strtoull(v, NULL, 10);
 	ix->now = time(NULL);
 	return (0);
 }
@@ -1008,15 +1010,20 @@ index_candidates(struct index *ix, const uint64_t *keys, struct u64vec *out,
 	int		 rc;
 
 	for (j = 0; j < ix->p.bands; j++) {
-		if ((rc = index_candidates1(ix, keys[j], out)) != 0)
+		if ((rc = index_candidates1(ix, keys[j], out,
+		    BUCKET_MAX)) != 0)
 			return (index_fail(ix, rc, "band lookup", cause));
 	}
 	return (0);
 }
 
-/* The documents under one band key: memtable, then l1.  An LMDB error. */
+/*
+ * The documents under one band key: memtable, then l1, at most max of
+ * them.  Returns an LMDB error.
+ */
 static int
-index_candidates1(struct index *ix, uint64_t key, struct u64vec *out)
+index_candidates1(struct index *ix, uint64_t key, struct u64vec *out,
+    size_t max)
 {
 	MDB_val		 k, v;
 	unsigned char	 kb[4];
@@ -1024,7 +1031,7 @@ index_candidates1(struct index *ix, uint64_t key, struct u64vec *out)
 	size_t		 got;
 	int		 rc;
 
-	got = memtable_find(ix->mt, key, out, BUCKET_MAX);
+	got = memtable_find(ix->mt, key, out, max);
 	c = band_chunk(key);
 	chunk_key(kb, c, &k);
 	rc = mdb_get(ix->txn, ix->l1, &k, &v);
@@ -1032,8 +1039,7 @@ index_candidates1(struct index *ix, uint64_t key, struct u64vec *out)
 		return (0);
 	if (rc != 0)
 		return (rc);
-	run_find(v.mv_data, v.mv_size / BENTRY_SIZE, key, out,
-	    BUCKET_MAX - got);
+	run_find(v.mv_data, v.mv_size / BENTRY_SIZE, key, out, max - got);
 	return (0);
 }
 
@@ -1622,7 +1628,8 @@ index_check(struct index *ix, FILE *f, uint64_t *problems, char **cause)
 		lsh_keys(ix->sig, ix->p.bands, ix->p.rows, ix->p.seed, keys);
 		for (j = 0; j < ix->p.bands; j++) {
 			found.n = 0;
-			if (index_candidates1(ix, keys[j], &found) != 0)
+			if (index_candidates1(ix, keys[j], &found,
+			    SIZE_MAX) != 0)
 				break;
 			for (i = 0, ok = 0; i < found.n && !ok; i++)
 				ok = found.v[i] == docid;
