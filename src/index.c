@@ -1963,6 +1963,62 @@ index_adopt(struct index *ix, const struct index_params *want, char **cause)
 	return (0);
 }
 
+#define IMPORT_BATCH	1000
+
+/*
+ * Insert n exported document lines (the first is line first+1) in one
+ * transaction.  0, -1 with a cause, or INDEX_AGAIN (the map was grown: do
+ * it again).
+ */
+static int
+import_batch(struct index *ix, char **lines, const size_t *lens, size_t n,
+    uint64_t first, uint64_t *keys, unsigned char *sb, struct buf *id,
+    struct buf *text, char **cause)
+{
+	json_t		*o;
+	json_error_t	 jerr;
+	size_t		 i;
+	unsigned	 j;
+	int		 rc, flags;
+
+	if ((rc = index_begin(ix, cause)) != 0)
+		return (rc);
+	for (i = 0; i < n; i++) {
+		if ((o = json_loadb(lines[i], lens[i], 0, &jerr)) == NULL) {
+			xasprintf(cause, "import: line %" PRIu64 ": %s",
+			    first + i + 1, jerr.text);
+			index_abort(ix);
+			return (-1);
+		}
+		if (json_getbytes(o, "id", id) != 0 ||
+		    !json_is_string(json_object_get(o, "sig")) ||
+		    unhex(json_string_value(json_object_get(o, "sig")), sb,
+		    2 * ix->p.perms) != 0 ||
+		    (ix->p.texts && json_getbytes(o, "text", text) != 0)) {
+			json_decref(o);
+			xasprintf(cause, "import: line %" PRIu64 ": not a "
+			    "document of this export", first + i + 1);
+			index_abort(ix);
+			return (-1);
+		}
+		for (j = 0; j < ix->p.perms; j++)
+			ix->sig[j] = sb[2 * j] | (uint32_t)sb[2 * j + 1] << 8;
+		lsh_keys(ix->sig, ix->p.bands, ix->p.rows, ix->p.seed, keys);
+		flags = json_integer_value(json_object_get(o, "flags")) &
+		    (DOC_UNIQUE | DOC_BYTES);
+		rc = index_insert(ix, keys, ix->sig, id->data, id->len,
+		    ix->p.texts ? text->data : "", ix->p.texts ? text->len : 0,
+		    flags, json_integer_value(json_object_get(o, "time")),
+		    cause);
+		json_decref(o);
+		if (rc != 0) {
+			index_abort(ix);
+			return (rc);
+		}
+	}
+	return (index_commit(ix, cause));
+}
+
 /*
  * Read an export into this index, in transactions of 1,000 documents.
  * The export's parameters must be the index's; an index with no documents
@@ -1974,16 +2030,15 @@ int
 index_import(struct index *ix, FILE *f, uint64_t *count, char **cause)
 {
 	struct index_params	 want;
-	json_t			*o, *hdr;
+	json_t			*hdr;
 	json_error_t		 jerr;
 	struct buf		 id = { 0 }, text = { 0 };
 	unsigned char		*sb = NULL;
 	uint64_t		*keys = NULL, lineno = 0;
-	char			*line = NULL;
-	size_t			 linesize = 0, inbatch = 0;
+	char			*line = NULL, *batch[IMPORT_BATCH];
+	size_t			 linesize = 0, nb = 0, blen[IMPORT_BATCH];
 	ssize_t			 len;
-	unsigned		 j;
-	int			 rc = 0, flags, texts, norm;
+	int			 rc = 0, texts, norm;
 
 	*count = 0;
 	if ((len = getline(&line, &linesize, f)) <= 0) {
@@ -2045,51 +2100,32 @@ index_import(struct index *ix, FILE *f, uint64_t *count, char **cause)
 	keys = xcalloc(ix->p.bands, sizeof *keys);
 	sb = xmalloc(2 * ix->p.perms);
 
-	if ((rc = index_begin(ix, cause)) != 0)
-		goto fail;
-	while ((len = getline(&line, &linesize, f)) > 0) {
-		lineno++;
-		if ((o = json_loadb(line, len, 0, &jerr)) == NULL) {
-			xasprintf(cause, "import: line %" PRIu64 ": %s",
-			    lineno, jerr.text);
-			goto abort;
+	/*
+	 * A thousand lines at a time, kept until committed: when the map
+	 * fills up, index_abort has grown it and the block is redone.
+	 */
+	for (;;) {
+		while (nb < IMPORT_BATCH &&
+		    (len = getline(&line, &linesize, f)) > 0) {
+			batch[nb] = xstrndup(line, len);
+			blen[nb++] = len;
 		}
-		if (json_getbytes(o, "id", &id) != 0 ||
-		    !json_is_string(json_object_get(o, "sig")) ||
-		    unhex(json_string_value(json_object_get(o, "sig")), sb,
-		    2 * ix->p.perms) != 0 ||
-		    (ix->p.texts && json_getbytes(o, "text", &text) != 0)) {
-			json_decref(o);
-			xasprintf(cause, "import: line %" PRIu64 ": not a "
-			    "document of this export", lineno);
-			goto abort;
-		}
-		for (j = 0; j < ix->p.perms; j++)
-			ix->sig[j] = sb[2 * j] | (uint32_t)sb[2 * j + 1] << 8;
-		lsh_keys(ix->sig, ix->p.bands, ix->p.rows, ix->p.seed, keys);
-		flags = json_integer_value(json_object_get(o, "flags")) &
-		    (DOC_UNIQUE | DOC_BYTES);
-		rc = index_insert(ix, keys, ix->sig, id.data, id.len,
-		    ix->p.texts ? text.data : "", ix->p.texts ? text.len : 0,
-		    flags, json_integer_value(json_object_get(o, "time")),
-		    cause);
-		json_decref(o);
+		if (nb == 0)
+			break;
+		while ((rc = import_batch(ix, batch, blen, nb, lineno, keys,
+		    sb, &id, &text, cause)) == INDEX_AGAIN)
+			;
 		if (rc != 0)
-			goto abort;
-		(*count)++;
-		if (++inbatch == 1000) {
-			if ((rc = index_commit(ix, cause)) != 0 ||
-			    (rc = index_begin(ix, cause)) != 0)
-				goto fail;
-			inbatch = 0;
-		}
+			goto fail;
+		*count += nb;
+		lineno += nb;
+		while (nb > 0)
+			free(batch[--nb]);
 	}
 	if (ferror(f)) {
 		xasprintf(cause, "import: read error: %s", strerror(errno));
-		goto abort;
-	}
-	if ((rc = index_commit(ix, cause)) != 0)
 		goto fail;
+	}
 	json_decref(hdr);
 	free(line);
 	free(keys);
@@ -2097,12 +2133,9 @@ index_import(struct index *ix, FILE *f, uint64_t *count, char **cause)
 	buf_free(&id);
 	buf_free(&text);
 	return (0);
-abort:
-	index_abort(ix);
 fail:
-	if (rc == INDEX_AGAIN)
-		xasprintf(cause, "import: the index map is full; give a "
-		    "larger --map-size");
+	while (nb > 0)
+		free(batch[--nb]);
 	json_decref(hdr);
 	free(line);
 	free(keys);

@@ -540,3 +540,16 @@ for line in open(sys.argv[1]):
 	assert_status 0
 	[ "$(grep -c '^unique' "$T/out")" -eq 2 ]
 }
+
+@test "--import into a map too small for it grows the map and redoes the block: nothing lost, nothing twice" {
+	gen_tsv 3000 >in
+	mhf -f tsv -d db in >/dev/null
+	mhf -d db --export ex.jsonl
+	mhrun -d small --map-size 1M --import ex.jsonl
+	assert_status 0
+	printf 'imported: 3000\n' | assert_out
+	mhrun -d small --info
+	assert_info documents 3000
+	mhrun -d small --check
+	assert_status 0
+}
