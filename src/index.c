@@ -154,6 +154,9 @@ static int	lsm_flush(struct index *, char **);
 static int	index_first_doc(struct index *, uint64_t *, char **);
 static void	time_key(unsigned char *, int64_t, uint64_t);
 static void	chunk_key(unsigned char *, unsigned, MDB_val *);
+static int64_t	time_of_key(const void *);
+static void	sig_decode(struct index *, const unsigned char *);
+static int	params_ok(const struct index_params *);
 static int	index_candidates1(struct index *, uint64_t, struct u64vec *,
 		    size_t);
 static void	index_remove_temp(const char *);
@@ -361,10 +364,7 @@ meta_check(struct index *ix, int given, char **cause)
 			break;
 		}
 	}
-	if (p->perms == 0 || p->perms > MHF_MAX_PERMS || p->rows == 0 ||
-	    p->bands == 0 || (uint64_t)p->bands * p->rows > p->perms ||
-	    p->shingle == 0 ||
-	    p->shingle > MHF_MAX_SHINGLE) {
+	if (!params_ok(p)) {
 		xasprintf(cause, "%s: the stored parameters are invalid",
 		    ix->path);
 		return (INDEX_MISMATCH);
@@ -1063,6 +1063,32 @@ time_key(unsigned char *kb, int64_t t, uint64_t docid)
 	put_be64(kb + 8, docid);
 }
 
+/* The time in a times key. */
+static int64_t
+time_of_key(const void *kb)
+{
+	return ((int64_t)(get_be64(kb) ^ (1ULL << 63)));
+}
+
+/* Stored 16-bit little-endian signature values into ix->sig. */
+static void
+sig_decode(struct index *ix, const unsigned char *p)
+{
+	unsigned	 i;
+
+	for (i = 0; i < ix->p.perms; i++)
+		ix->sig[i] = p[2 * i] | (uint32_t)p[2 * i + 1] << 8;
+}
+
+/* Parameters that make sense together (stored or imported). */
+static int
+params_ok(const struct index_params *p)
+{
+	return (p->perms != 0 && p->perms <= MHF_MAX_PERMS && p->rows != 0 &&
+	    p->bands != 0 && (uint64_t)p->bands * p->rows <= p->perms &&
+	    p->shingle != 0 && p->shingle <= MHF_MAX_SHINGLE);
+}
+
 /* A text encoder: a zstd context (one per thread). */
 struct textenc {
 	ZSTD_CCtx	*cctx;
@@ -1141,7 +1167,6 @@ index_doc(struct index *ix, uint64_t docid, struct docinfo *d, char **cause)
 	MDB_val			 v;
 	const unsigned char	*p;
 	uint32_t		 idlen;
-	unsigned		 i;
 	int			 rc;
 
 	if ((rc = index_get(ix, ix->docs, docid, &v)) != 0) {
@@ -1156,9 +1181,7 @@ index_doc(struct index *ix, uint64_t docid, struct docinfo *d, char **cause)
 	idlen = get_le32(p + 4);
 	if (v.mv_size != DOC_HEADER + 2 * (size_t)ix->p.perms + idlen)
 		goto corrupt;
-	for (i = 0; i < ix->p.perms; i++)
-		ix->sig[i] = p[DOC_HEADER + 2 * i] |
-		    (uint32_t)p[DOC_HEADER + 2 * i + 1] << 8;
+	sig_decode(ix, p + DOC_HEADER);
 	d->docid = docid;
 	d->flags = p[1];
 	d->time = (int64_t)get_be64(p + 8);
@@ -1385,7 +1408,7 @@ index_expire(struct index *ix, const struct retention *ret, int64_t now,
 		rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
 		if (rc != 0 || k.mv_size != 16)
 			break;
-		t = (int64_t)(get_be64(k.mv_data) ^ (1ULL << 63));
+		t = time_of_key(k.mv_data);
 		docid = get_be64((unsigned char *)k.mv_data + 8);
 		old = (ret->max_docs != 0 && count > ret->max_docs) ||
 		    (ret->max_age != 0 && t < now - ret->max_age);
@@ -1477,7 +1500,7 @@ edge_time(MDB_txn *txn, MDB_dbi dbi, MDB_cursor_op op)
 	if (mdb_cursor_open(txn, dbi, &cur) != 0)
 		return (0);
 	if (mdb_cursor_get(cur, &k, &v, op) == 0 && k.mv_size == 16)
-		t = (int64_t)(get_be64(k.mv_data) ^ (1ULL << 63));
+		t = time_of_key(k.mv_data);
 	mdb_cursor_close(cur);
 	return (t);
 }
@@ -1622,9 +1645,7 @@ index_check(struct index *ix, FILE *f, uint64_t *problems, char **cause)
 			free(*cause);
 			*cause = NULL;
 		}
-		for (j = 0; j < ix->p.perms; j++)
-			ix->sig[j] = p[DOC_HEADER + 2 * j] |
-			    (uint32_t)p[DOC_HEADER + 2 * j + 1] << 8;
+		sig_decode(ix, p + DOC_HEADER);
 		lsh_keys(ix->sig, ix->p.bands, ix->p.rows, ix->p.seed, keys);
 		for (j = 0; j < ix->p.bands; j++) {
 			found.n = 0;
@@ -1873,6 +1894,15 @@ index_export(struct index *ix, FILE *f, char **cause)
 	return (err ? -1 : 0);
 }
 
+/* A string member of a JSON object, or dflt. */
+static const char *
+json_str(json_t *o, const char *key, const char *dflt)
+{
+	const char	*v = json_string_value(json_object_get(o, key));
+
+	return (v != NULL ? v : dflt);
+}
+
 /* Bytes from hex; -1 if it is not hex of the expected length. */
 static int
 unhex(const char *h, unsigned char *out, size_t n)
@@ -1978,7 +2008,6 @@ import_batch(struct index *ix, char **lines, const size_t *lens, size_t n,
 	json_t		*o;
 	json_error_t	 jerr;
 	size_t		 i;
-	unsigned	 j;
 	int		 rc, flags;
 
 	if ((rc = index_begin(ix, cause)) != 0)
@@ -2001,8 +2030,7 @@ import_batch(struct index *ix, char **lines, const size_t *lens, size_t n,
 			index_abort(ix);
 			return (-1);
 		}
-		for (j = 0; j < ix->p.perms; j++)
-			ix->sig[j] = sb[2 * j] | (uint32_t)sb[2 * j + 1] << 8;
+		sig_decode(ix, sb);
 		lsh_keys(ix->sig, ix->p.bands, ix->p.rows, ix->p.seed, keys);
 		flags = json_integer_value(json_object_get(o, "flags")) &
 		    (DOC_UNIQUE | DOC_BYTES);
@@ -2053,9 +2081,7 @@ index_import(struct index *ix, FILE *f, uint64_t *count, char **cause)
 		goto fail;
 	}
 	want = ix->p;
-	if (strcmp(json_string_value(json_object_get(hdr, "scheme")) ?
-	    json_string_value(json_object_get(hdr, "scheme")) : "",
-	    MHF_SCHEME_NAME) != 0) {
+	if (strcmp(json_str(hdr, "scheme", ""), MHF_SCHEME_NAME) != 0) {
 		xasprintf(cause, "import: line 1: signature scheme is not %s",
 		    MHF_SCHEME_NAME);
 		goto fail;
@@ -2064,20 +2090,15 @@ index_import(struct index *ix, FILE *f, uint64_t *count, char **cause)
 	want.bands = json_integer_value(json_object_get(hdr, "bands"));
 	want.rows = json_integer_value(json_object_get(hdr, "rows"));
 	want.shingle = json_integer_value(json_object_get(hdr, "shingle"));
-	want.unit = strcmp(json_string_value(json_object_get(hdr, "unit")) ?
-	    json_string_value(json_object_get(hdr, "unit")) : "", "word") ==
-	    0 ? UNIT_WORD : UNIT_CHAR;
-	if (normalize_parse(json_string_value(json_object_get(hdr,
-	    "normalize")) ? json_string_value(json_object_get(hdr,
-	    "normalize")) : "", &norm, cause) != 0)
+	want.unit = strcmp(json_str(hdr, "unit", ""), "word") == 0 ?
+	    UNIT_WORD : UNIT_CHAR;
+	if (normalize_parse(json_str(hdr, "normalize", ""), &norm,
+	    cause) != 0)
 		goto fail;
 	want.norm = norm;
-	want.seed = strtoull(json_string_value(json_object_get(hdr, "seed")) ?
-	    json_string_value(json_object_get(hdr, "seed")) : "0", NULL, 10);
+	want.seed = strtoull(json_str(hdr, "seed", "0"), NULL, 10);
 	texts = json_is_true(json_object_get(hdr, "texts"));
-	if (want.perms == 0 || want.perms > MHF_MAX_PERMS || want.bands == 0 ||
-	    want.rows == 0 || (uint64_t)want.bands * want.rows > want.perms ||
-	    want.shingle == 0 || want.shingle > MHF_MAX_SHINGLE) {
+	if (!params_ok(&want)) {
 		xasprintf(cause, "import: line 1: bad parameters");
 		goto fail;
 	}
