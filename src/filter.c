@@ -65,6 +65,8 @@ struct filter {
 	size_t			 nslots;
 	uint32_t		*sigs;		/* nslots x K */
 	uint64_t		*keys;		/* nslots x b */
+	struct ixdoc		*docs;		/* nslots, for index_prepare */
+	struct buf		*ids;		/* nslots external ids */
 	struct u64vec		 mine;		/* the record's shingle set */
 	struct u64vec		 theirs;	/* a candidate's shingle set */
 	struct u64vec		 found;		/* band bucket contents */
@@ -72,7 +74,6 @@ struct filter {
 	struct cand		*cands;
 	size_t			 candsize;
 	struct buf		 text;		/* a candidate's text */
-	struct buf		 idstr;
 	double			 margin;	/* exact: signature prefilter */
 	struct filter_stats	 st;
 };
@@ -87,6 +88,7 @@ static void	verdict_pair(struct verdict *, uint64_t, const char *, size_t,
 static int	filter_exact(struct filter *, struct index *, struct slot *,
 		    uint64_t, double *, char **);
 static size_t	filter_gather(struct filter *);
+static void	filter_docs(struct filter *, struct record *, size_t);
 static int	cand_cmp(const void *, const void *);
 static int	est_cmp(const void *, const void *);
 
@@ -125,6 +127,10 @@ filter_free(struct filter *f)
 	free(f->slots);
 	free(f->sigs);
 	free(f->keys);
+	for (i = 0; i < f->nslots; i++)
+		buf_free(&f->ids[i]);
+	free(f->ids);
+	free(f->docs);
 	for (i = 0; i < f->o.threads; i++) {
 		u64vec_free(&f->preps[i].hashes);
 		textenc_free(f->preps[i].te);
@@ -136,7 +142,6 @@ filter_free(struct filter *f)
 	u64vec_free(&f->scratch);
 	free(f->cands);
 	buf_free(&f->text);
-	buf_free(&f->idstr);
 	free(f);
 }
 
@@ -207,9 +212,13 @@ filter_prepare(struct filter *f, struct record *recs, struct verdict *vs,
 		f->slots = xreallocarray(f->slots, n, sizeof *f->slots);
 		memset(f->slots + f->nslots, 0,
 		    (n - f->nslots) * sizeof *f->slots);
+		f->ids = xreallocarray(f->ids, n, sizeof *f->ids);
+		memset(f->ids + f->nslots, 0,
+		    (n - f->nslots) * sizeof *f->ids);
 		f->nslots = n;
 		f->sigs = xreallocarray(f->sigs, n, K * sizeof *f->sigs);
 		f->keys = xreallocarray(f->keys, n, b * sizeof *f->keys);
+		f->docs = xreallocarray(f->docs, n, sizeof *f->docs);
 	}
 	/* Threads only pay for themselves on more than a few records. */
 	nt = f->o.threads;
@@ -234,6 +243,32 @@ filter_prepare(struct filter *f, struct record *recs, struct verdict *vs,
 		if (t > 0 && pthread_join(w->thread, NULL) != 0)
 			fatalx("cannot join a worker thread");
 		f->st.invalid_utf8 += w->invalid_utf8;
+	}
+}
+
+/* What index_prepare is told about each record of the batch. */
+static void
+filter_docs(struct filter *f, struct record *recs, size_t n)
+{
+	struct ixdoc	*d;
+	struct slot	*s;
+	size_t		 i;
+
+	for (i = 0; i < n; i++) {
+		s = &f->slots[i];
+		d = &f->docs[i];
+		memset(d, 0, sizeof *d);
+		if (!(d->pending = s->pending))
+			continue;
+		record_idstr(&recs[i], &f->ids[i]);
+		d->keys = f->keys + i * f->o.p.bands;
+		d->sig = f->sigs + i * f->o.p.perms;
+		d->id = f->ids[i].data;
+		d->idlen = f->ids[i].len;
+		d->enc = f->o.p.texts ? s->enc.data : NULL;
+		d->enclen = f->o.p.texts ? s->enc.len : 0;
+		d->flags = s->bytes ? DOC_BYTES : 0;
+		d->time = recs[i].time;
 	}
 }
 
@@ -360,8 +395,8 @@ filter_one(struct filter *f, struct index *ix, size_t i, struct record *r,
 
 	f->found.n = 0;
 	f->mine.n = 0;
-	if ((rc = index_candidates(ix, f->keys + i * f->o.p.bands, &f->found,
-	    cause)) != 0)
+	if ((rc = index_candidates(ix, i, f->keys + i * f->o.p.bands,
+	    &f->found, cause)) != 0)
 		return (rc);
 	n = filter_gather(f);
 	if (n > f->o.max_candidates)
@@ -449,9 +484,8 @@ filter_one(struct filter *f, struct index *ix, size_t i, struct record *r,
 	}
 	if (f->o.query_only || indexed)
 		return (0);
-	record_idstr(r, &f->idstr);
-	return (index_insert_encoded(ix, f->keys + i * f->o.p.bands, sig,
-	    f->idstr.data, f->idstr.len, s->norm.data, s->norm.len,
+	return (index_insert_encoded(ix, i, f->keys + i * f->o.p.bands, sig,
+	    f->ids[i].data, f->ids[i].len, s->norm.data, s->norm.len,
 	    f->o.p.texts ? s->enc.data : NULL, s->enc.len, flags, r->time,
 	    cause));
 }
@@ -470,10 +504,15 @@ filter_batch(struct filter *f, struct index *ix, struct record *recs,
 	int			 rc;
 
 	filter_prepare(f, recs, vs, n);
+	filter_docs(f, recs, n);
 	saved = f->st;
 	for (;;) {
 		if ((rc = index_begin(ix, cause)) != 0)
 			goto again;
+		if ((rc = index_prepare(ix, f->docs, n, cause)) != 0) {
+			index_abort(ix);
+			goto again;
+		}
 		for (i = 0; i < n; i++) {
 			if (!f->slots[i].pending)
 				continue;

@@ -1,227 +1,409 @@
 /*
- * The index: an LMDB environment (a directory with data.mdb and lock.mdb).
- * This is the only file that talks to LMDB.
+ * The index: band keys to candidate documents, and the documents
+ * themselves.  This file picks a storage backend and holds what the
+ * backends share; the storage is theirs:
  *
- * Six named databases, format 2:
+ *   lmdb.c   an LMDB environment in a directory (the default): one
+ *            machine, one writer at a time, a log-structured band index;
+ *   redis.c  a Redis Cluster (or one Redis) shared by many processes on
+ *            many machines: --db redis://host:port[,host:port...][/ns].
  *
- *   meta   text key -> text value: "format", "scheme", every parameter that
- *          changes signatures or band keys ("perms", "bands", "rows",
- *          "shingle", "unit", "normalize", "seed"), whether texts are kept
- *          ("texts"), the defaults later runs take ("verify", "threshold"),
- *          "created", "next_doc" (the next document number), and the band
- *          index's state: "sweep", "l0_next", "l1_entries" (below).
- *   docs   8-byte document number (big-endian, so key order is insertion
- *          order) -> a document record:
- *            u8 version (2), u8 flags (DOC_*), u16 0, u32 id length,
- *            i64 document time (big-endian, seconds since the epoch),
- *            K x u16 signature (little-endian), the external id.
- *   texts  8-byte document number -> the normalised text for exact
- *          verification: u8 encoding (0 raw, 1 zstd), u8 flags (DOC_BYTES),
- *          then the bytes.  Apart from docs so that signature lookups touch
- *          fewer pages and its size can be reported on its own.
- *   times  16 bytes: document time (big-endian, sign bit flipped so that
- *          byte order is time order), document number -> nothing.  What
- *          retention walks, oldest first.
- *   l1     the band entries, chunked: 4-byte chunk number (big-endian) ->
- *          a run, the chunk's entries sorted (bandrun.c: 16 bytes each,
- *          band key and document number).  A band key's chunk is its top
- *          BAND_CHUNK_BITS bits.
- *   l0     8-byte run number (big-endian) -> the entries one batch added:
- *          u64 sweep position when written (little-endian), then its
- *          entries in insertion order.  The write-ahead log of the
- *          memtable.
+ * Every backend stores a document as the same record (docrec_encode), its
+ * text in the same encoding (textenc_encode) and its parameters as the
+ * same "key = value" records (meta_write, meta_read), so that an export
+ * from one imports into the other and the checks are the same.
  *
- * Why not a B-tree of band keys.  Band keys are uniform hashes, so in a
- * B-tree every insertion lands on a different leaf page: a batch of 1,000
- * documents with 16 bands dirties ~16,000 pages once the tree is large,
- * and a commit writes them all (64 MB for 1,000 documents).  Format 1 did
- * that and slowed from 5,000 to 2,700 records/s between 100k and 300k
- * documents.  Format 2 is a two-level log-structured merge instead:
- *
- *   - A batch's new entries go to the memtable (bandrun.c: in memory, by
- *     chunk) and, as one sequential record, to l0: a commit writes about
- *     16 bytes per entry, not a page.
- *   - A sweep walks the chunks in order, round and round.  Each commit
- *     merges the next few chunks' memtable entries into their l1 runs
- *     (one sequential rewrite per chunk) and drops them from the memtable.
- *     The pace keeps the memtable under its budget (--memtable): a full
- *     sweep per half budget of new entries.  An l0 record is deleted once
- *     the sweep has gone all the way round since it was written; on open,
- *     the memtable is rebuilt from l0, less the entries whose chunks the
- *     sweep has passed since.
- *   - A lookup reads the key's chunk in the memtable and its l1 run
- *     (binary search): one LMDB read per band.
- *   - Merging leaves out the entries of removed documents below the
- *     oldest one held; removed documents above it are skipped at lookup
- *     (index_doc says INDEX_GONE) until the oldest passes them.
- *
- * The cost of a sweep grows with l1 while the memtable does not, so the
- * write volume per document grows with the index (l1 / memtable); a third
- * level would bound it, at the price of a second read per band.
- *
- * Writes happen in one write transaction per batch (index_begin ...
- * index_commit), band merges included, so a crash leaves either all of a
- * batch or none of it; the caller writes a batch's verdicts only after its
- * commit, so whatever was reported unique is on disk.  LMDB serialises
- * write transactions between processes; a process that finds another's
- * commits since its own (the band state in meta moved) rebuilds its
- * memtable from l0 before going on.  When the map is full the transaction
- * fails with MDB_MAP_FULL: index_abort then doubles the map and the caller
- * redoes the batch (INDEX_AGAIN).
+ * The calling sequence for a batch is index_begin, index_prepare (the
+ * whole batch, once), then per record index_candidates, index_doc,
+ * index_text and index_insert_encoded, then index_commit (or index_abort).
+ * The caller reports a verdict only after index_commit succeeds.
  */
 
 #include "config.h"
 
-#include <errno.h>
 #include <inttypes.h>
-#include <limits.h>
-#include <stdarg.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <jansson.h>
-#include <lmdb.h>
 #include <zstd.h>
 
 #include "mhfilter.h"
 
-#define DOC_VERSION	2
-#define DOC_HEADER	16
-#define L0_HEADER	8
-#define MEMTABLE_DEFAULT (64ULL << 20)
 #define TEXT_RAW	0
 #define TEXT_ZSTD	1
 #define ZSTD_LEVEL	3
-#define BUCKET_MAX	1024	/* entries read from one band bucket */
-#define MAP_DEFAULT	(1ULL << 30)
 
-struct index {
-	MDB_env		*env;
-	MDB_dbi		 meta;
-	MDB_dbi		 docs;
-	MDB_dbi		 texts;
-	MDB_dbi		 times;
-	MDB_dbi		 l0;
-	MDB_dbi		 l1;
-	MDB_txn		*txn;
-	int		 flags;		/* INDEX_* */
-	char		*path;
-	struct index_params p;
-	uint64_t	 next_doc;
-	uint64_t	 start_doc;	/* next_doc when the txn began */
-	uint64_t	 run_doc;	/* next_doc when the index was opened */
-	int		 map_full;	/* grow the map on abort */
-	int64_t		 now;
-	uint32_t	*sig;		/* decoded signature for index_doc */
-	struct buf	 rec;		/* scratch for records */
-	struct textenc	*enc;
-	ZSTD_DCtx	*dctx;
-
-	/* The band index: committed state, and the transaction's. */
-	struct memtable	*mt;
-	int		 loaded;	/* mt matches the committed state */
-	uint64_t	 sweep, t_sweep;	/* chunks merged, ever */
-	uint64_t	 l0_next, t_l0_next;	/* next l0 record */
-	uint64_t	 l1_entries, t_l1_entries;
-	double		 quota, t_quota;	/* chunks owed to the sweep */
-	uint64_t	 mt_max;	/* memtable budget, entries */
-	struct bentry	*pend;		/* entries added in this txn */
-	size_t		 npend, pendsize;
-	unsigned	*merged;	/* chunks merged in this txn */
-	size_t		 nmerged, mergedsize;
-	struct bentry	*sorted;	/* scratch for merges */
-	size_t		 sortedsize;
-	struct buf	 chunk;		/* scratch for merges */
-};
-
-static int	index_fail(struct index *, int, const char *, char **);
-static int	meta_get(struct index *, const char *, char *, size_t);
-static int	meta_put(struct index *, const char *, const char *);
-static int	meta_create(struct index *, char **);
-static int	meta_check(struct index *, int, char **);
-static int	index_foreign(struct index *);
-static int	index_get(struct index *, MDB_dbi, uint64_t, MDB_val *);
-static int	index_txn(struct index *, unsigned, MDB_txn **);
-static int	meta_u64(struct index *, const char *, uint64_t *, char **);
-static int	lsm_load(struct index *, char **);
-static int	lsm_rebuild(struct index *, char **);
-static int	lsm_merge(struct index *, unsigned, uint64_t, char **);
-static int	lsm_flush(struct index *, char **);
-static int	index_first_doc(struct index *, uint64_t *, char **);
-static void	time_key(unsigned char *, int64_t, uint64_t);
-static void	chunk_key(unsigned char *, unsigned, MDB_val *);
-static int64_t	time_of_key(const void *);
-static void	sig_decode(struct index *, const unsigned char *);
-static int	params_ok(const struct index_params *);
-static int	index_candidates1(struct index *, uint64_t, struct u64vec *,
-		    size_t);
-static void	index_remove_temp(const char *);
-
-/* Turn an LMDB error into a cause; MDB_MAP_FULL becomes INDEX_AGAIN. */
-static int
-index_fail(struct index *ix, int rc, const char *what, char **cause)
+/* Does path name an index on a server (a redis:// URL)? */
+int
+index_is_remote(const char *path)
 {
-	if (rc == MDB_MAP_FULL) {
-		ix->map_full = 1;
-		return (INDEX_AGAIN);
-	}
-	if (rc == MDB_TXN_FULL)
-		xasprintf(cause, "%s: %s (use a smaller --batch)", what,
-		    mdb_strerror(rc));
-	else
-		xasprintf(cause, "index %s: %s: %s", ix->path, what,
-		    mdb_strerror(rc));
-	return (-1);
+	return (path != NULL && strncmp(path, "redis://", 8) == 0);
 }
 
-/* Read a meta value as a string.  0 found, 1 missing, -1 error. */
-static int
-meta_get(struct index *ix, const char *key, char *out, size_t len)
+/*
+ * Open the index named by path: a redis:// URL or an LMDB directory (NULL
+ * makes a temporary one).  See lmdb_ops.open for the arguments.
+ */
+int
+index_open(struct index **ixp, const char *path, int flags,
+    struct index_params *p, int given, char **cause)
 {
-	MDB_val	 k, v;
-	int	 rc;
+	const struct index_ops	*ops = &lmdb_ops;
+	int			 rc;
 
-	k.mv_data = (void *)key;
-	k.mv_size = strlen(key);
-	rc = mdb_get(ix->txn, ix->meta, &k, &v);
-	if (rc == MDB_NOTFOUND)
-		return (1);
-	if (rc != 0 || v.mv_size >= len)
-		return (-1);
-	memcpy(out, v.mv_data, v.mv_size);
-	out[v.mv_size] = '\0';
+	if (index_is_remote(path))
+		ops = &redis_ops;
+	if ((rc = ops->open(ixp, path, flags, p, given, cause)) != 0)
+		return (rc);
+	(*ixp)->ops = ops;
 	return (0);
 }
 
-/* Write a meta value. */
-static int
-meta_put(struct index *ix, const char *key, const char *value)
+void
+index_close(struct index *ix)
 {
-	MDB_val	 k, v;
-
-	k.mv_data = (void *)key;
-	k.mv_size = strlen(key);
-	v.mv_data = (void *)value;
-	v.mv_size = strlen(value);
-	return (mdb_put(ix->txn, ix->meta, &k, &v, 0));
+	if (ix != NULL)
+		ix->ops->close(ix);
 }
 
-/* Write the meta record of a new index. */
-static int
-meta_create(struct index *ix, char **cause)
+int
+index_begin(struct index *ix, char **cause)
 {
-	const struct index_params *p = &ix->p;
-	char		 v[64];
-	int		 rc = 0;
+	return (ix->ops->begin(ix, cause));
+}
+
+/* Tell the backend a batch's records before they are looked up. */
+int
+index_prepare(struct index *ix, const struct ixdoc *docs, size_t n,
+    char **cause)
+{
+	if (ix->ops->prepare == NULL)
+		return (0);
+	return (ix->ops->prepare(ix, docs, n, cause));
+}
+
+int
+index_commit(struct index *ix, char **cause)
+{
+	return (ix->ops->commit(ix, cause));
+}
+
+void
+index_abort(struct index *ix)
+{
+	ix->ops->abort(ix);
+}
+
+/*
+ * Append to out the documents sharing each of the b band keys, once for
+ * each band they share (so a document's count is its number of shared
+ * bands).  slot is the record's place in the batch given to index_prepare,
+ * or INDEX_NOSLOT.
+ */
+int
+index_candidates(struct index *ix, size_t slot, const uint64_t *keys,
+    struct u64vec *out, char **cause)
+{
+	return (ix->ops->candidates(ix, slot, keys, out, cause));
+}
+
+/* A document's record; its signature stays valid until the next call. */
+int
+index_doc(struct index *ix, uint64_t docid, struct docinfo *d, char **cause)
+{
+	return (ix->ops->doc(ix, docid, d, cause));
+}
+
+/* A document's normalised text; returns its DOC_BYTES flag, or -1. */
+int
+index_text(struct index *ix, uint64_t docid, struct buf *out, char **cause)
+{
+	return (ix->ops->text(ix, docid, out, cause));
+}
+
+/* Insert a document (not prepared), encoding its text here. */
+int
+index_insert(struct index *ix, const uint64_t *keys, const uint32_t *sig,
+    const char *id, size_t idlen, const char *text, size_t textlen,
+    int flags, int64_t when, char **cause)
+{
+	return (ix->ops->insert(ix, INDEX_NOSLOT, keys, sig, id, idlen, text,
+	    textlen, NULL, 0, flags, when, cause));
+}
+
+/*
+ * Insert a document whose text was encoded by textenc_encode (enc not
+ * NULL), so that worker threads compress while the writer writes.  slot
+ * is its place in the prepared batch, or INDEX_NOSLOT.
+ */
+int
+index_insert_encoded(struct index *ix, size_t slot, const uint64_t *keys,
+    const uint32_t *sig, const char *id, size_t idlen, const char *text,
+    size_t textlen, const char *enc, size_t enclen, int flags, int64_t when,
+    char **cause)
+{
+	return (ix->ops->insert(ix, slot, keys, sig, id, idlen, text, textlen,
+	    enc, enclen, flags, when, cause));
+}
+
+int
+index_stats(struct index *ix, struct index_stats *st, char **cause)
+{
+	return (ix->ops->stats(ix, st, cause));
+}
+
+int
+index_expire(struct index *ix, const struct retention *ret, int64_t now,
+    uint64_t budget, uint64_t *removed, char **cause)
+{
+	return (ix->ops->expire(ix, ret, now, budget, removed, cause));
+}
+
+int
+index_remove(struct index *ix, const char *id, size_t idlen,
+    uint64_t *removed, char **cause)
+{
+	return (ix->ops->remove(ix, id, idlen, removed, cause));
+}
+
+int
+index_info(struct index *ix, struct index_info *in, char **cause)
+{
+	return (ix->ops->info(ix, in, cause));
+}
+
+int
+index_check(struct index *ix, FILE *f, uint64_t *problems, char **cause)
+{
+	return (ix->ops->check(ix, f, problems, cause));
+}
+
+int
+index_compact(struct index *ix, const char *dest, char **cause)
+{
+	if (ix->ops->compact == NULL) {
+		xasprintf(cause, "--compact does not apply to a %s index",
+		    ix->ops->name);
+		return (-1);
+	}
+	return (ix->ops->compact(ix, dest, cause));
+}
+
+int
+index_export(struct index *ix, FILE *f, char **cause)
+{
+	return (ix->ops->export(ix, f, cause));
+}
+
+/* The first document number this process could have inserted. */
+uint64_t
+index_run_start(struct index *ix)
+{
+	return (ix->run_doc);
+}
+
+/* The index's name as given (a directory or a URL). */
+const char *
+index_path(struct index *ix)
+{
+	return (ix->path);
+}
+
+/*
+ * A document record, into out (emptied first):
+ *   u8 version (2), u8 flags (DOC_*), u16 0, u32 id length,
+ *   i64 document time (big-endian, seconds since the epoch),
+ *   K x u16 signature (little-endian), the external id.
+ * The caller checks that the id length fits 32 bits.
+ */
+void
+docrec_encode(struct buf *out, unsigned K, const uint32_t *sig,
+    const char *id, size_t idlen, int flags, int64_t when)
+{
+	unsigned char	*p;
+	unsigned	 i;
+
+	out->len = 0;
+	buf_reserve(out, DOC_HEADER + 2 * (size_t)K + idlen);
+	p = (unsigned char *)out->data;
+	p[0] = DOC_VERSION;
+	p[1] = flags;
+	p[2] = p[3] = 0;
+	put_le32(p + 4, idlen);
+	put_be64(p + 8, (uint64_t)when);
+	for (i = 0; i < K; i++) {
+		p[DOC_HEADER + 2 * i] = sig[i] & 0xff;
+		p[DOC_HEADER + 2 * i + 1] = (sig[i] >> 8) & 0xff;
+	}
+	memcpy(p + DOC_HEADER + 2 * K, id, idlen);
+	out->len = DOC_HEADER + 2 * (size_t)K + idlen;
+}
+
+/*
+ * Decode a document record of len bytes (more is allowed: what follows
+ * the id is the caller's); the signature goes to sig (K values).  d->id
+ * points into p.  Returns the record's length, or 0 if it is corrupt.
+ */
+size_t
+docrec_decode(const unsigned char *p, size_t len, unsigned K, uint32_t *sig,
+    struct docinfo *d)
+{
+	uint32_t	 idlen;
+	unsigned	 i;
+
+	if (len < DOC_HEADER + 2 * (size_t)K || p[0] != DOC_VERSION)
+		return (0);
+	idlen = get_le32(p + 4);
+	if (len - DOC_HEADER - 2 * (size_t)K < idlen)
+		return (0);
+	for (i = 0; i < K; i++)
+		sig[i] = p[DOC_HEADER + 2 * i] |
+		    (uint32_t)p[DOC_HEADER + 2 * i + 1] << 8;
+	d->flags = p[1];
+	d->time = (int64_t)get_be64(p + 8);
+	d->sig = sig;
+	d->id = (const char *)p + DOC_HEADER + 2 * K;
+	d->idlen = idlen;
+	return (DOC_HEADER + 2 * K + idlen);
+}
+
+/* Parameters that make sense together (stored or imported). */
+int
+params_ok(const struct index_params *p)
+{
+	return (p->perms != 0 && p->perms <= MHF_MAX_PERMS && p->rows != 0 &&
+	    p->bands != 0 && (uint64_t)p->bands * p->rows <= p->perms &&
+	    p->shingle != 0 && p->shingle <= MHF_MAX_SHINGLE);
+}
+
+/* Take the stored parameters of src (an export's), for index_import. */
+void
+params_take(struct index_params *dst, const struct index_params *src)
+{
+	dst->perms = src->perms;
+	dst->bands = src->bands;
+	dst->rows = src->rows;
+	dst->shingle = src->shingle;
+	dst->unit = src->unit;
+	dst->norm = src->norm;
+	dst->seed = src->seed;
+	dst->texts = src->texts;
+	dst->verify = src->verify;
+	dst->threshold = src->threshold;
+}
+
+/* A text encoder: a zstd context (one per thread). */
+struct textenc {
+	ZSTD_CCtx	*cctx;
+};
+
+struct textenc *
+textenc_create(void)
+{
+	struct textenc	*te;
+
+	te = xcalloc(1, sizeof *te);
+	if ((te->cctx = ZSTD_createCCtx()) == NULL)
+		fatalx("zstd: out of memory");
+	return (te);
+}
+
+void
+textenc_free(struct textenc *te)
+{
+	if (te == NULL)
+		return;
+	ZSTD_freeCCtx(te->cctx);
+	free(te);
+}
+
+/*
+ * Encode a normalised text as the index stores it: u8 encoding, u8 flags
+ * (DOC_BYTES), the bytes; zstd when it is 64 bytes or more and that makes
+ * it smaller.  Into out, emptied first.
+ */
+void
+textenc_encode(struct textenc *te, const char *text, size_t len, int flags,
+    struct buf *out)
+{
+	unsigned char	*p;
+	size_t		 bound, n = 0;
+
+	bound = ZSTD_compressBound(len);
+	out->len = 0;
+	buf_reserve(out, 2 + bound);
+	p = (unsigned char *)out->data;
+	p[1] = flags & DOC_BYTES;
+	if (len >= 64) {
+		n = ZSTD_compressCCtx(te->cctx, p + 2, bound, text, len,
+		    ZSTD_LEVEL);
+		if (ZSTD_isError(n))
+			n = 0;
+	}
+	if (n != 0 && n < len)
+		p[0] = TEXT_ZSTD;
+	else {
+		p[0] = TEXT_RAW;
+		memcpy(p + 2, text, len);
+		n = len;
+	}
+	out->len = 2 + n;
+}
+
+/*
+ * Decode a stored text into out (emptied first).  Returns its DOC_BYTES
+ * flag, or -1 if it is corrupt.
+ */
+int
+text_decode(const unsigned char *p, size_t len, struct buf *out)
+{
+	static __thread ZSTD_DCtx *dctx;
+	unsigned long long	 size;
+	size_t			 n;
+
+	out->len = 0;
+	if (len < 2)
+		return (-1);
+	if (p[0] == TEXT_RAW) {
+		buf_append(out, p + 2, len - 2);
+		return (p[1] & DOC_BYTES);
+	}
+	if (p[0] != TEXT_ZSTD)
+		return (-1);
+	size = ZSTD_getFrameContentSize(p + 2, len - 2);
+	if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN)
+		return (-1);
+	if (dctx == NULL && (dctx = ZSTD_createDCtx()) == NULL)
+		fatalx("zstd: out of memory");
+	buf_reserve(out, size);
+	n = ZSTD_decompressDCtx(dctx, out->data, size, p + 2, len - 2);
+	if (ZSTD_isError(n) || n != size)
+		return (-1);
+	out->len = n;
+	out->data[n] = '\0';
+	return (p[1] & DOC_BYTES);
+}
+
+/*
+ * Write the parameter records of a new index through put: "format",
+ * "scheme", every parameter that changes signatures or band keys, whether
+ * texts are kept, the defaults later runs take, and "created".  Returns
+ * put's first failure.
+ */
+int
+meta_write(const struct index_params *p, meta_put_fn put, void *arg)
+{
+	char	 v[64];
+	int	 rc = 0;
 
 #define PUT(key, ...) do {						\
 	snprintf(v, sizeof v, __VA_ARGS__);				\
 	if (rc == 0)							\
-		rc = meta_put(ix, key, v);				\
+		rc = put(arg, key, v);					\
 } while (0)
 	PUT("format", "%d", MHF_INDEX_FORMAT);
 	PUT("scheme", "%d %s", MHF_SCHEME, MHF_SCHEME_NAME);
@@ -232,29 +414,24 @@ meta_create(struct index *ix, char **cause)
 	PUT("unit", "%s", p->unit == UNIT_WORD ? "word" : "char");
 	normalize_name(p->norm, v, sizeof v);
 	if (rc == 0)
-		rc = meta_put(ix, "normalize", v);
+		rc = put(arg, "normalize", v);
 	PUT("seed", "%" PRIu64, p->seed);
 	PUT("texts", "%d", p->texts);
 	PUT("verify", "%d", p->verify);
 	PUT("threshold", "%.17g", p->threshold);
 	PUT("created", "%lld", (long long)time(NULL));
-	PUT("next_doc", "1");
-	PUT("sweep", "0");
-	PUT("l0_next", "1");
-	PUT("l1_entries", "0");
 #undef PUT
-	ix->next_doc = 1;
-	if (rc != 0)
-		return (index_fail(ix, rc, "writing meta", cause));
-	return (0);
+	return (rc);
 }
 
 /*
- * Compare the stored parameters with the ones given, take the stored ones
- * for the rest.  Returns INDEX_MISMATCH with a cause naming the option.
+ * Compare the stored parameters (read through get: 0 found, else missing)
+ * with the ones given, and take the stored ones for the rest.  Returns
+ * INDEX_MISMATCH with a cause naming the option.
  */
-static int
-meta_check(struct index *ix, int given, char **cause)
+int
+meta_read(struct index_params *p, int given, const char *where,
+    meta_get_fn get, void *arg, char **cause)
 {
 	static const struct {
 		const char	*key;
@@ -269,34 +446,33 @@ meta_check(struct index *ix, int given, char **cause)
 		{ "normalize", "--normalize", IP_NORM },
 		{ "seed", "--seed", IP_SEED },
 	};
-	struct index_params	*p = &ix->p;
 	char			 stored[128], want[128];
 	size_t			 i;
 	unsigned long long	 u;
 	int			 f;
 
-	if (meta_get(ix, "format", stored, sizeof stored) != 0 ||
-	    meta_get(ix, "scheme", want, sizeof want) != 0) {
+	if (get(arg, "format", stored, sizeof stored) != 0 ||
+	    get(arg, "scheme", want, sizeof want) != 0) {
 		xasprintf(cause, "%s is not an mhfilter index (no format "
-		    "record)", ix->path);
+		    "record)", where);
 		return (INDEX_MISMATCH);
 	}
 	if (atoi(stored) != MHF_INDEX_FORMAT) {
 		xasprintf(cause, "%s has index format %s; this mhfilter reads "
-		    "format %d", ix->path, stored, MHF_INDEX_FORMAT);
+		    "format %d", where, stored, MHF_INDEX_FORMAT);
 		return (INDEX_MISMATCH);
 	}
 	if (atoi(want) != MHF_SCHEME) {
 		xasprintf(cause, "%s uses signature scheme %s; this mhfilter "
-		    "makes scheme %d %s", ix->path, want, MHF_SCHEME,
+		    "makes scheme %d %s", where, want, MHF_SCHEME,
 		    MHF_SCHEME_NAME);
 		return (INDEX_MISMATCH);
 	}
 
 	for (i = 0; i < sizeof params / sizeof params[0]; i++) {
-		if (meta_get(ix, params[i].key, stored, sizeof stored) != 0) {
+		if (get(arg, params[i].key, stored, sizeof stored) != 0) {
 			xasprintf(cause, "%s: meta record \"%s\" is missing",
-			    ix->path, params[i].key);
+			    where, params[i].key);
 			return (INDEX_MISMATCH);
 		}
 		switch (params[i].bit) {
@@ -326,7 +502,7 @@ meta_check(struct index *ix, int given, char **cause)
 		if ((given & params[i].bit) && strcmp(stored, want) != 0) {
 			xasprintf(cause, "%s was made with %s %s; you gave %s "
 			    "%s (leave the option out, or use another --db)",
-			    ix->path, params[i].option, stored,
+			    where, params[i].option, stored,
 			    params[i].option, want);
 			return (INDEX_MISMATCH);
 		}
@@ -334,7 +510,7 @@ meta_check(struct index *ix, int given, char **cause)
 		if (params[i].bit != IP_SEED && params[i].bit != IP_UNIT &&
 		    params[i].bit != IP_NORM && u > MHF_MAX_PERMS) {
 			xasprintf(cause, "%s: stored %s %s is out of range",
-			    ix->path, params[i].key, stored);
+			    where, params[i].key, stored);
 			return (INDEX_MISMATCH);
 		}
 		switch (params[i].bit) {
@@ -366,1395 +542,38 @@ meta_check(struct index *ix, int given, char **cause)
 	}
 	if (!params_ok(p)) {
 		xasprintf(cause, "%s: the stored parameters are invalid",
-		    ix->path);
+		    where);
 		return (INDEX_MISMATCH);
 	}
 
-	if (meta_get(ix, "texts", stored, sizeof stored) != 0) {
+	if (get(arg, "texts", stored, sizeof stored) != 0) {
 		xasprintf(cause, "%s: meta record \"texts\" is missing",
-		    ix->path);
+		    where);
 		return (INDEX_MISMATCH);
 	}
 	p->texts = atoi(stored);
-	if (meta_get(ix, "verify", stored, sizeof stored) == 0 &&
+	if (get(arg, "verify", stored, sizeof stored) == 0 &&
 	    (~given & IP_VERIFY))
 		p->verify = atoi(stored);
 	if (p->verify == VERIFY_EXACT && !p->texts) {
 		xasprintf(cause, "%s keeps no texts, so --verify exact is not "
 		    "possible (it was made with --verify signature or none)",
-		    ix->path);
+		    where);
 		return (INDEX_MISMATCH);
 	}
-	if (meta_get(ix, "threshold", stored, sizeof stored) == 0 &&
+	if (get(arg, "threshold", stored, sizeof stored) == 0 &&
 	    (~given & IP_THRESHOLD)) {
 		p->threshold = strtod(stored, NULL);
 		if (!(p->threshold >= 0.01 && p->threshold <= 1.0)) {
 			xasprintf(cause, "%s: stored threshold %s is out of "
-			    "range", ix->path, stored);
+			    "range", where, stored);
 			return (INDEX_MISMATCH);
 		}
 	}
 	if (p->verify < VERIFY_EXACT || p->verify > VERIFY_NONE) {
 		xasprintf(cause, "%s: stored verify mode is out of range",
-		    ix->path);
+		    where);
 		return (INDEX_MISMATCH);
-	}
-	if (meta_get(ix, "next_doc", stored, sizeof stored) != 0) {
-		xasprintf(cause, "%s: meta record \"next_doc\" is missing",
-		    ix->path);
-		return (INDEX_MISMATCH);
-	}
-	ix->next_doc = strtoull(stored, NULL, 10);
-	return (0);
-}
-
-/*
- * Is this environment someone else's?  Ours has no meta database only
- * while it is brand new, and then its main database is empty.
- */
-static int
-index_foreign(struct index *ix)
-{
-	MDB_dbi		 dbi;
-	MDB_stat	 st;
-
-	if (mdb_dbi_open(ix->txn, "meta", 0, &dbi) == 0)
-		return (0);
-	if (mdb_dbi_open(ix->txn, NULL, 0, &dbi) != 0 ||
-	    mdb_stat(ix->txn, dbi, &st) != 0)
-		return (1);
-	return (st.ms_entries != 0);
-}
-
-/* Remove a temporary index directory. */
-static void
-index_remove_temp(const char *path)
-{
-	char	*f;
-
-	xasprintf(&f, "%s/data.mdb", path);
-	unlink(f);
-	free(f);
-	xasprintf(&f, "%s/lock.mdb", path);
-	unlink(f);
-	free(f);
-	rmdir(path);
-}
-
-/*
- * Open (or create) the index at path; a NULL path makes a temporary one.
- * p holds the parameters wanted and, on return, the ones in force; given
- * says which of them the user set.  Returns 0, -1 on error or
- * INDEX_MISMATCH, with a cause.
- */
-int
-index_open(struct index **ixp, const char *path, int flags,
-    struct index_params *p, int given, char **cause)
-{
-	struct index	*ix;
-	const char	*tmp;
-	char		 probe[16];
-	unsigned int	 envflags = MDB_NOTLS;
-	int		 rc, dead, fresh, rv = -1;
-
-	ix = xcalloc(1, sizeof *ix);
-	ix->flags = flags;
-	ix->p = *p;
-	if (path == NULL) {
-		if ((tmp = getenv("TMPDIR")) == NULL || *tmp == '\0')
-			tmp = "/tmp";
-		xasprintf(&ix->path, "%s/mhfilter.XXXXXX", tmp);
-		if (mkdtemp(ix->path) == NULL) {
-			xasprintf(cause, "mkdtemp %s: %s", ix->path,
-			    strerror(errno));
-			goto fail;
-		}
-		ix->flags |= INDEX_TEMP;
-		/* A crash loses a throwaway index, so never sync it. */
-		envflags |= MDB_NOSYNC | MDB_NOMETASYNC;
-	} else {
-		ix->path = xstrdup(path);
-		if (flags & INDEX_RDONLY)
-			envflags |= MDB_RDONLY;
-		else if (mkdir(path, 0777) == -1 && errno != EEXIST) {
-			xasprintf(cause, "mkdir %s: %s", path, strerror(errno));
-			goto fail;
-		}
-	}
-
-	if ((rc = mdb_env_create(&ix->env)) != 0 ||
-	    (rc = mdb_env_set_maxdbs(ix->env, 8)) != 0 ||
-	    (rc = mdb_env_set_mapsize(ix->env,
-	    p->mapsize ? p->mapsize : MAP_DEFAULT)) != 0) {
-		index_fail(ix, rc, "create", cause);
-		goto fail;
-	}
-	if ((rc = mdb_env_open(ix->env, ix->path, envflags, 0666)) != 0) {
-		if (rc == ENOENT)
-			xasprintf(cause, "no index at %s", ix->path);
-		else if (rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH) {
-			xasprintf(cause, "%s is not an LMDB index: %s",
-			    ix->path, mdb_strerror(rc));
-			rv = INDEX_MISMATCH;
-		} else
-			xasprintf(cause, "open index %s: %s", ix->path,
-			    mdb_strerror(rc));
-		goto fail;
-	}
-	/* Forget readers left by processes that died (kill -9). */
-	mdb_reader_check(ix->env, &dead);
-
-	rc = index_txn(ix, 0, &ix->txn);
-	if (rc == 0 && (rc = index_foreign(ix)) != 0) {
-		xasprintf(cause, "%s is an LMDB environment but not an "
-		    "mhfilter index", ix->path);
-		rv = INDEX_MISMATCH;
-		goto fail;
-	}
-	if (rc == 0) {
-		unsigned dbflags = (flags & INDEX_RDONLY) ? 0 : MDB_CREATE;
-
-		if ((rc = mdb_dbi_open(ix->txn, "meta", dbflags,
-		    &ix->meta)) == 0 &&
-		    (rc = mdb_dbi_open(ix->txn, "docs", dbflags,
-		    &ix->docs)) == 0 &&
-		    (rc = mdb_dbi_open(ix->txn, "texts", dbflags,
-		    &ix->texts)) == 0 &&
-		    (rc = mdb_dbi_open(ix->txn, "times", dbflags,
-		    &ix->times)) == 0 &&
-		    (rc = mdb_dbi_open(ix->txn, "l0", dbflags,
-		    &ix->l0)) == 0)
-			rc = mdb_dbi_open(ix->txn, "l1", dbflags, &ix->l1);
-	}
-	if (rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE) {
-		xasprintf(cause, "%s is not an mhfilter index", ix->path);
-		rv = INDEX_MISMATCH;
-		goto fail;
-	}
-	if (rc != 0) {
-		index_fail(ix, rc, "open", cause);
-		goto fail;
-	}
-
-	fresh = meta_get(ix, "format", probe, sizeof probe) == 1;
-	if (fresh && (flags & INDEX_RDONLY)) {
-		xasprintf(cause, "%s is an empty index", ix->path);
-		goto fail;
-	}
-	if (fresh) {
-		if ((rc = meta_create(ix, cause)) != 0)
-			goto fail;
-	} else if ((rv = meta_check(ix, given, cause)) != 0)
-		goto fail;
-	ix->mt = memtable_create();
-	if (lsm_load(ix, cause) != 0) {
-		rv = -1;
-		goto fail;
-	}
-	/*
-	 * Commit even a read-only transaction: LMDB closes the database
-	 * handles opened in a transaction that is aborted.
-	 */
-	if ((rc = mdb_txn_commit(ix->txn)) != 0) {
-		ix->txn = NULL;
-		rv = -1;
-		index_fail(ix, rc, "commit", cause);
-		goto fail;
-	}
-	ix->txn = NULL;
-	ix->run_doc = ix->next_doc;
-
-	ix->sig = xcalloc(ix->p.perms, sizeof *ix->sig);
-	ix->mt_max = (p->memtable ? p->memtable : MEMTABLE_DEFAULT) /
-	    sizeof(struct bentry);
-	if (ix->mt_max < 1024)
-		ix->mt_max = 1024;
-	ix->enc = textenc_create();
-	if ((ix->dctx = ZSTD_createDCtx()) == NULL)
-		fatalx("zstd: out of memory");
-	*p = ix->p;
-	*ixp = ix;
-	return (0);
-
-fail:
-	if (ix->txn != NULL)
-		mdb_txn_abort(ix->txn);
-	ix->txn = NULL;
-	index_close(ix);
-	return (rv);
-}
-
-/* Close the index; a temporary one is removed. */
-void
-index_close(struct index *ix)
-{
-	if (ix == NULL)
-		return;
-	if (ix->txn != NULL)
-		mdb_txn_abort(ix->txn);
-	if (ix->env != NULL)
-		mdb_env_close(ix->env);
-	if ((ix->flags & INDEX_TEMP) && ix->path != NULL)
-		index_remove_temp(ix->path);
-	textenc_free(ix->enc);
-	ZSTD_freeDCtx(ix->dctx);
-	buf_free(&ix->rec);
-	buf_free(&ix->chunk);
-	memtable_free(ix->mt);
-	free(ix->pend);
-	free(ix->merged);
-	free(ix->sorted);
-	free(ix->sig);
-	free(ix->path);
-	free(ix);
-}
-
-/* The first document number this process could have inserted. */
-uint64_t
-index_run_start(struct index *ix)
-{
-	return (ix->run_doc);
-}
-
-/* The index's directory. */
-const char *
-index_path(struct index *ix)
-{
-	return (ix->path);
-}
-
-/*
- * Begin a transaction (read-only if flags or the index say so).  When
- * another process has grown the map since, adopt its size and retry.
- */
-static int
-index_txn(struct index *ix, unsigned flags, MDB_txn **txn)
-{
-	int	 rc;
-
-	if (ix->flags & INDEX_RDONLY)
-		flags |= MDB_RDONLY;
-	for (;;) {
-		rc = mdb_txn_begin(ix->env, NULL, flags, txn);
-		if (rc != MDB_MAP_RESIZED)
-			return (rc);
-		if ((rc = mdb_env_set_mapsize(ix->env, 0)) != 0)
-			return (rc);
-	}
-}
-
-/* Start a batch's transaction: a write one unless the index is read-only. */
-int
-index_begin(struct index *ix, char **cause)
-{
-	char	 v[32];
-	int	 rc;
-
-	if ((rc = index_txn(ix, 0, &ix->txn)) != 0) {
-		ix->txn = NULL;
-		return (index_fail(ix, rc, "begin", cause));
-	}
-	ix->npend = ix->nmerged = 0;
-	if ((rc = lsm_load(ix, cause)) != 0) {
-		index_abort(ix);
-		return (rc);
-	}
-	/*
-	 * Another writer may have added documents since; a reader needs
-	 * next_doc too, to tell a removed document from a corrupt index.
-	 */
-	if (meta_get(ix, "next_doc", v, sizeof v) != 0) {
-		index_abort(ix);
-		xasprintf(cause, "%s: no next_doc record", ix->path);
-		return (-1);
-	}
-	ix->next_doc = ix->start_doc = strtoull(v, NULL, 10);
-	ix->now = time(NULL);
-	return (0);
-}
-
-/* Commit the batch's transaction. */
-int
-index_commit(struct index *ix, char **cause)
-{
-	char	 v[32];
-	int	 rc;
-
-	if (ix->flags & INDEX_RDONLY) {
-		index_abort(ix);
-		return (0);
-	}
-	if ((rc = lsm_flush(ix, cause)) != 0) {
-		index_abort(ix);
-		return (rc);
-	}
-	if (ix->next_doc != ix->start_doc) {
-		snprintf(v, sizeof v, "%" PRIu64, ix->next_doc);
-		if ((rc = meta_put(ix, "next_doc", v)) != 0) {
-			rc = index_fail(ix, rc, "writing meta", cause);
-			index_abort(ix);
-			return (rc);
-		}
-	}
-	rc = mdb_txn_commit(ix->txn);
-	ix->txn = NULL;
-	if (rc != 0) {
-		rc = index_fail(ix, rc, "commit", cause);
-		index_abort(ix);
-		return (rc);
-	}
-	/* Durable: keep the additions, forget what the sweep merged. */
-	memtable_commit(ix->mt);
-	while (ix->nmerged > 0)
-		memtable_drop(ix->mt, ix->merged[--ix->nmerged]);
-	ix->npend = 0;
-	ix->sweep = ix->t_sweep;
-	ix->l0_next = ix->t_l0_next;
-	ix->l1_entries = ix->t_l1_entries;
-	ix->quota = ix->t_quota;
-	return (0);
-}
-
-/* Throw the batch's transaction away; grow the map if it was full. */
-void
-index_abort(struct index *ix)
-{
-	MDB_envinfo	 info;
-
-	if (ix->txn != NULL)
-		mdb_txn_abort(ix->txn);
-	ix->txn = NULL;
-	ix->next_doc = ix->start_doc;
-	if (ix->mt != NULL)
-		memtable_rollback(ix->mt);
-	ix->npend = ix->nmerged = 0;
-	ix->t_sweep = ix->sweep;
-	ix->t_l0_next = ix->l0_next;
-	ix->t_l1_entries = ix->l1_entries;
-	ix->t_quota = ix->quota;
-	if (ix->map_full) {
-		ix->map_full = 0;
-		mdb_env_info(ix->env, &info);
-		if (mdb_env_set_mapsize(ix->env, info.me_mapsize * 2) != 0)
-			fatalx("cannot grow the index map to %zu bytes",
-			    info.me_mapsize * 2);
-	}
-}
-
-/* Read a meta value as a number. */
-static int
-meta_u64(struct index *ix, const char *key, uint64_t *out, char **cause)
-{
-	char	 v[32], *end;
-
-	if (meta_get(ix, key, v, sizeof v) != 0) {
-		xasprintf(cause, "%s: meta record \"%s\" is missing or bad",
-		    ix->path, key);
-		return (-1);
-	}
-	errno = 0;
-	*out = strtoull(v, &end, 10);
-	if (errno != 0 || *end != '\0' || end == v) {
-		xasprintf(cause, "%s: meta record \"%s\" is bad", ix->path,
-		    key);
-		return (-1);
-	}
-	return (0);
-}
-
-/*
- * At the start of a transaction: take the band state from meta, and
- * rebuild the memtable if another process (or none yet) made it.
- */
-static int
-lsm_load(struct index *ix, char **cause)
-{
-	uint64_t	 sweep, l0_next, l1_entries;
-
-	if (meta_u64(ix, "sweep", &sweep, cause) != 0 ||
-	    meta_u64(ix, "l0_next", &l0_next, cause) != 0 ||
-	    meta_u64(ix, "l1_entries", &l1_entries, cause) != 0)
-		return (-1);
-	if (!ix->loaded || sweep != ix->sweep || l0_next != ix->l0_next) {
-		ix->sweep = sweep;
-		ix->l0_next = l0_next;
-		if (lsm_rebuild(ix, cause) != 0) {
-			ix->loaded = 0;
-			return (-1);
-		}
-		ix->loaded = 1;
-	}
-	ix->l1_entries = l1_entries;
-	ix->t_sweep = ix->sweep;
-	ix->t_l0_next = ix->l0_next;
-	ix->t_l1_entries = ix->l1_entries;
-	ix->t_quota = ix->quota;
-	return (0);
-}
-
-/*
- * Rebuild the memtable from l0: every entry whose chunk the sweep has not
- * passed since its record was written.
- */
-static int
-lsm_rebuild(struct index *ix, char **cause)
-{
-	MDB_cursor		*cur;
-	MDB_val			 k, v;
-	const unsigned char	*p;
-	struct bentry		 e;
-	uint64_t		 written, passed;
-	size_t			 i, n;
-	unsigned		 c;
-	int			 rc;
-
-	memtable_clear(ix->mt);
-	if ((rc = mdb_cursor_open(ix->txn, ix->l0, &cur)) != 0)
-		return (index_fail(ix, rc, "reading l0", cause));
-	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
-	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-		p = v.mv_data;
-		if (v.mv_size < L0_HEADER ||
-		    (v.mv_size - L0_HEADER) % BENTRY_SIZE != 0) {
-			mdb_cursor_close(cur);
-			xasprintf(cause, "index %s: an l0 record is corrupt",
-			    ix->path);
-			return (-1);
-		}
-		written = get_le64(p);
-		if (written > ix->sweep)
-			written = ix->sweep;
-		passed = ix->sweep - written;
-		if (passed >= BAND_CHUNKS)
-			continue;
-		n = (v.mv_size - L0_HEADER) / BENTRY_SIZE;
-		for (i = 0; i < n; i++) {
-			run_get(p + L0_HEADER, i, &e);
-			c = band_chunk(e.key);
-			if ((c + BAND_CHUNKS - written % BAND_CHUNKS) %
-			    BAND_CHUNKS < passed)
-				continue;	/* merged since */
-			memtable_add(ix->mt, e.key, e.docid);
-		}
-	}
-	mdb_cursor_close(cur);
-	memtable_commit(ix->mt);
-	if (rc != MDB_NOTFOUND)
-		return (index_fail(ix, rc, "reading l0", cause));
-	return (0);
-}
-
-/* The oldest document held (next_doc when there is none). */
-static int
-index_first_doc(struct index *ix, uint64_t *docid, char **cause)
-{
-	MDB_cursor	*cur;
-	MDB_val		 k, v;
-	int		 rc;
-
-	if ((rc = mdb_cursor_open(ix->txn, ix->docs, &cur)) != 0)
-		return (index_fail(ix, rc, "reading docs", cause));
-	rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
-	mdb_cursor_close(cur);
-	if (rc == MDB_NOTFOUND) {
-		*docid = ix->next_doc;
-		return (0);
-	}
-	if (rc != 0 || k.mv_size != 8)
-		return (index_fail(ix, rc ? rc : MDB_CORRUPTED, "reading docs",
-		    cause));
-	*docid = get_be64(k.mv_data);
-	return (0);
-}
-
-/*
- * Merge chunk c's memtable entries into its l1 run, leaving out entries of
- * documents below live.
- */
-static int
-lsm_merge(struct index *ix, unsigned c, uint64_t live, char **cause)
-{
-	MDB_val		 k, v;
-	unsigned char	 kb[4];
-	size_t		 nadd, nold = 0, n;
-	int		 rc;
-
-	nadd = memtable_sorted(ix->mt, c, &ix->sorted, &ix->sortedsize);
-	if (nadd == 0)
-		return (0);
-	chunk_key(kb, c, &k);
-	rc = mdb_get(ix->txn, ix->l1, &k, &v);
-	if (rc == 0) {
-		if (v.mv_size % BENTRY_SIZE != 0) {
-			xasprintf(cause, "index %s: band chunk %u is corrupt",
-			    ix->path, c);
-			return (-1);
-		}
-		nold = v.mv_size / BENTRY_SIZE;
-	} else if (rc != MDB_NOTFOUND)
-		return (index_fail(ix, rc, "reading l1", cause));
-	ix->chunk.len = 0;
-	buf_reserve(&ix->chunk, (nold + nadd) * BENTRY_SIZE);
-	n = run_merge(nold ? v.mv_data : NULL, nold, ix->sorted, nadd, live,
-	    (unsigned char *)ix->chunk.data);
-	if (n == 0)
-		rc = nold ? mdb_del(ix->txn, ix->l1, &k, NULL) : 0;
-	else {
-		v.mv_data = ix->chunk.data;
-		v.mv_size = n * BENTRY_SIZE;
-		rc = mdb_put(ix->txn, ix->l1, &k, &v, 0);
-	}
-	if (rc != 0)
-		return (index_fail(ix, rc, "writing l1", cause));
-	ix->t_l1_entries += n;
-	ix->t_l1_entries -= nold < ix->t_l1_entries ? nold : ix->t_l1_entries;
-	return (0);
-}
-
-/*
- * At commit: log the transaction's entries to l0, advance the sweep by the
- * chunks it is owed, delete the l0 records it has gone round, and record
- * the state in meta.
- */
-static int
-lsm_flush(struct index *ix, char **cause)
-{
-	MDB_cursor	*cur;
-	MDB_val		 k, v;
-	unsigned char	 kb[8];
-	uint64_t	 q, live = 0, i;
-	char		 num[32];
-	size_t		 j;
-	int		 rc;
-
-	if (ix->npend > 0) {
-		ix->rec.len = 0;
-		buf_reserve(&ix->rec, L0_HEADER + ix->npend * BENTRY_SIZE);
-		put_le64((unsigned char *)ix->rec.data, ix->t_sweep);
-		for (j = 0; j < ix->npend; j++)
-			run_put((unsigned char *)ix->rec.data + L0_HEADER, j,
-			    &ix->pend[j]);
-		put_be64(kb, ix->t_l0_next);
-		k.mv_data = kb;
-		k.mv_size = sizeof kb;
-		v.mv_data = ix->rec.data;
-		v.mv_size = L0_HEADER + ix->npend * BENTRY_SIZE;
-		if ((rc = mdb_put(ix->txn, ix->l0, &k, &v, MDB_APPEND)) != 0)
-			return (index_fail(ix, rc, "writing l0", cause));
-		ix->t_l0_next++;
-		/* A whole sweep per half budget of new entries. */
-		ix->t_quota += (double)BAND_CHUNKS * ix->npend /
-		    (ix->mt_max / 2);
-	}
-	q = (uint64_t)ix->t_quota;
-	ix->t_quota -= q;
-	if (memtable_entries(ix->mt) > ix->mt_max)
-		q += BAND_CHUNKS / 64;	/* over budget: catch up */
-	if (q > BAND_CHUNKS)
-		q = BAND_CHUNKS;
-	if (q > 0) {
-		if (index_first_doc(ix, &live, cause) != 0)
-			return (-1);
-		if (ix->nmerged + q > ix->mergedsize) {
-			ix->mergedsize = ix->nmerged + q;
-			ix->merged = xreallocarray(ix->merged, ix->mergedsize,
-			    sizeof *ix->merged);
-		}
-		for (i = 0; i < q; i++) {
-			unsigned c = ix->t_sweep % BAND_CHUNKS;
-
-			if ((rc = lsm_merge(ix, c, live, cause)) != 0)
-				return (rc);
-			ix->merged[ix->nmerged++] = c;
-			ix->t_sweep++;
-		}
-		/* l0 records the sweep has gone all the way round. */
-		if ((rc = mdb_cursor_open(ix->txn, ix->l0, &cur)) != 0)
-			return (index_fail(ix, rc, "reading l0", cause));
-		while ((rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST)) == 0) {
-			if (v.mv_size < L0_HEADER ||
-			    ix->t_sweep - get_le64(v.mv_data) < BAND_CHUNKS)
-				break;
-			if ((rc = mdb_cursor_del(cur, 0)) != 0)
-				break;
-		}
-		mdb_cursor_close(cur);
-		if (rc != 0 && rc != MDB_NOTFOUND)
-			return (index_fail(ix, rc, "trimming l0", cause));
-	}
-#define PUTNUM(key, val) do {						\
-	snprintf(num, sizeof num, "%" PRIu64, (uint64_t)(val));	\
-	if ((rc = meta_put(ix, key, num)) != 0)				\
-		return (index_fail(ix, rc, "writing meta", cause));	\
-} while (0)
-	if (ix->t_sweep != ix->sweep)
-		PUTNUM("sweep", ix->t_sweep);
-	if (ix->t_l0_next != ix->l0_next)
-		PUTNUM("l0_next", ix->t_l0_next);
-	if (ix->t_l1_entries != ix->l1_entries)
-		PUTNUM("l1_entries", ix->t_l1_entries);
-#undef PUTNUM
-	return (0);
-}
-
-/*
- * Append to out the documents sharing each of the b band keys, once for
- * each band they share with the query (so the count of a document is its
- * number of shared bands), at most BUCKET_MAX per band.
- */
-int
-index_candidates(struct index *ix, const uint64_t *keys, struct u64vec *out,
-    char **cause)
-{
-	unsigned	 j;
-	int		 rc;
-
-	for (j = 0; j < ix->p.bands; j++) {
-		if ((rc = index_candidates1(ix, keys[j], out,
-		    BUCKET_MAX)) != 0)
-			return (index_fail(ix, rc, "band lookup", cause));
-	}
-	return (0);
-}
-
-/*
- * The documents under one band key: memtable, then l1, at most max of
- * them.  Returns an LMDB error.
- */
-static int
-index_candidates1(struct index *ix, uint64_t key, struct u64vec *out,
-    size_t max)
-{
-	MDB_val		 k, v;
-	unsigned char	 kb[4];
-	unsigned	 c;
-	size_t		 got;
-	int		 rc;
-
-	got = memtable_find(ix->mt, key, out, max);
-	c = band_chunk(key);
-	chunk_key(kb, c, &k);
-	rc = mdb_get(ix->txn, ix->l1, &k, &v);
-	if (rc == MDB_NOTFOUND)
-		return (0);
-	if (rc != 0)
-		return (rc);
-	run_find(v.mv_data, v.mv_size / BENTRY_SIZE, key, out, max - got);
-	return (0);
-}
-
-/* The l1 key of chunk c, in kb. */
-static void
-chunk_key(unsigned char *kb, unsigned c, MDB_val *k)
-{
-	kb[0] = c >> 24;
-	kb[1] = c >> 16;
-	kb[2] = c >> 8;
-	kb[3] = c;
-	k->mv_data = kb;
-	k->mv_size = 4;
-}
-
-/* The times key of a document. */
-static void
-time_key(unsigned char *kb, int64_t t, uint64_t docid)
-{
-	put_be64(kb, (uint64_t)t ^ (1ULL << 63));
-	put_be64(kb + 8, docid);
-}
-
-/* The time in a times key. */
-static int64_t
-time_of_key(const void *kb)
-{
-	return ((int64_t)(get_be64(kb) ^ (1ULL << 63)));
-}
-
-/* Stored 16-bit little-endian signature values into ix->sig. */
-static void
-sig_decode(struct index *ix, const unsigned char *p)
-{
-	unsigned	 i;
-
-	for (i = 0; i < ix->p.perms; i++)
-		ix->sig[i] = p[2 * i] | (uint32_t)p[2 * i + 1] << 8;
-}
-
-/* Parameters that make sense together (stored or imported). */
-static int
-params_ok(const struct index_params *p)
-{
-	return (p->perms != 0 && p->perms <= MHF_MAX_PERMS && p->rows != 0 &&
-	    p->bands != 0 && (uint64_t)p->bands * p->rows <= p->perms &&
-	    p->shingle != 0 && p->shingle <= MHF_MAX_SHINGLE);
-}
-
-/* A text encoder: a zstd context (one per thread). */
-struct textenc {
-	ZSTD_CCtx	*cctx;
-};
-
-struct textenc *
-textenc_create(void)
-{
-	struct textenc	*te;
-
-	te = xcalloc(1, sizeof *te);
-	if ((te->cctx = ZSTD_createCCtx()) == NULL)
-		fatalx("zstd: out of memory");
-	return (te);
-}
-
-void
-textenc_free(struct textenc *te)
-{
-	if (te == NULL)
-		return;
-	ZSTD_freeCCtx(te->cctx);
-	free(te);
-}
-
-/*
- * Encode a normalised text as the texts database stores it: u8 encoding,
- * u8 flags (DOC_BYTES), the bytes; zstd when it is 64 bytes or more and
- * that makes it smaller.  Into out, emptied first.
- */
-void
-textenc_encode(struct textenc *te, const char *text, size_t len, int flags,
-    struct buf *out)
-{
-	unsigned char	*p;
-	size_t		 bound, n = 0;
-
-	bound = ZSTD_compressBound(len);
-	out->len = 0;
-	buf_reserve(out, 2 + bound);
-	p = (unsigned char *)out->data;
-	p[1] = flags & DOC_BYTES;
-	if (len >= 64) {
-		n = ZSTD_compressCCtx(te->cctx, p + 2, bound, text, len,
-		    ZSTD_LEVEL);
-		if (ZSTD_isError(n))
-			n = 0;
-	}
-	if (n != 0 && n < len)
-		p[0] = TEXT_ZSTD;
-	else {
-		p[0] = TEXT_RAW;
-		memcpy(p + 2, text, len);
-		n = len;
-	}
-	out->len = 2 + n;
-}
-
-/* Look a document number up in one of the databases keyed by it. */
-static int
-index_get(struct index *ix, MDB_dbi dbi, uint64_t docid, MDB_val *v)
-{
-	unsigned char	 kb[8];
-	MDB_val		 k;
-
-	put_be64(kb, docid);
-	k.mv_data = kb;
-	k.mv_size = sizeof kb;
-	return (mdb_get(ix->txn, dbi, &k, v));
-}
-
-/* Read a document's record.  The signature stays valid until the next call. */
-int
-index_doc(struct index *ix, uint64_t docid, struct docinfo *d, char **cause)
-{
-	MDB_val			 v;
-	const unsigned char	*p;
-	uint32_t		 idlen;
-	int			 rc;
-
-	if ((rc = index_get(ix, ix->docs, docid, &v)) != 0) {
-		if (rc == MDB_NOTFOUND && docid != 0 && docid < ix->next_doc)
-			return (INDEX_GONE);	/* removed; entries linger */
-		return (index_fail(ix, rc, "document lookup", cause));
-	}
-	p = v.mv_data;
-	if (v.mv_size < DOC_HEADER + 2 * (size_t)ix->p.perms ||
-	    p[0] != DOC_VERSION)
-		goto corrupt;
-	idlen = get_le32(p + 4);
-	if (v.mv_size != DOC_HEADER + 2 * (size_t)ix->p.perms + idlen)
-		goto corrupt;
-	sig_decode(ix, p + DOC_HEADER);
-	d->docid = docid;
-	d->flags = p[1];
-	d->time = (int64_t)get_be64(p + 8);
-	d->sig = ix->sig;
-	d->id = (const char *)p + DOC_HEADER + 2 * ix->p.perms;
-	d->idlen = idlen;
-	return (0);
-corrupt:
-	xasprintf(cause, "index %s: document %" PRIu64 " is corrupt",
-	    ix->path, docid);
-	return (-1);
-}
-
-/*
- * Read a document's normalised text into out (emptied first).  Returns its
- * DOC_BYTES flag, or -1.
- */
-int
-index_text(struct index *ix, uint64_t docid, struct buf *out, char **cause)
-{
-	MDB_val			 v;
-	const unsigned char	*p;
-	unsigned long long	 size;
-	size_t			 n;
-	int			 rc;
-
-	if ((rc = index_get(ix, ix->texts, docid, &v)) != 0)
-		return (index_fail(ix, rc, "text lookup", cause));
-	p = v.mv_data;
-	out->len = 0;
-	if (v.mv_size < 2)
-		goto corrupt;
-	if (p[0] == TEXT_RAW) {
-		buf_append(out, p + 2, v.mv_size - 2);
-		return (p[1] & DOC_BYTES);
-	}
-	if (p[0] != TEXT_ZSTD)
-		goto corrupt;
-	size = ZSTD_getFrameContentSize(p + 2, v.mv_size - 2);
-	if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN)
-		goto corrupt;
-	buf_reserve(out, size);
-	n = ZSTD_decompressDCtx(ix->dctx, out->data, size, p + 2,
-	    v.mv_size - 2);
-	if (ZSTD_isError(n) || n != size)
-		goto corrupt;
-	out->len = n;
-	out->data[n] = '\0';
-	return (p[1] & DOC_BYTES);
-corrupt:
-	xasprintf(cause, "index %s: text of document %" PRIu64 " is corrupt",
-	    ix->path, docid);
-	return (-1);
-}
-
-/*
- * Insert a document: its record, its text when texts are kept, and one
- * entry in each band bucket.  Returns 0, -1, or INDEX_AGAIN when the map is
- * full (abort, then redo the batch).
- */
-int
-index_insert(struct index *ix, const uint64_t *keys, const uint32_t *sig,
-    const char *id, size_t idlen, const char *text, size_t textlen,
-    int flags, int64_t when, char **cause)
-{
-	return (index_insert_encoded(ix, keys, sig, id, idlen, text, textlen,
-	    NULL, 0, flags, when, cause));
-}
-
-/*
- * index_insert with the text already encoded by textenc_encode (enc not
- * NULL), so that worker threads can compress while the writer writes.
- */
-int
-index_insert_encoded(struct index *ix, const uint64_t *keys,
-    const uint32_t *sig, const char *id, size_t idlen, const char *text,
-    size_t textlen, const char *enc, size_t enclen, int flags, int64_t when,
-    char **cause)
-{
-	MDB_val		 k, v;
-	unsigned char	 kb[8], tk[16], *p;
-	unsigned	 i, j;
-	uint64_t	 docid;
-	int		 rc;
-
-	if (idlen > UINT32_MAX) {
-		xasprintf(cause, "id too long");
-		return (-1);
-	}
-	docid = ix->next_doc++;
-	put_be64(kb, docid);
-	if (when == 0)
-		when = ix->now;
-
-	ix->rec.len = 0;
-	buf_reserve(&ix->rec, DOC_HEADER + 2 * (size_t)ix->p.perms + idlen);
-	p = (unsigned char *)ix->rec.data;
-	p[0] = DOC_VERSION;
-	p[1] = flags;
-	p[2] = p[3] = 0;
-	put_le32(p + 4, idlen);
-	put_be64(p + 8, (uint64_t)when);
-	for (i = 0; i < ix->p.perms; i++) {
-		p[DOC_HEADER + 2 * i] = sig[i] & 0xff;
-		p[DOC_HEADER + 2 * i + 1] = (sig[i] >> 8) & 0xff;
-	}
-	memcpy(p + DOC_HEADER + 2 * ix->p.perms, id, idlen);
-	k.mv_data = kb;
-	k.mv_size = sizeof kb;
-	v.mv_data = p;
-	v.mv_size = DOC_HEADER + 2 * (size_t)ix->p.perms + idlen;
-	if ((rc = mdb_put(ix->txn, ix->docs, &k, &v, MDB_APPEND)) != 0)
-		return (index_fail(ix, rc, "insert document", cause));
-
-	time_key(tk, when, docid);
-	k.mv_data = tk;
-	k.mv_size = sizeof tk;
-	v.mv_data = tk;
-	v.mv_size = 0;
-	if ((rc = mdb_put(ix->txn, ix->times, &k, &v, 0)) != 0)
-		return (index_fail(ix, rc, "insert time", cause));
-	k.mv_data = kb;
-	k.mv_size = sizeof kb;
-
-	if (ix->p.texts) {
-		if (enc == NULL) {
-			textenc_encode(ix->enc, text, textlen, flags, &ix->rec);
-			enc = ix->rec.data;
-			enclen = ix->rec.len;
-		}
-		v.mv_data = (void *)enc;
-		v.mv_size = enclen;
-		if ((rc = mdb_put(ix->txn, ix->texts, &k, &v,
-		    MDB_APPEND)) != 0)
-			return (index_fail(ix, rc, "insert text", cause));
-	}
-
-	if (ix->npend + ix->p.bands > ix->pendsize) {
-		ix->pendsize = 2 * (ix->npend + ix->p.bands);
-		ix->pend = xreallocarray(ix->pend, ix->pendsize,
-		    sizeof *ix->pend);
-	}
-	for (j = 0; j < ix->p.bands; j++) {
-		memtable_add(ix->mt, keys[j], docid);
-		ix->pend[ix->npend].key = keys[j];
-		ix->pend[ix->npend++].docid = docid;
-	}
-	return (0);
-}
-
-/* Count documents and band entries, and the size of the data file. */
-int
-index_stats(struct index *ix, struct index_stats *st, char **cause)
-{
-	MDB_txn		*txn;
-	MDB_stat	 ms;
-	MDB_envinfo	 info;
-	int		 rc;
-
-	memset(st, 0, sizeof *st);
-	if ((rc = index_txn(ix, MDB_RDONLY, &txn)) != 0)
-		return (index_fail(ix, rc, "stats", cause));
-	if (mdb_stat(txn, ix->docs, &ms) == 0)
-		st->docs = ms.ms_entries;
-	st->band_entries = ix->l1_entries + memtable_entries(ix->mt);
-	mdb_env_stat(ix->env, &ms);
-	mdb_env_info(ix->env, &info);
-	st->size = (uint64_t)(info.me_last_pgno + 1) * ms.ms_psize;
-	mdb_txn_abort(txn);
-	return (0);
-}
-
-/* Delete a document's rows: docs, texts and times. */
-static int
-index_delete(struct index *ix, uint64_t docid, int64_t t, char **cause)
-{
-	unsigned char	 kb[8], tk[16];
-	MDB_val		 k;
-	int		 rc;
-
-	put_be64(kb, docid);
-	k.mv_data = kb;
-	k.mv_size = sizeof kb;
-	if ((rc = mdb_del(ix->txn, ix->docs, &k, NULL)) != 0 &&
-	    rc != MDB_NOTFOUND)
-		return (index_fail(ix, rc, "removing a document", cause));
-	if ((rc = mdb_del(ix->txn, ix->texts, &k, NULL)) != 0 &&
-	    rc != MDB_NOTFOUND)
-		return (index_fail(ix, rc, "removing a text", cause));
-	time_key(tk, t, docid);
-	k.mv_data = tk;
-	k.mv_size = sizeof tk;
-	if ((rc = mdb_del(ix->txn, ix->times, &k, NULL)) != 0 &&
-	    rc != MDB_NOTFOUND)
-		return (index_fail(ix, rc, "removing a time", cause));
-	return (0);
-}
-
-/*
- * Remove the oldest documents (by document time) while there are more than
- * max_docs or they are older than max_age before now, at most budget of
- * them.  Inside a write transaction.
- */
-int
-index_expire(struct index *ix, const struct retention *ret, int64_t now,
-    uint64_t budget, uint64_t *removed, char **cause)
-{
-	MDB_cursor	*cur;
-	MDB_stat	 st;
-	MDB_val		 k, v;
-	uint64_t	 count, docid;
-	int64_t		 t;
-	int		 rc, old;
-
-	*removed = 0;
-	if (ret->max_age == 0 && ret->max_docs == 0)
-		return (0);
-	if ((rc = mdb_stat(ix->txn, ix->docs, &st)) != 0)
-		return (index_fail(ix, rc, "expire", cause));
-	count = st.ms_entries;
-	if ((rc = mdb_cursor_open(ix->txn, ix->times, &cur)) != 0)
-		return (index_fail(ix, rc, "expire", cause));
-	while (*removed < budget) {
-		rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
-		if (rc != 0 || k.mv_size != 16)
-			break;
-		t = time_of_key(k.mv_data);
-		docid = get_be64((unsigned char *)k.mv_data + 8);
-		old = (ret->max_docs != 0 && count > ret->max_docs) ||
-		    (ret->max_age != 0 && t < now - ret->max_age);
-		if (!old)
-			break;
-		if ((rc = index_delete(ix, docid, t, cause)) != 0) {
-			mdb_cursor_close(cur);
-			return (rc);
-		}
-		count--;
-		(*removed)++;
-	}
-	mdb_cursor_close(cur);
-	if (rc != 0 && rc != MDB_NOTFOUND)
-		return (index_fail(ix, rc, "expire", cause));
-	if (rc == 0 && k.mv_size != 16) {
-		xasprintf(cause, "index %s: a times key is corrupt", ix->path);
-		return (-1);
-	}
-	return (0);
-}
-
-/*
- * Remove every document with this external id.  A scan of the documents
- * table: there is no index by id (it would cost a random B-tree insertion
- * per document, the very cost format 2 avoids).
- */
-int
-index_remove(struct index *ix, const char *id, size_t idlen,
-    uint64_t *removed, char **cause)
-{
-	MDB_cursor		*cur;
-	MDB_val			 k, v;
-	const unsigned char	*p;
-	size_t			 off = DOC_HEADER + 2 * (size_t)ix->p.perms;
-	struct u64vec		 found = { 0 }, times = { 0 };
-	size_t			 i;
-	int			 rc;
-
-	*removed = 0;
-	if ((rc = mdb_cursor_open(ix->txn, ix->docs, &cur)) != 0)
-		return (index_fail(ix, rc, "remove", cause));
-	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
-	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-		p = v.mv_data;
-		if (k.mv_size != 8 || v.mv_size < off)
-			continue;	/* index_check reports it */
-		if (v.mv_size - off == idlen && get_le32(p + 4) == idlen &&
-		    memcmp(p + off, id, idlen) == 0) {
-			u64vec_push(&found, get_be64(k.mv_data));
-			u64vec_push(&times, get_be64(p + 8));
-		}
-	}
-	mdb_cursor_close(cur);
-	if (rc != MDB_NOTFOUND) {
-		u64vec_free(&found);
-		u64vec_free(&times);
-		return (index_fail(ix, rc, "remove", cause));
-	}
-	for (i = 0, rc = 0; i < found.n && rc == 0; i++)
-		rc = index_delete(ix, found.v[i], (int64_t)times.v[i], cause);
-	if (rc == 0)
-		*removed = found.n;
-	u64vec_free(&found);
-	u64vec_free(&times);
-	return (rc);
-}
-
-/* Bytes of the pages a database uses. */
-static uint64_t
-dbi_bytes(MDB_txn *txn, MDB_dbi dbi)
-{
-	MDB_stat	 st;
-
-	if (mdb_stat(txn, dbi, &st) != 0)
-		return (0);
-	return ((st.ms_branch_pages + st.ms_leaf_pages +
-	    st.ms_overflow_pages) * (uint64_t)st.ms_psize);
-}
-
-/* The first or last document time, or 0. */
-static int64_t
-edge_time(MDB_txn *txn, MDB_dbi dbi, MDB_cursor_op op)
-{
-	MDB_cursor	*cur;
-	MDB_val		 k, v;
-	int64_t		 t = 0;
-
-	if (mdb_cursor_open(txn, dbi, &cur) != 0)
-		return (0);
-	if (mdb_cursor_get(cur, &k, &v, op) == 0 && k.mv_size == 16)
-		t = time_of_key(k.mv_data);
-	mdb_cursor_close(cur);
-	return (t);
-}
-
-/* What --info prints. */
-int
-index_info(struct index *ix, struct index_info *in, char **cause)
-{
-	MDB_envinfo	 info;
-	MDB_stat	 st;
-	struct stat	 sb;
-	char		*file, v[32];
-	uint64_t	 u;
-	int		 rc;
-
-	memset(in, 0, sizeof *in);
-	in->p = ix->p;
-	in->format = MHF_INDEX_FORMAT;
-	if ((rc = index_txn(ix, MDB_RDONLY, &ix->txn)) != 0) {
-		ix->txn = NULL;
-		return (index_fail(ix, rc, "info", cause));
-	}
-	if (mdb_stat(ix->txn, ix->docs, &st) == 0)
-		in->docs = st.ms_entries;
-	if (meta_u64(ix, "next_doc", &in->next_doc, cause) != 0 ||
-	    meta_u64(ix, "l1_entries", &u, cause) != 0) {
-		mdb_txn_abort(ix->txn);
-		ix->txn = NULL;
-		return (-1);
-	}
-	in->band_entries = u + memtable_entries(ix->mt);
-	if (meta_get(ix, "created", v, sizeof v) == 0)
-		in->created = strtoll(v, NULL, 10);
-	in->oldest = edge_time(ix->txn, ix->times, MDB_FIRST);
-	in->newest = edge_time(ix->txn, ix->times, MDB_LAST);
-	in->bands_bytes = dbi_bytes(ix->txn, ix->l1) +
-	    dbi_bytes(ix->txn, ix->l0);
-	in->docs_bytes = dbi_bytes(ix->txn, ix->docs) +
-	    dbi_bytes(ix->txn, ix->times);
-	in->texts_bytes = dbi_bytes(ix->txn, ix->texts);
-	mdb_env_stat(ix->env, &st);
-	mdb_env_info(ix->env, &info);
-	in->size = (uint64_t)(info.me_last_pgno + 1) * st.ms_psize;
-	mdb_txn_abort(ix->txn);
-	ix->txn = NULL;
-	xasprintf(&file, "%s/data.mdb", ix->path);
-	if (stat(file, &sb) == 0)
-		in->file_size = sb.st_size;
-	free(file);
-	return (0);
-}
-
-/* Report a problem found by index_check (the first 100 in full). */
-static void
-problem(FILE *f, uint64_t *problems, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void
-problem(FILE *f, uint64_t *problems, const char *fmt, ...)
-{
-	va_list	 ap;
-
-	if (++*problems > 100)
-		return;
-	fputs("problem: ", f);
-	va_start(ap, fmt);
-	vfprintf(f, fmt, ap);
-	va_end(ap);
-	fputc('\n', f);
-}
-
-/*
- * Check the index's internal consistency, in one read transaction: every
- * document record parses and has its time and (when texts are kept) its
- * text; every time and text belongs to a document; the band runs are
- * sorted, in their chunks, and their count matches; and every document can
- * be found under each of its band keys, recomputed from its stored
- * signature.  Writes "problem: ..." lines and a summary to f.
- */
-int
-index_check(struct index *ix, FILE *f, uint64_t *problems, char **cause)
-{
-	MDB_cursor		*cur;
-	MDB_val			 k, v, k2, v2;
-	const unsigned char	*p;
-	unsigned char		 tk[16];
-	struct u64vec		 found = { 0 };
-	struct buf		 text = { 0 };
-	struct bentry		 e, prev;
-	uint64_t		*keys, docid, docs = 0, entries = 0, l1 = 0;
-	uint64_t		 sweep, l0_next;
-	size_t			 off = DOC_HEADER + 2 * (size_t)ix->p.perms;
-	size_t			 i, n;
-	unsigned		 j;
-	int			 rc, ok;
-
-	*problems = 0;
-	if ((rc = index_txn(ix, MDB_RDONLY, &ix->txn)) != 0) {
-		ix->txn = NULL;
-		return (index_fail(ix, rc, "check", cause));
-	}
-	ix->loaded = 0;		/* rebuild the memtable from this snapshot */
-	if (meta_u64(ix, "next_doc", &ix->next_doc, cause) != 0 ||
-	    lsm_load(ix, cause) != 0 ||
-	    meta_u64(ix, "sweep", &sweep, cause) != 0 ||
-	    meta_u64(ix, "l0_next", &l0_next, cause) != 0) {
-		mdb_txn_abort(ix->txn);
-		ix->txn = NULL;
-		return (-1);
-	}
-	keys = xcalloc(ix->p.bands, sizeof *keys);
-
-	/* Documents, their times and texts, and their band entries. */
-	mdb_cursor_open(ix->txn, ix->docs, &cur);
-	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
-	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-		docs++;
-		if (k.mv_size != 8) {
-			problem(f, problems, "a docs key is %zu bytes",
-			    k.mv_size);
-			continue;
-		}
-		docid = get_be64(k.mv_data);
-		p = v.mv_data;
-		if (docid == 0 || docid >= ix->next_doc)
-			problem(f, problems, "document %" PRIu64 " is not "
-			    "below next_doc %" PRIu64, docid, ix->next_doc);
-		if (v.mv_size < off || p[0] != DOC_VERSION ||
-		    v.mv_size != off + get_le32(p + 4)) {
-			problem(f, problems, "document %" PRIu64 ": record "
-			    "is corrupt", docid);
-			continue;
-		}
-		time_key(tk, (int64_t)get_be64(p + 8), docid);
-		k2.mv_data = tk;
-		k2.mv_size = sizeof tk;
-		if (mdb_get(ix->txn, ix->times, &k2, &v2) != 0)
-			problem(f, problems, "document %" PRIu64 " has no "
-			    "times entry", docid);
-		if (ix->p.texts && index_text(ix, docid, &text, cause) < 0) {
-			problem(f, problems, "document %" PRIu64 ": %s",
-			    docid, *cause);
-			free(*cause);
-			*cause = NULL;
-		}
-		sig_decode(ix, p + DOC_HEADER);
-		lsh_keys(ix->sig, ix->p.bands, ix->p.rows, ix->p.seed, keys);
-		for (j = 0; j < ix->p.bands; j++) {
-			found.n = 0;
-			if (index_candidates1(ix, keys[j], &found,
-			    SIZE_MAX) != 0)
-				break;
-			for (i = 0, ok = 0; i < found.n && !ok; i++)
-				ok = found.v[i] == docid;
-			if (!ok)
-				problem(f, problems, "document %" PRIu64 " is "
-				    "missing from band %u", docid, j);
-		}
-	}
-	mdb_cursor_close(cur);
-
-	/* Times and texts of documents that are not there. */
-	mdb_cursor_open(ix->txn, ix->times, &cur);
-	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
-	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-		if (k.mv_size != 16 || index_get(ix, ix->docs,
-		    get_be64((unsigned char *)k.mv_data + 8), &v2) != 0)
-			problem(f, problems, "a times entry has no document");
-	}
-	mdb_cursor_close(cur);
-	mdb_cursor_open(ix->txn, ix->texts, &cur);
-	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
-	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-		if (k.mv_size != 8 || index_get(ix, ix->docs,
-		    get_be64(k.mv_data), &v2) != 0)
-			problem(f, problems, "a text has no document");
-	}
-	mdb_cursor_close(cur);
-
-	/* The chunked run. */
-	mdb_cursor_open(ix->txn, ix->l1, &cur);
-	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
-	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-		unsigned c;
-
-		p = k.mv_data;
-		if (k.mv_size != 4 || v.mv_size % BENTRY_SIZE != 0) {
-			problem(f, problems, "an l1 record is malformed");
-			continue;
-		}
-		c = (unsigned)p[0] << 24 | p[1] << 16 | p[2] << 8 | p[3];
-		n = v.mv_size / BENTRY_SIZE;
-		l1 += n;
-		for (i = 0; i < n; i++) {
-			run_get(v.mv_data, i, &e);
-			if (band_chunk(e.key) != c)
-				problem(f, problems, "chunk %u holds a key of "
-				    "chunk %u", c, band_chunk(e.key));
-			if (i > 0 && bentry_cmp(&prev, &e) >= 0)
-				problem(f, problems, "chunk %u is not sorted "
-				    "at entry %zu", c, i);
-			if (e.docid == 0 || e.docid >= ix->next_doc)
-				problem(f, problems, "chunk %u: document %"
-				    PRIu64 " is not below next_doc", c,
-				    e.docid);
-			prev = e;
-		}
-	}
-	mdb_cursor_close(cur);
-	if (l1 != ix->l1_entries)
-		problem(f, problems, "l1 holds %" PRIu64 " entries; meta says %"
-		    PRIu64, l1, ix->l1_entries);
-
-	/* The memtable's log. */
-	mdb_cursor_open(ix->txn, ix->l0, &cur);
-	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
-	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-		if (k.mv_size != 8 || get_be64(k.mv_data) >= l0_next ||
-		    v.mv_size < L0_HEADER ||
-		    (v.mv_size - L0_HEADER) % BENTRY_SIZE != 0 ||
-		    get_le64(v.mv_data) > sweep)
-			problem(f, problems, "an l0 record is malformed");
-	}
-	mdb_cursor_close(cur);
-	entries = l1 + memtable_entries(ix->mt);
-
-	mdb_txn_abort(ix->txn);
-	ix->txn = NULL;
-	ix->loaded = 0;
-	free(keys);
-	u64vec_free(&found);
-	buf_free(&text);
-	if (*problems > 100)
-		fprintf(f, "problems not shown: %" PRIu64 "\n",
-		    *problems - 100);
-	fprintf(f, "documents: %" PRIu64 "\n", docs);
-	fprintf(f, "band entries: %" PRIu64 "\n", entries);
-	fprintf(f, "problems: %" PRIu64 "\n", *problems);
-	return (0);
-}
-
-/* A compacted copy of the index in a new directory. */
-int
-index_compact(struct index *ix, const char *dest, char **cause)
-{
-	int	 rc;
-
-	if (mkdir(dest, 0777) == -1 && errno != EEXIST) {
-		xasprintf(cause, "mkdir %s: %s", dest, strerror(errno));
-		return (-1);
-	}
-	if ((rc = mdb_env_copy2(ix->env, dest, MDB_CP_COMPACT)) != 0) {
-		xasprintf(cause, "copy %s to %s: %s", ix->path, dest,
-		    mdb_strerror(rc));
-		return (-1);
 	}
 	return (0);
 }
@@ -1816,82 +635,54 @@ params_json(const struct index_params *p)
 	    "threshold", p->threshold));
 }
 
-/*
- * Write the documents as JSON Lines: a header object with the parameters,
- * then one object per document, oldest first: id, time, flags, sig (the
- * 16-bit values as little-endian hex) and, when kept, the normalised text.
- */
-int
-index_export(struct index *ix, FILE *f, char **cause)
-{
-	MDB_cursor		*cur;
-	MDB_val			 k, v;
-	const unsigned char	*p;
-	struct buf		 text = { 0 };
-	size_t			 off = DOC_HEADER + 2 * (size_t)ix->p.perms;
-	json_t			*o;
-	char			*line, *h, seed[32];
-	uint64_t		 docid;
-	int			 rc, bytes, err = 0;
 
-	if ((rc = index_txn(ix, MDB_RDONLY, &ix->txn)) != 0) {
-		ix->txn = NULL;
-		return (index_fail(ix, rc, "export", cause));
-	}
-	o = params_json(&ix->p);
-	snprintf(seed, sizeof seed, "%" PRIu64, ix->p.seed);
+/* The header line of an export: the parameters. */
+int
+export_header(FILE *f, const struct index_params *p)
+{
+	json_t	*o;
+	char	*line, seed[32];
+	int	 rc = 0;
+
+	o = params_json(p);
+	snprintf(seed, sizeof seed, "%" PRIu64, p->seed);
 	json_object_set_new(o, "seed", json_string(seed));
 	line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	json_decref(o);
 	if (line == NULL || fprintf(f, "%s\n", line) < 0)
-		err = 1;
+		rc = -1;
 	free(line);
+	return (rc);
+}
 
-	mdb_cursor_open(ix->txn, ix->docs, &cur);
-	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0 && !err;
-	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-		p = v.mv_data;
-		docid = get_be64(k.mv_data);
-		if (k.mv_size != 8 || v.mv_size < off ||
-		    v.mv_size != off + get_le32(p + 4)) {
-			xasprintf(cause, "index %s: document %" PRIu64 " is "
-			    "corrupt (run --check)", ix->path, docid);
-			err = 2;
-			break;
-		}
-		o = json_object();
-		json_bytes(o, "id", (const char *)p + off, v.mv_size - off);
-		json_object_set_new(o, "time",
-		    json_integer((json_int_t)get_be64(p + 8)));
-		json_object_set_new(o, "flags", json_integer(p[1]));
-		h = hexstr(p + DOC_HEADER, 2 * (size_t)ix->p.perms);
-		json_object_set_new(o, "sig", json_string(h));
-		free(h);
-		if (ix->p.texts) {
-			if ((bytes = index_text(ix, docid, &text, cause)) < 0) {
-				json_decref(o);
-				err = 2;
-				break;
-			}
-			json_bytes(o, "text", text.data, text.len);
-		}
-		line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
-		json_decref(o);
-		if (line == NULL || fprintf(f, "%s\n", line) < 0)
-			err = 1;
-		free(line);
-	}
-	mdb_cursor_close(cur);
-	mdb_txn_abort(ix->txn);
-	ix->txn = NULL;
-	buf_free(&text);
-	if (err == 0 && fflush(f) != 0)
-		err = 1;
-	if (err == 1) {
-		xasprintf(cause, "export: write error: %s", strerror(errno));
-		return (-1);
-	}
-	return (err ? -1 : 0);
+/*
+ * One document of an export: id, time, flags, sig (the stored 16-bit
+ * values, little-endian, in hex) and, when texts are kept, the normalised
+ * text.  Returns -1 on a write error.
+ */
+int
+export_doc(FILE *f, const struct docinfo *d, const unsigned char *sig,
+    unsigned K, const struct buf *text)
+{
+	json_t	*o;
+	char	*line, *h;
+	int	 rc = 0;
+
+	o = json_object();
+	json_bytes(o, "id", d->id, d->idlen);
+	json_object_set_new(o, "time", json_integer((json_int_t)d->time));
+	json_object_set_new(o, "flags", json_integer(d->flags));
+	h = hexstr(sig, 2 * (size_t)K);
+	json_object_set_new(o, "sig", json_string(h));
+	free(h);
+	if (text != NULL)
+		json_bytes(o, "text", text->data, text->len);
+	line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	json_decref(o);
+	if (line == NULL || fprintf(f, "%s\n", line) < 0)
+		rc = -1;
+	free(line);
+	return (rc);
 }
 
 /* A string member of a JSON object, or dflt. */
@@ -1952,47 +743,6 @@ json_getbytes(json_t *o, const char *name, struct buf *out)
 	return (0);
 }
 
-/*
- * Give an index with no documents yet an export's parameters; refuse if it
- * has documents.
- */
-static int
-index_adopt(struct index *ix, const struct index_params *want, char **cause)
-{
-	struct index_params	 saved = ix->p;
-	struct index_info	 in;
-	int			 rc;
-
-	if ((rc = index_info(ix, &in, cause)) != 0)
-		return (rc);
-	if (in.docs != 0 || in.next_doc != 1) {
-		xasprintf(cause, "import: %s already holds documents made with "
-		    "other parameters than the export's", ix->path);
-		return (-1);
-	}
-	if ((rc = index_begin(ix, cause)) != 0)
-		return (rc);
-	ix->p.perms = want->perms;
-	ix->p.bands = want->bands;
-	ix->p.rows = want->rows;
-	ix->p.shingle = want->shingle;
-	ix->p.unit = want->unit;
-	ix->p.norm = want->norm;
-	ix->p.seed = want->seed;
-	ix->p.texts = want->texts;
-	ix->p.verify = want->verify;
-	ix->p.threshold = want->threshold;
-	if ((rc = meta_create(ix, cause)) != 0 ||
-	    (rc = index_commit(ix, cause)) != 0) {
-		index_abort(ix);
-		ix->p = saved;
-		return (rc);
-	}
-	free(ix->sig);
-	ix->sig = xcalloc(ix->p.perms, sizeof *ix->sig);
-	return (0);
-}
-
 #define IMPORT_BATCH	1000
 
 /*
@@ -2002,12 +752,13 @@ index_adopt(struct index *ix, const struct index_params *want, char **cause)
  */
 static int
 import_batch(struct index *ix, char **lines, const size_t *lens, size_t n,
-    uint64_t first, uint64_t *keys, unsigned char *sb, struct buf *id,
-    struct buf *text, char **cause)
+    uint64_t first, uint64_t *keys, unsigned char *sb, uint32_t *sig,
+    struct buf *id, struct buf *text, char **cause)
 {
 	json_t		*o;
 	json_error_t	 jerr;
 	size_t		 i;
+	unsigned	 k;
 	int		 rc, flags;
 
 	if ((rc = index_begin(ix, cause)) != 0)
@@ -2030,11 +781,12 @@ import_batch(struct index *ix, char **lines, const size_t *lens, size_t n,
 			index_abort(ix);
 			return (-1);
 		}
-		sig_decode(ix, sb);
-		lsh_keys(ix->sig, ix->p.bands, ix->p.rows, ix->p.seed, keys);
+		for (k = 0; k < ix->p.perms; k++)
+			sig[k] = sb[2 * k] | (uint32_t)sb[2 * k + 1] << 8;
+		lsh_keys(sig, ix->p.bands, ix->p.rows, ix->p.seed, keys);
 		flags = json_integer_value(json_object_get(o, "flags")) &
 		    (DOC_UNIQUE | DOC_BYTES);
-		rc = index_insert(ix, keys, ix->sig, id->data, id->len,
+		rc = index_insert(ix, keys, sig, id->data, id->len,
 		    ix->p.texts ? text->data : "", ix->p.texts ? text->len : 0,
 		    flags, json_integer_value(json_object_get(o, "time")),
 		    cause);
@@ -2062,6 +814,7 @@ index_import(struct index *ix, FILE *f, uint64_t *count, char **cause)
 	json_error_t		 jerr;
 	struct buf		 id = { 0 }, text = { 0 };
 	unsigned char		*sb = NULL;
+	uint32_t		*sig = NULL;
 	uint64_t		*keys = NULL, lineno = 0;
 	char			*line = NULL, *batch[IMPORT_BATCH];
 	size_t			 linesize = 0, nb = 0, blen[IMPORT_BATCH];
@@ -2115,11 +868,12 @@ index_import(struct index *ix, FILE *f, uint64_t *count, char **cause)
 	    want.rows != ix->p.rows || want.shingle != ix->p.shingle ||
 	    want.unit != ix->p.unit || want.norm != ix->p.norm ||
 	    want.seed != ix->p.seed || ix->p.texts != texts) {
-		if ((rc = index_adopt(ix, &want, cause)) != 0)
+		if ((rc = ix->ops->adopt(ix, &want, cause)) != 0)
 			goto fail;
 	}
 	keys = xcalloc(ix->p.bands, sizeof *keys);
 	sb = xmalloc(2 * ix->p.perms);
+	sig = xcalloc(ix->p.perms, sizeof *sig);
 
 	/*
 	 * A thousand lines at a time, kept until committed: when the map
@@ -2134,7 +888,7 @@ index_import(struct index *ix, FILE *f, uint64_t *count, char **cause)
 		if (nb == 0)
 			break;
 		while ((rc = import_batch(ix, batch, blen, nb, lineno, keys,
-		    sb, &id, &text, cause)) == INDEX_AGAIN)
+		    sb, sig, &id, &text, cause)) == INDEX_AGAIN)
 			;
 		if (rc != 0)
 			goto fail;
@@ -2151,6 +905,7 @@ index_import(struct index *ix, FILE *f, uint64_t *count, char **cause)
 	free(line);
 	free(keys);
 	free(sb);
+	free(sig);
 	buf_free(&id);
 	buf_free(&text);
 	return (0);
@@ -2161,6 +916,7 @@ fail:
 	free(line);
 	free(keys);
 	free(sb);
+	free(sig);
 	buf_free(&id);
 	buf_free(&text);
 	return (-1);

@@ -73,7 +73,7 @@ maint_open(const struct maint_opts *mo, int flags, struct index **ixp)
 	char			*file, *cause;
 	int			 rc;
 
-	if (mo->mode != MAINT_IMPORT) {
+	if (mo->mode != MAINT_IMPORT && !index_is_remote(mo->db)) {
 		xasprintf(&file, "%s/data.mdb", mo->db);
 		rc = stat(file, &st);
 		free(file);
@@ -422,6 +422,11 @@ maint_run(const struct maint_opts *mo)
 	case MAINT_EXPORT:
 		flags = INDEX_RDONLY;
 		break;
+	}
+	if (mo->mode == MAINT_COMPACT && index_is_remote(mo->db)) {
+		log_warnx("--compact does not apply to a Redis index (Redis "
+		    "manages its own memory)");
+		return (EXIT_USAGE);
 	}
 	if ((status = maint_open(mo, flags, &ix)) != EXIT_OK)
 		return (status);

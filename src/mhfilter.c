@@ -988,6 +988,12 @@ print_stats(struct counts *ct, struct filter *f, double secs)
 		STAT("index_documents", "%" PRIu64, is.docs);
 		STAT("index_band_entries", "%" PRIu64, is.band_entries);
 		STAT("index_bytes", "%" PRIu64, is.size);
+		if (is.roundtrips != 0) {
+			STAT("index_roundtrips", "%" PRIu64, is.roundtrips);
+			STAT("roundtrips_per_record", "%.4f",
+			    (double)is.roundtrips / (ct->records ?
+			    ct->records : 1));
+		}
 	} else if (the_index != NULL)
 		free(cause);
 	if (getrusage(RUSAGE_SELF, &ru) == 0)
@@ -1032,7 +1038,7 @@ main(int argc, char **argv)
 		/* With an existing index, explain the parameters it holds. */
 		if (o.db != NULL) {
 			xasprintf(&dbfile, "%s/data.mdb", o.db);
-			if (stat(dbfile, &st) == 0) {
+			if (index_is_remote(o.db) || stat(dbfile, &st) == 0) {
 				rc = index_open(&the_index, o.db, INDEX_RDONLY,
 				    &o.f.p, o.given, &cause);
 				if (rc != 0) {

@@ -285,22 +285,43 @@ struct index_stats {
 	uint64_t	 docs;
 	uint64_t	 band_entries;
 	uint64_t	 size;
+	uint64_t	 roundtrips;	/* to a server (Redis), 0 for LMDB */
 };
+
+/*
+ * One record of a batch, as index_prepare sees it: a backend that needs
+ * the whole batch up front (Redis: one round trip per node, not per band)
+ * writes and looks up everything there; LMDB ignores it.
+ */
+struct ixdoc {
+	const uint64_t	*keys;		/* b band keys */
+	const uint32_t	*sig;		/* K values */
+	const char	*id;
+	size_t		 idlen;
+	const char	*enc;		/* the text as textenc_encode made it */
+	size_t		 enclen;
+	int		 flags;		/* DOC_BYTES */
+	int64_t		 time;		/* 0: now */
+	int		 pending;	/* 0: not looked up in this batch */
+};
+#define INDEX_NOSLOT	((size_t)-1)	/* a lookup or insert not prepared */
 
 int		 index_open(struct index **, const char *, int,
 		    struct index_params *, int, char **);
 void		 index_close(struct index *);
 int		 index_begin(struct index *, char **);
+int		 index_prepare(struct index *, const struct ixdoc *, size_t,
+		    char **);
 int		 index_commit(struct index *, char **);
 void		 index_abort(struct index *);
-int		 index_candidates(struct index *, const uint64_t *,
+int		 index_candidates(struct index *, size_t, const uint64_t *,
 		    struct u64vec *, char **);
 int		 index_doc(struct index *, uint64_t, struct docinfo *, char **);
 int		 index_text(struct index *, uint64_t, struct buf *, char **);
 int		 index_insert(struct index *, const uint64_t *,
 		    const uint32_t *, const char *, size_t, const char *,
 		    size_t, int, int64_t, char **);
-int		 index_insert_encoded(struct index *, const uint64_t *,
+int		 index_insert_encoded(struct index *, size_t, const uint64_t *,
 		    const uint32_t *, const char *, size_t, const char *,
 		    size_t, const char *, size_t, int, int64_t, char **);
 struct textenc;
@@ -346,7 +367,115 @@ int		 index_compact(struct index *, const char *, char **);
 int		 index_export(struct index *, FILE *, char **);
 int		 index_import(struct index *, FILE *, uint64_t *, char **);
 const char	*index_path(struct index *);
+int		 index_is_remote(const char *);
 uint64_t	 index_run_start(struct index *);
+
+/*
+ * The storage backends behind index.c's functions: lmdb.c (a directory,
+ * the default) and redis.c (--db redis://...).  Each backend's own struct
+ * begins with a struct index.  index.c dispatches and holds what both
+ * share: the stored text encoding, the document record layout and the
+ * parameter records.
+ */
+struct index_ops {
+	const char	*name;
+	int		(*open)(struct index **, const char *, int,
+			    struct index_params *, int, char **);
+	void		(*close)(struct index *);
+	int		(*begin)(struct index *, char **);
+	int		(*prepare)(struct index *, const struct ixdoc *, size_t,
+			    char **);
+	int		(*commit)(struct index *, char **);
+	void		(*abort)(struct index *);
+	int		(*candidates)(struct index *, size_t, const uint64_t *,
+			    struct u64vec *, char **);
+	int		(*doc)(struct index *, uint64_t, struct docinfo *,
+			    char **);
+	int		(*text)(struct index *, uint64_t, struct buf *,
+			    char **);
+	int		(*insert)(struct index *, size_t, const uint64_t *,
+			    const uint32_t *, const char *, size_t,
+			    const char *, size_t, const char *, size_t, int,
+			    int64_t, char **);
+	int		(*stats)(struct index *, struct index_stats *, char **);
+	int		(*expire)(struct index *, const struct retention *,
+			    int64_t, uint64_t, uint64_t *, char **);
+	int		(*remove)(struct index *, const char *, size_t,
+			    uint64_t *, char **);
+	int		(*info)(struct index *, struct index_info *, char **);
+	int		(*check)(struct index *, FILE *, uint64_t *, char **);
+	int		(*compact)(struct index *, const char *, char **);
+	int		(*export)(struct index *, FILE *, char **);
+	int		(*adopt)(struct index *, const struct index_params *,
+			    char **);
+};
+struct index {
+	const struct index_ops *ops;
+	char		*path;		/* as given, for messages */
+	int		 flags;		/* INDEX_* */
+	struct index_params p;		/* in force */
+	uint64_t	 run_doc;	/* the first document number of this run */
+};
+extern const struct index_ops lmdb_ops;
+extern const struct index_ops redis_ops;
+
+/* Shared by the backends (index.c). */
+#define DOC_VERSION	2
+#define DOC_HEADER	16
+void		 docrec_encode(struct buf *, unsigned, const uint32_t *,
+		    const char *, size_t, int, int64_t);
+size_t		 docrec_decode(const unsigned char *, size_t, unsigned,
+		    uint32_t *, struct docinfo *);
+int		 text_decode(const unsigned char *, size_t, struct buf *);
+int		 params_ok(const struct index_params *);
+void		 params_take(struct index_params *,
+		    const struct index_params *);
+typedef int	 (*meta_get_fn)(void *, const char *, char *, size_t);
+typedef int	 (*meta_put_fn)(void *, const char *, const char *);
+int		 meta_write(const struct index_params *, meta_put_fn, void *);
+int		 meta_read(struct index_params *, int, const char *,
+		    meta_get_fn, void *, char **);
+int		 export_header(FILE *, const struct index_params *);
+int		 export_doc(FILE *, const struct docinfo *,
+		    const unsigned char *, unsigned, const struct buf *);
+
+/*
+ * cluster.c: a Redis Cluster client (or a single Redis) over hiredis, for
+ * the Redis index backend.  Commands are queued, each routed by the hash
+ * slot of its key, then sent pipelined: cluster_exec writes every node's
+ * queue before reading any replies, so a batch costs one round trip per
+ * node.  It follows MOVED and ASK, re-reads the slot map after a failover
+ * and retries with backoff until its deadline.
+ */
+struct cluster;
+struct redisReply;
+struct cluster	*cluster_connect(const char *, double, char **);
+void		 cluster_close(struct cluster *);
+size_t		 cluster_queue(struct cluster *, const char *, size_t, int,
+		    const char **, const size_t *);
+int		 cluster_exec(struct cluster *, char **);
+const struct redisReply *cluster_reply(struct cluster *, size_t);
+void		 cluster_reset(struct cluster *);
+void		 cluster_wait(struct cluster *, int, int);
+unsigned	 cluster_nodes(struct cluster *);
+uint64_t	 cluster_roundtrips(struct cluster *);
+int		 cluster_is_cluster(struct cluster *);
+unsigned	 cluster_masters(struct cluster *);
+size_t		 cluster_queue_node(struct cluster *, unsigned, int,
+		    const char **, const size_t *);
+unsigned	 key_slot(const char *, size_t);
+/* The pure parts of cluster.c, for its tests. */
+struct cluster_addr {
+	char		*host;		/* without [] for IPv6 */
+	int		 port;
+};
+#define CLUSTER_MOVED	1
+#define CLUSTER_ASK	2
+int		 cluster_parse_hosts(const char *, struct cluster_addr **,
+		    size_t *, char **);
+void		 cluster_free_hosts(struct cluster_addr *, size_t);
+int		 cluster_parse_redirect(const char *, size_t, unsigned *,
+		    char **, int *);
 
 /* filter.c: the algorithm over one batch of records. */
 #define V_PENDING	-1	/* not decided yet: filter_batch decides */

@@ -393,7 +393,7 @@ main(int argc, char **argv)
 					continue;
 				found.n = 0;
 				t0 = now_seconds();
-				rc = index_candidates(ix, keys + j * b, &found,
+				rc = index_candidates(ix, INDEX_NOSLOT, keys + j * b, &found,
 				    &cause);
 				t = now_seconds();
 				tq += t - t0;

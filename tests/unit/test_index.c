@@ -331,7 +331,7 @@ test_candidates(void **state)
 	CHECK(f, index_begin(f->ix, &f->cause));
 
 	u64vec_push(&f->out, 12345);		/* appended to, not emptied */
-	CHECK(f, index_candidates(f->ix, q1, &f->out, &f->cause));
+	CHECK(f, index_candidates(f->ix, INDEX_NOSLOT, q1, &f->out, &f->cause));
 	assert_int_equal(f->out.v[0], 12345);
 	assert_int_equal(f->out.n, 1 + 3 + 1 + 2);
 	assert_int_equal(count(&f->out, 1), 3);	/* bands 0, 1, 2 */
@@ -339,12 +339,12 @@ test_candidates(void **state)
 	assert_int_equal(count(&f->out, 3), 2);	/* bands 1, 2 */
 
 	f->out.n = 0;
-	CHECK(f, index_candidates(f->ix, q2, &f->out, &f->cause));
+	CHECK(f, index_candidates(f->ix, INDEX_NOSLOT, q2, &f->out, &f->cause));
 	assert_int_equal(f->out.n, 0);
 
 	/* Band keys are one keyspace: the position does not matter here. */
 	f->out.n = 0;
-	CHECK(f, index_candidates(f->ix, q3, &f->out, &f->cause));
+	CHECK(f, index_candidates(f->ix, INDEX_NOSLOT, q3, &f->out, &f->cause));
 	assert_int_equal(count(&f->out, 1), 4);
 	assert_int_equal(count(&f->out, 2), 1);
 	assert_int_equal(count(&f->out, 3), 2);
@@ -373,7 +373,7 @@ test_big_bucket(void **state)
 	CHECK(f, index_commit(f->ix, &f->cause));
 	CHECK(f, index_begin(f->ix, &f->cause));
 	keys[1] = keys[2] = keys[3] = 1;
-	CHECK(f, index_candidates(f->ix, keys, &f->out, &f->cause));
+	CHECK(f, index_candidates(f->ix, INDEX_NOSLOT, keys, &f->out, &f->cause));
 	assert_int_equal(f->out.n, n);
 	for (i = 0; i < n; i++)
 		assert_int_equal(f->out.v[i], i + 1);
@@ -392,7 +392,7 @@ test_same_txn(void **state)
 	CHECK(f, index_begin(f->ix, &f->cause));
 	CHECK(f, index_insert(f->ix, docs[0].keys, docs[0].sig, "x", 1, "t",
 	    1, 0, 0, &f->cause));
-	CHECK(f, index_candidates(f->ix, docs[0].keys, &f->out, &f->cause));
+	CHECK(f, index_candidates(f->ix, INDEX_NOSLOT, docs[0].keys, &f->out, &f->cause));
 	assert_int_equal(f->out.n, B);
 	assert_int_equal(count(&f->out, 1), B);
 	CHECK(f, index_doc(f->ix, 1, &d, &f->cause));
@@ -560,7 +560,7 @@ test_abort(void **state)
 	index_abort(f->ix);
 
 	CHECK(f, index_begin(f->ix, &f->cause));
-	CHECK(f, index_candidates(f->ix, keys, &f->out, &f->cause));
+	CHECK(f, index_candidates(f->ix, INDEX_NOSLOT, keys, &f->out, &f->cause));
 	assert_int_equal(f->out.n, 0);
 	assert_int_equal(index_doc(f->ix, NDOCS + 1, &d, &f->cause), -1);
 	check_cause(f, "document");
@@ -688,7 +688,7 @@ test_rdonly(void **state)
 	fill(f);
 	open_ix(f, INDEX_RDONLY);
 	CHECK(f, index_begin(f->ix, &f->cause));
-	CHECK(f, index_candidates(f->ix, q, &f->out, &f->cause));
+	CHECK(f, index_candidates(f->ix, INDEX_NOSLOT, q, &f->out, &f->cause));
 	assert_int_equal(count(&f->out, 1), 3);
 	assert_int_equal(count(&f->out, 3), 2);
 	CHECK(f, index_doc(f->ix, 2, &d, &f->cause));

@@ -1,0 +1,1594 @@
+/*
+ * The index: an LMDB environment (a directory with data.mdb and lock.mdb).
+ * This is the only file that talks to LMDB.
+ *
+ * Six named databases, format 2:
+ *
+ *   meta   text key -> text value: "format", "scheme", every parameter that
+ *          changes signatures or band keys ("perms", "bands", "rows",
+ *          "shingle", "unit", "normalize", "seed"), whether texts are kept
+ *          ("texts"), the defaults later runs take ("verify", "threshold"),
+ *          "created", "next_doc" (the next document number), and the band
+ *          index's state: "sweep", "l0_next", "l1_entries" (below).
+ *   docs   8-byte document number (big-endian, so key order is insertion
+ *          order) -> a document record:
+ *            u8 version (2), u8 flags (DOC_*), u16 0, u32 id length,
+ *            i64 document time (big-endian, seconds since the epoch),
+ *            K x u16 signature (little-endian), the external id.
+ *   texts  8-byte document number -> the normalised text for exact
+ *          verification: u8 encoding (0 raw, 1 zstd), u8 flags (DOC_BYTES),
+ *          then the bytes.  Apart from docs so that signature lookups touch
+ *          fewer pages and its size can be reported on its own.
+ *   times  16 bytes: document time (big-endian, sign bit flipped so that
+ *          byte order is time order), document number -> nothing.  What
+ *          retention walks, oldest first.
+ *   l1     the band entries, chunked: 4-byte chunk number (big-endian) ->
+ *          a run, the chunk's entries sorted (bandrun.c: 16 bytes each,
+ *          band key and document number).  A band key's chunk is its top
+ *          BAND_CHUNK_BITS bits.
+ *   l0     8-byte run number (big-endian) -> the entries one batch added:
+ *          u64 sweep position when written (little-endian), then its
+ *          entries in insertion order.  The write-ahead log of the
+ *          memtable.
+ *
+ * Why not a B-tree of band keys.  Band keys are uniform hashes, so in a
+ * B-tree every insertion lands on a different leaf page: a batch of 1,000
+ * documents with 16 bands dirties ~16,000 pages once the tree is large,
+ * and a commit writes them all (64 MB for 1,000 documents).  Format 1 did
+ * that and slowed from 5,000 to 2,700 records/s between 100k and 300k
+ * documents.  Format 2 is a two-level log-structured merge instead:
+ *
+ *   - A batch's new entries go to the memtable (bandrun.c: in memory, by
+ *     chunk) and, as one sequential record, to l0: a commit writes about
+ *     16 bytes per entry, not a page.
+ *   - A sweep walks the chunks in order, round and round.  Each commit
+ *     merges the next few chunks' memtable entries into their l1 runs
+ *     (one sequential rewrite per chunk) and drops them from the memtable.
+ *     The pace keeps the memtable under its budget (--memtable): a full
+ *     sweep per half budget of new entries.  An l0 record is deleted once
+ *     the sweep has gone all the way round since it was written; on open,
+ *     the memtable is rebuilt from l0, less the entries whose chunks the
+ *     sweep has passed since.
+ *   - A lookup reads the key's chunk in the memtable and its l1 run
+ *     (binary search): one LMDB read per band.
+ *   - Merging leaves out the entries of removed documents below the
+ *     oldest one held; removed documents above it are skipped at lookup
+ *     (index_doc says INDEX_GONE) until the oldest passes them.
+ *
+ * The cost of a sweep grows with l1 while the memtable does not, so the
+ * write volume per document grows with the index (l1 / memtable); a third
+ * level would bound it, at the price of a second read per band.
+ *
+ * Writes happen in one write transaction per batch (index_begin ...
+ * index_commit), band merges included, so a crash leaves either all of a
+ * batch or none of it; the caller writes a batch's verdicts only after its
+ * commit, so whatever was reported unique is on disk.  LMDB serialises
+ * write transactions between processes; a process that finds another's
+ * commits since its own (the band state in meta moved) rebuilds its
+ * memtable from l0 before going on.  When the map is full the transaction
+ * fails with MDB_MAP_FULL: index_abort then doubles the map and the caller
+ * redoes the batch (INDEX_AGAIN).
+ */
+
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <lmdb.h>
+#include <zstd.h>
+
+#include "mhfilter.h"
+
+#define L0_HEADER	8
+#define MEMTABLE_DEFAULT (64ULL << 20)
+#define BUCKET_MAX	1024	/* entries read from one band bucket */
+#define MAP_DEFAULT	(1ULL << 30)
+
+struct lmdb {
+	struct index	 base;		/* first: what index.c sees */
+	MDB_env		*env;
+	MDB_dbi		 meta;
+	MDB_dbi		 docs;
+	MDB_dbi		 texts;
+	MDB_dbi		 times;
+	MDB_dbi		 l0;
+	MDB_dbi		 l1;
+	MDB_txn		*txn;
+	uint64_t	 next_doc;
+	uint64_t	 start_doc;	/* next_doc when the txn began */
+	int		 map_full;	/* grow the map on abort */
+	int64_t		 now;
+	uint32_t	*sig;		/* decoded signature for index_doc */
+	struct buf	 rec;		/* scratch for records */
+	struct textenc	*enc;
+
+	/* The band index: committed state, and the transaction's. */
+	struct memtable	*mt;
+	int		 loaded;	/* mt matches the committed state */
+	uint64_t	 sweep, t_sweep;	/* chunks merged, ever */
+	uint64_t	 l0_next, t_l0_next;	/* next l0 record */
+	uint64_t	 l1_entries, t_l1_entries;
+	double		 quota, t_quota;	/* chunks owed to the sweep */
+	uint64_t	 mt_max;	/* memtable budget, entries */
+	struct bentry	*pend;		/* entries added in this txn */
+	size_t		 npend, pendsize;
+	unsigned	*merged;	/* chunks merged in this txn */
+	size_t		 nmerged, mergedsize;
+	struct bentry	*sorted;	/* scratch for merges */
+	size_t		 sortedsize;
+	struct buf	 chunk;		/* scratch for merges */
+};
+
+static int	lmdb_open(struct index **, const char *, int,
+		    struct index_params *, int, char **);
+static void	lmdb_close(struct index *);
+static int	lmdb_begin(struct index *, char **);
+static int	lmdb_commit(struct index *, char **);
+static void	lmdb_abort(struct index *);
+static int	lmdb_info(struct index *, struct index_info *, char **);
+static int	lmdb_text(struct index *, uint64_t, struct buf *, char **);
+static int	lmdb_insert(struct index *, size_t, const uint64_t *,
+		    const uint32_t *, const char *, size_t, const char *,
+		    size_t, const char *, size_t, int, int64_t, char **);
+static int	index_fail(struct lmdb *, int, const char *, char **);
+static int	meta_get(struct lmdb *, const char *, char *, size_t);
+static int	meta_put(struct lmdb *, const char *, const char *);
+static int	meta_create(struct lmdb *, char **);
+static int	meta_check(struct lmdb *, int, char **);
+static int	index_foreign(struct lmdb *);
+static int	index_get(struct lmdb *, MDB_dbi, uint64_t, MDB_val *);
+static int	index_txn(struct lmdb *, unsigned, MDB_txn **);
+static int	meta_u64(struct lmdb *, const char *, uint64_t *, char **);
+static int	lsm_load(struct lmdb *, char **);
+static int	lsm_rebuild(struct lmdb *, char **);
+static int	lsm_merge(struct lmdb *, unsigned, uint64_t, char **);
+static int	lsm_flush(struct lmdb *, char **);
+static int	index_first_doc(struct lmdb *, uint64_t *, char **);
+static void	time_key(unsigned char *, int64_t, uint64_t);
+static void	chunk_key(unsigned char *, unsigned, MDB_val *);
+static int64_t	time_of_key(const void *);
+static void	sig_decode(struct lmdb *, const unsigned char *);
+static int	index_candidates1(struct lmdb *, uint64_t, struct u64vec *,
+		    size_t);
+static void	index_remove_temp(const char *);
+
+/* Turn an LMDB error into a cause; MDB_MAP_FULL becomes INDEX_AGAIN. */
+static int
+index_fail(struct lmdb *ix, int rc, const char *what, char **cause)
+{
+	if (rc == MDB_MAP_FULL) {
+		ix->map_full = 1;
+		return (INDEX_AGAIN);
+	}
+	if (rc == MDB_TXN_FULL)
+		xasprintf(cause, "%s: %s (use a smaller --batch)", what,
+		    mdb_strerror(rc));
+	else
+		xasprintf(cause, "index %s: %s: %s", ix->base.path, what,
+		    mdb_strerror(rc));
+	return (-1);
+}
+
+/* Read a meta value as a string.  0 found, 1 missing, -1 error. */
+static int
+meta_get(struct lmdb *ix, const char *key, char *out, size_t len)
+{
+	MDB_val	 k, v;
+	int	 rc;
+
+	k.mv_data = (void *)key;
+	k.mv_size = strlen(key);
+	rc = mdb_get(ix->txn, ix->meta, &k, &v);
+	if (rc == MDB_NOTFOUND)
+		return (1);
+	if (rc != 0 || v.mv_size >= len)
+		return (-1);
+	memcpy(out, v.mv_data, v.mv_size);
+	out[v.mv_size] = '\0';
+	return (0);
+}
+
+/* Write a meta value. */
+static int
+meta_put(struct lmdb *ix, const char *key, const char *value)
+{
+	MDB_val	 k, v;
+
+	k.mv_data = (void *)key;
+	k.mv_size = strlen(key);
+	v.mv_data = (void *)value;
+	v.mv_size = strlen(value);
+	return (mdb_put(ix->txn, ix->meta, &k, &v, 0));
+}
+
+/* meta_put for meta_write. */
+static int
+meta_put_cb(void *arg, const char *key, const char *value)
+{
+	return (meta_put(arg, key, value));
+}
+
+/* meta_get for meta_read. */
+static int
+meta_get_cb(void *arg, const char *key, char *out, size_t len)
+{
+	return (meta_get(arg, key, out, len));
+}
+
+/*
+ * Write the meta records of a new index: the parameters (meta_write) and
+ * the band index's starting state.
+ */
+static int
+meta_create(struct lmdb *ix, char **cause)
+{
+	int	 rc;
+
+	if ((rc = meta_write(&ix->base.p, meta_put_cb, ix)) == 0 &&
+	    (rc = meta_put(ix, "next_doc", "1")) == 0 &&
+	    (rc = meta_put(ix, "sweep", "0")) == 0 &&
+	    (rc = meta_put(ix, "l0_next", "1")) == 0)
+		rc = meta_put(ix, "l1_entries", "0");
+	ix->next_doc = 1;
+	if (rc != 0)
+		return (index_fail(ix, rc, "writing meta", cause));
+	return (0);
+}
+
+/* Check the stored parameters (meta_read) and read next_doc. */
+static int
+meta_check(struct lmdb *ix, int given, char **cause)
+{
+	char	 stored[32];
+	int	 rc;
+
+	if ((rc = meta_read(&ix->base.p, given, ix->base.path, meta_get_cb,
+	    ix, cause)) != 0)
+		return (rc);
+	if (meta_get(ix, "next_doc", stored, sizeof stored) != 0) {
+		xasprintf(cause, "%s: meta record \"next_doc\" is missing",
+		    ix->base.path);
+		return (INDEX_MISMATCH);
+	}
+	ix->next_doc = strtoull(stored, NULL, 10);
+	return (0);
+}
+
+/*
+ * Is this environment someone else's?  Ours has no meta database only
+ * while it is brand new, and then its main database is empty.
+ */
+static int
+index_foreign(struct lmdb *ix)
+{
+	MDB_dbi		 dbi;
+	MDB_stat	 st;
+
+	if (mdb_dbi_open(ix->txn, "meta", 0, &dbi) == 0)
+		return (0);
+	if (mdb_dbi_open(ix->txn, NULL, 0, &dbi) != 0 ||
+	    mdb_stat(ix->txn, dbi, &st) != 0)
+		return (1);
+	return (st.ms_entries != 0);
+}
+
+/* Remove a temporary index directory. */
+static void
+index_remove_temp(const char *path)
+{
+	char	*f;
+
+	xasprintf(&f, "%s/data.mdb", path);
+	unlink(f);
+	free(f);
+	xasprintf(&f, "%s/lock.mdb", path);
+	unlink(f);
+	free(f);
+	rmdir(path);
+}
+
+/*
+ * Open (or create) the index at path; a NULL path makes a temporary one.
+ * p holds the parameters wanted and, on return, the ones in force; given
+ * says which of them the user set.  Returns 0, -1 on error or
+ * INDEX_MISMATCH, with a cause.
+ */
+static int
+lmdb_open(struct index **ixp, const char *path, int flags,
+    struct index_params *p, int given, char **cause)
+{
+	struct lmdb	*ix;
+	const char	*tmp;
+	char		 probe[16];
+	unsigned int	 envflags = MDB_NOTLS;
+	int		 rc, dead, fresh, rv = -1;
+
+	ix = xcalloc(1, sizeof *ix);
+	ix->base.flags = flags;
+	ix->base.p = *p;
+	if (path == NULL) {
+		if ((tmp = getenv("TMPDIR")) == NULL || *tmp == '\0')
+			tmp = "/tmp";
+		xasprintf(&ix->base.path, "%s/mhfilter.XXXXXX", tmp);
+		if (mkdtemp(ix->base.path) == NULL) {
+			xasprintf(cause, "mkdtemp %s: %s", ix->base.path,
+			    strerror(errno));
+			goto fail;
+		}
+		ix->base.flags |= INDEX_TEMP;
+		/* A crash loses a throwaway index, so never sync it. */
+		envflags |= MDB_NOSYNC | MDB_NOMETASYNC;
+	} else {
+		ix->base.path = xstrdup(path);
+		if (flags & INDEX_RDONLY)
+			envflags |= MDB_RDONLY;
+		else if (mkdir(path, 0777) == -1 && errno != EEXIST) {
+			xasprintf(cause, "mkdir %s: %s", path, strerror(errno));
+			goto fail;
+		}
+	}
+
+	if ((rc = mdb_env_create(&ix->env)) != 0 ||
+	    (rc = mdb_env_set_maxdbs(ix->env, 8)) != 0 ||
+	    (rc = mdb_env_set_mapsize(ix->env,
+	    p->mapsize ? p->mapsize : MAP_DEFAULT)) != 0) {
+		index_fail(ix, rc, "create", cause);
+		goto fail;
+	}
+	if ((rc = mdb_env_open(ix->env, ix->base.path, envflags, 0666)) != 0) {
+		if (rc == ENOENT)
+			xasprintf(cause, "no index at %s", ix->base.path);
+		else if (rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH) {
+			xasprintf(cause, "%s is not an LMDB index: %s",
+			    ix->base.path, mdb_strerror(rc));
+			rv = INDEX_MISMATCH;
+		} else
+			xasprintf(cause, "open index %s: %s", ix->base.path,
+			    mdb_strerror(rc));
+		goto fail;
+	}
+	/* Forget readers left by processes that died (kill -9). */
+	mdb_reader_check(ix->env, &dead);
+
+	rc = index_txn(ix, 0, &ix->txn);
+	if (rc == 0 && (rc = index_foreign(ix)) != 0) {
+		xasprintf(cause, "%s is an LMDB environment but not an "
+		    "mhfilter index", ix->base.path);
+		rv = INDEX_MISMATCH;
+		goto fail;
+	}
+	if (rc == 0) {
+		unsigned dbflags = (flags & INDEX_RDONLY) ? 0 : MDB_CREATE;
+
+		if ((rc = mdb_dbi_open(ix->txn, "meta", dbflags,
+		    &ix->meta)) == 0 &&
+		    (rc = mdb_dbi_open(ix->txn, "docs", dbflags,
+		    &ix->docs)) == 0 &&
+		    (rc = mdb_dbi_open(ix->txn, "texts", dbflags,
+		    &ix->texts)) == 0 &&
+		    (rc = mdb_dbi_open(ix->txn, "times", dbflags,
+		    &ix->times)) == 0 &&
+		    (rc = mdb_dbi_open(ix->txn, "l0", dbflags,
+		    &ix->l0)) == 0)
+			rc = mdb_dbi_open(ix->txn, "l1", dbflags, &ix->l1);
+	}
+	if (rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE) {
+		xasprintf(cause, "%s is not an mhfilter index", ix->base.path);
+		rv = INDEX_MISMATCH;
+		goto fail;
+	}
+	if (rc != 0) {
+		index_fail(ix, rc, "open", cause);
+		goto fail;
+	}
+
+	fresh = meta_get(ix, "format", probe, sizeof probe) == 1;
+	if (fresh && (flags & INDEX_RDONLY)) {
+		xasprintf(cause, "%s is an empty index", ix->base.path);
+		goto fail;
+	}
+	if (fresh) {
+		if ((rc = meta_create(ix, cause)) != 0)
+			goto fail;
+	} else if ((rv = meta_check(ix, given, cause)) != 0)
+		goto fail;
+	ix->mt = memtable_create();
+	if (lsm_load(ix, cause) != 0) {
+		rv = -1;
+		goto fail;
+	}
+	/*
+	 * Commit even a read-only transaction: LMDB closes the database
+	 * handles opened in a transaction that is aborted.
+	 */
+	if ((rc = mdb_txn_commit(ix->txn)) != 0) {
+		ix->txn = NULL;
+		rv = -1;
+		index_fail(ix, rc, "commit", cause);
+		goto fail;
+	}
+	ix->txn = NULL;
+	ix->base.run_doc = ix->next_doc;
+
+	ix->sig = xcalloc(ix->base.p.perms, sizeof *ix->sig);
+	ix->mt_max = (p->memtable ? p->memtable : MEMTABLE_DEFAULT) /
+	    sizeof(struct bentry);
+	if (ix->mt_max < 1024)
+		ix->mt_max = 1024;
+	ix->enc = textenc_create();
+	*p = ix->base.p;
+	*ixp = &ix->base;
+	return (0);
+
+fail:
+	if (ix->txn != NULL)
+		mdb_txn_abort(ix->txn);
+	ix->txn = NULL;
+	lmdb_close(&ix->base);
+	return (rv);
+}
+
+/* Close the index; a temporary one is removed. */
+static void
+lmdb_close(struct index *base)
+{
+	struct lmdb	*ix = (struct lmdb *)base;
+	if (ix == NULL)
+		return;
+	if (ix->txn != NULL)
+		mdb_txn_abort(ix->txn);
+	if (ix->env != NULL)
+		mdb_env_close(ix->env);
+	if ((ix->base.flags & INDEX_TEMP) && ix->base.path != NULL)
+		index_remove_temp(ix->base.path);
+	textenc_free(ix->enc);
+	buf_free(&ix->rec);
+	buf_free(&ix->chunk);
+	memtable_free(ix->mt);
+	free(ix->pend);
+	free(ix->merged);
+	free(ix->sorted);
+	free(ix->sig);
+	free(ix->base.path);
+	free(ix);
+}
+
+/*
+ * Begin a transaction (read-only if flags or the index say so).  When
+ * another process has grown the map since, adopt its size and retry.
+ */
+static int
+index_txn(struct lmdb *ix, unsigned flags, MDB_txn **txn)
+{
+	int	 rc;
+
+	if (ix->base.flags & INDEX_RDONLY)
+		flags |= MDB_RDONLY;
+	for (;;) {
+		rc = mdb_txn_begin(ix->env, NULL, flags, txn);
+		if (rc != MDB_MAP_RESIZED)
+			return (rc);
+		if ((rc = mdb_env_set_mapsize(ix->env, 0)) != 0)
+			return (rc);
+	}
+}
+
+/* Start a batch's transaction: a write one unless the index is read-only. */
+static int
+lmdb_begin(struct index *base, char **cause)
+{
+	struct lmdb	*ix = (struct lmdb *)base;
+	char	 v[32];
+	int	 rc;
+
+	if ((rc = index_txn(ix, 0, &ix->txn)) != 0) {
+		ix->txn = NULL;
+		return (index_fail(ix, rc, "begin", cause));
+	}
+	ix->npend = ix->nmerged = 0;
+	if ((rc = lsm_load(ix, cause)) != 0) {
+		lmdb_abort(&ix->base);
+		return (rc);
+	}
+	/*
+	 * Another writer may have added documents since; a reader needs
+	 * next_doc too, to tell a removed document from a corrupt index.
+	 */
+	if (meta_get(ix, "next_doc", v, sizeof v) != 0) {
+		lmdb_abort(&ix->base);
+		xasprintf(cause, "%s: no next_doc record", ix->base.path);
+		return (-1);
+	}
+	ix->next_doc = ix->start_doc = strtoull(v, NULL, 10);
+	ix->now = time(NULL);
+	return (0);
+}
+
+/* Commit the batch's transaction. */
+static int
+lmdb_commit(struct index *base, char **cause)
+{
+	struct lmdb	*ix = (struct lmdb *)base;
+	char	 v[32];
+	int	 rc;
+
+	if (ix->base.flags & INDEX_RDONLY) {
+		lmdb_abort(&ix->base);
+		return (0);
+	}
+	if ((rc = lsm_flush(ix, cause)) != 0) {
+		lmdb_abort(&ix->base);
+		return (rc);
+	}
+	if (ix->next_doc != ix->start_doc) {
+		snprintf(v, sizeof v, "%" PRIu64, ix->next_doc);
+		if ((rc = meta_put(ix, "next_doc", v)) != 0) {
+			rc = index_fail(ix, rc, "writing meta", cause);
+			lmdb_abort(&ix->base);
+			return (rc);
+		}
+	}
+	rc = mdb_txn_commit(ix->txn);
+	ix->txn = NULL;
+	if (rc != 0) {
+		rc = index_fail(ix, rc, "commit", cause);
+		lmdb_abort(&ix->base);
+		return (rc);
+	}
+	/* Durable: keep the additions, forget what the sweep merged. */
+	memtable_commit(ix->mt);
+	while (ix->nmerged > 0)
+		memtable_drop(ix->mt, ix->merged[--ix->nmerged]);
+	ix->npend = 0;
+	ix->sweep = ix->t_sweep;
+	ix->l0_next = ix->t_l0_next;
+	ix->l1_entries = ix->t_l1_entries;
+	ix->quota = ix->t_quota;
+	return (0);
+}
+
+/* Throw the batch's transaction away; grow the map if it was full. */
+static void
+lmdb_abort(struct index *base)
+{
+	struct lmdb	*ix = (struct lmdb *)base;
+	MDB_envinfo	 info;
+
+	if (ix->txn != NULL)
+		mdb_txn_abort(ix->txn);
+	ix->txn = NULL;
+	ix->next_doc = ix->start_doc;
+	if (ix->mt != NULL)
+		memtable_rollback(ix->mt);
+	ix->npend = ix->nmerged = 0;
+	ix->t_sweep = ix->sweep;
+	ix->t_l0_next = ix->l0_next;
+	ix->t_l1_entries = ix->l1_entries;
+	ix->t_quota = ix->quota;
+	if (ix->map_full) {
+		ix->map_full = 0;
+		mdb_env_info(ix->env, &info);
+		if (mdb_env_set_mapsize(ix->env, info.me_mapsize * 2) != 0)
+			fatalx("cannot grow the index map to %zu bytes",
+			    info.me_mapsize * 2);
+	}
+}
+
+/* Read a meta value as a number. */
+static int
+meta_u64(struct lmdb *ix, const char *key, uint64_t *out, char **cause)
+{
+	char	 v[32], *end;
+
+	if (meta_get(ix, key, v, sizeof v) != 0) {
+		xasprintf(cause, "%s: meta record \"%s\" is missing or bad",
+		    ix->base.path, key);
+		return (-1);
+	}
+	errno = 0;
+	*out = strtoull(v, &end, 10);
+	if (errno != 0 || *end != '\0' || end == v) {
+		xasprintf(cause, "%s: meta record \"%s\" is bad", ix->base.path,
+		    key);
+		return (-1);
+	}
+	return (0);
+}
+
+/*
+ * At the start of a transaction: take the band state from meta, and
+ * rebuild the memtable if another process (or none yet) made it.
+ */
+static int
+lsm_load(struct lmdb *ix, char **cause)
+{
+	uint64_t	 sweep, l0_next, l1_entries;
+
+	if (meta_u64(ix, "sweep", &sweep, cause) != 0 ||
+	    meta_u64(ix, "l0_next", &l0_next, cause) != 0 ||
+	    meta_u64(ix, "l1_entries", &l1_entries, cause) != 0)
+		return (-1);
+	if (!ix->loaded || sweep != ix->sweep || l0_next != ix->l0_next) {
+		ix->sweep = sweep;
+		ix->l0_next = l0_next;
+		if (lsm_rebuild(ix, cause) != 0) {
+			ix->loaded = 0;
+			return (-1);
+		}
+		ix->loaded = 1;
+	}
+	ix->l1_entries = l1_entries;
+	ix->t_sweep = ix->sweep;
+	ix->t_l0_next = ix->l0_next;
+	ix->t_l1_entries = ix->l1_entries;
+	ix->t_quota = ix->quota;
+	return (0);
+}
+
+/*
+ * Rebuild the memtable from l0: every entry whose chunk the sweep has not
+ * passed since its record was written.
+ */
+static int
+lsm_rebuild(struct lmdb *ix, char **cause)
+{
+	MDB_cursor		*cur;
+	MDB_val			 k, v;
+	const unsigned char	*p;
+	struct bentry		 e;
+	uint64_t		 written, passed;
+	size_t			 i, n;
+	unsigned		 c;
+	int			 rc;
+
+	memtable_clear(ix->mt);
+	if ((rc = mdb_cursor_open(ix->txn, ix->l0, &cur)) != 0)
+		return (index_fail(ix, rc, "reading l0", cause));
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		p = v.mv_data;
+		if (v.mv_size < L0_HEADER ||
+		    (v.mv_size - L0_HEADER) % BENTRY_SIZE != 0) {
+			mdb_cursor_close(cur);
+			xasprintf(cause, "index %s: an l0 record is corrupt",
+			    ix->base.path);
+			return (-1);
+		}
+		written = get_le64(p);
+		if (written > ix->sweep)
+			written = ix->sweep;
+		passed = ix->sweep - written;
+		if (passed >= BAND_CHUNKS)
+			continue;
+		n = (v.mv_size - L0_HEADER) / BENTRY_SIZE;
+		for (i = 0; i < n; i++) {
+			run_get(p + L0_HEADER, i, &e);
+			c = band_chunk(e.key);
+			if ((c + BAND_CHUNKS - written % BAND_CHUNKS) %
+			    BAND_CHUNKS < passed)
+				continue;	/* merged since */
+			memtable_add(ix->mt, e.key, e.docid);
+		}
+	}
+	mdb_cursor_close(cur);
+	memtable_commit(ix->mt);
+	if (rc != MDB_NOTFOUND)
+		return (index_fail(ix, rc, "reading l0", cause));
+	return (0);
+}
+
+/* The oldest document held (next_doc when there is none). */
+static int
+index_first_doc(struct lmdb *ix, uint64_t *docid, char **cause)
+{
+	MDB_cursor	*cur;
+	MDB_val		 k, v;
+	int		 rc;
+
+	if ((rc = mdb_cursor_open(ix->txn, ix->docs, &cur)) != 0)
+		return (index_fail(ix, rc, "reading docs", cause));
+	rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+	mdb_cursor_close(cur);
+	if (rc == MDB_NOTFOUND) {
+		*docid = ix->next_doc;
+		return (0);
+	}
+	if (rc != 0 || k.mv_size != 8)
+		return (index_fail(ix, rc ? rc : MDB_CORRUPTED, "reading docs",
+		    cause));
+	*docid = get_be64(k.mv_data);
+	return (0);
+}
+
+/*
+ * Merge chunk c's memtable entries into its l1 run, leaving out entries of
+ * documents below live.
+ */
+static int
+lsm_merge(struct lmdb *ix, unsigned c, uint64_t live, char **cause)
+{
+	MDB_val		 k, v;
+	unsigned char	 kb[4];
+	size_t		 nadd, nold = 0, n;
+	int		 rc;
+
+	nadd = memtable_sorted(ix->mt, c, &ix->sorted, &ix->sortedsize);
+	if (nadd == 0)
+		return (0);
+	chunk_key(kb, c, &k);
+	rc = mdb_get(ix->txn, ix->l1, &k, &v);
+	if (rc == 0) {
+		if (v.mv_size % BENTRY_SIZE != 0) {
+			xasprintf(cause, "index %s: band chunk %u is corrupt",
+			    ix->base.path, c);
+			return (-1);
+		}
+		nold = v.mv_size / BENTRY_SIZE;
+	} else if (rc != MDB_NOTFOUND)
+		return (index_fail(ix, rc, "reading l1", cause));
+	ix->chunk.len = 0;
+	buf_reserve(&ix->chunk, (nold + nadd) * BENTRY_SIZE);
+	n = run_merge(nold ? v.mv_data : NULL, nold, ix->sorted, nadd, live,
+	    (unsigned char *)ix->chunk.data);
+	if (n == 0)
+		rc = nold ? mdb_del(ix->txn, ix->l1, &k, NULL) : 0;
+	else {
+		v.mv_data = ix->chunk.data;
+		v.mv_size = n * BENTRY_SIZE;
+		rc = mdb_put(ix->txn, ix->l1, &k, &v, 0);
+	}
+	if (rc != 0)
+		return (index_fail(ix, rc, "writing l1", cause));
+	ix->t_l1_entries += n;
+	ix->t_l1_entries -= nold < ix->t_l1_entries ? nold : ix->t_l1_entries;
+	return (0);
+}
+
+/*
+ * At commit: log the transaction's entries to l0, advance the sweep by the
+ * chunks it is owed, delete the l0 records it has gone round, and record
+ * the state in meta.
+ */
+static int
+lsm_flush(struct lmdb *ix, char **cause)
+{
+	MDB_cursor	*cur;
+	MDB_val		 k, v;
+	unsigned char	 kb[8];
+	uint64_t	 q, live = 0, i;
+	char		 num[32];
+	size_t		 j;
+	int		 rc;
+
+	if (ix->npend > 0) {
+		ix->rec.len = 0;
+		buf_reserve(&ix->rec, L0_HEADER + ix->npend * BENTRY_SIZE);
+		put_le64((unsigned char *)ix->rec.data, ix->t_sweep);
+		for (j = 0; j < ix->npend; j++)
+			run_put((unsigned char *)ix->rec.data + L0_HEADER, j,
+			    &ix->pend[j]);
+		put_be64(kb, ix->t_l0_next);
+		k.mv_data = kb;
+		k.mv_size = sizeof kb;
+		v.mv_data = ix->rec.data;
+		v.mv_size = L0_HEADER + ix->npend * BENTRY_SIZE;
+		if ((rc = mdb_put(ix->txn, ix->l0, &k, &v, MDB_APPEND)) != 0)
+			return (index_fail(ix, rc, "writing l0", cause));
+		ix->t_l0_next++;
+		/* A whole sweep per half budget of new entries. */
+		ix->t_quota += (double)BAND_CHUNKS * ix->npend /
+		    (ix->mt_max / 2);
+	}
+	q = (uint64_t)ix->t_quota;
+	ix->t_quota -= q;
+	if (memtable_entries(ix->mt) > ix->mt_max)
+		q += BAND_CHUNKS / 64;	/* over budget: catch up */
+	if (q > BAND_CHUNKS)
+		q = BAND_CHUNKS;
+	if (q > 0) {
+		if (index_first_doc(ix, &live, cause) != 0)
+			return (-1);
+		if (ix->nmerged + q > ix->mergedsize) {
+			ix->mergedsize = ix->nmerged + q;
+			ix->merged = xreallocarray(ix->merged, ix->mergedsize,
+			    sizeof *ix->merged);
+		}
+		for (i = 0; i < q; i++) {
+			unsigned c = ix->t_sweep % BAND_CHUNKS;
+
+			if ((rc = lsm_merge(ix, c, live, cause)) != 0)
+				return (rc);
+			ix->merged[ix->nmerged++] = c;
+			ix->t_sweep++;
+		}
+		/* l0 records the sweep has gone all the way round. */
+		if ((rc = mdb_cursor_open(ix->txn, ix->l0, &cur)) != 0)
+			return (index_fail(ix, rc, "reading l0", cause));
+		while ((rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST)) == 0) {
+			if (v.mv_size < L0_HEADER ||
+			    ix->t_sweep - get_le64(v.mv_data) < BAND_CHUNKS)
+				break;
+			if ((rc = mdb_cursor_del(cur, 0)) != 0)
+				break;
+		}
+		mdb_cursor_close(cur);
+		if (rc != 0 && rc != MDB_NOTFOUND)
+			return (index_fail(ix, rc, "trimming l0", cause));
+	}
+#define PUTNUM(key, val) do {						\
+	snprintf(num, sizeof num, "%" PRIu64, (uint64_t)(val));	\
+	if ((rc = meta_put(ix, key, num)) != 0)				\
+		return (index_fail(ix, rc, "writing meta", cause));	\
+} while (0)
+	if (ix->t_sweep != ix->sweep)
+		PUTNUM("sweep", ix->t_sweep);
+	if (ix->t_l0_next != ix->l0_next)
+		PUTNUM("l0_next", ix->t_l0_next);
+	if (ix->t_l1_entries != ix->l1_entries)
+		PUTNUM("l1_entries", ix->t_l1_entries);
+#undef PUTNUM
+	return (0);
+}
+
+/*
+ * Append to out the documents sharing each of the b band keys, once for
+ * each band they share with the query (so the count of a document is its
+ * number of shared bands), at most BUCKET_MAX per band.
+ */
+static int
+lmdb_candidates(struct index *base, size_t slot, const uint64_t *keys,
+    struct u64vec *out, char **cause)
+{
+	struct lmdb	*ix = (struct lmdb *)base;
+	unsigned	 j;
+	int		 rc;
+
+	for (j = 0; j < ix->base.p.bands; j++) {
+		if ((rc = index_candidates1(ix, keys[j], out,
+		    BUCKET_MAX)) != 0)
+			return (index_fail(ix, rc, "band lookup", cause));
+	}
+	return (0);
+}
+
+/*
+ * The documents under one band key: memtable, then l1, at most max of
+ * them.  Returns an LMDB error.
+ */
+static int
+index_candidates1(struct lmdb *ix, uint64_t key, struct u64vec *out,
+    size_t max)
+{
+	MDB_val		 k, v;
+	unsigned char	 kb[4];
+	unsigned	 c;
+	size_t		 got;
+	int		 rc;
+
+	got = memtable_find(ix->mt, key, out, max);
+	c = band_chunk(key);
+	chunk_key(kb, c, &k);
+	rc = mdb_get(ix->txn, ix->l1, &k, &v);
+	if (rc == MDB_NOTFOUND)
+		return (0);
+	if (rc != 0)
+		return (rc);
+	run_find(v.mv_data, v.mv_size / BENTRY_SIZE, key, out, max - got);
+	return (0);
+}
+
+/* The l1 key of chunk c, in kb. */
+static void
+chunk_key(unsigned char *kb, unsigned c, MDB_val *k)
+{
+	kb[0] = c >> 24;
+	kb[1] = c >> 16;
+	kb[2] = c >> 8;
+	kb[3] = c;
+	k->mv_data = kb;
+	k->mv_size = 4;
+}
+
+/* The times key of a document. */
+static void
+time_key(unsigned char *kb, int64_t t, uint64_t docid)
+{
+	put_be64(kb, (uint64_t)t ^ (1ULL << 63));
+	put_be64(kb + 8, docid);
+}
+
+/* The time in a times key. */
+static int64_t
+time_of_key(const void *kb)
+{
+	return ((int64_t)(get_be64(kb) ^ (1ULL << 63)));
+}
+
+/* Stored 16-bit little-endian signature values into ix->sig. */
+static void
+sig_decode(struct lmdb *ix, const unsigned char *p)
+{
+	unsigned	 i;
+
+	for (i = 0; i < ix->base.p.perms; i++)
+		ix->sig[i] = p[2 * i] | (uint32_t)p[2 * i + 1] << 8;
+}
+
+/* Look a document number up in one of the databases keyed by it. */
+static int
+index_get(struct lmdb *ix, MDB_dbi dbi, uint64_t docid, MDB_val *v)
+{
+	unsigned char	 kb[8];
+	MDB_val		 k;
+
+	put_be64(kb, docid);
+	k.mv_data = kb;
+	k.mv_size = sizeof kb;
+	return (mdb_get(ix->txn, dbi, &k, v));
+}
+
+/* Read a document's record.  The signature stays valid until the next call. */
+static int
+lmdb_doc(struct index *base, uint64_t docid, struct docinfo *d, char **cause)
+{
+	struct lmdb	*ix = (struct lmdb *)base;
+	MDB_val		 v;
+	int		 rc;
+
+	if ((rc = index_get(ix, ix->docs, docid, &v)) != 0) {
+		if (rc == MDB_NOTFOUND && docid != 0 && docid < ix->next_doc)
+			return (INDEX_GONE);	/* removed; entries linger */
+		return (index_fail(ix, rc, "document lookup", cause));
+	}
+	if (docrec_decode(v.mv_data, v.mv_size, ix->base.p.perms, ix->sig,
+	    d) != v.mv_size)
+		goto corrupt;
+	d->docid = docid;
+	return (0);
+corrupt:
+	xasprintf(cause, "index %s: document %" PRIu64 " is corrupt",
+	    ix->base.path, docid);
+	return (-1);
+}
+
+/*
+ * Read a document's normalised text into out (emptied first).  Returns its
+ * DOC_BYTES flag, or -1.
+ */
+static int
+lmdb_text(struct index *base, uint64_t docid, struct buf *out, char **cause)
+{
+	struct lmdb	*ix = (struct lmdb *)base;
+	MDB_val		 v;
+	int		 rc;
+
+	if ((rc = index_get(ix, ix->texts, docid, &v)) != 0)
+		return (index_fail(ix, rc, "text lookup", cause));
+	if ((rc = text_decode(v.mv_data, v.mv_size, out)) >= 0)
+		return (rc);
+	xasprintf(cause, "index %s: text of document %" PRIu64 " is corrupt",
+	    ix->base.path, docid);
+	return (-1);
+}
+
+/*
+ * index_insert with the text already encoded by textenc_encode (enc not
+ * NULL), so that worker threads can compress while the writer writes.
+ */
+static int
+lmdb_insert(struct index *base, size_t slot, const uint64_t *keys,
+    const uint32_t *sig, const char *id, size_t idlen, const char *text,
+    size_t textlen, const char *enc, size_t enclen, int flags, int64_t when,
+    char **cause)
+{
+	struct lmdb	*ix = (struct lmdb *)base;
+	MDB_val		 k, v;
+	unsigned char	 kb[8], tk[16];
+	unsigned	 j;
+	uint64_t	 docid;
+	int		 rc;
+
+	if (idlen > UINT32_MAX) {
+		xasprintf(cause, "id too long");
+		return (-1);
+	}
+	docid = ix->next_doc++;
+	put_be64(kb, docid);
+	if (when == 0)
+		when = ix->now;
+
+	docrec_encode(&ix->rec, ix->base.p.perms, sig, id, idlen, flags, when);
+	k.mv_data = kb;
+	k.mv_size = sizeof kb;
+	v.mv_data = ix->rec.data;
+	v.mv_size = ix->rec.len;
+	if ((rc = mdb_put(ix->txn, ix->docs, &k, &v, MDB_APPEND)) != 0)
+		return (index_fail(ix, rc, "insert document", cause));
+
+	time_key(tk, when, docid);
+	k.mv_data = tk;
+	k.mv_size = sizeof tk;
+	v.mv_data = tk;
+	v.mv_size = 0;
+	if ((rc = mdb_put(ix->txn, ix->times, &k, &v, 0)) != 0)
+		return (index_fail(ix, rc, "insert time", cause));
+	k.mv_data = kb;
+	k.mv_size = sizeof kb;
+
+	if (ix->base.p.texts) {
+		if (enc == NULL) {
+			textenc_encode(ix->enc, text, textlen, flags, &ix->rec);
+			enc = ix->rec.data;
+			enclen = ix->rec.len;
+		}
+		v.mv_data = (void *)enc;
+		v.mv_size = enclen;
+		if ((rc = mdb_put(ix->txn, ix->texts, &k, &v,
+		    MDB_APPEND)) != 0)
+			return (index_fail(ix, rc, "insert text", cause));
+	}
+
+	if (ix->npend + ix->base.p.bands > ix->pendsize) {
+		ix->pendsize = 2 * (ix->npend + ix->base.p.bands);
+		ix->pend = xreallocarray(ix->pend, ix->pendsize,
+		    sizeof *ix->pend);
+	}
+	for (j = 0; j < ix->base.p.bands; j++) {
+		memtable_add(ix->mt, keys[j], docid);
+		ix->pend[ix->npend].key = keys[j];
+		ix->pend[ix->npend++].docid = docid;
+	}
+	return (0);
+}
+
+/* Count documents and band entries, and the size of the data file. */
+static int
+lmdb_stats(struct index *base, struct index_stats *st, char **cause)
+{
+	struct lmdb	*ix = (struct lmdb *)base;
+	MDB_txn		*txn;
+	MDB_stat	 ms;
+	MDB_envinfo	 info;
+	int		 rc;
+
+	memset(st, 0, sizeof *st);
+	if ((rc = index_txn(ix, MDB_RDONLY, &txn)) != 0)
+		return (index_fail(ix, rc, "stats", cause));
+	if (mdb_stat(txn, ix->docs, &ms) == 0)
+		st->docs = ms.ms_entries;
+	st->band_entries = ix->l1_entries + memtable_entries(ix->mt);
+	mdb_env_stat(ix->env, &ms);
+	mdb_env_info(ix->env, &info);
+	st->size = (uint64_t)(info.me_last_pgno + 1) * ms.ms_psize;
+	mdb_txn_abort(txn);
+	return (0);
+}
+
+/* Delete a document's rows: docs, texts and times. */
+static int
+index_delete(struct lmdb *ix, uint64_t docid, int64_t t, char **cause)
+{
+	unsigned char	 kb[8], tk[16];
+	MDB_val		 k;
+	int		 rc;
+
+	put_be64(kb, docid);
+	k.mv_data = kb;
+	k.mv_size = sizeof kb;
+	if ((rc = mdb_del(ix->txn, ix->docs, &k, NULL)) != 0 &&
+	    rc != MDB_NOTFOUND)
+		return (index_fail(ix, rc, "removing a document", cause));
+	if ((rc = mdb_del(ix->txn, ix->texts, &k, NULL)) != 0 &&
+	    rc != MDB_NOTFOUND)
+		return (index_fail(ix, rc, "removing a text", cause));
+	time_key(tk, t, docid);
+	k.mv_data = tk;
+	k.mv_size = sizeof tk;
+	if ((rc = mdb_del(ix->txn, ix->times, &k, NULL)) != 0 &&
+	    rc != MDB_NOTFOUND)
+		return (index_fail(ix, rc, "removing a time", cause));
+	return (0);
+}
+
+/*
+ * Remove the oldest documents (by document time) while there are more than
+ * max_docs or they are older than max_age before now, at most budget of
+ * them.  Inside a write transaction.
+ */
+static int
+lmdb_expire(struct index *base, const struct retention *ret, int64_t now,
+    uint64_t budget, uint64_t *removed, char **cause)
+{
+	struct lmdb	*ix = (struct lmdb *)base;
+	MDB_cursor	*cur;
+	MDB_stat	 st;
+	MDB_val		 k, v;
+	uint64_t	 count, docid;
+	int64_t		 t;
+	int		 rc, old;
+
+	*removed = 0;
+	if (ret->max_age == 0 && ret->max_docs == 0)
+		return (0);
+	if ((rc = mdb_stat(ix->txn, ix->docs, &st)) != 0)
+		return (index_fail(ix, rc, "expire", cause));
+	count = st.ms_entries;
+	if ((rc = mdb_cursor_open(ix->txn, ix->times, &cur)) != 0)
+		return (index_fail(ix, rc, "expire", cause));
+	while (*removed < budget) {
+		rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+		if (rc != 0 || k.mv_size != 16)
+			break;
+		t = time_of_key(k.mv_data);
+		docid = get_be64((unsigned char *)k.mv_data + 8);
+		old = (ret->max_docs != 0 && count > ret->max_docs) ||
+		    (ret->max_age != 0 && t < now - ret->max_age);
+		if (!old)
+			break;
+		if ((rc = index_delete(ix, docid, t, cause)) != 0) {
+			mdb_cursor_close(cur);
+			return (rc);
+		}
+		count--;
+		(*removed)++;
+	}
+	mdb_cursor_close(cur);
+	if (rc != 0 && rc != MDB_NOTFOUND)
+		return (index_fail(ix, rc, "expire", cause));
+	if (rc == 0 && k.mv_size != 16) {
+		xasprintf(cause, "index %s: a times key is corrupt", ix->base.path);
+		return (-1);
+	}
+	return (0);
+}
+
+/*
+ * Remove every document with this external id.  A scan of the documents
+ * table: there is no index by id (it would cost a random B-tree insertion
+ * per document, the very cost format 2 avoids).
+ */
+static int
+lmdb_remove(struct index *base, const char *id, size_t idlen,
+    uint64_t *removed, char **cause)
+{
+	struct lmdb	*ix = (struct lmdb *)base;
+	MDB_cursor		*cur;
+	MDB_val			 k, v;
+	const unsigned char	*p;
+	size_t			 off = DOC_HEADER + 2 * (size_t)ix->base.p.perms;
+	struct u64vec		 found = { 0 }, times = { 0 };
+	size_t			 i;
+	int			 rc;
+
+	*removed = 0;
+	if ((rc = mdb_cursor_open(ix->txn, ix->docs, &cur)) != 0)
+		return (index_fail(ix, rc, "remove", cause));
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		p = v.mv_data;
+		if (k.mv_size != 8 || v.mv_size < off)
+			continue;	/* index_check reports it */
+		if (v.mv_size - off == idlen && get_le32(p + 4) == idlen &&
+		    memcmp(p + off, id, idlen) == 0) {
+			u64vec_push(&found, get_be64(k.mv_data));
+			u64vec_push(&times, get_be64(p + 8));
+		}
+	}
+	mdb_cursor_close(cur);
+	if (rc != MDB_NOTFOUND) {
+		u64vec_free(&found);
+		u64vec_free(&times);
+		return (index_fail(ix, rc, "remove", cause));
+	}
+	for (i = 0, rc = 0; i < found.n && rc == 0; i++)
+		rc = index_delete(ix, found.v[i], (int64_t)times.v[i], cause);
+	if (rc == 0)
+		*removed = found.n;
+	u64vec_free(&found);
+	u64vec_free(&times);
+	return (rc);
+}
+
+/* Bytes of the pages a database uses. */
+static uint64_t
+dbi_bytes(MDB_txn *txn, MDB_dbi dbi)
+{
+	MDB_stat	 st;
+
+	if (mdb_stat(txn, dbi, &st) != 0)
+		return (0);
+	return ((st.ms_branch_pages + st.ms_leaf_pages +
+	    st.ms_overflow_pages) * (uint64_t)st.ms_psize);
+}
+
+/* The first or last document time, or 0. */
+static int64_t
+edge_time(MDB_txn *txn, MDB_dbi dbi, MDB_cursor_op op)
+{
+	MDB_cursor	*cur;
+	MDB_val		 k, v;
+	int64_t		 t = 0;
+
+	if (mdb_cursor_open(txn, dbi, &cur) != 0)
+		return (0);
+	if (mdb_cursor_get(cur, &k, &v, op) == 0 && k.mv_size == 16)
+		t = time_of_key(k.mv_data);
+	mdb_cursor_close(cur);
+	return (t);
+}
+
+/* What --info prints. */
+static int
+lmdb_info(struct index *base, struct index_info *in, char **cause)
+{
+	struct lmdb	*ix = (struct lmdb *)base;
+	MDB_envinfo	 info;
+	MDB_stat	 st;
+	struct stat	 sb;
+	char		*file, v[32];
+	uint64_t	 u;
+	int		 rc;
+
+	memset(in, 0, sizeof *in);
+	in->p = ix->base.p;
+	in->format = MHF_INDEX_FORMAT;
+	if ((rc = index_txn(ix, MDB_RDONLY, &ix->txn)) != 0) {
+		ix->txn = NULL;
+		return (index_fail(ix, rc, "info", cause));
+	}
+	if (mdb_stat(ix->txn, ix->docs, &st) == 0)
+		in->docs = st.ms_entries;
+	if (meta_u64(ix, "next_doc", &in->next_doc, cause) != 0 ||
+	    meta_u64(ix, "l1_entries", &u, cause) != 0) {
+		mdb_txn_abort(ix->txn);
+		ix->txn = NULL;
+		return (-1);
+	}
+	in->band_entries = u + memtable_entries(ix->mt);
+	if (meta_get(ix, "created", v, sizeof v) == 0)
+		in->created = strtoll(v, NULL, 10);
+	in->oldest = edge_time(ix->txn, ix->times, MDB_FIRST);
+	in->newest = edge_time(ix->txn, ix->times, MDB_LAST);
+	in->bands_bytes = dbi_bytes(ix->txn, ix->l1) +
+	    dbi_bytes(ix->txn, ix->l0);
+	in->docs_bytes = dbi_bytes(ix->txn, ix->docs) +
+	    dbi_bytes(ix->txn, ix->times);
+	in->texts_bytes = dbi_bytes(ix->txn, ix->texts);
+	mdb_env_stat(ix->env, &st);
+	mdb_env_info(ix->env, &info);
+	in->size = (uint64_t)(info.me_last_pgno + 1) * st.ms_psize;
+	mdb_txn_abort(ix->txn);
+	ix->txn = NULL;
+	xasprintf(&file, "%s/data.mdb", ix->base.path);
+	if (stat(file, &sb) == 0)
+		in->file_size = sb.st_size;
+	free(file);
+	return (0);
+}
+
+/* Report a problem found by index_check (the first 100 in full). */
+static void
+problem(FILE *f, uint64_t *problems, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void
+problem(FILE *f, uint64_t *problems, const char *fmt, ...)
+{
+	va_list	 ap;
+
+	if (++*problems > 100)
+		return;
+	fputs("problem: ", f);
+	va_start(ap, fmt);
+	vfprintf(f, fmt, ap);
+	va_end(ap);
+	fputc('\n', f);
+}
+
+/*
+ * Check the index's internal consistency, in one read transaction: every
+ * document record parses and has its time and (when texts are kept) its
+ * text; every time and text belongs to a document; the band runs are
+ * sorted, in their chunks, and their count matches; and every document can
+ * be found under each of its band keys, recomputed from its stored
+ * signature.  Writes "problem: ..." lines and a summary to f.
+ */
+static int
+lmdb_check(struct index *base, FILE *f, uint64_t *problems, char **cause)
+{
+	struct lmdb	*ix = (struct lmdb *)base;
+	MDB_cursor		*cur;
+	MDB_val			 k, v, k2, v2;
+	const unsigned char	*p;
+	unsigned char		 tk[16];
+	struct u64vec		 found = { 0 };
+	struct buf		 text = { 0 };
+	struct bentry		 e, prev;
+	uint64_t		*keys, docid, docs = 0, entries = 0, l1 = 0;
+	uint64_t		 sweep, l0_next;
+	size_t			 off = DOC_HEADER + 2 * (size_t)ix->base.p.perms;
+	size_t			 i, n;
+	unsigned		 j;
+	int			 rc, ok;
+
+	*problems = 0;
+	if ((rc = index_txn(ix, MDB_RDONLY, &ix->txn)) != 0) {
+		ix->txn = NULL;
+		return (index_fail(ix, rc, "check", cause));
+	}
+	ix->loaded = 0;		/* rebuild the memtable from this snapshot */
+	if (meta_u64(ix, "next_doc", &ix->next_doc, cause) != 0 ||
+	    lsm_load(ix, cause) != 0 ||
+	    meta_u64(ix, "sweep", &sweep, cause) != 0 ||
+	    meta_u64(ix, "l0_next", &l0_next, cause) != 0) {
+		mdb_txn_abort(ix->txn);
+		ix->txn = NULL;
+		return (-1);
+	}
+	keys = xcalloc(ix->base.p.bands, sizeof *keys);
+
+	/* Documents, their times and texts, and their band entries. */
+	mdb_cursor_open(ix->txn, ix->docs, &cur);
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		docs++;
+		if (k.mv_size != 8) {
+			problem(f, problems, "a docs key is %zu bytes",
+			    k.mv_size);
+			continue;
+		}
+		docid = get_be64(k.mv_data);
+		p = v.mv_data;
+		if (docid == 0 || docid >= ix->next_doc)
+			problem(f, problems, "document %" PRIu64 " is not "
+			    "below next_doc %" PRIu64, docid, ix->next_doc);
+		if (v.mv_size < off || p[0] != DOC_VERSION ||
+		    v.mv_size != off + get_le32(p + 4)) {
+			problem(f, problems, "document %" PRIu64 ": record "
+			    "is corrupt", docid);
+			continue;
+		}
+		time_key(tk, (int64_t)get_be64(p + 8), docid);
+		k2.mv_data = tk;
+		k2.mv_size = sizeof tk;
+		if (mdb_get(ix->txn, ix->times, &k2, &v2) != 0)
+			problem(f, problems, "document %" PRIu64 " has no "
+			    "times entry", docid);
+		if (ix->base.p.texts && lmdb_text(&ix->base, docid, &text, cause) < 0) {
+			problem(f, problems, "document %" PRIu64 ": %s",
+			    docid, *cause);
+			free(*cause);
+			*cause = NULL;
+		}
+		sig_decode(ix, p + DOC_HEADER);
+		lsh_keys(ix->sig, ix->base.p.bands, ix->base.p.rows, ix->base.p.seed, keys);
+		for (j = 0; j < ix->base.p.bands; j++) {
+			found.n = 0;
+			if (index_candidates1(ix, keys[j], &found,
+			    SIZE_MAX) != 0)
+				break;
+			for (i = 0, ok = 0; i < found.n && !ok; i++)
+				ok = found.v[i] == docid;
+			if (!ok)
+				problem(f, problems, "document %" PRIu64 " is "
+				    "missing from band %u", docid, j);
+		}
+	}
+	mdb_cursor_close(cur);
+
+	/* Times and texts of documents that are not there. */
+	mdb_cursor_open(ix->txn, ix->times, &cur);
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		if (k.mv_size != 16 || index_get(ix, ix->docs,
+		    get_be64((unsigned char *)k.mv_data + 8), &v2) != 0)
+			problem(f, problems, "a times entry has no document");
+	}
+	mdb_cursor_close(cur);
+	mdb_cursor_open(ix->txn, ix->texts, &cur);
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		if (k.mv_size != 8 || index_get(ix, ix->docs,
+		    get_be64(k.mv_data), &v2) != 0)
+			problem(f, problems, "a text has no document");
+	}
+	mdb_cursor_close(cur);
+
+	/* The chunked run. */
+	mdb_cursor_open(ix->txn, ix->l1, &cur);
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		unsigned c;
+
+		p = k.mv_data;
+		if (k.mv_size != 4 || v.mv_size % BENTRY_SIZE != 0) {
+			problem(f, problems, "an l1 record is malformed");
+			continue;
+		}
+		c = (unsigned)p[0] << 24 | p[1] << 16 | p[2] << 8 | p[3];
+		n = v.mv_size / BENTRY_SIZE;
+		l1 += n;
+		for (i = 0; i < n; i++) {
+			run_get(v.mv_data, i, &e);
+			if (band_chunk(e.key) != c)
+				problem(f, problems, "chunk %u holds a key of "
+				    "chunk %u", c, band_chunk(e.key));
+			if (i > 0 && bentry_cmp(&prev, &e) >= 0)
+				problem(f, problems, "chunk %u is not sorted "
+				    "at entry %zu", c, i);
+			if (e.docid == 0 || e.docid >= ix->next_doc)
+				problem(f, problems, "chunk %u: document %"
+				    PRIu64 " is not below next_doc", c,
+				    e.docid);
+			prev = e;
+		}
+	}
+	mdb_cursor_close(cur);
+	if (l1 != ix->l1_entries)
+		problem(f, problems, "l1 holds %" PRIu64 " entries; meta says %"
+		    PRIu64, l1, ix->l1_entries);
+
+	/* The memtable's log. */
+	mdb_cursor_open(ix->txn, ix->l0, &cur);
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		if (k.mv_size != 8 || get_be64(k.mv_data) >= l0_next ||
+		    v.mv_size < L0_HEADER ||
+		    (v.mv_size - L0_HEADER) % BENTRY_SIZE != 0 ||
+		    get_le64(v.mv_data) > sweep)
+			problem(f, problems, "an l0 record is malformed");
+	}
+	mdb_cursor_close(cur);
+	entries = l1 + memtable_entries(ix->mt);
+
+	mdb_txn_abort(ix->txn);
+	ix->txn = NULL;
+	ix->loaded = 0;
+	free(keys);
+	u64vec_free(&found);
+	buf_free(&text);
+	if (*problems > 100)
+		fprintf(f, "problems not shown: %" PRIu64 "\n",
+		    *problems - 100);
+	fprintf(f, "documents: %" PRIu64 "\n", docs);
+	fprintf(f, "band entries: %" PRIu64 "\n", entries);
+	fprintf(f, "problems: %" PRIu64 "\n", *problems);
+	return (0);
+}
+
+/* A compacted copy of the index in a new directory. */
+static int
+lmdb_compact(struct index *base, const char *dest, char **cause)
+{
+	struct lmdb	*ix = (struct lmdb *)base;
+	int	 rc;
+
+	if (mkdir(dest, 0777) == -1 && errno != EEXIST) {
+		xasprintf(cause, "mkdir %s: %s", dest, strerror(errno));
+		return (-1);
+	}
+	if ((rc = mdb_env_copy2(ix->env, dest, MDB_CP_COMPACT)) != 0) {
+		xasprintf(cause, "copy %s to %s: %s", ix->base.path, dest,
+		    mdb_strerror(rc));
+		return (-1);
+	}
+	return (0);
+}
+
+/*
+ * Write the documents as JSON Lines (export_header, export_doc), oldest
+ * first.
+ */
+static int
+lmdb_export(struct index *base, FILE *f, char **cause)
+{
+	struct lmdb		*ix = (struct lmdb *)base;
+	MDB_cursor		*cur;
+	MDB_val			 k, v;
+	struct docinfo		 d;
+	struct buf		 text = { 0 };
+	uint64_t		 docid;
+	int			 rc, err = 0;
+
+	if ((rc = index_txn(ix, MDB_RDONLY, &ix->txn)) != 0) {
+		ix->txn = NULL;
+		return (index_fail(ix, rc, "export", cause));
+	}
+	if (export_header(f, &ix->base.p) != 0)
+		err = 1;
+	mdb_cursor_open(ix->txn, ix->docs, &cur);
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0 && !err;
+	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		docid = k.mv_size == 8 ? get_be64(k.mv_data) : 0;
+		if (k.mv_size != 8 || docrec_decode(v.mv_data, v.mv_size,
+		    ix->base.p.perms, ix->sig, &d) != v.mv_size) {
+			xasprintf(cause, "index %s: document %" PRIu64 " is "
+			    "corrupt (run --check)", ix->base.path, docid);
+			err = 2;
+			break;
+		}
+		if (ix->base.p.texts &&
+		    lmdb_text(&ix->base, docid, &text, cause) < 0) {
+			err = 2;
+			break;
+		}
+		if (export_doc(f, &d, (unsigned char *)v.mv_data + DOC_HEADER,
+		    ix->base.p.perms, ix->base.p.texts ? &text : NULL) != 0)
+			err = 1;
+	}
+	mdb_cursor_close(cur);
+	mdb_txn_abort(ix->txn);
+	ix->txn = NULL;
+	buf_free(&text);
+	if (err == 0 && fflush(f) != 0)
+		err = 1;
+	if (err == 1) {
+		xasprintf(cause, "export: write error: %s", strerror(errno));
+		return (-1);
+	}
+	return (err ? -1 : 0);
+}
+
+/*
+ * Give an index with no documents yet an export's parameters; refuse if it
+ * has documents.
+ */
+static int
+lmdb_adopt(struct index *base, const struct index_params *want,
+    char **cause)
+{
+	struct lmdb		*ix = (struct lmdb *)base;
+	struct index_params	 saved = ix->base.p;
+	struct index_info	 in;
+	int			 rc;
+
+	if ((rc = lmdb_info(&ix->base, &in, cause)) != 0)
+		return (rc);
+	if (in.docs != 0 || in.next_doc != 1) {
+		xasprintf(cause, "import: %s already holds documents made with "
+		    "other parameters than the export's", ix->base.path);
+		return (-1);
+	}
+	if ((rc = lmdb_begin(&ix->base, cause)) != 0)
+		return (rc);
+	params_take(&ix->base.p, want);
+	if ((rc = meta_create(ix, cause)) != 0 ||
+	    (rc = lmdb_commit(&ix->base, cause)) != 0) {
+		lmdb_abort(&ix->base);
+		ix->base.p = saved;
+		return (rc);
+	}
+	free(ix->sig);
+	ix->sig = xcalloc(ix->base.p.perms, sizeof *ix->sig);
+	return (0);
+}
+
+const struct index_ops lmdb_ops = {
+	.name = "LMDB",
+	.open = lmdb_open,
+	.close = lmdb_close,
+	.begin = lmdb_begin,
+	.prepare = NULL,
+	.commit = lmdb_commit,
+	.abort = lmdb_abort,
+	.candidates = lmdb_candidates,
+	.doc = lmdb_doc,
+	.text = lmdb_text,
+	.insert = lmdb_insert,
+	.stats = lmdb_stats,
+	.expire = lmdb_expire,
+	.remove = lmdb_remove,
+	.info = lmdb_info,
+	.check = lmdb_check,
+	.compact = lmdb_compact,
+	.export = lmdb_export,
+	.adopt = lmdb_adopt,
+};

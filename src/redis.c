@@ -1,0 +1,1690 @@
+/*
+ * The Redis backend: one index shared by many mhfilter processes on many
+ * machines, in a Redis Cluster or a single Redis (cluster.c talks to it).
+ * --db redis://host:port[,host:port...][/namespace]; the namespace, "mhf"
+ * by default, lets several indexes share a cluster.
+ *
+ * Keys (NS is the namespace):
+ *
+ *   {NS}:meta   the parameter records (meta_write), "key=value" lines in
+ *               one string, created with SET NX so that two processes
+ *               starting at once agree;
+ *   {NS}:seq    the last document number handed out (INCRBY): the global
+ *               order of documents;
+ *   {NS}:floor  documents below it were expired by --max-docs;
+ *   {NS}:docs   documents kept, roughly (see redis_stats);
+ *   NS:d:N      document N: a state byte ('P' pending, 'K' kept), the
+ *               document record (docrec_encode), the encoded text;
+ *   NS:b:HEX    a band bucket: the numbers of the documents under band key
+ *               HEX, 8 bytes big-endian each, in the order they came.
+ *
+ * The {NS} keys share one hash slot; documents and buckets spread over all
+ * of them, so the work spreads over the masters.
+ *
+ * A batch, in round trips (each one pipelined to every node at once):
+ *
+ *   1. INCRBY {NS}:seq: the batch's document numbers;
+ *   2. SET NS:d:N for each record, state 'P' (pending), with a one-hour
+ *      expiry so that a crashed writer's records go away;
+ *   3. per band key APPEND our number, then GET the bucket: the bucket
+ *      after our own append, so of two writers on one key the second
+ *      always sees the first;
+ *   4. GET the candidates' records; wait (polling, bounded) for those
+ *      still pending with a smaller number than ours to be decided;
+ *   5. at commit: kept records become 'K' (SETRANGE, with the retention
+ *      expiry), the others are deleted and their bucket entries removed
+ *      (a small Lua script per bucket); then WAIT for a replica when the
+ *      masters have one.  Only then are verdicts reported.
+ *
+ * Concurrency.  A record is a duplicate only of a kept document, and a
+ * kept document is never dropped, so two writers never both drop a pair.
+ * A candidate still pending is waited for when its number is smaller than
+ * the record's (waits go to smaller numbers only, so they cannot form a
+ * cycle); with a larger number it is passed over, because it will see this
+ * record when its own turn comes.  Both are kept only when the writer with
+ * the larger number read the shared bucket before the other appended to
+ * it: between the INCRBY of round 1 and the APPEND of round 3, a window of
+ * about two round trips plus the time to send a batch.  mhfilter(1)
+ * documents this and tests/e2e/redis.bats measures it.
+ *
+ * Retention: --retain sets each kept document's expiry (Redis deletes it);
+ * --max-docs advances {NS}:floor and deletes the documents below it, a
+ * bounded number per batch.  Bucket entries of documents that are gone are
+ * removed when a lookup meets them.
+ */
+
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hiredis.h>
+#include <jansson.h>
+
+#include "mhfilter.h"
+
+#define NS_DEFAULT	"mhf"
+#define NS_MAX		64
+#define EXEC_TIMEOUT	30.0	/* seconds of retries (?timeout=) */
+#define PENDING_TTL	3600	/* seconds a pending record lives */
+#define PENDING_WAIT	10.0	/* seconds to wait for another's decision */
+#define CLEAN_MAX	1024	/* stale bucket entries removed per batch */
+#define REPLICA_WAIT_MS	2000	/* WAIT for one replica, when there is one */
+
+#define ST_PENDING	'P'
+#define ST_KEPT		'K'
+
+/* Remove the 8-byte entries given as ARGV from the bucket KEYS[1]. */
+static const char remove_script[] =
+    "local v = redis.call('GET', KEYS[1])\n"
+    "if not v then return 0 end\n"
+    "local drop, out, n = {}, {}, 0\n"
+    "for i = 1, #ARGV do drop[ARGV[i]] = true end\n"
+    "for i = 1, #v, 8 do\n"
+    "  local e = string.sub(v, i, i + 7)\n"
+    "  if drop[e] then n = n + 1 else out[#out + 1] = e end\n"
+    "end\n"
+    "if n == 0 then return 0 end\n"
+    "if #out == 0 then redis.call('DEL', KEYS[1])\n"
+    "else redis.call('SET', KEYS[1], table.concat(out)) end\n"
+    "return n\n";
+
+/* Raise {NS}:floor to ARGV[1] if it is lower; returns the old floor. */
+static const char floor_script[] =
+    "local f = tonumber(redis.call('GET', KEYS[1]) or '1')\n"
+    "if tonumber(ARGV[1]) > f then redis.call('SET', KEYS[1], ARGV[1]) end\n"
+    "return f\n";
+
+/* A record of the prepared batch. */
+struct rslot {
+	uint64_t	 docid;		/* 0: not pending */
+	int		 kept;		/* index_insert was called for it */
+	int		 flags;		/* DOC_*, as inserted */
+	int64_t		 time;
+	const uint64_t	*keys;
+	size_t		 first;		/* its entries in found */
+	size_t		 n;
+};
+
+/* A document read in this batch (or written by it). */
+struct rdoc {
+	uint64_t	 docid;
+	int		 state;		/* ST_*, or 0: gone */
+	size_t		 off;		/* its value in cache */
+	size_t		 len;
+};
+
+/* A bucket entry of a document that is gone, to remove. */
+struct stale {
+	uint64_t	 key;
+	uint64_t	 docid;
+};
+
+/* An insertion that was not prepared (--import): done at commit. */
+struct later {
+	size_t		 off;		/* value (state, record, text) in lbuf */
+	size_t		 len;
+	int64_t		 time;
+	uint64_t	 keys[];
+};
+
+struct redis {
+	struct index	 base;		/* first: what index.c sees */
+	struct cluster	*c;
+	char		*ns;
+	char		*hosts;
+
+	struct rslot	*slots;
+	size_t		 nslots, slotsize;
+	uint64_t	 first_doc;	/* the batch's numbers */
+	struct u64vec	 found;		/* bucket entries, by slot */
+
+	struct rdoc	*docs;		/* read or written this batch */
+	size_t		 ndocs, docsize;
+	size_t		*ht;		/* docid -> docs index + 1 */
+	size_t		 htsize;
+	struct buf	 cache;		/* their values */
+
+	struct stale	*stale;
+	size_t		 nstale, stalesize;
+	struct later	**later;
+	size_t		 nlater, latersize;
+	struct buf	 lbuf;
+
+	struct retention ret;		/* from index_expire, for commit */
+	uint64_t	 floor;		/* documents below were expired */
+	int64_t		 now;
+	uint32_t	*sig;
+	struct buf	 key, val;	/* scratch */
+	uint64_t	 waits;		/* pending candidates waited for */
+	uint64_t	 timeouts;	/* ... in vain */
+};
+
+static int	redis_fail(struct redis *, char **);
+static void	doc_key(struct redis *, uint64_t, struct buf *);
+static void	band_key(struct redis *, uint64_t, struct buf *);
+static void	ns_key(struct redis *, const char *, struct buf *);
+static size_t	q1(struct redis *, const struct buf *, const char *);
+static size_t	q2(struct redis *, const struct buf *, const char *,
+		    const char *, size_t);
+static void	cache_reset(struct redis *);
+static struct rdoc *cache_find(struct redis *, uint64_t);
+static struct rdoc *cache_add(struct redis *, uint64_t, int, const char *,
+		    size_t);
+static int	fetch_docs(struct redis *, const uint64_t *, size_t,
+		    char **);
+static int	redis_scan(struct redis *, int (*)(struct redis *, uint64_t,
+		    const char *, size_t, void *), void *, char **);
+
+/* Keys. */
+static void
+ns_key(struct redis *r, const char *what, struct buf *k)
+{
+	k->len = 0;
+	buf_append(k, "{", 1);
+	buf_append(k, r->ns, strlen(r->ns));
+	buf_append(k, "}:", 2);
+	buf_append(k, what, strlen(what));
+}
+
+/* NS:d:N, a document. */
+static void
+doc_key(struct redis *r, uint64_t docid, struct buf *k)
+{
+	char	 name[32];
+
+	snprintf(name, sizeof name, ":d:%" PRIu64, docid);
+	k->len = 0;
+	buf_append(k, r->ns, strlen(r->ns));
+	buf_append(k, name, strlen(name));
+}
+
+/* NS:b:HEX, a band bucket. */
+static void
+band_key(struct redis *r, uint64_t key, struct buf *k)
+{
+	char	 name[32];
+
+	snprintf(name, sizeof name, ":b:%016" PRIx64, key);
+	doc_key(r, 0, k);
+	k->len -= 4;		/* ":d:0" */
+	buf_append(k, name, strlen(name));
+}
+
+/* Queue a one-argument command on key k. */
+static size_t
+q1(struct redis *r, const struct buf *k, const char *cmd)
+{
+	const char	*argv[2] = { cmd, k->data };
+	size_t		 len[2] = { strlen(cmd), k->len };
+
+	return (cluster_queue(r->c, k->data, k->len, 2, argv, len));
+}
+
+/* Queue a two-argument command on key k: cmd k v. */
+static size_t
+q2(struct redis *r, const struct buf *k, const char *cmd, const char *v,
+    size_t vlen)
+{
+	const char	*argv[3] = { cmd, k->data, v };
+	size_t		 len[3] = { strlen(cmd), k->len, vlen };
+
+	return (cluster_queue(r->c, k->data, k->len, 3, argv, len));
+}
+
+/* A failed cluster_exec: its cause, with the index named. */
+static int
+redis_fail(struct redis *r, char **cause)
+{
+	char	*c = *cause;
+
+	xasprintf(cause, "index %s: %s", r->base.path, c);
+	free(c);
+	cluster_reset(r->c);
+	return (-1);
+}
+
+/* A reply that is an error: the cause.  Returns -1 for convenience. */
+static int
+reply_error(struct redis *r, const redisReply *rp, const char *what,
+    char **cause)
+{
+	xasprintf(cause, "index %s: %s: %s", r->base.path, what,
+	    rp == NULL ? "no reply" : rp->type == REDIS_REPLY_ERROR ?
+	    rp->str : "unexpected reply");
+	cluster_reset(r->c);
+	return (-1);
+}
+
+/* The documents cache of a batch: an array and an open-addressed table. */
+static void
+cache_reset(struct redis *r)
+{
+	r->ndocs = 0;
+	r->cache.len = 0;
+	if (r->ht != NULL)
+		memset(r->ht, 0, r->htsize * sizeof *r->ht);
+	buf_trim(&r->cache);
+}
+
+static struct rdoc *
+cache_find(struct redis *r, uint64_t docid)
+{
+	size_t	 h, i;
+
+	if (r->htsize == 0)
+		return (NULL);
+	h = (docid * 0x9e3779b97f4a7c15ULL) >> 20;
+	for (i = 0; i < r->htsize; i++) {
+		h &= r->htsize - 1;
+		if (r->ht[h] == 0)
+			return (NULL);
+		if (r->docs[r->ht[h] - 1].docid == docid)
+			return (&r->docs[r->ht[h] - 1]);
+		h++;
+	}
+	return (NULL);
+}
+
+static void
+cache_insert(struct redis *r, size_t idx)
+{
+	size_t	 h;
+
+	h = (r->docs[idx].docid * 0x9e3779b97f4a7c15ULL) >> 20;
+	for (;; h++) {
+		h &= r->htsize - 1;
+		if (r->ht[h] == 0) {
+			r->ht[h] = idx + 1;
+			return;
+		}
+	}
+}
+
+/* Add (or replace) a document's value in the cache. */
+static struct rdoc *
+cache_add(struct redis *r, uint64_t docid, int state, const char *v,
+    size_t len)
+{
+	struct rdoc	*d;
+	size_t		 i;
+
+	if ((d = cache_find(r, docid)) == NULL) {
+		if (2 * (r->ndocs + 1) > r->htsize) {
+			r->htsize = r->htsize ? 2 * r->htsize : 1024;
+			free(r->ht);
+			r->ht = xcalloc(r->htsize, sizeof *r->ht);
+			for (i = 0; i < r->ndocs; i++)
+				cache_insert(r, i);
+		}
+		if (r->ndocs == r->docsize) {
+			r->docsize = r->docsize ? 2 * r->docsize : 1024;
+			r->docs = xreallocarray(r->docs, r->docsize,
+			    sizeof *r->docs);
+		}
+		d = &r->docs[r->ndocs];
+		d->docid = docid;
+		cache_insert(r, r->ndocs++);
+	}
+	d->state = state;
+	d->off = r->cache.len;
+	d->len = len;
+	buf_append(&r->cache, v, len);
+	return (d);
+}
+
+/* Parse redis://host:port[,host:port...][/ns][?timeout=SECONDS]. */
+static int
+parse_url(const char *url, char **hosts, char **ns, double *timeout,
+    char **cause)
+{
+	const char	*h = url + strlen("redis://"), *slash, *q;
+	char		*c;
+	size_t		 i;
+
+	*timeout = EXEC_TIMEOUT;
+	if ((q = strchr(h, '?')) == NULL)
+		q = h + strlen(h);
+	else if (strncmp(q, "?timeout=", 9) != 0 ||
+	    parse_double(q + 9, 0.1, 86400, timeout, &c) != 0) {
+		if (strncmp(q, "?timeout=", 9) == 0)
+			free(c);
+		xasprintf(cause, "%s: the only option is ?timeout=SECONDS "
+		    "(0.1 to 86400)", url);
+		return (-1);
+	}
+	if ((slash = memchr(h, '/', q - h)) == NULL) {
+		*hosts = xstrndup(h, q - h);
+		*ns = xstrdup(NS_DEFAULT);
+	} else {
+		*hosts = xstrndup(h, slash - h);
+		*ns = slash + 1 < q ? xstrndup(slash + 1, q - slash - 1) :
+		    xstrdup(NS_DEFAULT);
+	}
+	if (**hosts == '\0') {
+		xasprintf(cause, "%s: no host (redis://HOST:PORT[/NS])", url);
+		goto fail;
+	}
+	for (i = 0; (*ns)[i] != '\0'; i++) {
+		if (!isalnum((unsigned char)(*ns)[i]) && (*ns)[i] != '_' &&
+		    (*ns)[i] != '-' && (*ns)[i] != '.')
+			break;
+	}
+	if ((*ns)[i] != '\0' || i > NS_MAX) {
+		xasprintf(cause, "%s: the namespace may have up to %d letters, "
+		    "digits, '_', '-' and '.'", url, NS_MAX);
+		goto fail;
+	}
+	return (0);
+fail:
+	free(*hosts);
+	free(*ns);
+	*hosts = *ns = NULL;
+	return (-1);
+}
+
+/* The meta string, as lines, for meta_read. */
+struct metatext {
+	const char	*s;
+	size_t		 len;
+	struct buf	*out;		/* for meta_write */
+};
+
+static int
+meta_get_text(void *arg, const char *key, char *out, size_t size)
+{
+	struct metatext	*m = arg;
+	const char	*p = m->s, *end = m->s + m->len, *nl;
+	size_t		 kl = strlen(key);
+
+	while (p < end) {
+		if ((nl = memchr(p, '\n', end - p)) == NULL)
+			nl = end;
+		if ((size_t)(nl - p) > kl && memcmp(p, key, kl) == 0 &&
+		    p[kl] == '=') {
+			if ((size_t)(nl - p - kl - 1) >= size)
+				return (-1);
+			memcpy(out, p + kl + 1, nl - p - kl - 1);
+			out[nl - p - kl - 1] = '\0';
+			return (0);
+		}
+		p = nl + 1;
+	}
+	return (1);
+}
+
+static int
+meta_put_text(void *arg, const char *key, const char *value)
+{
+	struct metatext	*m = arg;
+
+	buf_append(m->out, key, strlen(key));
+	buf_append(m->out, "=", 1);
+	buf_append(m->out, value, strlen(value));
+	buf_append(m->out, "\n", 1);
+	return (0);
+}
+
+/* GET a {NS} counter; 0 when it does not exist. */
+static int
+get_counter(struct redis *r, const char *what, uint64_t *v, char **cause)
+{
+	const redisReply	*rp;
+
+	ns_key(r, what, &r->key);
+	q1(r, &r->key, "GET");
+	if (cluster_exec(r->c, cause) != 0)
+		return (redis_fail(r, cause));
+	rp = cluster_reply(r->c, 0);
+	if (rp->type == REDIS_REPLY_NIL)
+		*v = 0;
+	else if (rp->type == REDIS_REPLY_STRING)
+		*v = strtoull(rp->str, NULL, 10);
+	else
+		return (reply_error(r, rp, what, cause));
+	cluster_reset(r->c);
+	return (0);
+}
+
+static void	redis_close(struct index *);
+
+/*
+ * Connect, and create or check the parameter records.  The arguments are
+ * index_open's.
+ */
+static int
+redis_open(struct index **ixp, const char *path, int flags,
+    struct index_params *p, int given, char **cause)
+{
+	struct redis		*r;
+	const redisReply	*rp;
+	struct metatext		 m;
+	struct buf		 text = { 0 };
+	uint64_t		 seq;
+	double			 timeout;
+	int			 rc, rv = -1;
+
+	r = xcalloc(1, sizeof *r);
+	r->base.flags = flags;
+	r->base.p = *p;
+	r->base.path = xstrdup(path);
+	if (parse_url(path, &r->hosts, &r->ns, &timeout, cause) != 0)
+		goto fail;
+	if ((r->c = cluster_connect(r->hosts, timeout, cause)) == NULL)
+		goto fail;
+	cluster_wait(r->c, 1, REPLICA_WAIT_MS);
+
+	/* The parameters: create them if there are none (SET NX). */
+	ns_key(r, "meta", &r->key);
+	if (!(flags & INDEX_RDONLY)) {
+		const char	*argv[4];
+		size_t		 len[4];
+
+		m.out = &text;
+		meta_write(p, meta_put_text, &m);
+		argv[0] = "SET";
+		len[0] = 3;
+		argv[1] = r->key.data;
+		len[1] = r->key.len;
+		argv[2] = text.data;
+		len[2] = text.len;
+		argv[3] = "NX";
+		len[3] = 2;
+		cluster_queue(r->c, r->key.data, r->key.len, 4, argv, len);
+	}
+	q1(r, &r->key, "GET");
+	if (cluster_exec(r->c, cause) != 0) {
+		redis_fail(r, cause);
+		goto fail;
+	}
+	rp = cluster_reply(r->c, (flags & INDEX_RDONLY) ? 0 : 1);
+	if (rp->type == REDIS_REPLY_NIL) {
+		xasprintf(cause, "%s is an empty index", path);
+		goto fail;
+	}
+	if (rp->type != REDIS_REPLY_STRING) {
+		reply_error(r, rp, "reading the parameters", cause);
+		goto fail;
+	}
+	m.s = rp->str;
+	m.len = rp->len;
+	if ((rc = meta_read(&r->base.p, given, path, meta_get_text, &m,
+	    cause)) != 0) {
+		rv = rc;
+		goto fail;
+	}
+	cluster_reset(r->c);
+	if (get_counter(r, "seq", &seq, cause) != 0)
+		goto fail;
+	r->base.run_doc = seq + 1;
+	r->sig = xcalloc(r->base.p.perms, sizeof *r->sig);
+	buf_free(&text);
+	*p = r->base.p;
+	*ixp = &r->base;
+	return (0);
+fail:
+	buf_free(&text);
+	redis_close(&r->base);
+	return (rv);
+}
+
+static void
+redis_close(struct index *base)
+{
+	struct redis	*r = (struct redis *)base;
+	size_t		 i;
+
+	if (r == NULL)
+		return;
+	if (r->c != NULL)
+		cluster_close(r->c);
+	for (i = 0; i < r->nlater; i++)
+		free(r->later[i]);
+	free(r->later);
+	buf_free(&r->lbuf);
+	free(r->slots);
+	u64vec_free(&r->found);
+	free(r->docs);
+	free(r->ht);
+	buf_free(&r->cache);
+	free(r->stale);
+	free(r->sig);
+	buf_free(&r->key);
+	buf_free(&r->val);
+	free(r->ns);
+	free(r->hosts);
+	free(r->base.path);
+	free(r);
+}
+
+/* Forget the batch. */
+static void
+batch_reset(struct redis *r)
+{
+	size_t	 i;
+
+	r->nslots = 0;
+	r->found.n = 0;
+	u64vec_trim(&r->found);
+	r->nstale = 0;
+	for (i = 0; i < r->nlater; i++)
+		free(r->later[i]);
+	r->nlater = 0;
+	r->lbuf.len = 0;
+	buf_trim(&r->lbuf);
+	cache_reset(r);
+	cluster_reset(r->c);
+}
+
+static int
+redis_begin(struct index *base, char **cause)
+{
+	struct redis	*r = (struct redis *)base;
+
+	(void)cause;
+	batch_reset(r);
+	r->now = time(NULL);
+	r->floor = 0;
+	return (0);
+}
+
+/* The pending record a prepared slot writes: state, record, text. */
+static void
+slot_value(struct redis *r, const struct ixdoc *d, int64_t when,
+    struct buf *out)
+{
+	struct buf	 rec = { 0 };
+
+	docrec_encode(&rec, r->base.p.perms, d->sig, d->id, d->idlen,
+	    d->flags, when);
+	out->len = 0;
+	buf_append(out, "P", 1);
+	buf_append(out, rec.data, rec.len);
+	if (r->base.p.texts && d->enc != NULL)
+		buf_append(out, d->enc, d->enclen);
+	buf_free(&rec);
+}
+
+/* Is docid one of this batch's? */
+static struct rslot *
+own_slot(struct redis *r, uint64_t docid, size_t n)
+{
+	size_t	 i;
+
+	if (docid < r->first_doc || docid >= r->first_doc + n)
+		return (NULL);
+	for (i = 0; i < r->nslots; i++)
+		if (r->slots[i].docid == docid)
+			return (&r->slots[i]);
+	return (NULL);
+}
+
+/*
+ * Read the records of the given documents into the cache (rounds 4 and
+ * 4b).  A record that is gone is cached as state 0.
+ */
+static int
+fetch_docs(struct redis *r, const uint64_t *ids, size_t n, char **cause)
+{
+	const redisReply	*rp;
+	size_t			 i;
+
+	cluster_reset(r->c);
+	for (i = 0; i < n; i++) {
+		doc_key(r, ids[i], &r->key);
+		q1(r, &r->key, "GET");
+	}
+	if (n == 0)
+		return (0);
+	if (cluster_exec(r->c, cause) != 0)
+		return (redis_fail(r, cause));
+	for (i = 0; i < n; i++) {
+		rp = cluster_reply(r->c, i);
+		if (rp->type == REDIS_REPLY_NIL)
+			cache_add(r, ids[i], 0, NULL, 0);
+		else if (rp->type == REDIS_REPLY_STRING && rp->len > 1 &&
+		    (rp->str[0] == ST_PENDING || rp->str[0] == ST_KEPT))
+			cache_add(r, ids[i], rp->str[0], rp->str, rp->len);
+		else {
+			xasprintf(cause, "index %s: document %" PRIu64 " is "
+			    "corrupt", r->base.path, ids[i]);
+			cluster_reset(r->c);
+			return (-1);
+		}
+	}
+	cluster_reset(r->c);
+	return (0);
+}
+
+/*
+ * The whole batch's writes and lookups, in four rounds (see the top of
+ * the file).  Afterwards every candidate of every record is in the cache,
+ * decided (kept or gone) unless it belongs to this batch.
+ */
+static int
+redis_prepare(struct index *base, const struct ixdoc *docs, size_t n,
+    char **cause)
+{
+	struct redis		*r = (struct redis *)base;
+	const redisReply	*rp;
+	struct rslot		*s;
+	struct rdoc		*d;
+	struct u64vec		 want = { 0 }, scratch = { 0 };
+	unsigned		 b = r->base.p.bands, j;
+	unsigned char		 be[8];
+	size_t			 i, k, np = 0, q, e;
+	uint64_t		 docid, last, maxown;
+	double			 deadline, pause;
+	int			 rdonly = r->base.flags & INDEX_RDONLY, rc = -1;
+
+	if (n > r->slotsize) {
+		r->slotsize = n;
+		r->slots = xreallocarray(r->slots, n, sizeof *r->slots);
+	}
+	r->nslots = n;
+	for (i = 0; i < n; i++) {
+		memset(&r->slots[i], 0, sizeof r->slots[i]);
+		np += docs[i].pending != 0;
+	}
+	if (np == 0)
+		return (0);
+
+	/* 1. Numbers for the batch. */
+	r->first_doc = UINT64_MAX;
+	if (!rdonly) {
+		char	 num[32];
+
+		snprintf(num, sizeof num, "%zu", np);
+		ns_key(r, "seq", &r->key);
+		q2(r, &r->key, "INCRBY", num, strlen(num));
+		if (cluster_exec(r->c, cause) != 0)
+			return (redis_fail(r, cause));
+		rp = cluster_reply(r->c, 0);
+		if (rp->type != REDIS_REPLY_INTEGER)
+			return (reply_error(r, rp, "numbering", cause));
+		last = rp->integer;
+		r->first_doc = last - np + 1;
+		cluster_reset(r->c);
+	}
+
+	/* 2. The records, pending. */
+	docid = r->first_doc;
+	for (i = 0; i < n; i++) {
+		s = &r->slots[i];
+		if (!docs[i].pending)
+			continue;
+		s->keys = docs[i].keys;
+		s->time = docs[i].time != 0 ? docs[i].time : r->now;
+		if (rdonly) {
+			s->docid = UINT64_MAX;
+			continue;
+		}
+		s->docid = docid++;
+		slot_value(r, &docs[i], s->time, &r->val);
+		cache_add(r, s->docid, ST_PENDING, r->val.data, r->val.len);
+		doc_key(r, s->docid, &r->key);
+		{
+			const char	*argv[5] = { "SET", r->key.data,
+					    r->val.data, "EX", "3600" };
+			size_t		 len[5] = { 3, r->key.len, r->val.len,
+					    2, 4 };
+
+			cluster_queue(r->c, r->key.data, r->key.len, 5, argv,
+			    len);
+		}
+	}
+	if (!rdonly && cluster_exec(r->c, cause) != 0)
+		return (redis_fail(r, cause));
+	cluster_reset(r->c);
+
+	/*
+	 * 3. Append to each bucket, then read them all back: every APPEND
+	 * goes before the first GET, to keep the window between numbering
+	 * and appending (see above) short.  A node runs one connection's
+	 * commands in order, so each GET sees its own APPEND.
+	 */
+	for (i = 0; i < n && !rdonly; i++) {
+		s = &r->slots[i];
+		if (s->docid == 0)
+			continue;
+		put_be64(be, s->docid);
+		for (j = 0; j < b; j++) {
+			band_key(r, s->keys[j], &r->key);
+			q2(r, &r->key, "APPEND", (char *)be, 8);
+		}
+	}
+	for (i = 0; i < n; i++) {
+		s = &r->slots[i];
+		if (s->docid == 0)
+			continue;
+		for (j = 0; j < b; j++) {
+			band_key(r, s->keys[j], &r->key);
+			q1(r, &r->key, "GET");
+		}
+	}
+	if (cluster_exec(r->c, cause) != 0)
+		return (redis_fail(r, cause));
+	q = rdonly ? 0 : np * b;	/* past the APPENDs' replies */
+	maxown = 0;
+	for (i = 0; i < n; i++) {
+		s = &r->slots[i];
+		if (s->docid == 0)
+			continue;
+		if (s->docid != UINT64_MAX && s->docid > maxown)
+			maxown = s->docid;
+		s->first = r->found.n;
+		for (j = 0; j < b; j++) {
+			rp = cluster_reply(r->c, q++);
+			if (rp->type == REDIS_REPLY_NIL)
+				continue;
+			if (rp->type != REDIS_REPLY_STRING || rp->len % 8) {
+				reply_error(r, rp, "band lookup", cause);
+				goto out;
+			}
+			k = r->found.n;
+			for (e = 0; e + 8 <= rp->len; e += 8) {
+				docid = get_be64((unsigned char *)rp->str + e);
+				if (docid == s->docid || docid == 0)
+					continue;
+				u64vec_push(&r->found, docid);
+			}
+			/* Once per band, even if an APPEND was retried. */
+			if (r->found.n - k > 1) {
+				size_t	 m, w = k + 1;
+
+				sort_u64(r->found.v + k, r->found.n - k,
+				    &scratch);
+				for (m = k + 1; m < r->found.n; m++)
+					if (r->found.v[m] != r->found.v[w - 1])
+						r->found.v[w++] = r->found.v[m];
+				r->found.n = w;
+			}
+		}
+		s->n = r->found.n - s->first;
+	}
+	cluster_reset(r->c);
+
+	/* 4. The candidates' records, but for this batch's own. */
+	for (k = 0; k < r->found.n; k++) {
+		docid = r->found.v[k];
+		if (own_slot(r, docid, np) == NULL &&
+		    cache_find(r, docid) == NULL) {
+			cache_add(r, docid, 0, NULL, 0);	/* once */
+			u64vec_push(&want, docid);
+		}
+	}
+	if (fetch_docs(r, want.v, want.n, cause) != 0)
+		goto out;
+
+	/*
+	 * 4b. Wait for candidates pending with a smaller number than one of
+	 * ours: their writers decide them without waiting for us.
+	 */
+	deadline = now_seconds() + PENDING_WAIT;
+	pause = 0.001;
+	for (;;) {
+		want.n = 0;
+		for (i = 0; i < r->ndocs; i++) {
+			d = &r->docs[i];
+			if (d->state == ST_PENDING && d->docid < maxown &&
+			    own_slot(r, d->docid, np) == NULL)
+				u64vec_push(&want, d->docid);
+		}
+		if (want.n == 0)
+			break;
+		if (now_seconds() > deadline) {
+			/* A writer that died: treat them as gone. */
+			for (k = 0; k < want.n; k++)
+				cache_find(r, want.v[k])->state = 0;
+			r->timeouts += want.n;
+			log_warnx("index %s: %zu candidates still pending "
+			    "after %.0f s; passed over", r->base.path, want.n,
+			    PENDING_WAIT);
+			break;
+		}
+		r->waits += want.n;
+		usleep(pause * 1e6);
+		if (pause < 0.05)
+			pause *= 2;
+		if (fetch_docs(r, want.v, want.n, cause) != 0)
+			goto out;
+	}
+	rc = 0;
+out:
+	u64vec_free(&want);
+	u64vec_free(&scratch);
+	return (rc);
+}
+
+/*
+ * The candidates of a prepared record; unprepared lookups (INDEX_NOSLOT)
+ * read the buckets now.
+ */
+static int
+redis_candidates(struct index *base, size_t slot, const uint64_t *keys,
+    struct u64vec *out, char **cause)
+{
+	struct redis		*r = (struct redis *)base;
+	const redisReply	*rp;
+	struct rslot		*s;
+	unsigned		 j;
+	size_t			 e;
+
+	if (slot != INDEX_NOSLOT && slot < r->nslots &&
+	    r->slots[slot].docid != 0) {
+		s = &r->slots[slot];
+		for (e = 0; e < s->n; e++)
+			u64vec_push(out, r->found.v[s->first + e]);
+		return (0);
+	}
+	cluster_reset(r->c);
+	for (j = 0; j < r->base.p.bands; j++) {
+		band_key(r, keys[j], &r->key);
+		q1(r, &r->key, "GET");
+	}
+	if (cluster_exec(r->c, cause) != 0)
+		return (redis_fail(r, cause));
+	for (j = 0; j < r->base.p.bands; j++) {
+		rp = cluster_reply(r->c, j);
+		if (rp->type == REDIS_REPLY_NIL)
+			continue;
+		if (rp->type != REDIS_REPLY_STRING || rp->len % 8)
+			return (reply_error(r, rp, "band lookup", cause));
+		for (e = 0; e + 8 <= rp->len; e += 8)
+			u64vec_push(out, get_be64((unsigned char *)rp->str + e));
+	}
+	cluster_reset(r->c);
+	return (0);
+}
+
+/*
+ * A document as a candidate: kept ones only.  One of this batch counts
+ * once index_insert has kept it; another writer's pending one that was
+ * not waited for is passed over (INDEX_GONE), as is one that is gone, and
+ * its bucket entries are then removed at commit.
+ */
+static int
+redis_doc(struct index *base, uint64_t docid, struct docinfo *d,
+    char **cause)
+{
+	struct redis	*r = (struct redis *)base;
+	struct rdoc	*rd;
+	struct rslot	*s;
+	size_t		 len;
+
+	if ((rd = cache_find(r, docid)) == NULL) {
+		if (fetch_docs(r, &docid, 1, cause) != 0)
+			return (-1);
+		rd = cache_find(r, docid);
+	}
+	if ((s = own_slot(r, docid, r->nslots)) != NULL) {
+		if (!s->kept)
+			return (INDEX_GONE);
+	} else if (rd->state != ST_KEPT)
+		return (INDEX_GONE);
+	len = docrec_decode((unsigned char *)r->cache.data + rd->off + 1,
+	    rd->len - 1, r->base.p.perms, r->sig, d);
+	if (len == 0) {
+		xasprintf(cause, "index %s: document %" PRIu64 " is corrupt",
+		    r->base.path, docid);
+		return (-1);
+	}
+	d->docid = docid;
+	if (s != NULL)
+		d->flags = s->flags;
+	return (0);
+}
+
+/* A document's text, from its record. */
+static int
+redis_text(struct index *base, uint64_t docid, struct buf *out,
+    char **cause)
+{
+	struct redis		*r = (struct redis *)base;
+	struct docinfo		 d;
+	struct rdoc		*rd;
+	const unsigned char	*p;
+	size_t			 len;
+	int			 rc;
+
+	if ((rc = redis_doc(base, docid, &d, cause)) != 0) {
+		if (rc == INDEX_GONE)
+			xasprintf(cause, "index %s: document %" PRIu64 " is "
+			    "gone", r->base.path, docid);
+		return (-1);
+	}
+	rd = cache_find(r, docid);
+	p = (unsigned char *)r->cache.data + rd->off + 1;
+	len = docrec_decode(p, rd->len - 1, r->base.p.perms, r->sig, &d);
+	if ((rc = text_decode(p + len, rd->len - 1 - len, out)) < 0) {
+		xasprintf(cause, "index %s: text of document %" PRIu64 " is "
+		    "corrupt", r->base.path, docid);
+		return (-1);
+	}
+	return (rc);
+}
+
+/*
+ * Keep a document.  A prepared one is already written: it is marked kept
+ * at commit.  Another (--import) is written whole at commit.
+ */
+static int
+redis_insert(struct index *base, size_t slot, const uint64_t *keys,
+    const uint32_t *sig, const char *id, size_t idlen, const char *text,
+    size_t textlen, const char *enc, size_t enclen, int flags, int64_t when,
+    char **cause)
+{
+	struct redis	*r = (struct redis *)base;
+	struct later	*l;
+	struct buf	 rec = { 0 }, tbuf = { 0 };
+	struct textenc	*te;
+
+	if (idlen > UINT32_MAX) {
+		xasprintf(cause, "id too long");
+		return (-1);
+	}
+	if (slot != INDEX_NOSLOT && slot < r->nslots &&
+	    r->slots[slot].docid != 0 && r->slots[slot].docid != UINT64_MAX) {
+		r->slots[slot].kept = 1;
+		r->slots[slot].flags = flags;
+		return (0);
+	}
+	if (when == 0)
+		when = r->now;
+	if (r->base.p.texts && enc == NULL) {
+		te = textenc_create();
+		textenc_encode(te, text, textlen, flags, &tbuf);
+		textenc_free(te);
+		enc = tbuf.data;
+		enclen = tbuf.len;
+	}
+	docrec_encode(&rec, r->base.p.perms, sig, id, idlen, flags, when);
+	l = xmalloc(sizeof *l + r->base.p.bands * sizeof *keys);
+	memcpy(l->keys, keys, r->base.p.bands * sizeof *keys);
+	l->time = when;
+	l->off = r->lbuf.len;
+	buf_append(&r->lbuf, "K", 1);
+	buf_append(&r->lbuf, rec.data, rec.len);
+	if (r->base.p.texts)
+		buf_append(&r->lbuf, enc, enclen);
+	l->len = r->lbuf.len - l->off;
+	if (r->nlater == r->latersize) {
+		r->latersize = r->latersize ? 2 * r->latersize : 64;
+		r->later = xreallocarray(r->later, r->latersize,
+		    sizeof *r->later);
+	}
+	r->later[r->nlater++] = l;
+	buf_free(&rec);
+	buf_free(&tbuf);
+	return (0);
+}
+
+/* Queue EVAL of the remove script on one bucket for one entry. */
+static void
+queue_unlink(struct redis *r, uint64_t key, uint64_t docid)
+{
+	unsigned char	 be[8];
+	const char	*argv[5];
+	size_t		 len[5];
+
+	put_be64(be, docid);
+	band_key(r, key, &r->key);
+	argv[0] = "EVAL";
+	len[0] = 4;
+	argv[1] = remove_script;
+	len[1] = sizeof remove_script - 1;
+	argv[2] = "1";
+	len[2] = 1;
+	argv[3] = r->key.data;
+	len[3] = r->key.len;
+	argv[4] = (char *)be;
+	len[4] = 8;
+	cluster_queue(r->c, r->key.data, r->key.len, 5, argv, len);
+}
+
+/* SET a kept document's record, with its expiry under --retain. */
+static void
+queue_set(struct redis *r, const struct buf *k, const struct buf *v,
+    int64_t when)
+{
+	const char	*argv[5] = { "SET", k->data, v->data, "EXAT", NULL };
+	size_t		 len[5] = { 3, k->len, v->len, 4, 0 };
+	char		 at[32];
+
+	if (r->ret.max_age != 0) {
+		snprintf(at, sizeof at, "%lld",
+		    (long long)(when + r->ret.max_age));
+		argv[4] = at;
+		len[4] = strlen(at);
+		cluster_queue(r->c, k->data, k->len, 5, argv, len);
+	} else
+		cluster_queue(r->c, k->data, k->len, 3, argv, len);
+}
+
+/*
+ * Round 5: mark the kept records, delete the others and their bucket
+ * entries, write the unprepared insertions, remove stale entries met.
+ */
+static int
+redis_commit(struct index *base, char **cause)
+{
+	struct redis		*r = (struct redis *)base;
+	struct rslot		*s;
+	struct rdoc		*rd;
+	const redisReply	*rp;
+	struct later		*l;
+	unsigned		 b = r->base.p.bands, j;
+	unsigned char		 be[8];
+	size_t			 i, e, nclean = 0;
+	uint64_t		 kept = 0, docid;
+	char			 num[32];
+
+	cluster_reset(r->c);
+	for (i = 0; i < r->nslots; i++) {
+		s = &r->slots[i];
+		if (s->docid == 0 || s->docid == UINT64_MAX)
+			continue;
+		doc_key(r, s->docid, &r->key);
+		/* Expired by --max-docs in this very batch: as if not kept. */
+		if (s->kept && s->docid >= r->floor) {
+			/*
+			 * The whole record again, not a SETRANGE of its
+			 * state: idempotent, and it restores a record lost
+			 * with a master that failed before replicating it.
+			 */
+			rd = cache_find(r, s->docid);
+			r->val.len = 0;
+			buf_append(&r->val, r->cache.data + rd->off, rd->len);
+			r->val.data[0] = ST_KEPT;
+			r->val.data[2] = s->flags;
+			queue_set(r, &r->key, &r->val, s->time);
+			kept++;
+			continue;
+		}
+		q1(r, &r->key, "DEL");
+		for (j = 0; j < b; j++)
+			queue_unlink(r, s->keys[j], s->docid);
+	}
+
+	/* Entries of documents found gone (expired, removed, dead). */
+	for (i = 0; i < r->nslots && nclean < CLEAN_MAX &&
+	    !(r->base.flags & INDEX_RDONLY); i++) {
+		s = &r->slots[i];
+		if (s->docid == 0)
+			continue;
+		for (e = 0; e < s->n; e++) {
+			docid = r->found.v[s->first + e];
+			rd = cache_find(r, docid);
+			if (rd == NULL || rd->state != 0 ||
+			    own_slot(r, docid, r->nslots) != NULL)
+				continue;
+			/* The bucket is one of the slot's b keys: try all. */
+			for (j = 0; j < b; j++)
+				queue_unlink(r, s->keys[j], docid);
+			rd->state = -1;		/* once */
+			nclean++;
+		}
+	}
+
+	if (r->base.flags & INDEX_RDONLY)
+		goto send;
+
+	/* Unprepared insertions (--import): number them, then write. */
+	if (r->nlater != 0) {
+		if (cluster_exec(r->c, cause) != 0)
+			return (redis_fail(r, cause));
+		cluster_reset(r->c);
+		snprintf(num, sizeof num, "%zu", r->nlater);
+		ns_key(r, "seq", &r->key);
+		q2(r, &r->key, "INCRBY", num, strlen(num));
+		if (cluster_exec(r->c, cause) != 0)
+			return (redis_fail(r, cause));
+		rp = cluster_reply(r->c, 0);
+		if (rp->type != REDIS_REPLY_INTEGER)
+			return (reply_error(r, rp, "numbering", cause));
+		docid = rp->integer - r->nlater + 1;
+		cluster_reset(r->c);
+		for (i = 0; i < r->nlater; i++, docid++) {
+			l = r->later[i];
+			doc_key(r, docid, &r->key);
+			r->val.len = 0;
+			buf_append(&r->val, r->lbuf.data + l->off, l->len);
+			queue_set(r, &r->key, &r->val, l->time);
+		}
+		if (cluster_exec(r->c, cause) != 0)
+			return (redis_fail(r, cause));
+		cluster_reset(r->c);
+		docid -= r->nlater;
+		for (i = 0; i < r->nlater; i++, docid++) {
+			put_be64(be, docid);
+			for (j = 0; j < b; j++) {
+				band_key(r, r->later[i]->keys[j], &r->key);
+				q2(r, &r->key, "APPEND", (char *)be, 8);
+			}
+		}
+		kept += r->nlater;
+	}
+	if (kept != 0) {
+		snprintf(num, sizeof num, "%" PRIu64, kept);
+		ns_key(r, "docs", &r->key);
+		q2(r, &r->key, "INCRBY", num, strlen(num));
+	}
+send:
+	if (cluster_exec(r->c, cause) != 0)
+		return (redis_fail(r, cause));
+	cluster_reset(r->c);
+	batch_reset(r);
+	return (0);
+}
+
+/*
+ * Give up the batch: delete its pending records at once (best effort), so
+ * that other writers need not wait for them to expire.
+ */
+static void
+redis_abort(struct index *base)
+{
+	struct redis	*r = (struct redis *)base;
+	struct rslot	*s;
+	unsigned	 j;
+	size_t		 i;
+	char		*cause = NULL;
+
+	cluster_reset(r->c);
+	for (i = 0; i < r->nslots; i++) {
+		s = &r->slots[i];
+		if (s->docid == 0 || s->docid == UINT64_MAX)
+			continue;
+		doc_key(r, s->docid, &r->key);
+		q1(r, &r->key, "DEL");
+		for (j = 0; j < r->base.p.bands; j++)
+			queue_unlink(r, s->keys[j], s->docid);
+	}
+	if (cluster_exec(r->c, &cause) != 0) {
+		log_warnx("index %s: %s", r->base.path, cause);
+		free(cause);
+	}
+	batch_reset(r);
+}
+
+/* Documents kept (roughly: key expiry does not count down). */
+static int
+redis_stats(struct index *base, struct index_stats *st, char **cause)
+{
+	struct redis	*r = (struct redis *)base;
+	uint64_t	 docs;
+
+	memset(st, 0, sizeof *st);
+	if (get_counter(r, "docs", &docs, cause) != 0)
+		return (-1);
+	st->docs = docs;
+	st->roundtrips = cluster_roundtrips(r->c);
+	return (0);
+}
+
+/*
+ * Retention.  max_age is applied at commit as each kept document's expiry
+ * (remembered here); max_docs advances the floor over the oldest numbers,
+ * at most budget documents a call.
+ */
+static int
+redis_expire(struct index *base, const struct retention *ret, int64_t now,
+    uint64_t budget, uint64_t *removed, char **cause)
+{
+	struct redis		*r = (struct redis *)base;
+	const redisReply	*rp;
+	uint64_t		 seq, floor, target, d;
+	char			 num[32];
+	const char		*argv[5];
+	size_t			 len[5];
+
+	(void)now;
+	*removed = 0;
+	r->ret = *ret;
+	if (ret->max_docs == 0)
+		return (0);
+	if (get_counter(r, "seq", &seq, cause) != 0 ||
+	    get_counter(r, "floor", &floor, cause) != 0)
+		return (-1);
+	if (floor == 0)
+		floor = 1;
+	if (seq < ret->max_docs || seq - ret->max_docs + 1 <= floor)
+		return (0);
+	target = seq - ret->max_docs + 1;
+	if (target - floor > budget)
+		target = floor + budget;
+	cluster_reset(r->c);
+	for (d = floor; d < target; d++) {
+		doc_key(r, d, &r->key);
+		q1(r, &r->key, "DEL");
+	}
+	ns_key(r, "floor", &r->key);
+	snprintf(num, sizeof num, "%" PRIu64, target);
+	argv[0] = "EVAL";
+	len[0] = 4;
+	argv[1] = floor_script;
+	len[1] = sizeof floor_script - 1;
+	argv[2] = "1";
+	len[2] = 1;
+	argv[3] = r->key.data;
+	len[3] = r->key.len;
+	argv[4] = num;
+	len[4] = strlen(num);
+	cluster_queue(r->c, r->key.data, r->key.len, 5, argv, len);
+	if (cluster_exec(r->c, cause) != 0)
+		return (redis_fail(r, cause));
+	for (d = 0; d < target - floor; d++) {
+		rp = cluster_reply(r->c, d);
+		if (rp->type == REDIS_REPLY_INTEGER)
+			*removed += rp->integer;
+	}
+	cluster_reset(r->c);
+	r->floor = target;
+	if (*removed != 0) {
+		ns_key(r, "docs", &r->key);
+		snprintf(num, sizeof num, "-%" PRIu64, *removed);
+		q2(r, &r->key, "INCRBY", num, strlen(num));
+		if (cluster_exec(r->c, cause) != 0)
+			return (redis_fail(r, cause));
+		cluster_reset(r->c);
+	}
+	return (0);
+}
+
+/*
+ * Call fn for every document record of the namespace (a SCAN of every
+ * master, then GETs in blocks).  fn returns 0 to go on, else stops the
+ * scan with that value.
+ */
+static int
+redis_scan(struct redis *r, int (*fn)(struct redis *, uint64_t, const char *,
+    size_t, void *), void *arg, char **cause)
+{
+	const redisReply	*rp, *keys;
+	struct buf		 pat = { 0 }, cursor = { 0 };
+	struct u64vec		 ids = { 0 };
+	char			*val;
+	unsigned		 m, nm = cluster_masters(r->c);
+	size_t			 i, plen = strlen(r->ns) + 3;
+	int			 rc = 0;
+
+	buf_append(&pat, r->ns, strlen(r->ns));
+	buf_append(&pat, ":d:*", 5);
+	for (m = 0; m < nm && rc == 0; m++) {
+		cursor.len = 0;
+		buf_append(&cursor, "0", 2);
+		do {
+			const char	*argv[6] = { "SCAN", cursor.data,
+					    "MATCH", pat.data, "COUNT",
+					    "1000" };
+			size_t		 len[6] = { 4, strlen(cursor.data), 5,
+					    strlen(pat.data), 5, 4 };
+
+			cluster_reset(r->c);
+			cluster_queue_node(r->c, m, 6, argv, len);
+			if (cluster_exec(r->c, cause) != 0) {
+				rc = redis_fail(r, cause);
+				break;
+			}
+			rp = cluster_reply(r->c, 0);
+			if (rp->type != REDIS_REPLY_ARRAY ||
+			    rp->elements != 2) {
+				rc = reply_error(r, rp, "scan", cause);
+				break;
+			}
+			cursor.len = 0;
+			buf_append(&cursor, rp->element[0]->str,
+			    rp->element[0]->len + 1);
+			keys = rp->element[1];
+			ids.n = 0;
+			for (i = 0; i < keys->elements; i++) {
+				if (keys->element[i]->len > plen)
+					u64vec_push(&ids, strtoull(
+					    keys->element[i]->str + plen,
+					    NULL, 10));
+			}
+			cluster_reset(r->c);
+			for (i = 0; i < ids.n; i++) {
+				doc_key(r, ids.v[i], &r->key);
+				q1(r, &r->key, "GET");
+			}
+			if (ids.n != 0 && cluster_exec(r->c, cause) != 0) {
+				rc = redis_fail(r, cause);
+				break;
+			}
+			for (i = 0; i < ids.n && rc == 0; i++) {
+				rp = cluster_reply(r->c, i);
+				if (rp->type != REDIS_REPLY_STRING)
+					continue;	/* gone meanwhile */
+				val = xmalloc(rp->len);
+				memcpy(val, rp->str, rp->len);
+				rc = fn(r, ids.v[i], val, rp->len, arg);
+				free(val);
+			}
+			cluster_reset(r->c);
+		} while (rc == 0 && strcmp(cursor.data, "0") != 0);
+	}
+	buf_free(&pat);
+	buf_free(&cursor);
+	u64vec_free(&ids);
+	return (rc < 0 ? -1 : 0);
+}
+
+/* Decode a scanned value; 0 if it is not a kept document's. */
+static size_t
+scan_decode(struct redis *r, const char *v, size_t len, struct docinfo *d)
+{
+	if (len < 1 || v[0] != ST_KEPT)
+		return (0);
+	return (docrec_decode((const unsigned char *)v + 1, len - 1,
+	    r->base.p.perms, r->sig, d));
+}
+
+struct removal {
+	const char	*id;
+	size_t		 idlen;
+	struct u64vec	 found;
+	struct u64vec	 keys;		/* their band keys */
+};
+
+static int
+remove_one(struct redis *r, uint64_t docid, const char *v, size_t len,
+    void *arg)
+{
+	struct removal	*rm = arg;
+	struct docinfo	 d;
+	uint64_t	 keys[MHF_MAX_PERMS];
+	unsigned	 j;
+
+	if (scan_decode(r, v, len, &d) == 0 || d.idlen != rm->idlen ||
+	    memcmp(d.id, rm->id, rm->idlen) != 0)
+		return (0);
+	u64vec_push(&rm->found, docid);
+	lsh_keys(r->sig, r->base.p.bands, r->base.p.rows, r->base.p.seed,
+	    keys);
+	for (j = 0; j < r->base.p.bands; j++)
+		u64vec_push(&rm->keys, keys[j]);
+	return (0);
+}
+
+/* Remove every document with this id (a scan: there is no id index). */
+static int
+redis_remove(struct index *base, const char *id, size_t idlen,
+    uint64_t *removed, char **cause)
+{
+	struct redis	*r = (struct redis *)base;
+	struct removal	 rm = { id, idlen, { 0 }, { 0 } };
+	unsigned	 b = r->base.p.bands, j;
+	size_t		 i;
+	char		 num[32];
+	int		 rc;
+
+	*removed = 0;
+	if ((rc = redis_scan(r, remove_one, &rm, cause)) == 0 &&
+	    rm.found.n != 0) {
+		cluster_reset(r->c);
+		for (i = 0; i < rm.found.n; i++) {
+			doc_key(r, rm.found.v[i], &r->key);
+			q1(r, &r->key, "DEL");
+			for (j = 0; j < b; j++)
+				queue_unlink(r, rm.keys.v[i * b + j],
+				    rm.found.v[i]);
+		}
+		ns_key(r, "docs", &r->key);
+		snprintf(num, sizeof num, "-%zu", rm.found.n);
+		q2(r, &r->key, "INCRBY", num, strlen(num));
+		if (cluster_exec(r->c, cause) != 0)
+			rc = redis_fail(r, cause);
+		else
+			*removed = rm.found.n;
+		cluster_reset(r->c);
+	}
+	u64vec_free(&rm.found);
+	u64vec_free(&rm.keys);
+	return (rc);
+}
+
+struct infoscan {
+	struct index_info *in;
+};
+
+static int
+info_one(struct redis *r, uint64_t docid, const char *v, size_t len,
+    void *arg)
+{
+	struct index_info	*in = arg;
+	struct docinfo		 d;
+	size_t			 n;
+
+	(void)docid;
+	if ((n = scan_decode(r, v, len, &d)) == 0)
+		return (0);
+	in->docs++;
+	in->band_entries += r->base.p.bands;
+	in->docs_bytes += 1 + n;
+	in->texts_bytes += len - 1 - n;
+	if (in->oldest == 0 || d.time < in->oldest)
+		in->oldest = d.time;
+	if (d.time > in->newest)
+		in->newest = d.time;
+	return (0);
+}
+
+/* What --info prints: counted by a scan of the documents. */
+static int
+redis_info(struct index *base, struct index_info *in, char **cause)
+{
+	struct redis		*r = (struct redis *)base;
+	const redisReply	*rp;
+	struct metatext		 m;
+	char			 v[32];
+	uint64_t		 seq;
+
+	memset(in, 0, sizeof *in);
+	in->p = r->base.p;
+	in->format = MHF_INDEX_FORMAT;
+	if (get_counter(r, "seq", &seq, cause) != 0)
+		return (-1);
+	in->next_doc = seq + 1;
+	ns_key(r, "meta", &r->key);
+	q1(r, &r->key, "GET");
+	if (cluster_exec(r->c, cause) != 0)
+		return (redis_fail(r, cause));
+	rp = cluster_reply(r->c, 0);
+	if (rp->type == REDIS_REPLY_STRING) {
+		m.s = rp->str;
+		m.len = rp->len;
+		if (meta_get_text(&m, "created", v, sizeof v) == 0)
+			in->created = strtoll(v, NULL, 10);
+	}
+	cluster_reset(r->c);
+	if (redis_scan(r, info_one, in, cause) != 0)
+		return (-1);
+	in->size = in->docs_bytes + in->texts_bytes +
+	    in->band_entries * 8;
+	in->bands_bytes = in->band_entries * 8;
+	return (0);
+}
+
+struct checkscan {
+	FILE		*f;
+	uint64_t	*problems;
+	struct u64vec	 ids, keys;
+};
+
+static int
+check_one(struct redis *r, uint64_t docid, const char *v, size_t len,
+    void *arg)
+{
+	struct checkscan	*cs = arg;
+	struct docinfo		 d;
+	uint64_t		 keys[MHF_MAX_PERMS];
+	unsigned		 j;
+
+	if (len < 1 || (v[0] != ST_KEPT && v[0] != ST_PENDING) ||
+	    docrec_decode((const unsigned char *)v + 1, len - 1,
+	    r->base.p.perms, r->sig, &d) == 0) {
+		if ((*cs->problems)++ < 100)
+			fprintf(cs->f, "document %" PRIu64 ": corrupt "
+			    "record\n", docid);
+		return (0);
+	}
+	if (v[0] != ST_KEPT)
+		return (0);
+	lsh_keys(r->sig, r->base.p.bands, r->base.p.rows, r->base.p.seed,
+	    keys);
+	for (j = 0; j < r->base.p.bands; j++) {
+		u64vec_push(&cs->ids, docid);
+		u64vec_push(&cs->keys, keys[j]);
+	}
+	return (0);
+}
+
+/*
+ * Every kept document's band keys, recomputed from its signature, must
+ * list it.
+ */
+static int
+redis_check(struct index *base, FILE *f, uint64_t *problems, char **cause)
+{
+	struct redis		*r = (struct redis *)base;
+	struct checkscan	 cs = { f, problems, { 0 }, { 0 } };
+	const redisReply	*rp;
+	size_t			 i, e, at, n;
+	int			 rc, hit;
+
+	*problems = 0;
+	if ((rc = redis_scan(r, check_one, &cs, cause)) != 0)
+		goto out;
+	for (at = 0; at < cs.ids.n && rc == 0; at += n) {
+		n = cs.ids.n - at < 4096 ? cs.ids.n - at : 4096;
+		cluster_reset(r->c);
+		for (i = 0; i < n; i++) {
+			band_key(r, cs.keys.v[at + i], &r->key);
+			q1(r, &r->key, "GET");
+		}
+		if (cluster_exec(r->c, cause) != 0) {
+			rc = redis_fail(r, cause);
+			break;
+		}
+		for (i = 0; i < n; i++) {
+			rp = cluster_reply(r->c, i);
+			hit = 0;
+			for (e = 0; rp->type == REDIS_REPLY_STRING &&
+			    e + 8 <= rp->len && !hit; e += 8)
+				hit = get_be64((unsigned char *)rp->str + e) ==
+				    cs.ids.v[at + i];
+			if (!hit && (*problems)++ < 100)
+				fprintf(f, "document %" PRIu64 ": missing "
+				    "from band bucket %016" PRIx64 "\n",
+				    cs.ids.v[at + i], cs.keys.v[at + i]);
+		}
+		cluster_reset(r->c);
+	}
+	fprintf(f, "documents checked: %zu\n", cs.ids.n /
+	    (r->base.p.bands ? r->base.p.bands : 1));
+	fprintf(f, "problems: %" PRIu64 "\n", *problems);
+out:
+	u64vec_free(&cs.ids);
+	u64vec_free(&cs.keys);
+	return (rc);
+}
+
+static int
+export_one(struct redis *r, uint64_t docid, const char *v, size_t len,
+    void *arg)
+{
+	FILE		*f = arg;
+	struct docinfo	 d;
+	struct buf	 text = { 0 };
+	size_t		 n;
+	int		 rc;
+
+	(void)docid;
+	if ((n = scan_decode(r, v, len, &d)) == 0)
+		return (0);
+	if (r->base.p.texts && text_decode((const unsigned char *)v + 1 + n,
+	    len - 1 - n, &text) < 0)
+		return (0);
+	rc = export_doc(f, &d, (const unsigned char *)v + 1 + DOC_HEADER,
+	    r->base.p.perms, r->base.p.texts ? &text : NULL);
+	buf_free(&text);
+	return (rc != 0 ? 1 : 0);
+}
+
+/* Export (index_export's format), in no particular order. */
+static int
+redis_export(struct index *base, FILE *f, char **cause)
+{
+	struct redis	*r = (struct redis *)base;
+	int		 rc;
+
+	if (export_header(f, &r->base.p) != 0 ||
+	    (rc = redis_scan(r, export_one, f, cause)) != 0 ||
+	    fflush(f) != 0) {
+		if (*cause == NULL)
+			xasprintf(cause, "export: write error: %s",
+			    strerror(errno));
+		return (-1);
+	}
+	return (0);
+}
+
+/* Rewrite the parameters of an index that holds no documents yet. */
+static int
+redis_adopt(struct index *base, const struct index_params *want,
+    char **cause)
+{
+	struct redis	*r = (struct redis *)base;
+	struct metatext	 m;
+	struct buf	 text = { 0 };
+	uint64_t	 seq;
+
+	if (get_counter(r, "seq", &seq, cause) != 0)
+		return (-1);
+	if (seq != 0) {
+		xasprintf(cause, "import: %s already holds documents made "
+		    "with other parameters than the export's", r->base.path);
+		return (-1);
+	}
+	params_take(&r->base.p, want);
+	m.out = &text;
+	meta_write(&r->base.p, meta_put_text, &m);
+	ns_key(r, "meta", &r->key);
+	q2(r, &r->key, "SET", text.data, text.len);
+	buf_free(&text);
+	if (cluster_exec(r->c, cause) != 0)
+		return (redis_fail(r, cause));
+	cluster_reset(r->c);
+	free(r->sig);
+	r->sig = xcalloc(r->base.p.perms, sizeof *r->sig);
+	return (0);
+}
+
+const struct index_ops redis_ops = {
+	.name = "Redis",
+	.open = redis_open,
+	.close = redis_close,
+	.begin = redis_begin,
+	.prepare = redis_prepare,
+	.commit = redis_commit,
+	.abort = redis_abort,
+	.candidates = redis_candidates,
+	.doc = redis_doc,
+	.text = redis_text,
+	.insert = redis_insert,
+	.stats = redis_stats,
+	.expire = redis_expire,
+	.remove = redis_remove,
+	.info = redis_info,
+	.check = redis_check,
+	.compact = NULL,
+	.export = redis_export,
+	.adopt = redis_adopt,
+};

@@ -1,0 +1,293 @@
+#!/usr/bin/env bats
+# The Redis index backend (--db redis://...): the same behaviours as the
+# LMDB index, run against an LMDB directory, a single Redis and a 3-master
+# Redis Cluster with a replica each; then what only a shared index has:
+# concurrent writers on one index, restarts, and a master killed mid-run.
+
+load helpers
+load redis-helpers
+
+setup_file() {
+	redis_have || skip "redis-server, redis-cli or python3 is not installed"
+	RDIR="$BATS_FILE_TMPDIR/redis"
+	export RDIR
+	redis_single_start "$RDIR"
+	redis_cluster_start "$RDIR" 3 1
+	# A stream with known near-duplicates at every distance: 2,000
+	# documents, then 500 copies with a few words changed, each put at a
+	# random place after its original.
+	python3 - "$BATS_FILE_TMPDIR/stream" <<'EOF'
+import random, sys
+rnd = random.Random(7)
+words = ["w%d" % i for i in range(3000)]
+docs = [" ".join(rnd.choice(words) for _ in range(rnd.randint(40, 70)))
+        for _ in range(2000)]
+out = [("d%d" % i, t) for i, t in enumerate(docs)]
+for k in range(500):
+    i = rnd.randrange(len(docs))
+    w = docs[i].split()
+    for _ in range(rnd.randint(1, 2)):
+        w[rnd.randrange(len(w))] = rnd.choice(words)
+    pos = [j for j, (rid, _) in enumerate(out) if rid == "d%d" % i][0]
+    out.insert(rnd.randint(pos + 1, min(len(out), pos + 400)),
+               ("c%d" % k, " ".join(w)))
+with open(sys.argv[1], "w") as f:
+    for rid, t in out:
+        f.write("%s\t%s\n" % (rid, t))
+EOF
+}
+
+teardown_file() {
+	redis_stop_all "$RDIR"
+}
+
+# A fresh index on backend $1 (lmdb, single, cluster), as a --db value.
+fresh() {
+	NS=$((NS + 1))
+	case "$1" in
+	lmdb)	echo "$T/db$NS" ;;
+	single)	echo "redis://$REDIS_SINGLE/t$$.$BATS_TEST_NUMBER.$NS" ;;
+	cluster) echo "redis://$REDIS_CLUSTER/t$$.$BATS_TEST_NUMBER.$NS" ;;
+	esac
+}
+NS=0
+
+# "key: value" of --stats in $T/err.
+stat_of() {
+	sed -n "s/^mhfilter: $1: //p" "$T/err"
+}
+
+# ------------------------------------------------- the same on every backend
+
+@test "the sample feed: the same output, verdicts and counts on every backend" {
+	for b in lmdb single cluster; do
+		db="$(fresh $b)"
+		mhrun -d "$db" -a --stats "$DATA/sample-news.txt"
+		assert_status 0
+		cp "$T/out" "out.$b"
+		echo "$(stat_of unique) $(stat_of duplicates) $(stat_of index_documents)" >"st.$b"
+	done
+	cmp out.lmdb out.single
+	cmp out.lmdb out.cluster
+	cmp st.lmdb st.single
+	cmp st.lmdb st.cluster
+	[ "$(cut -d' ' -f1 st.lmdb)" -gt 0 ] && [ "$(cut -d' ' -f2 st.lmdb)" -gt 0 ]
+}
+
+@test "a later run finds the duplicates of an earlier run's records, replays included" {
+	head -n 1000 "$BATS_FILE_TMPDIR/stream" >run1
+	tail -n +1001 "$BATS_FILE_TMPDIR/stream" >run2
+	for b in lmdb cluster; do
+		db="$(fresh $b)"
+		mhf -f tsv -d "$db" run1 >"u1.$b"
+		mhrun -f tsv -d "$db" -a run2
+		assert_status 0
+		cp "$T/out" "a2.$b"
+		# A rerun of run1 with its ids: every unique record again.
+		mhrun -f tsv -d "$db" --stats run1
+		assert_status 0
+		cmp "u1.$b" "$T/out"
+		[ "$(stat_of replayed)" = "$(wc -l <"u1.$b")" ]
+	done
+	cmp a2.lmdb a2.cluster
+	grep -q '^duplicate' a2.lmdb
+}
+
+@test "--query-only reports duplicates and inserts nothing" {
+	head -n 300 "$BATS_FILE_TMPDIR/stream" >run1
+	for b in lmdb cluster; do
+		db="$(fresh $b)"
+		mhf -f tsv -d "$db" run1 >/dev/null
+		mhf -d "$db" --info >"i1.$b"
+		awk -F'\t' '{ print "q" NR "\t" $2 }' run1 >copies
+		mhrun -f tsv -d "$db" -Q -a copies
+		assert_status 0
+		cut -f1,2 "$T/out" >"q.$b"
+		mhf -d "$db" --info >"i2.$b"
+		[ "$(grep '^documents' "i1.$b")" = "$(grep '^documents' "i2.$b")" ]
+	done
+	cmp q.lmdb q.cluster
+	! grep -q '^unique' q.lmdb
+}
+
+@test "stored parameters: another --perms is refused with status 4 naming the option" {
+	db="$(fresh cluster)"
+	mhf -d "$db" -k 64 "$DATA/sample-news.txt" >/dev/null
+	mhrun -d "$db" -k 128 "$DATA/sample-news.txt"
+	assert_status 4
+	grep -q -- "was made with --perms 64; you gave --perms 128" "$T/err"
+	# Left out, the stored value is used.
+	mhrun -d "$db" --explain
+	assert_status 0
+	grep -q "K = 64\|64 permutations\|perms 64\|K=64" "$T/out"
+}
+
+@test "--max-docs on every backend: the same verdicts" {
+	head -n 400 "$BATS_FILE_TMPDIR/stream" >in
+	for b in lmdb cluster; do
+		db="$(fresh $b)"
+		mhrun -f tsv -d "$db" --batch 50 --max-docs 100 -a --stats in
+		assert_status 0
+		cp "$T/out" "a.$b"
+		[ "$(stat_of expired)" -gt 0 ]
+		# What is left is the newest 100 or so: a copy of the first
+		# record is new again, a copy of the last is not.
+		printf 'x1\t%s\n' "$(head -n 1 in | cut -f2)" >q
+		printf 'x2\t%s\n' "$(tail -n 1 in | cut -f2)" >>q
+		mhf -f tsv -d "$db" -Q -a q | cut -f1 >"q.$b"
+		printf 'unique\nduplicate\n' | cmp - "q.$b"
+	done
+	cmp a.lmdb a.cluster
+}
+
+@test "--remove, --check, --info and --export/--import between backends" {
+	head -n 200 "$BATS_FILE_TMPDIR/stream" >in
+	lm="$(fresh lmdb)"
+	rc="$(fresh cluster)"
+	mhf -f tsv -d "$lm" in >/dev/null
+	mhf -f tsv -d "$rc" in >/dev/null
+	mhrun -d "$rc" --info
+	assert_status 0
+	n="$(sed -n 's/^documents: //p' "$T/out")"
+	[ "$n" = "$(mhf -d "$lm" --info | sed -n 's/^documents: //p')" ]
+	mhrun -d "$rc" --check
+	assert_status 0
+	grep -qx 'problems: 0' "$T/out"
+	# Export from Redis, import into a new LMDB index and a new namespace.
+	mhf -d "$rc" --export dump
+	[ "$(($(wc -l <dump) - 1))" = "$n" ]
+	l2="$(fresh lmdb)"
+	r2="$(fresh single)"
+	mhf -d "$l2" --import dump >/dev/null
+	mhf -d "$r2" --import dump >/dev/null
+	awk -F'\t' '{ print "q" NR "\t" $2 }' in >copies
+	for db in "$lm" "$l2" "$r2"; do
+		mhf -f tsv -d "$db" -Q -a copies | cut -f1,2
+	done >verdicts
+	[ "$(sort verdicts | uniq -c | awk '$1 != 3' | wc -l)" = 0 ]
+	# --remove: the record's copy is new again.
+	echo d1 >ids
+	mhrun -d "$rc" --remove ids
+	assert_status 0
+	printf 'y\t%s\n' "$(grep -P '^d1\t' in | cut -f2)" >q
+	mhf -f tsv -d "$rc" -Q -a q | cut -f1 | grep -qx unique
+	mhrun -d "$rc" --check
+	grep -qx 'problems: 0' "$T/out"
+}
+
+@test "Redis: --compact is refused, a bad URL is a clear error, an unreachable server gives up" {
+	mhrun -d "redis://$REDIS_SINGLE/x" --compact somewhere
+	assert_status 2
+	grep -q "does not apply to a Redis index" "$T/err"
+	mhrun -d "redis:///x" </dev/null
+	assert_status 1
+	grep -q "no host" "$T/err"
+	mhrun -d "redis://$REDIS_SINGLE/a{b}" </dev/null
+	assert_status 1
+	grep -q "namespace" "$T/err"
+	mhrun -d "redis://127.0.0.1:1/x?timeout=0.5" "$DATA/sample-news.txt"
+	assert_status 1
+	grep -q "127.0.0.1:1" "$T/err"
+	[ ! -s "$T/out" ]
+}
+
+# --------------------------------------------- many writers on one index
+
+# Check the verdicts of a split run (annotated outputs $@) against the
+# annotated single-process LMDB run in lmdb.a; prints the race count.
+judge() {
+	python3 - lmdb.a "$@" <<'EOF'
+import sys
+def load(paths):
+    v = {}
+    for p in paths:
+        for line in open(p):
+            f = line.rstrip("\n").split("\t")
+            assert f[3] not in v, "record %s answered twice" % f[3]
+            v[f[3]] = (f[0], f[1])
+    return v
+ref = load(sys.argv[1:2])
+got = load(sys.argv[2:])
+assert set(ref) == set(got), "records lost or invented"
+# Every dropped record leads, match by match, to a unique one.
+for rid, (kind, match) in got.items():
+    seen = set()
+    while kind == "duplicate":
+        assert match not in seen, "a cycle of duplicates at %s" % rid
+        seen.add(match)
+        assert match in got, "%s matched an unknown record %s" % (rid, match)
+        kind, match = got[match]
+    assert kind == "unique", rid
+# Pairs of the reference run: both kept is the race window; mutual drops
+# never happen.
+pairs = [(r, m) for r, (k, m) in ref.items() if k == "duplicate"]
+both_kept = sum(1 for r, m in pairs
+                if got[r][0] == "unique" and got[m][0] == "unique")
+for r, (k, m) in got.items():
+    if k == "duplicate":
+        assert not (got[m][0] == "duplicate" and got[m][1] == r), \
+            "%s and %s dropped each other" % (r, m)
+print(both_kept, len(pairs))
+EOF
+}
+
+@test "three writers on one cluster index: no pair lost, the race window counted" {
+	S="$BATS_FILE_TMPDIR/stream"
+	mhf -f tsv -d "$(fresh lmdb)" -a "$S" | cut -f1-4 >lmdb.a
+	# Records go round-robin to three concurrent processes.
+	for i in 0 1 2; do
+		awk -v i=$i 'NR % 3 == i' "$S" >"part$i"
+	done
+	db="$(fresh cluster)"
+	for i in 0 1 2; do
+		timeout 120 "$MHFILTER" -f tsv -d "$db" --batch 100 -a --stats \
+		    "part$i" >"out$i" 2>"err$i" &
+		pids[$i]=$!
+	done
+	for i in 0 1 2; do
+		wait "${pids[$i]}" || fail "writer $i failed" "$(cat "err$i")"
+	done
+	for i in 0 1 2; do cut -f1-4 "out$i" >"a$i"; done
+	run judge a0 a1 a2
+	[ "$status" -eq 0 ] || fail "$output"
+	read -r kept pairs <<<"$output"
+	echo "# race window: $kept of $pairs duplicate pairs kept twice" >&3
+	# Narrow: at most 10% of the pairs, with three writers racing over
+	# the same 2,500 records (the measured rate is printed).
+	[ "$kept" -le $((pairs / 10)) ] || fail "$kept of $pairs pairs kept twice"
+	# A restart forgets nothing: the same records again are all
+	# replays or duplicates, none new.
+	for i in 0 1 2; do
+		mhrun -f tsv -d "$db" --stats "part$i"
+		assert_status 0
+		[ "$(stat_of unique)" = "$(stat_of replayed)" ] ||
+		    fail "writer $i: $(stat_of unique) unique, $(stat_of replayed) replayed"
+	done
+}
+
+@test "a master killed mid-run: the run goes on after failover, nothing acknowledged is lost" {
+	S="$BATS_FILE_TMPDIR/stream"
+	db="$(fresh cluster)"
+	# Small batches so that the kill lands in the middle of the run:
+	# after the first 300 verdicts.
+	timeout 180 "$MHFILTER" -f tsv -d "$db" --batch 5 -a "$S" >out 2>err &
+	pid=$!
+	BG_PIDS+=("$pid")
+	for i in $(seq 600); do
+		[ "$(wc -l <out)" -ge 300 ] && break
+		sleep 0.05
+	done
+	kill -0 "$pid" || fail "the run ended before the kill" "$(cat err)"
+	[ "$(wc -l <out)" -lt "$(wc -l <"$S")" ] || fail "the run was over"
+	victim="$(redis_master_of_slot 0)"
+	redis_kill_port "$victim"
+	wait "$pid" || fail "the run failed" "$(cat err)"
+	redis_wait_ok
+	[ "$(wc -l <out)" = "$(wc -l <"$S")" ]
+	# Every record answered unique is in the index: its copy under a new
+	# id is a duplicate.
+	awk -F'\t' '$1 == "unique" { print "q" NR "\t" $5 }' out >copies
+	[ -s copies ]
+	mhf -f tsv -d "$db" -Q -a copies | cut -f1 | sort | uniq -c >v
+	grep -q ' duplicate$' v && ! grep -q ' unique$' v || fail "$(cat v)"
+}
