@@ -1025,27 +1025,29 @@ redis_insert(struct index *base, size_t slot, const uint64_t *keys,
 	return (0);
 }
 
-/* Queue EVAL of the remove script on one bucket for one entry. */
+/*
+ * Queue EVAL of a script on key k with one argument.  Redis caches the
+ * compiled script by its hash, so sending the text costs only bytes.
+ */
+static void
+queue_eval(struct redis *r, const char *script, const struct buf *k,
+    const char *arg, size_t arglen)
+{
+	const char	*argv[5] = { "EVAL", script, "1", k->data, arg };
+	size_t		 len[5] = { 4, strlen(script), 1, k->len, arglen };
+
+	cluster_queue(r->c, k->data, k->len, 5, argv, len);
+}
+
+/* Queue the removal of one entry from one bucket. */
 static void
 queue_unlink(struct redis *r, uint64_t key, uint64_t docid)
 {
 	unsigned char	 be[8];
-	const char	*argv[5];
-	size_t		 len[5];
 
 	put_be64(be, docid);
 	band_key(r, key, &r->key);
-	argv[0] = "EVAL";
-	len[0] = 4;
-	argv[1] = remove_script;
-	len[1] = sizeof remove_script - 1;
-	argv[2] = "1";
-	len[2] = 1;
-	argv[3] = r->key.data;
-	len[3] = r->key.len;
-	argv[4] = (char *)be;
-	len[4] = 8;
-	cluster_queue(r->c, r->key.data, r->key.len, 5, argv, len);
+	queue_eval(r, remove_script, &r->key, (char *)be, 8);
 }
 
 /* SET a kept document's record, with its expiry under --retain. */
@@ -1241,8 +1243,6 @@ redis_expire(struct index *base, const struct retention *ret, int64_t now,
 	const redisReply	*rp;
 	uint64_t		 seq, floor, target, d;
 	char			 num[32];
-	const char		*argv[5];
-	size_t			 len[5];
 
 	(void)now;
 	*removed = 0;
@@ -1266,17 +1266,7 @@ redis_expire(struct index *base, const struct retention *ret, int64_t now,
 	}
 	ns_key(r, "floor", &r->key);
 	snprintf(num, sizeof num, "%" PRIu64, target);
-	argv[0] = "EVAL";
-	len[0] = 4;
-	argv[1] = floor_script;
-	len[1] = sizeof floor_script - 1;
-	argv[2] = "1";
-	len[2] = 1;
-	argv[3] = r->key.data;
-	len[3] = r->key.len;
-	argv[4] = num;
-	len[4] = strlen(num);
-	cluster_queue(r->c, r->key.data, r->key.len, 5, argv, len);
+	queue_eval(r, floor_script, &r->key, num, strlen(num));
 	if (cluster_exec(r->c, cause) != 0)
 		return (redis_fail(r, cause));
 	for (d = 0; d < target - floor; d++) {
