@@ -11,7 +11,10 @@
  *   lsh.c       signature -> band keys; (b, r) from a threshold
  *   bandrun.c   band entries in memory and in sorted runs (pure; the
  *               memtable and run search/merge that index.c stores)
- *   index.c     band keys -> candidates; documents in and out of LMDB
+ *   index.c     band keys -> candidates; documents in and out of the
+ *               index, through a backend: lmdb.c (a directory) or
+ *               redis.c (a Redis Cluster shared by many processes, over
+ *               cluster.c)
  *   filter.c    a batch of records -> verdicts (the algorithm, I/O free
  *               except through index.c); normalising and signing are
  *               shared among worker threads
@@ -232,7 +235,7 @@ size_t		 memtable_sorted(struct memtable *, unsigned, struct bentry **,
 void		 memtable_drop(struct memtable *, unsigned);
 size_t		 memtable_entries(struct memtable *);
 
-/* index.c: the only file that talks to LMDB. */
+/* index.c: the index, over a storage backend (lmdb.c, redis.c). */
 #define VERIFY_EXACT	0
 #define VERIFY_SIGNATURE 1
 #define VERIFY_NONE	2

@@ -51,6 +51,7 @@ fresh() {
 	esac
 }
 NS=0
+A_TEXT='the quick brown fox jumps over the lazy dog again and again today'
 
 # "key: value" of --stats in $T/err.
 stat_of() {
@@ -189,6 +190,24 @@ stat_of() {
 	assert_status 1
 	grep -q "127.0.0.1:1" "$T/err"
 	[ ! -s "$T/out" ]
+}
+
+@test "daemon mode on a Redis index: replies after the commit, seen by a later run" {
+	db="$(fresh single)"
+	"$MHFILTER" -f tsv -d "$db" --listen "unix:$T/sock" 2>derr &
+	BG_PIDS+=("$!")
+	for i in $(seq 100); do [ -S "$T/sock" ] && break; sleep 0.05; done
+	printf 'a\t%s\nb\t%s!\n' "$A_TEXT" "$A_TEXT" | python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(sys.stdin.buffer.read())
+s.shutdown(socket.SHUT_WR)
+sys.stdout.write(s.makefile().read())' "$T/sock" >replies
+	cut -f1,2,3 replies >got
+	printf 'unique\ta\nduplicate\tb\ta\n' | cmp - got
+	printf 'c\t%s.\n' "$A_TEXT" >q
+	mhf -f tsv -d "$db" -Q -a q | cut -f1,2 | grep -qx "$(printf 'duplicate\ta')"
 }
 
 # --------------------------------------------- many writers on one index
