@@ -1269,6 +1269,13 @@ cluster_reply(struct cluster *c, size_t i)
 	return (c->cmds[i].reply);
 }
 
+/* Commands queued since the last cluster_reset. */
+size_t
+cluster_queued(struct cluster *c)
+{
+	return (c->ncmds);
+}
+
 /* Free the replies and empty the queue; connections and map stay. */
 void
 cluster_reset(struct cluster *c)

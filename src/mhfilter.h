@@ -458,6 +458,7 @@ size_t		 cluster_queue(struct cluster *, const char *, size_t, int,
 		    const char **, const size_t *);
 int		 cluster_exec(struct cluster *, char **);
 const struct redisReply *cluster_reply(struct cluster *, size_t);
+size_t		 cluster_queued(struct cluster *);
 void		 cluster_reset(struct cluster *);
 void		 cluster_wait(struct cluster *, int, int);
 unsigned	 cluster_nodes(struct cluster *);

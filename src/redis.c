@@ -73,12 +73,18 @@
 #define NS_MAX		64
 #define EXEC_TIMEOUT	30.0	/* seconds of retries (?timeout=) */
 #define PENDING_TTL	3600	/* seconds a pending record lives */
-#define PENDING_WAIT	10.0	/* seconds to wait for another's decision */
+#define PENDING_WAIT	90.0	/* seconds to wait for another's decision:
+				   more than a writer's own retries */
 #define CLEAN_MAX	1024	/* stale bucket entries removed per batch */
 #define REPLICA_WAIT_MS	2000	/* WAIT for one replica, when there is one */
 
 #define ST_PENDING	'P'
 #define ST_KEPT		'K'
+#define ST_GONE		0	/* read back missing: its entries go */
+#define ST_PASSED	1	/* pending too long: passed over, kept */
+#define ST_CLEANED	2	/* gone, and its entries queued for removal */
+#define BUCKET_MAX	1024	/* entries read from one band bucket */
+#define EXPIRE_ROUND	10000	/* documents expired per round trip */
 
 /* Remove the 8-byte entries given as ARGV from the bucket KEYS[1]. */
 static const char remove_script[] =
@@ -94,6 +100,12 @@ static const char remove_script[] =
     "if #out == 0 then redis.call('DEL', KEYS[1])\n"
     "else redis.call('SET', KEYS[1], table.concat(out)) end\n"
     "return n\n";
+
+/* Delete the document KEYS[1] if its state is ARGV[1]; returns 1 if so. */
+static const char expire_script[] =
+    "local v = redis.call('GETRANGE', KEYS[1], 0, 0)\n"
+    "if v == ARGV[1] then redis.call('DEL', KEYS[1]) return 1 end\n"
+    "return 0\n";
 
 /* Raise {NS}:floor to ARGV[1] if it is lower; returns the old floor. */
 static const char floor_script[] =
@@ -260,6 +272,21 @@ reply_error(struct redis *r, const redisReply *rp, const char *what,
 	    rp->str : "unexpected reply");
 	cluster_reset(r->c);
 	return (-1);
+}
+
+/* Fail on the first error reply among replies [from, to). */
+static int
+replies_ok(struct redis *r, size_t from, size_t to, const char *what,
+    char **cause)
+{
+	const redisReply	*rp;
+
+	for (; from < to; from++) {
+		rp = cluster_reply(r->c, from);
+		if (rp == NULL || rp->type == REDIS_REPLY_ERROR)
+			return (reply_error(r, rp, what, cause));
+	}
+	return (0);
 }
 
 /* The documents cache of a batch: an array and an open-addressed table. */
@@ -445,7 +472,8 @@ get_counter(struct redis *r, const char *what, uint64_t *v, char **cause)
 	if (rp->type == REDIS_REPLY_NIL)
 		*v = 0;
 	else if (rp->type == REDIS_REPLY_STRING)
-		*v = strtoull(rp->str, NULL, 10);
+		*v = strtoll(rp->str, NULL, 10) > 0 ?
+		    strtoull(rp->str, NULL, 10) : 0;
 	else
 		return (reply_error(r, rp, what, cause));
 	cluster_reset(r->c);
@@ -453,6 +481,7 @@ get_counter(struct redis *r, const char *what, uint64_t *v, char **cause)
 }
 
 static void	redis_close(struct index *);
+static void	redis_abort(struct index *);
 
 /*
  * Connect, and create or check the parameter records.  The arguments are
@@ -503,6 +532,9 @@ redis_open(struct index **ixp, const char *path, int flags,
 		redis_fail(r, cause);
 		goto fail;
 	}
+	if (!(flags & INDEX_RDONLY) &&
+	    replies_ok(r, 0, 1, "writing the parameters", cause) != 0)
+		goto fail;
 	rp = cluster_reply(r->c, (flags & INDEX_RDONLY) ? 0 : 1);
 	if (rp->type == REDIS_REPLY_NIL) {
 		xasprintf(cause, "%s is an empty index", path);
@@ -633,6 +665,7 @@ static int
 fetch_docs(struct redis *r, const uint64_t *ids, size_t n, char **cause)
 {
 	const redisReply	*rp;
+	struct rdoc		*d;
 	size_t			 i;
 
 	cluster_reset(r->c);
@@ -647,7 +680,11 @@ fetch_docs(struct redis *r, const uint64_t *ids, size_t n, char **cause)
 	for (i = 0; i < n; i++) {
 		rp = cluster_reply(r->c, i);
 		if (rp->type == REDIS_REPLY_NIL)
-			cache_add(r, ids[i], 0, NULL, 0);
+			cache_add(r, ids[i], ST_GONE, NULL, 0);
+		else if (rp->type == REDIS_REPLY_STRING && rp->len > 1 &&
+		    rp->str[0] == ST_PENDING && (d = cache_find(r,
+		    ids[i])) != NULL && d->state == ST_PENDING)
+			continue;	/* polled again: nothing new */
 		else if (rp->type == REDIS_REPLY_STRING && rp->len > 1 &&
 		    (rp->str[0] == ST_PENDING || rp->str[0] == ST_KEPT))
 			cache_add(r, ids[i], rp->str[0], rp->str, rp->len);
@@ -741,6 +778,8 @@ redis_prepare(struct index *base, const struct ixdoc *docs, size_t n,
 	}
 	if (!rdonly && cluster_exec(r->c, cause) != 0)
 		return (redis_fail(r, cause));
+	if (!rdonly && replies_ok(r, 0, np, "writing documents", cause) != 0)
+		return (-1);
 	cluster_reset(r->c);
 
 	/*
@@ -771,6 +810,8 @@ redis_prepare(struct index *base, const struct ixdoc *docs, size_t n,
 	if (cluster_exec(r->c, cause) != 0)
 		return (redis_fail(r, cause));
 	q = rdonly ? 0 : np * b;	/* past the APPENDs' replies */
+	if (replies_ok(r, 0, q, "band append", cause) != 0)
+		goto out;
 	maxown = 0;
 	for (i = 0; i < n; i++) {
 		s = &r->slots[i];
@@ -788,7 +829,8 @@ redis_prepare(struct index *base, const struct ixdoc *docs, size_t n,
 				goto out;
 			}
 			k = r->found.n;
-			for (e = 0; e + 8 <= rp->len; e += 8) {
+			for (e = 0; e + 8 <= rp->len &&
+			    r->found.n - k < BUCKET_MAX; e += 8) {
 				docid = get_be64((unsigned char *)rp->str + e);
 				if (docid == s->docid || docid == 0)
 					continue;
@@ -815,7 +857,7 @@ redis_prepare(struct index *base, const struct ixdoc *docs, size_t n,
 		docid = r->found.v[k];
 		if (own_slot(r, docid, np) == NULL &&
 		    cache_find(r, docid) == NULL) {
-			cache_add(r, docid, 0, NULL, 0);	/* once */
+			cache_add(r, docid, ST_GONE, NULL, 0);	/* once */
 			u64vec_push(&want, docid);
 		}
 	}
@@ -841,7 +883,7 @@ redis_prepare(struct index *base, const struct ixdoc *docs, size_t n,
 		if (now_seconds() > deadline) {
 			/* A writer that died: treat them as gone. */
 			for (k = 0; k < want.n; k++)
-				cache_find(r, want.v[k])->state = 0;
+				cache_find(r, want.v[k])->state = ST_PASSED;
 			r->timeouts += want.n;
 			log_warnx("index %s: %zu candidates still pending "
 			    "after %.0f s; passed over", r->base.path, want.n,
@@ -1074,7 +1116,7 @@ queue_set(struct redis *r, const struct buf *k, const struct buf *v,
  * entries, write the unprepared insertions, remove stale entries met.
  */
 static int
-redis_commit(struct index *base, char **cause)
+commit_batch(struct index *base, char **cause)
 {
 	struct redis		*r = (struct redis *)base;
 	struct rslot		*s;
@@ -1123,13 +1165,13 @@ redis_commit(struct index *base, char **cause)
 		for (e = 0; e < s->n; e++) {
 			docid = r->found.v[s->first + e];
 			rd = cache_find(r, docid);
-			if (rd == NULL || rd->state != 0 ||
+			if (rd == NULL || rd->state != ST_GONE ||
 			    own_slot(r, docid, r->nslots) != NULL)
 				continue;
 			/* The bucket is one of the slot's b keys: try all. */
 			for (j = 0; j < b; j++)
 				queue_unlink(r, s->keys[j], docid);
-			rd->state = -1;		/* once */
+			rd->state = ST_CLEANED;		/* once */
 			nclean++;
 		}
 	}
@@ -1141,6 +1183,8 @@ redis_commit(struct index *base, char **cause)
 	if (r->nlater != 0) {
 		if (cluster_exec(r->c, cause) != 0)
 			return (redis_fail(r, cause));
+		if (replies_ok(r, 0, cluster_queued(r->c), "commit", cause) != 0)
+			return (-1);
 		cluster_reset(r->c);
 		snprintf(num, sizeof num, "%zu", r->nlater);
 		ns_key(r, "seq", &r->key);
@@ -1161,6 +1205,8 @@ redis_commit(struct index *base, char **cause)
 		}
 		if (cluster_exec(r->c, cause) != 0)
 			return (redis_fail(r, cause));
+		if (replies_ok(r, 0, cluster_queued(r->c), "insert", cause) != 0)
+			return (-1);
 		cluster_reset(r->c);
 		docid -= r->nlater;
 		for (i = 0; i < r->nlater; i++, docid++) {
@@ -1180,9 +1226,26 @@ redis_commit(struct index *base, char **cause)
 send:
 	if (cluster_exec(r->c, cause) != 0)
 		return (redis_fail(r, cause));
+	if (replies_ok(r, 0, cluster_queued(r->c), "commit", cause) != 0)
+		return (-1);
 	cluster_reset(r->c);
 	batch_reset(r);
 	return (0);
+}
+
+/*
+ * Commit; when that fails part-way, undo the batch (best effort) so that
+ * no record is left kept that was never reported, nor pending for others
+ * to wait for.
+ */
+static int
+redis_commit(struct index *base, char **cause)
+{
+	int	 rc;
+
+	if ((rc = commit_batch(base, cause)) != 0)
+		redis_abort(base);
+	return (rc);
 }
 
 /*
@@ -1241,7 +1304,7 @@ redis_expire(struct index *base, const struct retention *ret, int64_t now,
 {
 	struct redis		*r = (struct redis *)base;
 	const redisReply	*rp;
-	uint64_t		 seq, floor, target, d;
+	uint64_t		 seq, floor, target, end, d;
 	char			 num[32];
 
 	(void)now;
@@ -1254,28 +1317,41 @@ redis_expire(struct index *base, const struct retention *ret, int64_t now,
 		return (-1);
 	if (floor == 0)
 		floor = 1;
+	r->floor = floor;
 	if (seq < ret->max_docs || seq - ret->max_docs + 1 <= floor)
 		return (0);
 	target = seq - ret->max_docs + 1;
 	if (target - floor > budget)
 		target = floor + budget;
-	cluster_reset(r->c);
-	for (d = floor; d < target; d++) {
-		doc_key(r, d, &r->key);
-		q1(r, &r->key, "DEL");
+
+	/*
+	 * In rounds of EXPIRE_ROUND numbers: kept documents only (another
+	 * writer's pending ones are its own to decide, and this batch's
+	 * are dropped at commit), then the floor.
+	 */
+	for (; floor < target; floor = end) {
+		end = target - floor > EXPIRE_ROUND ? floor + EXPIRE_ROUND :
+		    target;
+		cluster_reset(r->c);
+		for (d = floor; d < end; d++) {
+			doc_key(r, d, &r->key);
+			queue_eval(r, expire_script, &r->key, "K", 1);
+		}
+		ns_key(r, "floor", &r->key);
+		snprintf(num, sizeof num, "%" PRIu64, end);
+		queue_eval(r, floor_script, &r->key, num, strlen(num));
+		if (cluster_exec(r->c, cause) != 0)
+			return (redis_fail(r, cause));
+		for (d = 0; d <= end - floor; d++) {
+			rp = cluster_reply(r->c, d);
+			if (rp->type == REDIS_REPLY_ERROR)
+				return (reply_error(r, rp, "expire", cause));
+			if (d < end - floor && rp->type == REDIS_REPLY_INTEGER)
+				*removed += rp->integer;
+		}
+		cluster_reset(r->c);
+		r->floor = end;
 	}
-	ns_key(r, "floor", &r->key);
-	snprintf(num, sizeof num, "%" PRIu64, target);
-	queue_eval(r, floor_script, &r->key, num, strlen(num));
-	if (cluster_exec(r->c, cause) != 0)
-		return (redis_fail(r, cause));
-	for (d = 0; d < target - floor; d++) {
-		rp = cluster_reply(r->c, d);
-		if (rp->type == REDIS_REPLY_INTEGER)
-			*removed += rp->integer;
-	}
-	cluster_reset(r->c);
-	r->floor = target;
 	if (*removed != 0) {
 		ns_key(r, "docs", &r->key);
 		snprintf(num, sizeof num, "-%" PRIu64, *removed);
@@ -1363,7 +1439,7 @@ redis_scan(struct redis *r, int (*fn)(struct redis *, uint64_t, const char *,
 	buf_free(&pat);
 	buf_free(&cursor);
 	u64vec_free(&ids);
-	return (rc < 0 ? -1 : 0);
+	return (rc);
 }
 
 /* Decode a scanned value; 0 if it is not a kept document's. */
@@ -1616,14 +1692,11 @@ redis_export(struct index *base, FILE *f, char **cause)
 	int		 rc;
 
 	if (export_header(f, &r->base.p) != 0 ||
-	    (rc = redis_scan(r, export_one, f, cause)) != 0 ||
-	    fflush(f) != 0) {
-		if (*cause == NULL)
-			xasprintf(cause, "export: write error: %s",
-			    strerror(errno));
+	    (rc = redis_scan(r, export_one, f, cause)) > 0 || fflush(f) != 0) {
+		xasprintf(cause, "export: write error: %s", strerror(errno));
 		return (-1);
 	}
-	return (0);
+	return (rc);
 }
 
 /* Rewrite the parameters of an index that holds no documents yet. */

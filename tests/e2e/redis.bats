@@ -192,6 +192,23 @@ stat_of() {
 	[ ! -s "$T/out" ]
 }
 
+@test "a Redis that refuses writes (out of memory): exit 1, nothing reported, nothing left kept" {
+	db="$(fresh single)"
+	port="${REDIS_SINGLE##*:}"
+	# Made first, so that it is the batch's writes that fail.
+	mhf -d "$db" </dev/null
+	redis-cli -p "$port" config set maxmemory 1 >/dev/null
+	mhrun -d "$db" "$DATA/sample-news.txt"
+	redis-cli -p "$port" config set maxmemory 0 >/dev/null
+	assert_status 1
+	grep -qi "OOM\|maxmemory\|memory" "$T/err" || fail "$(cat "$T/err")"
+	[ ! -s "$T/out" ]
+	# Nothing half-done stays behind: the same feed is all new.
+	mhrun -d "$db" --stats "$DATA/sample-news.txt"
+	assert_status 0
+	mhf "$DATA/sample-news.txt" | cmp - "$T/out"
+}
+
 @test "daemon mode on a Redis index: replies after the commit, seen by a later run" {
 	db="$(fresh single)"
 	"$MHFILTER" -f tsv -d "$db" --listen "unix:$T/sock" 2>derr &
