@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/time.h>
 #include <time.h>
 
@@ -78,6 +79,7 @@ struct ccmd {
 	int		 asking;	/* this attempt: sent after ASKING */
 	struct cnode	*ask;		/* the next attempt goes there */
 	redisReply	*reply;		/* final reply; NULL while pending */
+	int		 reads;		/* only reads: needs no WAIT */
 };
 
 struct cluster {
@@ -440,6 +442,24 @@ cluster_format(struct buf *b, int argc, const char **argv,
 	}
 }
 
+/*
+ * Does a command only read?  A pipeline of reads alone is not followed by
+ * WAIT, so reads go on while a replica is down.
+ */
+static int
+cluster_readonly(const char *name, size_t len)
+{
+	static const char *const reads[] = { "GET", "GETRANGE", "STRLEN",
+	    "EXISTS", "TTL", "SCAN", "DBSIZE", "INFO", "PING", "ROLE" };
+	size_t	 i;
+
+	for (i = 0; i < sizeof reads / sizeof reads[0]; i++)
+		if (strlen(reads[i]) == len &&
+		    strncasecmp(reads[i], name, len) == 0)
+			return (1);
+	return (0);
+}
+
 /* Queue a command for a slot; returns its index. */
 static size_t
 cluster_push(struct cluster *c, unsigned slot, int argc, const char **argv,
@@ -459,6 +479,8 @@ cluster_push(struct cluster *c, unsigned slot, int argc, const char **argv,
 	cluster_format(&c->wire, argc, argv, argvlen);
 	cmd->len = c->wire.len - cmd->off;
 	cmd->slot = slot;
+	cmd->reads = cluster_readonly(argv[0], argvlen != NULL ? argvlen[0] :
+	    strlen(argv[0]));
 	return (c->ncmds++);
 }
 
@@ -1174,7 +1196,10 @@ cluster_attempt(struct cluster *c, double deadline, char **waitcause)
 		}
 		w = c->wait_replicas < n->replicas ? c->wait_replicas :
 		    n->replicas;
-		if (w > 0) {
+		for (j = 0; w > 0 && j < n->nsent; j++)
+			if (!c->cmds[n->sent[j]].reads)
+				break;
+		if (w > 0 && j < n->nsent) {
 			if (redisAppendCommand(n->ctx, "WAIT %d %d", w,
 			    c->wait_ms) != REDIS_OK)
 				fatalx("redisAppendCommand: %s",
