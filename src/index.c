@@ -253,22 +253,29 @@ docrec_decode(const unsigned char *p, size_t len, unsigned K, uint32_t *sig,
     struct docinfo *d)
 {
 	uint32_t	 idlen;
-	unsigned	 i;
 
 	if (len < DOC_HEADER + 2 * (size_t)K || p[0] != DOC_VERSION)
 		return (0);
 	idlen = get_le32(p + 4);
 	if (len - DOC_HEADER - 2 * (size_t)K < idlen)
 		return (0);
-	for (i = 0; i < K; i++)
-		sig[i] = p[DOC_HEADER + 2 * i] |
-		    (uint32_t)p[DOC_HEADER + 2 * i + 1] << 8;
+	sig_decode16(p + DOC_HEADER, K, sig);
 	d->flags = p[1];
 	d->time = (int64_t)get_be64(p + 8);
 	d->sig = sig;
 	d->id = (const char *)p + DOC_HEADER + 2 * K;
 	d->idlen = idlen;
 	return (DOC_HEADER + 2 * K + idlen);
+}
+
+/* K stored 16-bit little-endian signature values into sig. */
+void
+sig_decode16(const unsigned char *p, unsigned K, uint32_t *sig)
+{
+	unsigned	 i;
+
+	for (i = 0; i < K; i++)
+		sig[i] = p[2 * i] | (uint32_t)p[2 * i + 1] << 8;
 }
 
 /* Parameters that make sense together (stored or imported). */
@@ -758,7 +765,6 @@ import_batch(struct index *ix, char **lines, const size_t *lens, size_t n,
 	json_t		*o;
 	json_error_t	 jerr;
 	size_t		 i;
-	unsigned	 k;
 	int		 rc, flags;
 
 	if ((rc = index_begin(ix, cause)) != 0)
@@ -781,8 +787,7 @@ import_batch(struct index *ix, char **lines, const size_t *lens, size_t n,
 			index_abort(ix);
 			return (-1);
 		}
-		for (k = 0; k < ix->p.perms; k++)
-			sig[k] = sb[2 * k] | (uint32_t)sb[2 * k + 1] << 8;
+		sig_decode16(sb, ix->p.perms, sig);
 		lsh_keys(sig, ix->p.bands, ix->p.rows, ix->p.seed, keys);
 		flags = json_integer_value(json_object_get(o, "flags")) &
 		    (DOC_UNIQUE | DOC_BYTES);
@@ -819,7 +824,7 @@ index_import(struct index *ix, FILE *f, uint64_t *count, char **cause)
 	char			*line = NULL, *batch[IMPORT_BATCH];
 	size_t			 linesize = 0, nb = 0, blen[IMPORT_BATCH];
 	ssize_t			 len;
-	int			 rc = 0, texts, norm;
+	int			 rc = 0, rv = -1, texts, norm;
 
 	*count = 0;
 	if ((len = getline(&line, &linesize, f)) <= 0) {
@@ -831,13 +836,13 @@ index_import(struct index *ix, FILE *f, uint64_t *count, char **cause)
 	if ((hdr = json_loadb(line, len, 0, &jerr)) == NULL ||
 	    json_integer_value(json_object_get(hdr, "mhfilter_export")) != 1) {
 		xasprintf(cause, "import: line 1: not an mhfilter export");
-		goto fail;
+		goto out;
 	}
 	want = ix->p;
 	if (strcmp(json_str(hdr, "scheme", ""), MHF_SCHEME_NAME) != 0) {
 		xasprintf(cause, "import: line 1: signature scheme is not %s",
 		    MHF_SCHEME_NAME);
-		goto fail;
+		goto out;
 	}
 	want.perms = json_integer_value(json_object_get(hdr, "perms"));
 	want.bands = json_integer_value(json_object_get(hdr, "bands"));
@@ -847,13 +852,13 @@ index_import(struct index *ix, FILE *f, uint64_t *count, char **cause)
 	    UNIT_WORD : UNIT_CHAR;
 	if (normalize_parse(json_str(hdr, "normalize", ""), &norm,
 	    cause) != 0)
-		goto fail;
+		goto out;
 	want.norm = norm;
 	want.seed = strtoull(json_str(hdr, "seed", "0"), NULL, 10);
 	texts = json_is_true(json_object_get(hdr, "texts"));
 	if (!params_ok(&want)) {
 		xasprintf(cause, "import: line 1: bad parameters");
-		goto fail;
+		goto out;
 	}
 	want.texts = texts;
 	want.verify = json_integer_value(json_object_get(hdr, "verify"));
@@ -862,14 +867,14 @@ index_import(struct index *ix, FILE *f, uint64_t *count, char **cause)
 	    (want.verify == VERIFY_EXACT && !texts) ||
 	    !(want.threshold >= 0.01 && want.threshold <= 1.0)) {
 		xasprintf(cause, "import: line 1: bad verify or threshold");
-		goto fail;
+		goto out;
 	}
 	if (want.perms != ix->p.perms || want.bands != ix->p.bands ||
 	    want.rows != ix->p.rows || want.shingle != ix->p.shingle ||
 	    want.unit != ix->p.unit || want.norm != ix->p.norm ||
 	    want.seed != ix->p.seed || ix->p.texts != texts) {
 		if ((rc = ix->ops->adopt(ix, &want, cause)) != 0)
-			goto fail;
+			goto out;
 	}
 	keys = xcalloc(ix->p.bands, sizeof *keys);
 	sb = xmalloc(2 * ix->p.perms);
@@ -891,7 +896,7 @@ index_import(struct index *ix, FILE *f, uint64_t *count, char **cause)
 		    sb, sig, &id, &text, cause)) == INDEX_AGAIN)
 			;
 		if (rc != 0)
-			goto fail;
+			goto out;
 		*count += nb;
 		lineno += nb;
 		while (nb > 0)
@@ -899,17 +904,10 @@ index_import(struct index *ix, FILE *f, uint64_t *count, char **cause)
 	}
 	if (ferror(f)) {
 		xasprintf(cause, "import: read error: %s", strerror(errno));
-		goto fail;
+		goto out;
 	}
-	json_decref(hdr);
-	free(line);
-	free(keys);
-	free(sb);
-	free(sig);
-	buf_free(&id);
-	buf_free(&text);
-	return (0);
-fail:
+	rv = 0;
+out:
 	while (nb > 0)
 		free(batch[--nb]);
 	json_decref(hdr);
@@ -919,5 +917,5 @@ fail:
 	free(sig);
 	buf_free(&id);
 	buf_free(&text);
-	return (-1);
+	return (rv);
 }

@@ -156,7 +156,6 @@ static int	index_first_doc(struct lmdb *, uint64_t *, char **);
 static void	time_key(unsigned char *, int64_t, uint64_t);
 static void	chunk_key(unsigned char *, unsigned, MDB_val *);
 static int64_t	time_of_key(const void *);
-static void	sig_decode(struct lmdb *, const unsigned char *);
 static int	index_candidates1(struct lmdb *, uint64_t, struct u64vec *,
 		    size_t);
 static void	index_remove_temp(const char *);
@@ -913,16 +912,6 @@ time_of_key(const void *kb)
 	return ((int64_t)(get_be64(kb) ^ (1ULL << 63)));
 }
 
-/* Stored 16-bit little-endian signature values into ix->sig. */
-static void
-sig_decode(struct lmdb *ix, const unsigned char *p)
-{
-	unsigned	 i;
-
-	for (i = 0; i < ix->base.p.perms; i++)
-		ix->sig[i] = p[2 * i] | (uint32_t)p[2 * i + 1] << 8;
-}
-
 /* Look a document number up in one of the databases keyed by it. */
 static int
 index_get(struct lmdb *ix, MDB_dbi dbi, uint64_t docid, MDB_val *v)
@@ -1368,7 +1357,7 @@ lmdb_check(struct index *base, FILE *f, uint64_t *problems, char **cause)
 			free(*cause);
 			*cause = NULL;
 		}
-		sig_decode(ix, p + DOC_HEADER);
+		sig_decode16(p + DOC_HEADER, ix->base.p.perms, ix->sig);
 		lsh_keys(ix->sig, ix->base.p.bands, ix->base.p.rows, ix->base.p.seed, keys);
 		for (j = 0; j < ix->base.p.bands; j++) {
 			found.n = 0;

@@ -430,6 +430,7 @@ void		 docrec_encode(struct buf *, unsigned, const uint32_t *,
 size_t		 docrec_decode(const unsigned char *, size_t, unsigned,
 		    uint32_t *, struct docinfo *);
 int		 text_decode(const unsigned char *, size_t, struct buf *);
+void		 sig_decode16(const unsigned char *, unsigned, uint32_t *);
 int		 params_ok(const struct index_params *);
 void		 params_take(struct index_params *,
 		    const struct index_params *);

@@ -155,6 +155,8 @@ struct redis {
 	struct rslot	*slots;
 	size_t		 nslots, slotsize;
 	uint64_t	 first_doc;	/* the batch's numbers */
+	size_t		*own;		/* number - first_doc -> its slot */
+	size_t		 nown, ownsize;
 	struct u64vec	 found;		/* bucket entries, by slot */
 
 	struct rdoc	*docs;		/* read or written this batch */
@@ -169,6 +171,7 @@ struct redis {
 	size_t		 nlater, latersize;
 	struct buf	 lbuf;
 
+	struct textenc	*te;		/* for unprepared insertions */
 	struct retention ret;		/* from index_expire, for commit */
 	uint64_t	 floor;		/* documents below were expired */
 	int64_t		 now;
@@ -205,6 +208,15 @@ ns_key(struct redis *r, const char *what, struct buf *k)
 	buf_append(k, what, strlen(what));
 }
 
+/* NS then a suffix. */
+static void
+item_key(struct redis *r, const char *suffix, struct buf *k)
+{
+	k->len = 0;
+	buf_append(k, r->ns, strlen(r->ns));
+	buf_append(k, suffix, strlen(suffix));
+}
+
 /* NS:d:N, a document. */
 static void
 doc_key(struct redis *r, uint64_t docid, struct buf *k)
@@ -212,9 +224,7 @@ doc_key(struct redis *r, uint64_t docid, struct buf *k)
 	char	 name[32];
 
 	snprintf(name, sizeof name, ":d:%" PRIu64, docid);
-	k->len = 0;
-	buf_append(k, r->ns, strlen(r->ns));
-	buf_append(k, name, strlen(name));
+	item_key(r, name, k);
 }
 
 /* NS:b:HEX, a band bucket. */
@@ -224,9 +234,7 @@ band_key(struct redis *r, uint64_t key, struct buf *k)
 	char	 name[32];
 
 	snprintf(name, sizeof name, ":b:%016" PRIx64, key);
-	doc_key(r, 0, k);
-	k->len -= 4;		/* ":d:0" */
-	buf_append(k, name, strlen(name));
+	item_key(r, name, k);
 }
 
 /* Queue a one-argument command on key k. */
@@ -581,12 +589,14 @@ redis_close(struct index *base)
 	free(r->later);
 	buf_free(&r->lbuf);
 	free(r->slots);
+	free(r->own);
 	u64vec_free(&r->found);
 	free(r->docs);
 	free(r->ht);
 	buf_free(&r->cache);
 	free(r->stale);
 	free(r->sig);
+	textenc_free(r->te);
 	buf_free(&r->key);
 	buf_free(&r->val);
 	free(r->ns);
@@ -602,6 +612,8 @@ batch_reset(struct redis *r)
 	size_t	 i;
 
 	r->nslots = 0;
+	r->nown = 0;
+	r->first_doc = 0;
 	r->found.n = 0;
 	u64vec_trim(&r->found);
 	r->nstale = 0;
@@ -645,16 +657,11 @@ slot_value(struct redis *r, const struct ixdoc *d, int64_t when,
 
 /* Is docid one of this batch's? */
 static struct rslot *
-own_slot(struct redis *r, uint64_t docid, size_t n)
+own_slot(struct redis *r, uint64_t docid)
 {
-	size_t	 i;
-
-	if (docid < r->first_doc || docid >= r->first_doc + n)
+	if (docid < r->first_doc || docid - r->first_doc >= r->nown)
 		return (NULL);
-	for (i = 0; i < r->nslots; i++)
-		if (r->slots[i].docid == docid)
-			return (&r->slots[i]);
-	return (NULL);
+	return (&r->slots[r->own[docid - r->first_doc]]);
 }
 
 /*
@@ -752,6 +759,10 @@ redis_prepare(struct index *base, const struct ixdoc *docs, size_t n,
 
 	/* 2. The records, pending. */
 	docid = r->first_doc;
+	if (np > r->ownsize) {
+		r->ownsize = np;
+		r->own = xreallocarray(r->own, np, sizeof *r->own);
+	}
 	for (i = 0; i < n; i++) {
 		s = &r->slots[i];
 		if (!docs[i].pending)
@@ -762,6 +773,7 @@ redis_prepare(struct index *base, const struct ixdoc *docs, size_t n,
 			s->docid = UINT64_MAX;
 			continue;
 		}
+		r->own[r->nown++] = i;
 		s->docid = docid++;
 		slot_value(r, &docs[i], s->time, &r->val);
 		cache_add(r, s->docid, ST_PENDING, r->val.data, r->val.len);
@@ -855,7 +867,7 @@ redis_prepare(struct index *base, const struct ixdoc *docs, size_t n,
 	/* 4. The candidates' records, but for this batch's own. */
 	for (k = 0; k < r->found.n; k++) {
 		docid = r->found.v[k];
-		if (own_slot(r, docid, np) == NULL &&
+		if (own_slot(r, docid) == NULL &&
 		    cache_find(r, docid) == NULL) {
 			cache_add(r, docid, ST_GONE, NULL, 0);	/* once */
 			u64vec_push(&want, docid);
@@ -875,7 +887,7 @@ redis_prepare(struct index *base, const struct ixdoc *docs, size_t n,
 		for (i = 0; i < r->ndocs; i++) {
 			d = &r->docs[i];
 			if (d->state == ST_PENDING && d->docid < maxown &&
-			    own_slot(r, d->docid, np) == NULL)
+			    own_slot(r, d->docid) == NULL)
 				u64vec_push(&want, d->docid);
 		}
 		if (want.n == 0)
@@ -965,7 +977,7 @@ redis_doc(struct index *base, uint64_t docid, struct docinfo *d,
 			return (-1);
 		rd = cache_find(r, docid);
 	}
-	if ((s = own_slot(r, docid, r->nslots)) != NULL) {
+	if ((s = own_slot(r, docid)) != NULL) {
 		if (!s->kept)
 			return (INDEX_GONE);
 	} else if (rd->state != ST_KEPT)
@@ -1003,7 +1015,7 @@ redis_text(struct index *base, uint64_t docid, struct buf *out,
 	}
 	rd = cache_find(r, docid);
 	p = (unsigned char *)r->cache.data + rd->off + 1;
-	len = docrec_decode(p, rd->len - 1, r->base.p.perms, r->sig, &d);
+	len = (const unsigned char *)d.id + d.idlen - p;	/* the record */
 	if ((rc = text_decode(p + len, rd->len - 1 - len, out)) < 0) {
 		xasprintf(cause, "index %s: text of document %" PRIu64 " is "
 		    "corrupt", r->base.path, docid);
@@ -1025,7 +1037,6 @@ redis_insert(struct index *base, size_t slot, const uint64_t *keys,
 	struct redis	*r = (struct redis *)base;
 	struct later	*l;
 	struct buf	 rec = { 0 }, tbuf = { 0 };
-	struct textenc	*te;
 
 	if (idlen > UINT32_MAX) {
 		xasprintf(cause, "id too long");
@@ -1040,9 +1051,9 @@ redis_insert(struct index *base, size_t slot, const uint64_t *keys,
 	if (when == 0)
 		when = r->now;
 	if (r->base.p.texts && enc == NULL) {
-		te = textenc_create();
-		textenc_encode(te, text, textlen, flags, &tbuf);
-		textenc_free(te);
+		if (r->te == NULL)
+			r->te = textenc_create();
+		textenc_encode(r->te, text, textlen, flags, &tbuf);
 		enc = tbuf.data;
 		enclen = tbuf.len;
 	}
@@ -1166,7 +1177,7 @@ commit_batch(struct index *base, char **cause)
 			docid = r->found.v[s->first + e];
 			rd = cache_find(r, docid);
 			if (rd == NULL || rd->state != ST_GONE ||
-			    own_slot(r, docid, r->nslots) != NULL)
+			    own_slot(r, docid) != NULL)
 				continue;
 			/* The bucket is one of the slot's b keys: try all. */
 			for (j = 0; j < b; j++)
@@ -1452,6 +1463,19 @@ scan_decode(struct redis *r, const char *v, size_t len, struct docinfo *d)
 	    r->base.p.perms, r->sig, d));
 }
 
+/* Append the band keys of the signature last decoded (r->sig) to out. */
+static void
+doc_bands(struct redis *r, struct u64vec *out)
+{
+	uint64_t	 keys[MHF_MAX_PERMS];
+	unsigned	 j;
+
+	lsh_keys(r->sig, r->base.p.bands, r->base.p.rows, r->base.p.seed,
+	    keys);
+	for (j = 0; j < r->base.p.bands; j++)
+		u64vec_push(out, keys[j]);
+}
+
 struct removal {
 	const char	*id;
 	size_t		 idlen;
@@ -1465,17 +1489,12 @@ remove_one(struct redis *r, uint64_t docid, const char *v, size_t len,
 {
 	struct removal	*rm = arg;
 	struct docinfo	 d;
-	uint64_t	 keys[MHF_MAX_PERMS];
-	unsigned	 j;
 
 	if (scan_decode(r, v, len, &d) == 0 || d.idlen != rm->idlen ||
 	    memcmp(d.id, rm->id, rm->idlen) != 0)
 		return (0);
 	u64vec_push(&rm->found, docid);
-	lsh_keys(r->sig, r->base.p.bands, r->base.p.rows, r->base.p.seed,
-	    keys);
-	for (j = 0; j < r->base.p.bands; j++)
-		u64vec_push(&rm->keys, keys[j]);
+	doc_bands(r, &rm->keys);
 	return (0);
 }
 
@@ -1590,7 +1609,6 @@ check_one(struct redis *r, uint64_t docid, const char *v, size_t len,
 {
 	struct checkscan	*cs = arg;
 	struct docinfo		 d;
-	uint64_t		 keys[MHF_MAX_PERMS];
 	unsigned		 j;
 
 	if (len < 1 || (v[0] != ST_KEPT && v[0] != ST_PENDING) ||
@@ -1603,12 +1621,9 @@ check_one(struct redis *r, uint64_t docid, const char *v, size_t len,
 	}
 	if (v[0] != ST_KEPT)
 		return (0);
-	lsh_keys(r->sig, r->base.p.bands, r->base.p.rows, r->base.p.seed,
-	    keys);
-	for (j = 0; j < r->base.p.bands; j++) {
+	doc_bands(r, &cs->keys);
+	for (j = 0; j < r->base.p.bands; j++)
 		u64vec_push(&cs->ids, docid);
-		u64vec_push(&cs->keys, keys[j]);
-	}
 	return (0);
 }
 

@@ -190,62 +190,54 @@ redis_kill_port() {
 	return 1
 }
 
-# Wait (30 s) until every live cluster node reports cluster_state:ok with
-# all 16384 slots assigned and served by masters not failing, as after a
-# failover has completed.
-redis_wait_ok() {
-	local i p info ok
+# Wait (30 s) until, for every live node, function $1 accepts what
+# redis-cli prints for the command in $3...; $2 says what was awaited.
+redis_until() {
+	local test="$1" what="$2" i p info ok
 
+	shift 2
 	for i in $(seq 300); do
 		ok=1
 		for p in $REDIS_CLUSTER_PORTS; do
 			redis_pid "$p" >/dev/null || continue
-			info="$(timeout 5 redis-cli -p "$p" cluster info \
-			    2>/dev/null | tr -d '\r')"
-			case "$info" in
-			*cluster_state:ok*) ;;
-			*) ok=0; break ;;
-			esac
-			case "$info" in
-			*cluster_slots_assigned:16384*) ;;
-			*) ok=0; break ;;
-			esac
-			case "$info" in
-			*cluster_slots_ok:16384*) ;;
-			*) ok=0; break ;;
-			esac
+			info="$(timeout 5 redis-cli -p "$p" "$@" 2>/dev/null |
+			    tr -d '\r')"
+			"$test" "$info" || { ok=0; break; }
 		done
 		[ "$ok" -eq 1 ] && return 0
 		sleep 0.1
 	done
-	fail "the cluster is not ok after 30 s" \
-	    "$(redis_cli_any cluster nodes 2>&1)"
+	fail "$what after 30 s" "$(redis_cli_any cluster nodes 2>&1)"
 	return 1
+}
+
+# CLUSTER INFO of a node that is ok: every slot assigned and served.
+redis_info_ok() {
+	case "$1" in *cluster_state:ok*) ;; *) return 1 ;; esac
+	case "$1" in *cluster_slots_assigned:16384*) ;; *) return 1 ;; esac
+	case "$1" in *cluster_slots_ok:16384*) ;; *) return 1 ;; esac
+}
+
+# INFO replication of a master, or of a replica done with its first sync.
+redis_info_synced() {
+	case "$1" in
+	*role:master*|*master_link_status:up*) return 0 ;;
+	*) return 1 ;;
+	esac
+}
+
+# Wait (30 s) until every live cluster node reports cluster_state:ok with
+# all 16384 slots assigned and served by masters not failing, as after a
+# failover has completed.
+redis_wait_ok() {
+	redis_until redis_info_ok "the cluster is not ok" cluster info
 }
 
 # Wait (30 s) until every live replica has finished its first sync
 # (master_link_status:up).  Until then CLUSTER SLOTS does not list it and
 # a failover would promote an empty node.
 redis_wait_synced() {
-	local i p info ok
-
-	for i in $(seq 300); do
-		ok=1
-		for p in $REDIS_CLUSTER_PORTS; do
-			redis_pid "$p" >/dev/null || continue
-			info="$(timeout 5 redis-cli -p "$p" info replication \
-			    2>/dev/null | tr -d '\r')"
-			case "$info" in
-			*role:master*) ;;
-			*master_link_status:up*) ;;
-			*) ok=0; break ;;
-			esac
-		done
-		[ "$ok" -eq 1 ] && return 0
-		sleep 0.1
-	done
-	fail "replicas not in sync after 30 s"
-	return 1
+	redis_until redis_info_synced "replicas not in sync" info replication
 }
 
 # Kill every redis-server started under $1: those of its pid files, and
