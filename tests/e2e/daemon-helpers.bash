@@ -23,9 +23,11 @@ start_daemon() {
 # fixed string $1 at least $3 times (default 1); fail if the daemon ends
 # first.
 wait_log() {
-	local i=0 limit=$((${2:-20} * 20))
+	local i=0 limit=$((${2:-20} * 20)) n
 
-	while [ "$(grep -cF -- "$1" "$T/derr" 2>/dev/null)" -lt "${3:-1}" ]; do
+	# The log may not exist yet: the daemon's shell opens it after fork.
+	while n="$(grep -cF -- "$1" "$T/derr" 2>/dev/null)"
+	    [ "${n:-0}" -lt "${3:-1}" ]; do
 		if ! kill -0 "$DPID" 2>/dev/null; then
 			fail "the daemon ended while waiting for '$1':" \
 			    "$(cat "$T/derr")"
