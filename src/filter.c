@@ -1,13 +1,21 @@
 /*
  * The algorithm over one batch of records, in input order:
  *
- *   1. normalise, shingle, sign, and compute band keys (pure, no index);
+ *   1. parse (with the caller's parser, for records read but not parsed),
+ *      normalise, shingle, sign, and compute band keys (pure, no index);
  *   2. in one index transaction, for each record: gather the documents
  *      sharing a band, examine the ones sharing the most bands first (at
  *      most max_candidates), verify them, and decide; insert the novel ones
  *      (and, with chains, the duplicates) so that later records of the same
  *      batch see them;
  *   3. commit.  The caller writes the verdicts only after that.
+ *
+ * Phase 1 is filter_prepare, phases 2 and 3 filter_decide.  The caller may
+ * run phase 1 of the next batch in the background (filter_prepare_start)
+ * while it decides this one: phase 1 reads only the batch's records and
+ * writes only its struct fbatch and the workers' scratch, phase 2 only the
+ * filter's own scratch and the index, so on two cores the hashing and the
+ * index work overlap.
  *
  * Verification: exact computes the true Jaccard similarity of the shingle
  * sets from the stored normalised text; a candidate whose signature
@@ -25,6 +33,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,11 +54,30 @@ struct slot {
 	int		 pending;	/* decided by phase 2 */
 };
 
-/* One worker's share of phase 1. */
-struct prep {
+/*
+ * A batch between the phases: what phase 1 made of each record.  Phase 1
+ * of one batch may run (filter_prepare_start) while phase 2 of another
+ * does, so that the writer never waits for the hashing.
+ */
+struct fbatch {
 	struct filter		*f;
 	struct record		*recs;
 	struct verdict		*vs;
+	size_t			 n;
+	struct slot		*slots;
+	size_t			 nslots;
+	uint32_t		*sigs;		/* nslots x K */
+	uint64_t		*keys;		/* nslots x b */
+	struct ixdoc		*docs;		/* nslots, for index_prepare */
+	struct buf		*ids;		/* nslots external ids */
+	uint64_t		 invalid_utf8;
+	pthread_t		 thread;	/* filter_prepare_start */
+	int			 running;
+};
+
+/* One worker's share of phase 1. */
+struct prep {
+	struct fbatch		*fb;
 	size_t			 from, to;
 	struct u64vec		 hashes;	/* scratch: shingle hashes */
 	struct textenc		*te;		/* compresses texts to keep */
@@ -61,14 +89,11 @@ struct filter {
 	struct filter_opts	 o;
 	struct prep		*preps;		/* o.threads of them */
 	struct shingler		 sh;
-	struct slot		*slots;
-	size_t			 nslots;
-	uint32_t		*sigs;		/* nslots x K */
-	uint64_t		*keys;		/* nslots x b */
-	struct ixdoc		*docs;		/* nslots, for index_prepare */
-	struct buf		*ids;		/* nslots external ids */
-	struct u64vec		 mine;		/* the record's shingle set */
-	struct u64vec		 theirs;	/* a candidate's shingle set */
+	struct fbatch		*own;		/* filter_batch's */
+	struct shset		 mine;		/* the record's shingle set */
+	int			 have_mine;	/* mine is the record's */
+	struct shset		 theirs;	/* a candidate's shingle set */
+	struct u64vec		 hashes;	/* a text's shingle hashes */
 	struct u64vec		 found;		/* band bucket contents */
 	struct u64vec		 scratch;	/* for sort_u64 */
 	struct cand		*cands;
@@ -78,17 +103,17 @@ struct filter {
 	struct filter_stats	 st;
 };
 
-static void	filter_prepare(struct filter *, struct record *,
-		    struct verdict *, size_t);
+static void	 thread_start(pthread_t *, void *(*)(void *), void *);
 static void	*prep_run(void *);
-static int	filter_one(struct filter *, struct index *, size_t,
-		    struct record *, struct verdict *, char **);
+static void	*prepare_run(void *);
+static int	filter_one(struct filter *, struct index *, struct fbatch *,
+		    size_t, char **);
 static void	verdict_pair(struct verdict *, uint64_t, const char *, size_t,
 		    double);
-static int	filter_exact(struct filter *, struct index *, struct slot *,
-		    uint64_t, double *, char **);
+static int	filter_exact(struct filter *, struct index *,
+		    const struct slot *, uint64_t, double *, char **);
 static size_t	filter_gather(struct filter *);
-static void	filter_docs(struct filter *, struct record *, size_t);
+static void	filter_docs(struct fbatch *);
 static int	cand_cmp(const void *, const void *);
 static int	est_cmp(const void *, const void *);
 
@@ -120,29 +145,53 @@ filter_free(struct filter *f)
 
 	if (f == NULL)
 		return;
-	for (i = 0; i < f->nslots; i++) {
-		buf_free(&f->slots[i].norm);
-		buf_free(&f->slots[i].enc);
-	}
-	free(f->slots);
-	free(f->sigs);
-	free(f->keys);
-	for (i = 0; i < f->nslots; i++)
-		buf_free(&f->ids[i]);
-	free(f->ids);
-	free(f->docs);
+	fbatch_free(f->own);
 	for (i = 0; i < f->o.threads; i++) {
 		u64vec_free(&f->preps[i].hashes);
 		textenc_free(f->preps[i].te);
 	}
 	free(f->preps);
-	u64vec_free(&f->mine);
-	u64vec_free(&f->theirs);
+	shset_free(&f->mine);
+	shset_free(&f->theirs);
+	u64vec_free(&f->hashes);
 	u64vec_free(&f->found);
 	u64vec_free(&f->scratch);
 	free(f->cands);
 	buf_free(&f->text);
 	free(f);
+}
+
+/* A batch for filter_prepare and filter_decide. */
+struct fbatch *
+fbatch_create(struct filter *f)
+{
+	struct fbatch	*fb;
+
+	fb = xcalloc(1, sizeof *fb);
+	fb->f = f;
+	return (fb);
+}
+
+/* Free a batch (not its records or verdicts, which are the caller's). */
+void
+fbatch_free(struct fbatch *fb)
+{
+	size_t	 i;
+
+	if (fb == NULL)
+		return;
+	filter_prepare_wait(fb);
+	for (i = 0; i < fb->nslots; i++) {
+		buf_free(&fb->slots[i].norm);
+		buf_free(&fb->slots[i].enc);
+		buf_free(&fb->ids[i]);
+	}
+	free(fb->slots);
+	free(fb->sigs);
+	free(fb->keys);
+	free(fb->ids);
+	free(fb->docs);
+	free(fb);
 }
 
 /* Counters since the filter was made. */
@@ -157,32 +206,42 @@ static void *
 prep_run(void *arg)
 {
 	struct prep	*w = arg;
-	struct filter	*f = w->f;
+	struct fbatch	*fb = w->fb;
+	struct filter	*f = fb->f;
 	unsigned	 K = f->o.p.perms, b = f->o.p.bands;
+	struct record	*r;
 	struct slot	*s;
 	size_t		 i;
 
 	for (i = w->from; i < w->to; i++) {
-		s = &f->slots[i];
-		s->pending = w->vs[i].kind == V_PENDING;
+		s = &fb->slots[i];
+		r = &fb->recs[i];
+		if (fb->vs[i].kind == V_UNPARSED) {
+			if (f->o.parse(r, f->o.parse_arg,
+			    &fb->vs[i].error) == 0)
+				fb->vs[i].kind = V_PENDING;
+			else
+				fb->vs[i].kind = V_BAD;
+		}
+		s->pending = fb->vs[i].kind == V_PENDING;
 		if (!s->pending)
 			continue;
 		buf_trim(&s->norm);
-		s->bytes = normalize(w->recs[i].text.data,
-		    w->recs[i].text.len, f->o.p.norm, &s->norm);
+		s->bytes = normalize(r->text.data, r->text.len, f->o.p.norm,
+		    &s->norm);
 		if (s->bytes)
 			w->invalid_utf8++;
 		/* No shingles (no text, or no words): nothing to compare. */
 		if (s->norm.len == 0 || shingle_hash(&f->sh, s->norm.data,
 		    s->norm.len, s->bytes, &w->hashes) == 0) {
-			w->vs[i].kind = V_EMPTY;
+			fb->vs[i].kind = V_EMPTY;
 			s->pending = 0;
 			continue;
 		}
 		minhash_sign(w->hashes.v, w->hashes.n, K, f->o.p.seed,
-		    f->sigs + i * K);
-		lsh_keys(f->sigs + i * K, b, f->o.p.rows, f->o.p.seed,
-		    f->keys + i * b);
+		    fb->sigs + i * K);
+		lsh_keys(fb->sigs + i * K, b, f->o.p.rows, f->o.p.seed,
+		    fb->keys + i * b);
 		/* Compression is the costliest part of an insertion. */
 		if (f->o.p.texts && !f->o.query_only) {
 			if (w->te == NULL)
@@ -197,29 +256,36 @@ prep_run(void *arg)
 }
 
 /*
- * Phase 1 for a batch: pure work on separate records, so it is shared out
- * among the worker threads (the calling thread takes the first share).
+ * Phase 1 for a batch of n records: pure work on separate records, so it is
+ * shared out among the worker threads (the calling thread takes the first
+ * share).  It touches nothing phase 2 uses, so it may run while phase 2 of
+ * another batch does.
  */
-static void
-filter_prepare(struct filter *f, struct record *recs, struct verdict *vs,
+void
+filter_prepare(struct fbatch *fb, struct record *recs, struct verdict *vs,
     size_t n)
 {
+	struct filter	*f = fb->f;
 	unsigned	 K = f->o.p.perms, b = f->o.p.bands, t, nt;
 	struct prep	*w;
 	size_t		 share;
 
-	if (n > f->nslots) {
-		f->slots = xreallocarray(f->slots, n, sizeof *f->slots);
-		memset(f->slots + f->nslots, 0,
-		    (n - f->nslots) * sizeof *f->slots);
-		f->ids = xreallocarray(f->ids, n, sizeof *f->ids);
-		memset(f->ids + f->nslots, 0,
-		    (n - f->nslots) * sizeof *f->ids);
-		f->nslots = n;
-		f->sigs = xreallocarray(f->sigs, n, K * sizeof *f->sigs);
-		f->keys = xreallocarray(f->keys, n, b * sizeof *f->keys);
-		f->docs = xreallocarray(f->docs, n, sizeof *f->docs);
+	if (n > fb->nslots) {
+		fb->slots = xreallocarray(fb->slots, n, sizeof *fb->slots);
+		memset(fb->slots + fb->nslots, 0,
+		    (n - fb->nslots) * sizeof *fb->slots);
+		fb->ids = xreallocarray(fb->ids, n, sizeof *fb->ids);
+		memset(fb->ids + fb->nslots, 0,
+		    (n - fb->nslots) * sizeof *fb->ids);
+		fb->nslots = n;
+		fb->sigs = xreallocarray(fb->sigs, n, K * sizeof *fb->sigs);
+		fb->keys = xreallocarray(fb->keys, n, b * sizeof *fb->keys);
+		fb->docs = xreallocarray(fb->docs, n, sizeof *fb->docs);
 	}
+	fb->recs = recs;
+	fb->vs = vs;
+	fb->n = n;
+	fb->invalid_utf8 = 0;
 	/* Threads only pay for themselves on more than a few records. */
 	nt = f->o.threads;
 	if (n < 64 * (size_t)nt)
@@ -227,48 +293,110 @@ filter_prepare(struct filter *f, struct record *recs, struct verdict *vs,
 	share = (n + nt - 1) / nt;
 	for (t = 0; t < nt; t++) {
 		w = &f->preps[t];
-		w->f = f;
-		w->recs = recs;
-		w->vs = vs;
+		w->fb = fb;
 		w->from = t * share < n ? t * share : n;
 		w->to = w->from + share < n ? w->from + share : n;
 		w->invalid_utf8 = 0;
-		if (t > 0 && pthread_create(&w->thread, NULL, prep_run,
-		    w) != 0)
-			fatalx("cannot start a worker thread");
+		if (t > 0)
+			thread_start(&w->thread, prep_run, w);
 	}
 	prep_run(&f->preps[0]);
 	for (t = 0; t < nt; t++) {
 		w = &f->preps[t];
 		if (t > 0 && pthread_join(w->thread, NULL) != 0)
 			fatalx("cannot join a worker thread");
-		f->st.invalid_utf8 += w->invalid_utf8;
+		fb->invalid_utf8 += w->invalid_utf8;
 	}
+	filter_docs(fb);
+}
+
+/*
+ * Start a worker thread with every signal blocked, so that signals go to
+ * the main thread and interrupt its reads.
+ */
+static void
+thread_start(pthread_t *thread, void *(*fn)(void *), void *arg)
+{
+	sigset_t	 all, old;
+	int		 rc;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(thread, NULL, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0)
+		fatalx("cannot start a worker thread");
+}
+
+/* filter_prepare in a thread of its own. */
+static void *
+prepare_run(void *arg)
+{
+	struct fbatch	*fb = arg;
+
+	filter_prepare(fb, fb->recs, fb->vs, fb->n);
+	return (NULL);
+}
+
+/*
+ * Start phase 1 of a batch in the background; filter_prepare_wait waits for
+ * it.  Only one batch of a filter may be in phase 1 at a time.
+ */
+void
+filter_prepare_start(struct fbatch *fb, struct record *recs,
+    struct verdict *vs, size_t n)
+{
+	fb->recs = recs;
+	fb->vs = vs;
+	fb->n = n;
+	thread_start(&fb->thread, prepare_run, fb);
+	fb->running = 1;
+}
+
+/* Wait for filter_prepare_start's phase 1, if any. */
+void
+filter_prepare_wait(struct fbatch *fb)
+{
+	if (!fb->running)
+		return;
+	if (pthread_join(fb->thread, NULL) != 0)
+		fatalx("cannot join a worker thread");
+	fb->running = 0;
+}
+
+/* Leave out the records from n on, before filter_decide. */
+void
+fbatch_truncate(struct fbatch *fb, size_t n)
+{
+	filter_prepare_wait(fb);
+	if (n < fb->n)
+		fb->n = n;
 }
 
 /* What index_prepare is told about each record of the batch. */
 static void
-filter_docs(struct filter *f, struct record *recs, size_t n)
+filter_docs(struct fbatch *fb)
 {
+	struct filter	*f = fb->f;
 	struct ixdoc	*d;
 	struct slot	*s;
 	size_t		 i;
 
-	for (i = 0; i < n; i++) {
-		s = &f->slots[i];
-		d = &f->docs[i];
+	for (i = 0; i < fb->n; i++) {
+		s = &fb->slots[i];
+		d = &fb->docs[i];
 		memset(d, 0, sizeof *d);
 		if (!(d->pending = s->pending))
 			continue;
-		record_idstr(&recs[i], &f->ids[i]);
-		d->keys = f->keys + i * f->o.p.bands;
-		d->sig = f->sigs + i * f->o.p.perms;
-		d->id = f->ids[i].data;
-		d->idlen = f->ids[i].len;
+		record_idstr(&fb->recs[i], &fb->ids[i]);
+		d->keys = fb->keys + i * f->o.p.bands;
+		d->sig = fb->sigs + i * f->o.p.perms;
+		d->id = fb->ids[i].data;
+		d->idlen = fb->ids[i].len;
 		d->enc = f->o.p.texts ? s->enc.data : NULL;
 		d->enclen = f->o.p.texts ? s->enc.len : 0;
 		d->flags = s->bytes ? DOC_BYTES : 0;
-		d->time = recs[i].time;
+		d->time = fb->recs[i].time;
 	}
 }
 
@@ -345,19 +473,21 @@ verdict_pair(struct verdict *v, uint64_t docid, const char *id, size_t idlen,
 
 /* The exact Jaccard similarity of slot s's text and a document's. */
 static int
-filter_exact(struct filter *f, struct index *ix, struct slot *s,
+filter_exact(struct filter *f, struct index *ix, const struct slot *s,
     uint64_t docid, double *sim, char **cause)
 {
 	int	 bytes;
 
-	if (f->mine.n == 0)
-		shingle_set(&f->sh, s->norm.data, s->norm.len, s->bytes,
-		    &f->mine, &f->scratch);
+	if (!f->have_mine) {
+		shingle_hash(&f->sh, s->norm.data, s->norm.len, s->bytes,
+		    &f->hashes);
+		shset_build(&f->mine, f->hashes.v, f->hashes.n);
+		f->have_mine = 1;
+	}
 	if ((bytes = index_text(ix, docid, &f->text, cause)) < 0)
 		return (-1);
-	shingle_set(&f->sh, f->text.data, f->text.len, bytes, &f->theirs,
-	    &f->scratch);
-	*sim = jaccard_sorted(f->mine.v, f->mine.n, f->theirs.v, f->theirs.n);
+	shingle_hash(&f->sh, f->text.data, f->text.len, bytes, &f->hashes);
+	*sim = shset_jaccard(&f->mine, &f->theirs, f->hashes.v, f->hashes.n);
 	f->st.verified++;
 	return (0);
 }
@@ -380,12 +510,15 @@ filter_exact(struct filter *f, struct index *ix, struct slot *s,
  * ordinary candidate.
  */
 static int
-filter_one(struct filter *f, struct index *ix, size_t i, struct record *r,
-    struct verdict *v, char **cause)
+filter_one(struct filter *f, struct index *ix, struct fbatch *fb, size_t i,
+    char **cause)
 {
-	struct slot	*s = &f->slots[i];
+	struct slot	*s = &fb->slots[i];
+	struct record	*r = &fb->recs[i];
+	struct verdict	*v = &fb->vs[i];
 	unsigned	 K = f->o.p.perms;
-	const uint32_t	*sig = f->sigs + i * K;
+	const uint32_t	*sig = fb->sigs + i * K;
+	const uint64_t	*keys = fb->keys + i * f->o.p.bands;
 	double		 t = f->o.p.threshold, sim, best = -1, cut;
 	struct docinfo	 d;
 	struct cand	*cd;
@@ -394,9 +527,8 @@ filter_one(struct filter *f, struct index *ix, size_t i, struct record *r,
 	int		 rc, flags, self_unique = 0, indexed = 0;
 
 	f->found.n = 0;
-	f->mine.n = 0;
-	if ((rc = index_candidates(ix, i, f->keys + i * f->o.p.bands,
-	    &f->found, cause)) != 0)
+	f->have_mine = 0;
+	if ((rc = index_candidates(ix, i, keys, &f->found, cause)) != 0)
 		return (rc);
 	n = filter_gather(f);
 	if (n > f->o.max_candidates)
@@ -484,41 +616,40 @@ filter_one(struct filter *f, struct index *ix, size_t i, struct record *r,
 	}
 	if (f->o.query_only || indexed)
 		return (0);
-	return (index_insert_encoded(ix, i, f->keys + i * f->o.p.bands, sig,
-	    f->ids[i].data, f->ids[i].len, s->norm.data, s->norm.len,
+	return (index_insert_encoded(ix, i, keys, sig,
+	    fb->ids[i].data, fb->ids[i].len, s->norm.data, s->norm.len,
 	    f->o.p.texts ? s->enc.data : NULL, s->enc.len, flags, r->time,
 	    cause));
 }
 
 /*
- * Decide every pending verdict of a batch of n records and commit.  When
- * the index map fills up, it is grown and the transaction redone.
+ * Phase 2 and the commit: decide every pending verdict of a prepared batch.
+ * When the index map fills up, it is grown and the transaction redone.
  */
 int
-filter_batch(struct filter *f, struct index *ix, struct record *recs,
-    struct verdict *vs, size_t n, char **cause)
+filter_decide(struct fbatch *fb, struct index *ix, char **cause)
 {
+	struct filter		*f = fb->f;
 	struct filter_stats	 saved;
 	uint64_t		 expired;
-	size_t			 i;
+	size_t			 i, n = fb->n;
 	int			 rc;
 
-	filter_prepare(f, recs, vs, n);
-	filter_docs(f, recs, n);
+	filter_prepare_wait(fb);
+	f->st.invalid_utf8 += fb->invalid_utf8;
 	saved = f->st;
 	for (;;) {
 		if ((rc = index_begin(ix, cause)) != 0)
 			goto again;
-		if ((rc = index_prepare(ix, f->docs, n, cause)) != 0) {
+		if ((rc = index_prepare(ix, fb->docs, n, cause)) != 0) {
 			index_abort(ix);
 			goto again;
 		}
 		for (i = 0; i < n; i++) {
-			if (!f->slots[i].pending)
+			if (!fb->slots[i].pending)
 				continue;
-			verdict_reset(&vs[i]);
-			if ((rc = filter_one(f, ix, i, &recs[i], &vs[i],
-			    cause)) != 0)
+			verdict_reset(&fb->vs[i]);
+			if ((rc = filter_one(f, ix, fb, i, cause)) != 0)
 				break;
 		}
 		/* Retention: a bounded amount per batch, never a stall. */
@@ -534,9 +665,25 @@ filter_batch(struct filter *f, struct index *ix, struct record *recs,
 			index_abort(ix);
 	again:
 		if (rc != INDEX_AGAIN)
-			return (rc);
+			break;
 		f->st = saved;		/* the batch is counted once */
 	}
+	/* Keep the scratch of ordinary records, not of a huge one. */
+	shset_trim(&f->mine);
+	shset_trim(&f->theirs);
+	u64vec_trim(&f->hashes);
+	return (rc);
+}
+
+/* Both phases for a batch of n records, then the commit. */
+int
+filter_batch(struct filter *f, struct index *ix, struct record *recs,
+    struct verdict *vs, size_t n, char **cause)
+{
+	if (f->own == NULL)
+		f->own = fbatch_create(f);
+	filter_prepare(f->own, recs, vs, n);
+	return (filter_decide(f->own, ix, cause));
 }
 
 /* Clear a verdict for reuse, keeping its memory. */
@@ -545,6 +692,8 @@ verdict_reset(struct verdict *v)
 {
 	v->kind = V_PENDING;
 	v->replay = 0;
+	free(v->error);
+	v->error = NULL;
 	v->sim = 0;
 	buf_trim(&v->match);
 	v->npairs = 0;
@@ -559,6 +708,7 @@ verdict_free(struct verdict *v)
 	for (i = 0; i < v->pairsize; i++)
 		buf_free(&v->pairs[i].id);
 	free(v->pairs);
+	free(v->error);
 	buf_free(&v->match);
 	memset(v, 0, sizeof *v);
 }

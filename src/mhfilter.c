@@ -1,10 +1,12 @@
 /*
  * mhfilter: main, options, and the loop
  *
- *	read a batch of records -> filter_batch (decide, insert, commit)
+ *	read a batch of records -> filter_prepare (normalise, sign)
+ *	-> filter_decide (look up, verify, insert, commit)
  *	-> write the batch's verdicts
  *
- * so that nothing is written before the index holds it.
+ * so that nothing is written before the index holds it.  The next batch is
+ * read and prepared while one is decided.
  */
 
 #include "config.h"
@@ -72,6 +74,14 @@ struct counts {
 	uint64_t	 invalid;
 	uint64_t	 too_long;
 	uint64_t	 bytes;
+};
+
+/* A batch read, with its verdicts and what phase 1 made of it. */
+struct inflight {
+	struct record	*recs;
+	struct verdict	*vs;
+	size_t		 n;
+	struct fbatch	*fb;
 };
 
 enum {
@@ -177,10 +187,13 @@ static void	parse_options(int, char **, struct options *);
 static void	apply_options(int, char **, struct options *);
 static void	load_config(struct options *, const char *);
 static void	choose_bands(struct options *);
+static int	parse_record(struct record *, void *, char **);
+static int	screen_batch(struct options *, struct inflight *,
+		    struct counts *);
 static int	read_batch(struct options *, struct input *, struct record *,
 		    struct verdict *, size_t *, struct counts *, int *);
 static void	print_stats(struct counts *, struct filter *, double);
-static void	progress(struct counts *, double, int);
+static void	progress(struct counts *, uint64_t, double, int);
 static void	on_signal(int);
 static int	run_daemon(struct options *);
 static void	set_maint(struct options *, int, const char *);
@@ -852,23 +865,12 @@ cleanup(void)
 	the_index = NULL;
 }
 
-/* Warn about a bad record unless quiet; policy says what happens to it. */
-static void
-bad_record(struct options *o, int policy, const struct rawrec *rr,
-    const char *what)
-{
-	static const char *done[] = { "skipped", "passed through", "stopping" };
-
-	if (!o->quiet || policy == POLICY_FAIL)
-		log_warnx("%s:%" PRIu64 ": %s: %s", rr->file, rr->line, what,
-		    done[policy]);
-}
-
 /*
- * Read up to a batch of records.  Sets *eof at the end of input; returns
- * 0, or EXIT_DATA when a bad record stops the run (--on-bad-input=fail),
- * or EXIT_ERROR on a read error.  Either way the records before it are in
- * the batch.
+ * Read up to a batch of records, unparsed (filter_prepare parses them in
+ * the workers; screen_batch then reports the bad ones in order).  A record
+ * over --max-bytes takes a place in the batch as V_TOOLONG, without its
+ * bytes.  Sets *eof at the end of input; returns 0, or EXIT_ERROR on a
+ * read error, with the records before it in the batch.
  */
 static int
 read_batch(struct options *o, struct input *in, struct record *recs,
@@ -876,7 +878,7 @@ read_batch(struct options *o, struct input *in, struct record *recs,
 {
 	struct rawrec	 rr;
 	struct record	*r;
-	char		*cause, what[128];
+	char		*cause;
 	size_t		 n = 0, bytes = 0;
 	int		 rc;
 
@@ -897,50 +899,88 @@ read_batch(struct options *o, struct input *in, struct record *recs,
 		}
 		ct->records++;
 		ct->bytes += (rr.toolong ? rr.fulllen : rr.len) + rr.delimited;
-		if (rr.toolong) {
-			ct->too_long++;
-			snprintf(what, sizeof what, "record of %zu bytes is "
-			    "over --max-bytes %" PRIu64, rr.fulllen,
-			    o->max_bytes);
-			/* Passing one would need unbounded memory. */
-			bad_record(o, o->policy == POLICY_PASS ? POLICY_SKIP :
-			    o->policy, &rr, what);
-			if (o->policy == POLICY_FAIL) {
-				*np = n;
-				return (EXIT_DATA);
-			}
-			continue;
-		}
 		r = &recs[n];
 		record_reset(r);
-		buf_append(&r->raw, rr.data, rr.len);
 		r->recno = ct->records;
 		r->line = rr.line;
 		r->file = rr.file;
+		r->upto = ct->bytes;
 		verdict_reset(&vs[n]);
-		if (record_parse_timed(r, o->format, o->text_field,
-		    o->id_field, o->time_field, &cause) != 0) {
-			ct->invalid++;
-			bad_record(o, o->policy, &rr, cause);
-			free(cause);
-			if (o->policy == POLICY_FAIL) {
-				*np = n;
-				return (EXIT_DATA);
-			}
-			if (o->policy == POLICY_SKIP)
-				continue;
-			vs[n].kind = V_BAD;
+		if (rr.toolong) {
+			vs[n].kind = V_TOOLONG;
+			xasprintf(&vs[n].error, "record of %zu bytes is over "
+			    "--max-bytes %" PRIu64, rr.fulllen, o->max_bytes);
+		} else {
+			buf_append(&r->raw, rr.data, rr.len);
+			vs[n].kind = V_UNPARSED;	/* filter_prepare parses */
+			bytes += rr.len;
 		}
-		bytes += rr.len;
 		n++;
 	}
 	*np = n;
 	return (0);
 }
 
-/* Redraw the progress line on stderr, at most once a second. */
+/* Parse a record for filter_prepare, in a worker thread. */
+static int
+parse_record(struct record *r, void *arg, char **cause)
+{
+	struct options	*o = arg;
+
+	return (record_parse_timed(r, o->format, o->text_field, o->id_field,
+	    o->time_field, cause));
+}
+
+/*
+ * After phase 1, in input order: warn about the records that were too long
+ * or did not parse, count them, and apply --on-bad-input.  Returns 0, or
+ * EXIT_DATA when one stops the run (fail): the batch then ends before it,
+ * and the counts forget the records read after it.
+ */
+static int
+screen_batch(struct options *o, struct inflight *b, struct counts *ct)
+{
+	struct verdict	*v;
+	struct record	*r;
+	size_t		 i;
+	int		 policy;
+
+	for (i = 0; i < b->n; i++) {
+		v = &b->vs[i];
+		r = &b->recs[i];
+		if (v->kind != V_BAD && v->kind != V_TOOLONG)
+			continue;
+		policy = o->policy;
+		if (v->kind == V_TOOLONG) {
+			ct->too_long++;
+			/* Passing one would need unbounded memory. */
+			if (policy == POLICY_PASS)
+				policy = POLICY_SKIP;
+		} else
+			ct->invalid++;
+		if (!o->quiet || policy == POLICY_FAIL)
+			log_warnx("%s:%" PRIu64 ": %s: %s", r->file, r->line,
+			    v->error, policy == POLICY_SKIP ? "skipped" :
+			    policy == POLICY_PASS ? "passed through" :
+			    "stopping");
+		if (policy == POLICY_FAIL) {
+			b->n = i;
+			ct->records = r->recno;
+			ct->bytes = r->upto;
+			return (EXIT_DATA);
+		}
+		if (policy == POLICY_SKIP)
+			v->kind = V_SKIP;
+	}
+	return (0);
+}
+
+/*
+ * Redraw the progress line on stderr, at most once a second.  The records
+ * read ahead and not decided yet are left out.
+ */
 static void
-progress(struct counts *ct, double start, int last)
+progress(struct counts *ct, uint64_t ahead, double start, int last)
 {
 	static double	 shown;
 	double		 now = now_seconds();
@@ -950,8 +990,8 @@ progress(struct counts *ct, double start, int last)
 	shown = now;
 	fprintf(stderr, "\rmhfilter: %" PRIu64 " records, %" PRIu64
 	    " unique, %" PRIu64 " duplicates, %.0f records/s\033[K",
-	    ct->records, ct->unique, ct->duplicates,
-	    ct->records / (now - start > 0 ? now - start : 1));
+	    ct->records - ahead, ct->unique, ct->duplicates,
+	    (ct->records - ahead) / (now - start > 0 ? now - start : 1));
 	if (last)
 		fputc('\n', stderr);
 }
@@ -1009,16 +1049,17 @@ main(int argc, char **argv)
 	struct input		*in;
 	struct output		*out;
 	struct filter		*f;
-	struct record		*recs;
-	struct verdict		*vs;
+	struct inflight		 bufs[2], *cur, *next, *t;
+	struct verdict		*v;
 	struct counts		 ct;
 	struct sigaction	 sa;
 	struct lsh_choice	 c;
 	struct stat		 st;
 	char			*cause, *dbfile;
-	size_t			 n, i;
+	size_t			 i, j;
 	double			 start;
 	int			 rc, status = EXIT_OK, eof = 0, outfd, serve;
+	int			 ahead;
 
 	log_init("mhfilter");
 	parse_options(argc, argv, &o);
@@ -1093,30 +1134,67 @@ main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 
+	o.f.parse = parse_record;
+	o.f.parse_arg = &o;
 	f = filter_create(&o.f);
 	in = input_open(argv, argc, o.delim, o.max_bytes);
 	out = output_open(outfd, o.mode, o.format, o.delim);
-	recs = xcalloc(o.batch, sizeof *recs);
-	vs = xcalloc(o.batch, sizeof *vs);
+	for (i = 0; i < 2; i++) {
+		bufs[i].recs = xcalloc(o.batch, sizeof *bufs[i].recs);
+		bufs[i].vs = xcalloc(o.batch, sizeof *bufs[i].vs);
+		bufs[i].fb = fbatch_create(f);
+	}
+	cur = &bufs[0];
+	next = &bufs[1];
 	memset(&ct, 0, sizeof ct);
 	start = now_seconds();
 
-	while (!eof && status == EXIT_OK && !stop_signal) {
-		status = read_batch(&o, in, recs, vs, &n, &ct, &eof);
-		if (n == 0)
-			continue;
+	/*
+	 * Two batches in flight: while one is decided, committed and written,
+	 * the next, when the input has it at once, is read and hashed in the
+	 * background (filter_prepare_start).  A paused producer gets its
+	 * answers without waiting for more input.
+	 */
+	ahead = 0;
+	for (;;) {
+		if (!ahead) {
+			if (eof || status != EXIT_OK || stop_signal)
+				break;
+			status = read_batch(&o, in, cur->recs, cur->vs,
+			    &cur->n, &ct, &eof);
+			if (cur->n == 0)
+				continue;
+			filter_prepare(cur->fb, cur->recs, cur->vs, cur->n);
+		}
+		ahead = 0;
+		filter_prepare_wait(cur->fb);
+		if ((rc = screen_batch(&o, cur, &ct)) != 0) {
+			status = rc;
+			fbatch_truncate(cur->fb, cur->n);
+		}
+		if (!eof && status == EXIT_OK && !stop_signal &&
+		    input_ready(in)) {
+			status = read_batch(&o, in, next->recs, next->vs,
+			    &next->n, &ct, &eof);
+			if (next->n > 0) {
+				filter_prepare_start(next->fb, next->recs,
+				    next->vs, next->n);
+				ahead = 1;
+			}
+		}
 		/* Decide and commit first; only then write. */
-		if ((rc = filter_batch(f, the_index, recs, vs, n, &cause))) {
+		if ((rc = filter_decide(cur->fb, the_index, &cause)) != 0) {
 			log_warnx("%s", cause);
 			free(cause);
 			status = EXIT_ERROR;
 			break;
 		}
-		for (i = 0; i < n; i++) {
-			switch (vs[i].kind) {
+		for (i = 0; i < cur->n; i++) {
+			v = &cur->vs[i];
+			switch (v->kind) {
 			case V_UNIQUE:
 				ct.unique++;
-				ct.replayed += vs[i].replay;
+				ct.replayed += v->replay;
 				break;
 			case V_DUPLICATE:
 				ct.duplicates++;
@@ -1124,21 +1202,28 @@ main(int argc, char **argv)
 			case V_EMPTY:
 				ct.empty++;
 				break;
+			case V_SKIP:
+				continue;
 			}
-			if (output_record(out, &recs[i], &vs[i], &cause) != 0)
+			if (output_record(out, &cur->recs[i], v, &cause) != 0)
 				break;
 		}
-		if (i < n || output_flush(out, &cause) != 0) {
+		if (i < cur->n || output_flush(out, &cause) != 0) {
 			log_warnx("%s", cause);
 			free(cause);
 			status = EXIT_ERROR;
 			break;
 		}
 		if (o.progress)
-			progress(&ct, start, 0);
+			progress(&ct, ahead ? next->n : 0, start, 0);
+		t = cur;
+		cur = next;
+		next = t;
 	}
+	/* A batch read ahead of a failure is neither committed nor written. */
+	filter_prepare_wait(next->fb);
 	if (o.progress)
-		progress(&ct, start, 1);
+		progress(&ct, 0, start, 1);
 	if (stop_signal && status == EXIT_OK) {
 		log_warnx("interrupted by signal %d: every record read so far "
 		    "was committed and written", (int)stop_signal);
@@ -1147,12 +1232,15 @@ main(int argc, char **argv)
 	if (o.stats)
 		print_stats(&ct, f, now_seconds() - start);
 
-	for (i = 0; i < o.batch; i++) {
-		record_free(&recs[i]);
-		verdict_free(&vs[i]);
+	for (j = 0; j < 2; j++) {
+		fbatch_free(bufs[j].fb);
+		for (i = 0; i < o.batch; i++) {
+			record_free(&bufs[j].recs[i]);
+			verdict_free(&bufs[j].vs[i]);
+		}
+		free(bufs[j].recs);
+		free(bufs[j].vs);
 	}
-	free(recs);
-	free(vs);
 	output_close(out);
 	if (outfd != STDOUT_FILENO && close(outfd) == -1 &&
 	    status == EXIT_OK) {

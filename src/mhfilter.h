@@ -136,6 +136,25 @@ size_t		 shingle_set(const struct shingler *, const char *, size_t,
 		    int, struct u64vec *, struct u64vec *);
 double		 jaccard_sorted(const uint64_t *, size_t, const uint64_t *,
 		    size_t);
+/*
+ * A set of shingle hashes, by open addressing: slot i holds a value iff
+ * mark[i] == gen.  Zeroed, it is an empty set; the memory is kept between
+ * builds.
+ */
+struct shset {
+	uint64_t	*slot;
+	uint32_t	*mark;
+	size_t		 size;		/* slots allocated, a power of two */
+	size_t		 mask;		/* slots in use - 1 */
+	uint32_t	 gen;		/* the current build's mark */
+	size_t		 n;		/* values in the set */
+};
+void		 shset_free(struct shset *);
+void		 shset_trim(struct shset *);
+size_t		 shset_build(struct shset *, const uint64_t *, size_t);
+int		 shset_has(const struct shset *, uint64_t);
+double		 shset_jaccard(const struct shset *, struct shset *,
+		    const uint64_t *, size_t);
 
 /* minhash.c */
 void		 minhash_sign(const uint64_t *, size_t, unsigned, uint64_t,
@@ -186,6 +205,7 @@ struct record {
 	uint64_t	 recno;		/* 1-based across all inputs */
 	uint64_t	 line;		/* record number within its file */
 	const char	*file;
+	uint64_t	 upto;		/* input bytes up to its end */
 	int64_t		 time;		/* from --time-field; 0: none */
 };
 int		 record_parse(struct record *, int, const char *, const char *,
@@ -483,12 +503,14 @@ int		 cluster_parse_redirect(const char *, size_t, unsigned *,
 		    char **, int *);
 
 /* filter.c: the algorithm over one batch of records. */
+#define V_UNPARSED	-2	/* read, not parsed yet: filter_prepare parses */
 #define V_PENDING	-1	/* not decided yet: filter_batch decides */
 #define V_UNIQUE	0	/* novel: indexed and written */
 #define V_DUPLICATE	1	/* near-duplicate of an earlier document */
 #define V_EMPTY		2	/* nothing to compare: passed through */
 #define V_BAD		3	/* malformed: passed or skipped by policy */
 #define V_TOOLONG	4	/* over --max-bytes: skipped */
+#define V_SKIP		5	/* left out by --on-bad-input: not written */
 struct filter_opts {
 	struct index_params p;
 	int		 verify;	/* VERIFY_* */
@@ -497,6 +519,9 @@ struct filter_opts {
 	int		 want_pairs;
 	unsigned	 max_candidates;
 	unsigned	 threads;	/* for normalising, shingling, signing */
+	/* Parses V_UNPARSED records in phase 1; 0 or -1 and a cause. */
+	int		(*parse)(struct record *, void *, char **);
+	void		*parse_arg;
 	struct retention ret;		/* expired a bounded amount per batch */
 };
 struct pair {
@@ -507,6 +532,7 @@ struct pair {
 struct verdict {
 	int		 kind;		/* V_* */
 	int		 replay;	/* same id seen before: reported again */
+	char		*error;		/* V_BAD, V_TOOLONG: why */
 	double		 sim;		/* of the best match */
 	struct buf	 match;		/* the best match's external id */
 	struct pair	*pairs;		/* every verified match (--pairs) */
@@ -520,10 +546,20 @@ struct filter_stats {
 	uint64_t	 invalid_utf8;
 };
 struct filter;
+struct fbatch;
 struct filter	*filter_create(const struct filter_opts *);
 void		 filter_free(struct filter *);
 int		 filter_batch(struct filter *, struct index *,
 		    struct record *, struct verdict *, size_t, char **);
+struct fbatch	*fbatch_create(struct filter *);
+void		 fbatch_free(struct fbatch *);
+void		 filter_prepare(struct fbatch *, struct record *,
+		    struct verdict *, size_t);
+void		 filter_prepare_start(struct fbatch *, struct record *,
+		    struct verdict *, size_t);
+void		 filter_prepare_wait(struct fbatch *);
+void		 fbatch_truncate(struct fbatch *, size_t);
+int		 filter_decide(struct fbatch *, struct index *, char **);
 void		 filter_stats(struct filter *, struct filter_stats *);
 void		 verdict_reset(struct verdict *);
 void		 verdict_free(struct verdict *);

@@ -7,8 +7,10 @@
  *   space     white space runs become one space; the ends are trimmed
  *   punct     Unicode punctuation (categories P*) becomes white space
  *
- * Pure ASCII text, most of any real feed, takes a fast path of one table
- * lookup per byte: NFKC is the identity there and case folding is tolower.
+ * ASCII, most of any real feed, takes a fast path of one table lookup per
+ * byte: NFKC is the identity there and case folding is tolower.  Text with
+ * a few other characters takes it too for its long ASCII runs; only the
+ * stretches around the others go through utf8proc (see normalize).
  * Text that is not valid UTF-8 is not rejected: it is normalised as bytes
  * (ASCII folding, spaces, punctuation) and normalize returns 1 so that the
  * shingler treats each byte as a character.
@@ -41,9 +43,33 @@ static const struct {
 #define C_PUNCT	2
 static unsigned char ascii_class[128];
 
+/*
+ * The space and punctuation step runs over the text's segments in turn, as
+ * if over the whole mapped text: its state goes from one segment to the next.
+ */
+struct nstate {
+	struct buf	*out;
+	size_t		 start;		/* where this text's output begins */
+	int		 flags;
+	int		 pending;	/* a space is owed before the next */
+};
+
+/* Code points of a Unicode segment: on the stack, larger on the heap. */
+#define NCP	256
+struct cpbuf {
+	utf8proc_int32_t	*v;
+	utf8proc_ssize_t	 size;
+	utf8proc_int32_t	 local[NCP];
+};
+
 static void	normalize_init(void);
-static int	normalize_bytes(const unsigned char *, size_t, int, struct buf *);
-static int	normalize_utf8(const unsigned char *, size_t, int, struct buf *);
+static int	classify(utf8proc_int32_t);
+static size_t	ascii_span(const unsigned char *, size_t);
+static void	normalize_bytes(const unsigned char *, size_t, struct nstate *);
+static char	*put_cp(struct nstate *, char *, utf8proc_int32_t,
+		    const unsigned char *, size_t);
+static int	normalize_segment(const unsigned char *, size_t,
+		    struct nstate *, struct cpbuf *);
 
 /* Parse a comma list of step names, or "none". */
 int
@@ -133,20 +159,38 @@ classify(utf8proc_int32_t cp)
 	return (0);
 }
 
+/* The length of the run of ASCII bytes at the start of p. */
+static size_t
+ascii_span(const unsigned char *p, size_t len)
+{
+	uint64_t	 w;
+	size_t		 i;
+
+	for (i = 0; i + 8 <= len; i += 8) {
+		memcpy(&w, p + i, 8);
+		if (w & 0x8080808080808080ULL)
+			break;
+	}
+	while (i < len && p[i] < 0x80)
+		i++;
+	return (i);
+}
+
 /*
  * The byte path, for ASCII and for invalid UTF-8: one table lookup a byte.
  * Bytes at or above 0x80 are copied as they are.
  */
-static int
-normalize_bytes(const unsigned char *p, size_t len, int flags,
-    struct buf *out)
+static void
+normalize_bytes(const unsigned char *p, size_t len, struct nstate *st)
 {
-	size_t	 i;
-	char	*w;
-	int	 c, pending = 0, space;
+	struct buf	*out = st->out;
+	size_t		 i;
+	char		*w, *first;
+	int		 c, flags = st->flags, pending = st->pending, space;
 
-	buf_reserve(out, len);
+	buf_reserve(out, len + 1);	/* and a space owed from before */
 	w = out->data + out->len;
+	first = out->data + st->start;
 	for (i = 0; i < len; i++) {
 		c = p[i];
 		space = c < 128 && (ascii_class[c] == C_SPACE ||
@@ -159,87 +203,179 @@ normalize_bytes(const unsigned char *p, size_t len, int flags,
 			c = (ascii_class[c] == C_PUNCT) ? ' ' : c;
 		else if ((flags & NORM_CASEFOLD) && c >= 'A' && c <= 'Z')
 			c += 'a' - 'A';
-		if (pending && w != out->data + out->len)
+		if (pending && w != first)
 			*w++ = ' ';
 		pending = 0;
 		*w++ = c;
 	}
 	out->len = w - out->data;
 	out->data[out->len] = '\0';
-	return (0);
+	st->pending = pending;
 }
 
-/* The Unicode path: utf8proc maps, then spaces and punctuation. */
-static int
-normalize_utf8(const unsigned char *p, size_t len, int flags,
-    struct buf *out)
+/*
+ * The space and punctuation step for one mapped code point, written at w
+ * (room reserved): its UTF-8 is n bytes at src, or encoded when src is NULL.
+ * Returns the new end.
+ */
+static char *
+put_cp(struct nstate *st, char *w, utf8proc_int32_t cp,
+    const unsigned char *src, size_t n)
 {
-	utf8proc_uint8_t	*mapped = NULL;
+	int	 class;
+
+	class = classify(cp);
+	if (class == C_PUNCT && (~st->flags & NORM_PUNCT))
+		class = 0;
+	if (class != 0 && (st->flags & NORM_SPACE)) {
+		st->pending = 1;
+		return (w);
+	}
+	if (class == C_PUNCT) {
+		*w++ = ' ';
+		return (w);
+	}
+	if (st->pending && w != st->out->data + st->start)
+		*w++ = ' ';
+	st->pending = 0;
+	if (src == NULL)
+		return (w + utf8proc_encode_char(cp, (utf8proc_uint8_t *)w));
+	memcpy(w, src, n);
+	return (w + n);
+}
+
+/*
+ * The Unicode path for one segment: utf8proc maps (as utf8proc_map would,
+ * into cb rather than a new allocation), then spaces and punctuation.
+ * Returns -1 if the segment is not valid UTF-8.
+ */
+static int
+normalize_segment(const unsigned char *p, size_t len, struct nstate *st,
+    struct cpbuf *cb)
+{
+	struct buf		*out = st->out;
 	utf8proc_ssize_t	 n, i, step;
 	utf8proc_int32_t	 cp;
-	int			 options, pending = 0, class;
-	size_t			 start = out->len;
+	char			*w;
+	int			 options;
+
+	if ((st->flags & (NORM_NFKC|NORM_CASEFOLD)) == 0) {
+		/* No mapping: copy each code point; 2 bytes a byte at most. */
+		buf_reserve(out, 2 * len);
+		w = out->data + out->len;
+		for (i = 0; i < (utf8proc_ssize_t)len; i += step) {
+			step = utf8proc_iterate(p + i, len - i, &cp);
+			if (step < 0)
+				return (-1);
+			w = put_cp(st, w, cp, p + i, step);
+		}
+		out->len = w - out->data;
+		out->data[out->len] = '\0';
+		return (0);
+	}
 
 	options = UTF8PROC_STABLE;
-	if (flags & NORM_NFKC)
+	if (st->flags & NORM_NFKC)
 		options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT;
-	if (flags & NORM_CASEFOLD)
+	if (st->flags & NORM_CASEFOLD)
 		options |= UTF8PROC_CASEFOLD;
-	if (flags & (NORM_NFKC|NORM_CASEFOLD)) {
-		if (~flags & NORM_NFKC)
-			options |= UTF8PROC_COMPOSE;	/* keep NFC */
-		n = utf8proc_map(p, len, &mapped, options);
-		if (n < 0)
-			return (-1);
-		p = mapped;
-		len = n;
+	if (~st->flags & NORM_NFKC)
+		options |= UTF8PROC_COMPOSE;	/* keep NFC */
+	n = utf8proc_decompose_custom(p, len, cb->v, cb->size, options, NULL,
+	    NULL);
+	if (n > cb->size) {
+		if (cb->v != cb->local)
+			free(cb->v);
+		cb->v = xreallocarray(NULL, n, sizeof *cb->v);
+		cb->size = n;
+		n = utf8proc_decompose_custom(p, len, cb->v, cb->size, options,
+		    NULL, NULL);
 	}
-	buf_reserve(out, len);
-	for (i = 0; i < (utf8proc_ssize_t)len; i += step) {
-		step = utf8proc_iterate(p + i, len - i, &cp);
-		if (step < 0) {
-			free(mapped);
-			out->len = start;
-			return (-1);
-		}
-		class = classify(cp);
-		if (class == C_PUNCT && (~flags & NORM_PUNCT))
-			class = 0;
-		if (class != 0 && (flags & NORM_SPACE)) {
-			pending = 1;
-			continue;
-		}
-		if (class == C_PUNCT) {
-			buf_append(out, " ", 1);
-			continue;
-		}
-		if (pending && out->len != start)
-			buf_append(out, " ", 1);
-		pending = 0;
-		buf_append(out, p + i, step);
-	}
-	free(mapped);
+	if (n >= 0)
+		n = utf8proc_normalize_utf32(cb->v, n, options);
+	if (n < 0)
+		return (-1);
+
+	/* At most 4 bytes a code point and a space before it. */
+	buf_reserve(out, 5 * (size_t)n);
+	w = out->data + out->len;
+	for (i = 0; i < n; i++)
+		w = put_cp(st, w, cb->v[i], NULL, 0);
+	out->len = w - out->data;
+	out->data[out->len] = '\0';
 	return (0);
 }
 
 /*
  * Append the normalised form of text to out.  Returns 0, or 1 when the text
  * was not valid UTF-8 and was normalised as bytes.
+ *
+ * The text is cut into segments: runs of ASCII take the byte path, the
+ * rest the Unicode path, and the output is the same as the Unicode path's
+ * over the whole text.  A cut is made only just before an ASCII character,
+ * and the ASCII character just before a non-ASCII one goes with the Unicode
+ * segment, since it may compose with what follows (e and U+0301).  Such a
+ * cut changes nothing: utf8proc decomposes (and folds) each character on its
+ * own; canonical reordering moves only marks of nonzero combining class,
+ * and ASCII is class 0; and composition never takes an ASCII character as
+ * the second of a pair, so an ASCII character always begins a new starter
+ * and composition from there on does not see what came before.  Whatever a
+ * segment maps to (ASCII from U+212A, marks from U+0130) is thus its share
+ * of the whole text's mapping.  A segment that is not valid UTF-8 makes the
+ * whole text so, as an ASCII byte is never part of a multibyte sequence.
  */
 int
 normalize(const char *text, size_t len, int flags, struct buf *out)
 {
 	const unsigned char	*p = (const unsigned char *)text;
-	size_t			 i;
-	unsigned char		 high = 0;
+	struct nstate		 st;
+	struct cpbuf		 cb;
+	size_t			 pos, high, cut, end;
+	int			 rv = 0;
 
 	normalize_init();
-	for (i = 0; i < len; i++)
-		high |= p[i];
-	if (high < 0x80)
-		return (normalize_bytes(p, len, flags, out));
-	if (normalize_utf8(p, len, flags, out) == 0)
+	st.out = out;
+	st.start = out->len;
+	st.flags = flags;
+	st.pending = 0;
+	high = ascii_span(p, len);
+	if (high == len) {
+		normalize_bytes(p, len, &st);
 		return (0);
-	normalize_bytes(p, len, flags, out);
-	return (1);
+	}
+
+	cb.v = cb.local;
+	cb.size = NCP;
+	pos = 0;
+	for (;;) {
+		/*
+		 * ASCII from pos up to the character before the non-ASCII
+		 * byte at high; pos is 0 or after a Unicode segment, where
+		 * the byte is ASCII, so cut is never before a non-ASCII byte.
+		 */
+		cut = high > pos ? high - 1 : high;
+		normalize_bytes(p + pos, cut - pos, &st);
+		for (end = high; end < len && p[end] >= 0x80; end++)
+			/* nothing */;
+		if (normalize_segment(p + cut, end - cut, &st, &cb) != 0) {
+			rv = 1;
+			break;
+		}
+		if (end == len)
+			break;
+		pos = end;
+		high = pos + ascii_span(p + pos, len - pos);
+		if (high == len) {
+			normalize_bytes(p + pos, len - pos, &st);
+			break;
+		}
+	}
+	if (cb.v != cb.local)
+		free(cb.v);
+	if (rv == 1) {
+		out->len = st.start;
+		st.pending = 0;
+		normalize_bytes(p, len, &st);
+	}
+	return (rv);
 }

@@ -204,3 +204,128 @@ jaccard_sorted(const uint64_t *a, size_t na, const uint64_t *b, size_t nb)
 	}
 	return ((double)both / (double)(na + nb - both));
 }
+
+/*
+ * Shingle sets by hashing, for exact verification, where sorting both sets
+ * was the cost.  Open addressing with linear probing, at most half full.
+ * The values are XXH3 hashes, uniform already: the low bits are the home
+ * slot.  Any value is legal (0 too), so a slot is in use iff its mark is
+ * the set's generation; a build bumps the generation instead of clearing
+ * the table, which is cleared only when the generation wraps.
+ */
+#define SHSET_MIN	16
+#define SHSET_KEEP	(1U << 16)	/* slots kept by shset_trim */
+
+/* Start an empty set with room for up to n values. */
+static void
+shset_reset(struct shset *s, size_t n)
+{
+	size_t	 want = SHSET_MIN;
+
+	while (want / 2 < n)
+		want <<= 1;
+	if (want > s->size) {
+		free(s->slot);
+		free(s->mark);
+		s->slot = xreallocarray(NULL, want, sizeof *s->slot);
+		s->mark = xcalloc(want, sizeof *s->mark);
+		s->size = want;
+		s->gen = 0;
+	}
+	s->mask = want - 1;
+	if (++s->gen == 0) {
+		memset(s->mark, 0, s->size * sizeof *s->mark);
+		s->gen = 1;
+	}
+	s->n = 0;
+}
+
+/* Add a value to a set; returns 1 if it was not there before. */
+static inline int
+shset_add(struct shset *s, uint64_t x)
+{
+	size_t	 i = x & s->mask;
+
+	while (s->mark[i] == s->gen) {
+		if (s->slot[i] == x)
+			return (0);
+		i = (i + 1) & s->mask;
+	}
+	s->mark[i] = s->gen;
+	s->slot[i] = x;
+	s->n++;
+	return (1);
+}
+
+/* Is a value in a set?  Inlined where it is the inner loop. */
+static inline int
+shset_find(const struct shset *s, uint64_t x)
+{
+	size_t	 i = x & s->mask;
+
+	if (s->n == 0)
+		return (0);
+	while (s->mark[i] == s->gen) {
+		if (s->slot[i] == x)
+			return (1);
+		i = (i + 1) & s->mask;
+	}
+	return (0);
+}
+
+/* Free a set's memory; it is empty again. */
+void
+shset_free(struct shset *s)
+{
+	free(s->slot);
+	free(s->mark);
+	memset(s, 0, sizeof *s);
+}
+
+/* Free a set's memory if it grew past what is worth keeping for reuse. */
+void
+shset_trim(struct shset *s)
+{
+	if (s->size > SHSET_KEEP)
+		shset_free(s);
+}
+
+/* Make s the set of the values h[0..n) (with repeats).  Returns its size. */
+size_t
+shset_build(struct shset *s, const uint64_t *h, size_t n)
+{
+	size_t	 i;
+
+	shset_reset(s, n);
+	for (i = 0; i < n; i++)
+		shset_add(s, h[i]);
+	return (s->n);
+}
+
+/* Is a value in the set? */
+int
+shset_has(const struct shset *s, uint64_t x)
+{
+	return (shset_find(s, x));
+}
+
+/*
+ * Jaccard similarity of the set mine and the set of the values h[0..n)
+ * (with repeats), which is built in scratch (not mine).  The same value as
+ * jaccard_sorted() on the two sorted sets; two empty sets are equal.
+ */
+double
+shset_jaccard(const struct shset *mine, struct shset *scratch,
+    const uint64_t *h, size_t n)
+{
+	size_t	 i, both = 0;
+
+	shset_reset(scratch, n);
+	for (i = 0; i < n; i++) {
+		if (shset_add(scratch, h[i]) && shset_find(mine, h[i]))
+			both++;
+	}
+	if (mine->n == 0 && scratch->n == 0)
+		return (1.0);
+	return ((double)both / (double)(mine->n + scratch->n - both));
+}

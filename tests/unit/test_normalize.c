@@ -1,7 +1,9 @@
 /*
  * Unit tests for normalize.c: the ASCII fast path, the Unicode path
  * (case folding, NFKC, Unicode white space and punctuation), invalid UTF-8,
- * the flag names, and the agreement of the two paths on ASCII text.
+ * the flag names, and the agreement of the two paths on ASCII text.  Mixed
+ * text is cut into ASCII and Unicode segments; a differential test holds
+ * that to the whole-text algorithm it replaced, kept here as the oracle.
  *
  * Normalisation changes every shingle, so its output is part of the stored
  * scheme: a case that changes here needs MHF_SCHEME bumped.
@@ -19,11 +21,37 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <utf8proc.h>
 
 #include "mhfilter.h"
 
 #define D	NORM_DEFAULT
 #define A	NORM_ALL
+
+#ifndef nitems
+#define nitems(a)	(sizeof (a) / sizeof (a)[0])
+#endif
+
+/* The oracle's ASCII classes, as normalize.c's. */
+#define R_SPACE	1
+#define R_PUNCT	2
+static unsigned char ref_class[128];
+
+/* A piece of generated text: bytes and their length (may hold NUL). */
+struct piece {
+	const char	*s;
+	size_t		 len;
+};
+#define PIECE(s)	{ s, sizeof s - 1 }
+
+static void	ref_init(void);
+static int	ref_classify(utf8proc_int32_t);
+static void	ref_bytes(const unsigned char *, size_t, int, struct buf *);
+static int	ref_utf8(const unsigned char *, size_t, int, struct buf *);
+static int	ref_normalize(const char *, size_t, int, struct buf *);
+static uint64_t	rnd(uint64_t *);
+static const char *hex(const char *, size_t);
+static void	check_same(const char *, size_t, int, const char *, size_t);
 
 /* A table of cases: input, flags, expected output and return value. */
 static const struct ncase {
@@ -197,6 +225,418 @@ test_paths_agree(void **state)
 	buf_free(&slow);
 }
 
+/*
+ * The oracle: normalize as it was before the text was cut into segments,
+ * utf8proc_map over the whole text and then spaces and punctuation, or
+ * the byte path over the whole text.  Its output is the stored scheme.
+ */
+static void
+ref_init(void)
+{
+	int	 c, cat;
+
+	for (c = 0; c < 128; c++) {
+		cat = utf8proc_category(c);
+		if (c == ' ' || (c >= '\t' && c <= '\r'))
+			ref_class[c] = R_SPACE;
+		else if (cat >= UTF8PROC_CATEGORY_PC &&
+		    cat <= UTF8PROC_CATEGORY_PO)
+			ref_class[c] = R_PUNCT;
+	}
+}
+
+/* The oracle's classification of a code point. */
+static int
+ref_classify(utf8proc_int32_t cp)
+{
+	int	 cat;
+
+	if (cp < 128)
+		return (ref_class[cp]);
+	if (cp == 0x85)
+		return (R_SPACE);
+	cat = utf8proc_category(cp);
+	if (cat == UTF8PROC_CATEGORY_ZS || cat == UTF8PROC_CATEGORY_ZL ||
+	    cat == UTF8PROC_CATEGORY_ZP)
+		return (R_SPACE);
+	if (cat >= UTF8PROC_CATEGORY_PC && cat <= UTF8PROC_CATEGORY_PO)
+		return (R_PUNCT);
+	return (0);
+}
+
+/* The oracle's byte path, over the whole text. */
+static void
+ref_bytes(const unsigned char *p, size_t len, int flags, struct buf *out)
+{
+	size_t	 i;
+	char	*w;
+	int	 c, pending = 0, space;
+
+	buf_reserve(out, len);
+	w = out->data + out->len;
+	for (i = 0; i < len; i++) {
+		c = p[i];
+		space = c < 128 && (ref_class[c] == R_SPACE ||
+		    ((flags & NORM_PUNCT) && ref_class[c] == R_PUNCT));
+		if (space && (flags & NORM_SPACE)) {
+			pending = 1;
+			continue;
+		}
+		if (space)
+			c = (ref_class[c] == R_PUNCT) ? ' ' : c;
+		else if ((flags & NORM_CASEFOLD) && c >= 'A' && c <= 'Z')
+			c += 'a' - 'A';
+		if (pending && w != out->data + out->len)
+			*w++ = ' ';
+		pending = 0;
+		*w++ = c;
+	}
+	out->len = w - out->data;
+	out->data[out->len] = '\0';
+}
+
+/* The oracle's Unicode path: utf8proc_map over the whole text. */
+static int
+ref_utf8(const unsigned char *p, size_t len, int flags, struct buf *out)
+{
+	utf8proc_uint8_t	*mapped = NULL;
+	utf8proc_ssize_t	 n, i, step;
+	utf8proc_int32_t	 cp;
+	int			 options, pending = 0, class;
+	size_t			 start = out->len;
+
+	options = UTF8PROC_STABLE;
+	if (flags & NORM_NFKC)
+		options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT;
+	if (flags & NORM_CASEFOLD)
+		options |= UTF8PROC_CASEFOLD;
+	if (flags & (NORM_NFKC|NORM_CASEFOLD)) {
+		if (~flags & NORM_NFKC)
+			options |= UTF8PROC_COMPOSE;
+		n = utf8proc_map(p, len, &mapped, options);
+		if (n < 0)
+			return (-1);
+		p = mapped;
+		len = n;
+	}
+	buf_reserve(out, len);
+	for (i = 0; i < (utf8proc_ssize_t)len; i += step) {
+		step = utf8proc_iterate(p + i, len - i, &cp);
+		if (step < 0) {
+			free(mapped);
+			out->len = start;
+			return (-1);
+		}
+		class = ref_classify(cp);
+		if (class == R_PUNCT && (~flags & NORM_PUNCT))
+			class = 0;
+		if (class != 0 && (flags & NORM_SPACE)) {
+			pending = 1;
+			continue;
+		}
+		if (class == R_PUNCT) {
+			buf_append(out, " ", 1);
+			continue;
+		}
+		if (pending && out->len != start)
+			buf_append(out, " ", 1);
+		pending = 0;
+		buf_append(out, p + i, step);
+	}
+	free(mapped);
+	return (0);
+}
+
+/* The oracle's normalize. */
+static int
+ref_normalize(const char *text, size_t len, int flags, struct buf *out)
+{
+	const unsigned char	*p = (const unsigned char *)text;
+	size_t			 i;
+	unsigned char		 high = 0;
+
+	if (ref_class[' '] == 0)
+		ref_init();
+	for (i = 0; i < len; i++)
+		high |= p[i];
+	if (high < 0x80) {
+		ref_bytes(p, len, flags, out);
+		return (0);
+	}
+	if (ref_utf8(p, len, flags, out) == 0)
+		return (0);
+	ref_bytes(p, len, flags, out);
+	return (1);
+}
+
+/* A fixed pseudo-random sequence (xorshift64*), the same everywhere. */
+static uint64_t
+rnd(uint64_t *s)
+{
+	*s ^= *s >> 12;
+	*s ^= *s << 25;
+	*s ^= *s >> 27;
+	return (*s * 0x2545f4914f6cdd1dULL);
+}
+
+/* Bytes as escaped text for a failure message (the start of a long one). */
+static const char *
+hex(const char *p, size_t len)
+{
+	static char	 s[1024];
+	size_t		 i, used = 0;
+	unsigned char	 c;
+
+	for (i = 0; i < len && used + 8 < sizeof s; i++) {
+		c = p[i];
+		if (c >= 0x20 && c < 0x7f && c != '\\')
+			s[used++] = c;
+		else
+			used += snprintf(s + used, sizeof s - used, "\\x%02x",
+			    c);
+	}
+	s[used] = '\0';
+	return (s);
+}
+
+/*
+ * normalize and the oracle agree on text with flags: the return value and
+ * the output, appended after pre.
+ */
+static void
+check_same(const char *text, size_t len, int flags, const char *pre,
+    size_t prelen)
+{
+	static struct buf	 got, want;
+	int			 rv, refrv;
+
+	got.len = want.len = 0;
+	buf_append(&got, pre, prelen);
+	buf_append(&want, pre, prelen);
+	rv = normalize(text, len, flags, &got);
+	refrv = ref_normalize(text, len, flags, &want);
+	if (rv != refrv || got.len != want.len ||
+	    memcmp(got.data, want.data, got.len) != 0) {
+		fprintf(stderr, "input  \"%s\"\n", hex(text, len));
+		fprintf(stderr, "want   \"%s\" (%d)\n", hex(want.data,
+		    want.len), refrv);
+		fprintf(stderr, "got    \"%s\" (%d)\n", hex(got.data, got.len),
+		    rv);
+		fail_msg("flags %#x, prefix %zu bytes: normalize differs "
+		    "from the oracle", flags, prelen);
+	}
+	assert_int_equal(got.data[got.len], '\0');
+}
+
+/*
+ * Differential: random text of ASCII words, white space, punctuation and
+ * pieces that are hard for the cut (marks after ASCII letters, characters
+ * that fold or decompose to ASCII or to marks, Unicode spaces and
+ * punctuation, Hangul, invalid UTF-8 in some cases), every flag set, with
+ * and without text before in the buffer, against the whole-text oracle.
+ */
+static void
+test_differential(void **state)
+{
+	static const struct piece ascii[] = {
+		PIECE("a"), PIECE("e"), PIECE("E"), PIECE("i"), PIECE("I"),
+		PIECE("K"), PIECE("k"), PIECE("s"), PIECE("S"), PIECE("ss"),
+		PIECE("A"), PIECE("o"), PIECE("the"), PIECE("Hello"),
+		PIECE("WORLD"), PIECE("fi"), PIECE("x2"), PIECE("42"),
+		PIECE("$5"), PIECE("+"), PIECE("<x>"), PIECE("~"), PIECE("\0"),
+		PIECE("\x7f"), PIECE("\x01"),
+	};
+	static const struct piece space[] = {
+		PIECE(" "), PIECE("  "), PIECE("\t"), PIECE("\n"),
+		PIECE("\r\n"), PIECE("\v\f"), PIECE(" \t "),
+	};
+	static const struct piece punct[] = {
+		PIECE(","), PIECE("."), PIECE("!"), PIECE("-"), PIECE("("),
+		PIECE(")"), PIECE("_"), PIECE("'"), PIECE("\""), PIECE("..."),
+		PIECE(", "), PIECE("?!"),
+	};
+	static const struct piece uni[] = {
+		PIECE("\xcc\x81"),		/* U+0301 acute */
+		PIECE("\xcc\x88"),		/* U+0308 diaeresis */
+		PIECE("\xcc\xa3"),		/* U+0323 dot below (ccc 220) */
+		PIECE("\xcd\x85"),		/* U+0345, folds to iota */
+		PIECE("\xcd\x80"),		/* U+0340, to U+0300 */
+		PIECE("\xcd\x84"),		/* U+0344, to two marks */
+		PIECE("e\xcc\x81"),
+		PIECE("E\xcc\x88\xcc\xa3"),
+		PIECE("\xc3\xa9"),		/* é */
+		PIECE("\xc3\x89"),		/* É */
+		PIECE("\xc3\xb1"),		/* ñ */
+		PIECE("\xc4\xb0"),		/* U+0130, folds to i U+0307 */
+		PIECE("\xe2\x84\xaa"),		/* U+212A Kelvin */
+		PIECE("\xe2\x84\xa6"),		/* U+2126 Ohm */
+		PIECE("\xe2\x84\xab"),		/* U+212B Angstrom */
+		PIECE("\xef\xbc\xa1"),		/* fullwidth A */
+		PIECE("\xef\xbd\x85"),		/* fullwidth e */
+		PIECE("\xef\xbc\x81"),		/* fullwidth ! */
+		PIECE("\xef\xbc\x8c"),		/* fullwidth comma */
+		PIECE("\xef\xac\x81"),		/* U+FB01 fi */
+		PIECE("\xef\xac\x80"),		/* U+FB00 ff */
+		PIECE("\xc3\x9f"),		/* ß */
+		PIECE("\xe1\xba\x9e"),		/* U+1E9E capital sharp s */
+		PIECE("\xcf\x82"),		/* final sigma */
+		PIECE("\xce\xa3"),		/* capital sigma */
+		PIECE("\xce\x86"),		/* Greek A with tonos */
+		PIECE("\xc7\x84"),		/* U+01C4 DZ caron */
+		PIECE("\xc2\xbd"),		/* ½ */
+		PIECE("\xc2\xb2"),		/* superscript 2 */
+		PIECE("\xe2\x91\xb4"),		/* U+2474 (1) */
+		PIECE("\xe2\x80\xa4"),		/* U+2024 one dot leader */
+		PIECE("\xef\xb9\x90"),		/* U+FE50 small comma */
+		PIECE("\xef\xb7\xba"),		/* U+FDFA, 18 code points */
+		PIECE("\xc2\xa0"),		/* no-break space */
+		PIECE("\xe2\x80\x83"),		/* em space */
+		PIECE("\xe2\x80\x82"),		/* en space */
+		PIECE("\xe3\x80\x80"),		/* ideographic space */
+		PIECE("\xe2\x80\xa8"),		/* line separator */
+		PIECE("\xc2\x85"),		/* next line */
+		PIECE("\xe2\x80\x94"),		/* em dash */
+		PIECE("\xe2\x80\x9c"), PIECE("\xe2\x80\x9d"),
+		PIECE("\xe2\x80\x98"), PIECE("\xe2\x80\x99"),
+		PIECE("\xc2\xab"), PIECE("\xc2\xbb"),
+		PIECE("\xea\xb0\x80"),		/* U+AC00 Hangul LV */
+		PIECE("\xea\xb0\x81"),		/* U+AC01 Hangul LVT */
+		PIECE("\xe1\x84\x80"),		/* U+1100 jamo L */
+		PIECE("\xe1\x85\xa1"),		/* U+1161 jamo V */
+		PIECE("\xe1\x86\xa8"),		/* U+11A8 jamo T */
+		PIECE("\xe0\xad\x87"),		/* U+0B47 Oriya E */
+		PIECE("\xe0\xac\xbe"),		/* U+0B3E, composes, class 0 */
+		PIECE("\xe2\x82\xac"),		/* euro */
+		PIECE("\xe4\xb8\xad"),		/* CJK */
+		PIECE("\xf0\x9d\x90\x80"),	/* U+1D400 bold A */
+		PIECE("\xf0\x9f\x98\x80"),	/* emoji */
+		PIECE("\xd0\x9f\xd1\x80\xd0\xb8"),	/* Cyrillic */
+	};
+	static const struct piece bad[] = {
+		PIECE("\xff"), PIECE("\xc3"), PIECE("\x80"), PIECE("\xbf"),
+		PIECE("\xed\xa0\x80"), PIECE("\xc0\xaf"),
+		PIECE("\xf4\x90\x80\x80"), PIECE("\xe2\x80"),
+		PIECE("\xf0\x9f\x98"),
+	};
+	struct buf	 text = { 0 };
+	const struct piece *pc;
+	uint64_t	 seed = 0x6d6866696c746572ULL, r;
+	int		 n, i, k, flags, invalid;
+
+	for (n = 0; n < 5000; n++) {
+		text.len = 0;
+		invalid = rnd(&seed) % 8 == 0;
+		k = rnd(&seed) % 32;
+		for (i = 0; i < k; i++) {
+			r = rnd(&seed) % 100;
+			if (invalid && r < 3)
+				pc = &bad[rnd(&seed) % nitems(bad)];
+			else if (r < 40)
+				pc = &ascii[rnd(&seed) % nitems(ascii)];
+			else if (r < 55)
+				pc = &space[rnd(&seed) % nitems(space)];
+			else if (r < 65)
+				pc = &punct[rnd(&seed) % nitems(punct)];
+			else
+				pc = &uni[rnd(&seed) % nitems(uni)];
+			buf_append(&text, pc->s, pc->len);
+		}
+		if (invalid && k > 0 && rnd(&seed) % 2 == 0) {
+			/* Also once at a random place. */
+			pc = &bad[rnd(&seed) % nitems(bad)];
+			i = rnd(&seed) % (text.len + 1);
+			buf_reserve(&text, pc->len);
+			memmove(text.data + i + pc->len, text.data + i,
+			    text.len - i);
+			memcpy(text.data + i, pc->s, pc->len);
+			text.len += pc->len;
+		}
+		for (flags = 0; flags <= NORM_ALL; flags++) {
+			check_same(text.data, text.len, flags, "", 0);
+			if (n % 4 == 0)
+				check_same(text.data, text.len, flags, "pre: ",
+				    5);
+		}
+	}
+	buf_free(&text);
+}
+
+/*
+ * Unicode segments longer than normalize's buffer on the stack, and long
+ * ASCII runs with a few other characters, against the oracle.
+ */
+static void
+test_long_segments(void **state)
+{
+	static const struct piece run[] = {
+		PIECE("\xea\xb0\x81"),		/* Hangul LVT: 3 code points */
+		PIECE("\xef\xb7\xba"),		/* U+FDFA: 18 under NFKC */
+		PIECE("\xd0\x9f\xd1\x80\xd0\xb8"),
+		PIECE("e\xcc\x81\xcc\xa3"),
+		PIECE("\xe2\x80\x83"),
+	};
+	struct buf	 text = { 0 };
+	size_t		 i, j;
+	int		 flags;
+
+	for (i = 0; i < nitems(run); i++) {
+		text.len = 0;
+		buf_append(&text, "Start ", 6);
+		for (j = 0; j < 1500; j++)
+			buf_append(&text, run[i].s, run[i].len);
+		buf_append(&text, " End", 4);
+		for (flags = 0; flags <= NORM_ALL; flags++)
+			check_same(text.data, text.len, flags, "", 0);
+	}
+
+	text.len = 0;
+	for (j = 0; j < 2000; j++) {
+		buf_append(&text, "Some ASCII text, Words. ", 24);
+		if (j % 7 == 0)
+			buf_append(&text, run[j % nitems(run)].s,
+			    run[j % nitems(run)].len);
+	}
+	for (flags = 0; flags <= NORM_ALL; flags++)
+		check_same(text.data, text.len, flags, "", 0);
+	buf_free(&text);
+}
+
+/*
+ * Every assigned character, between ASCII letters on both sides and in
+ * each kind of segment, for the flag sets that map: no character's mapping
+ * reaches across a cut.
+ */
+static void
+test_every_char(void **state)
+{
+	static const int fl[] = { NORM_CASEFOLD, NORM_NFKC,
+	    NORM_CASEFOLD | NORM_NFKC, NORM_ALL };
+	unsigned char	 text[64], enc[4];
+	utf8proc_int32_t cp;
+	size_t		 len, n, i;
+	int		 cat;
+
+	for (cp = 0x80; cp < 0x110000; cp++) {
+		cat = utf8proc_category(cp);
+		if (cat == UTF8PROC_CATEGORY_CN ||
+		    cat == UTF8PROC_CATEGORY_CO || cat == UTF8PROC_CATEGORY_CS)
+			continue;
+		n = utf8proc_encode_char(cp, enc);
+		/* "A" X "b" X "Cd" X "E": cuts before b, C, d and E. */
+		len = 0;
+		text[len++] = 'A';
+		memcpy(text + len, enc, n), len += n;
+		text[len++] = 'b';
+		memcpy(text + len, enc, n), len += n;
+		text[len++] = 'C';
+		text[len++] = 'd';
+		memcpy(text + len, enc, n), len += n;
+		text[len++] = 'E';
+		for (i = 0; i < nitems(fl); i++)
+			check_same((char *)text, len, fl[i], "", 0);
+	}
+}
+
 /* Names to flags and back, for every combination. */
 static void
 test_names(void **state)
@@ -271,6 +711,9 @@ main(void)
 		cmocka_unit_test(test_table),
 		cmocka_unit_test(test_appends),
 		cmocka_unit_test(test_paths_agree),
+		cmocka_unit_test(test_differential),
+		cmocka_unit_test(test_long_segments),
+		cmocka_unit_test(test_every_char),
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_names_bad),
 	};

@@ -363,6 +363,363 @@ test_jaccard(void **state)
 	}
 }
 
+/* A xorshift64 generator for the tests' values. */
+static uint64_t
+next_rand(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return (*x);
+}
+
+/* The Jaccard similarity of two multisets the old way: sort, dedupe. */
+static double
+ref_jaccard(const uint64_t *a, size_t na, const uint64_t *b, size_t nb)
+{
+	struct u64vec	 sa = { 0 }, sb = { 0 }, scratch = { 0 };
+	struct u64vec	*v[2] = { &sa, &sb };
+	const uint64_t	*in[2] = { a, b };
+	size_t		 nin[2] = { na, nb }, i, k, n;
+	double		 sim;
+
+	for (k = 0; k < 2; k++) {
+		for (i = 0; i < nin[k]; i++)
+			u64vec_push(v[k], in[k][i]);
+		sort_u64(v[k]->v, v[k]->n, &scratch);
+		for (i = 0, n = 0; i < v[k]->n; i++) {
+			if (n == 0 || v[k]->v[i] != v[k]->v[n - 1])
+				v[k]->v[n++] = v[k]->v[i];
+		}
+		v[k]->n = n;
+	}
+	sim = jaccard_sorted(sa.v, sa.n, sb.v, sb.n);
+	u64vec_free(&sa);
+	u64vec_free(&sb);
+	u64vec_free(&scratch);
+	return (sim);
+}
+
+/* How many distinct values a multiset has, and is x one of them? */
+static size_t
+ref_distinct(const uint64_t *a, size_t na)
+{
+	size_t	 i, j, n = 0;
+
+	for (i = 0; i < na; i++) {
+		for (j = 0; j < i && a[j] != a[i]; j++)
+			;
+		n += j == i;
+	}
+	return (n);
+}
+
+/* Is x among a[0..na)? */
+static int
+ref_has(const uint64_t *a, size_t na, uint64_t x)
+{
+	size_t	 i;
+
+	for (i = 0; i < na; i++) {
+		if (a[i] == x)
+			return (1);
+	}
+	return (0);
+}
+
+/*
+ * Check shset against sort and merge for the multisets a and b, both ways
+ * round, through the sets mine and scratch (reused from call to call):
+ * the size, membership and exactly the same similarity.
+ */
+static void
+check_shset(struct shset *mine, struct shset *scratch, const uint64_t *a,
+    size_t na, const uint64_t *b, size_t nb, int slow)
+{
+	double	 want, got;
+	size_t	 i, n;
+
+	want = ref_jaccard(a, na, b, nb);
+	n = shset_build(mine, a, na);
+	assert_int_equal(n, mine->n);
+	assert_true(2 * mine->n <= mine->mask + 1);	/* at most half full */
+	for (i = 0; i < na; i++)
+		assert_true(shset_has(mine, a[i]));
+	if (slow) {
+		assert_int_equal(n, ref_distinct(a, na));
+		for (i = 0; i < nb; i++)
+			assert_int_equal(shset_has(mine, b[i]),
+			    ref_has(a, na, b[i]));
+	}
+	got = shset_jaccard(mine, scratch, b, nb);
+	if (got != want)
+		fail_msg("shset_jaccard of %zu and %zu values: %.17g, want "
+		    "%.17g", na, nb, got, want);
+	assert_true(2 * scratch->n <= scratch->mask + 1);
+
+	/* The other way round: the same value. */
+	shset_build(mine, b, nb);
+	got = shset_jaccard(mine, scratch, a, na);
+	if (got != want)
+		fail_msg("shset_jaccard of %zu and %zu values (swapped): "
+		    "%.17g, want %.17g", nb, na, got, want);
+}
+
+/* Hash sets on small cases: empty, one empty, identical, disjoint, 0. */
+static void
+test_shset_small(void **state)
+{
+	static const uint64_t	 s123[] = { 1, 2, 3 }, s234[] = { 2, 3, 4 };
+	static const uint64_t	 rep[] = { 3, 2, 3, 1, 1, 3, 2, 2 };
+	static const uint64_t	 s0[] = { 0 }, s00[] = { 0, 0, 0 };
+	static const uint64_t	 s0x[] = { 0, UINT64_MAX, 16, 32 };
+	static const uint64_t	 s9[] = { 9, 9 };
+	static const struct {
+		const uint64_t	*a;
+		size_t		 na;
+		const uint64_t	*b;
+		size_t		 nb;
+		double		 want;
+	} cases[] = {
+		{ NULL, 0, NULL, 0, 1.0 },
+		{ s123, 3, NULL, 0, 0.0 },
+		{ NULL, 0, s0, 1, 0.0 },
+		{ s123, 3, s123, 3, 1.0 },
+		{ s123, 3, rep, 8, 1.0 },
+		{ s123, 3, s234, 3, 2.0 / 4 },
+		{ s123, 3, s9, 2, 0.0 },
+		{ s0, 1, s00, 3, 1.0 },
+		{ s0, 1, s123, 3, 0.0 },
+		{ s00, 3, s0x, 4, 1.0 / 4 },
+		{ s0x, 4, s0x, 4, 1.0 },
+	};
+	struct shset	 mine = { 0 }, scratch = { 0 };
+	size_t		 i;
+	double		 got;
+
+	/* A zeroed set is empty. */
+	assert_false(shset_has(&mine, 0));
+	assert_false(shset_has(&mine, 1));
+	assert_true(shset_jaccard(&mine, &scratch, NULL, 0) == 1.0);
+	assert_true(shset_jaccard(&mine, &scratch, s0, 1) == 0.0);
+
+	for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		assert_int_equal(shset_build(&mine, cases[i].a, cases[i].na),
+		    ref_distinct(cases[i].a, cases[i].na));
+		got = shset_jaccard(&mine, &scratch, cases[i].b, cases[i].nb);
+		if (got != cases[i].want)
+			fail_msg("case %zu: %.17g, want %.17g", i, got,
+			    cases[i].want);
+		check_shset(&mine, &scratch, cases[i].a, cases[i].na,
+		    cases[i].b, cases[i].nb, 1);
+	}
+
+	/* 0 is a value like any other: in the set or not. */
+	shset_build(&mine, s123, 3);
+	assert_false(shset_has(&mine, 0));
+	shset_build(&mine, s0x, 4);
+	assert_true(shset_has(&mine, 0));
+	assert_true(shset_has(&mine, UINT64_MAX));
+	assert_false(shset_has(&mine, 1));
+
+	/* Freed, a set is empty and can be built again. */
+	shset_free(&mine);
+	assert_false(shset_has(&mine, 0));
+	assert_int_equal(shset_build(&mine, rep, 8), 3);
+	shset_free(&mine);
+	shset_free(&scratch);
+	shset_free(&scratch);
+}
+
+/*
+ * Hash sets on generated multisets with repeats and overlaps of every
+ * degree, sizes growing and shrinking so the tables grow across calls and
+ * are reused, and values that all want the same slot (long probe runs,
+ * runs that wrap around the end of the table).
+ */
+static void
+test_shset_random(void **state)
+{
+	static const size_t	 sizes[] = {
+		0, 1, 2, 7, 8, 9, 15, 16, 17, 100, 1000, 3000, 5000, 300, 2,
+		0, 2000, 40,
+	};
+	struct shset		 mine = { 0 }, scratch = { 0 };
+	uint64_t		*a, *b, *pool, x = 0x243f6a8885a308d3ULL;
+	uint64_t		*slot;
+	size_t			 s, i, na, nb, npool, size, kind;
+
+	for (s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+		na = sizes[s];
+		nb = sizes[(s + 5) % (sizeof sizes / sizeof sizes[0])];
+		npool = na + nb + 1;
+		a = xreallocarray(NULL, na + 1, sizeof *a);
+		b = xreallocarray(NULL, nb + 1, sizeof *b);
+		pool = xreallocarray(NULL, npool, sizeof *pool);
+		for (kind = 0; kind < 4; kind++) {
+			/*
+			 * kind 0: uniform; 1: the value 0 among them; 2:
+			 * all in one home slot; 3: in the last slots.
+			 */
+			for (i = 0; i < npool; i++) {
+				pool[i] = next_rand(&x);
+				if (kind == 1 && i % 5 == 0)
+					pool[i] = 0;
+				else if (kind == 2)
+					pool[i] <<= 32;
+				else if (kind == 3)
+					pool[i] |= 0xffffffff;
+			}
+			/* Draw from a pool of varying size: repeats. */
+			for (i = 0; i < na; i++)
+				a[i] = pool[next_rand(&x) % (s % 3 + 1 == 1 ?
+				    npool : npool / (s % 3 + 1) + 1)];
+			for (i = 0; i < nb; i++)
+				b[i] = pool[next_rand(&x) % npool];
+			check_shset(&mine, &scratch, a, na, b, nb, na + nb <
+			    2000);
+			/* b a subset of a: an overlap near 1. */
+			if (na > 0) {
+				for (i = 0; i < nb; i++)
+					b[i] = a[next_rand(&x) % na];
+				check_shset(&mine, &scratch, a, na, b, nb, 0);
+			}
+		}
+		free(a);
+		free(b);
+		free(pool);
+	}
+
+	/* Grown to the largest size, the memory is reused for smaller sets. */
+	a = xreallocarray(NULL, 1000, sizeof *a);
+	for (i = 0; i < 1000; i++)
+		a[i] = next_rand(&x);
+	assert_true(mine.size >= 2 * 5000);
+	slot = mine.slot;
+	size = mine.size;
+	shset_build(&mine, a, 1000);
+	assert_true(mine.slot == slot && mine.size == size);
+	assert_true(mine.mask + 1 < size);	/* a smaller table in use */
+	assert_int_equal(mine.n, 1000);
+	free(a);
+	shset_free(&mine);
+	shset_free(&scratch);
+}
+
+/*
+ * Hash sets on shingles of generated texts: a text and an edited copy of
+ * it, the same similarity as shingle_set() and jaccard_sorted().
+ */
+static void
+test_shset_texts(void **state)
+{
+	static const char	*words[] = {
+		"the", "cat", "sat", "on", "a", "mat", "and",
+		"\xc3\xa9t\xc3\xa9", "hat", "x", "\xe6\x97\xa5\xe6\x9c\xac", "bat", "mat", "the",
+	};
+	static const struct shingler	 shs[] = {
+		{ UNIT_CHAR, 5, 0 }, { UNIT_CHAR, 3, 42 }, { UNIT_CHAR, 9, 1 },
+		{ UNIT_WORD, 2, 0 }, { UNIT_WORD, 1, 7 },
+	};
+	const size_t		 nwords = sizeof words / sizeof words[0];
+	struct shset		 mine = { 0 }, scratch = { 0 };
+	struct u64vec		 ha = { 0 }, hb = { 0 }, sa = { 0 };
+	struct u64vec		 sb = { 0 }, sort = { 0 };
+	struct buf		 ta = { 0 }, tb = { 0 };
+	uint64_t		 x = 0x9e3779b97f4a7c15ULL;
+	size_t			 t, k, i, len, edit;
+	const char		*w;
+	double			 want, got;
+
+	for (t = 0; t < 200; t++) {
+		ta.len = tb.len = 0;
+		buf_append(&ta, "", 0);
+		buf_append(&tb, "", 0);
+		len = t % 10 == 0 ? t % 4 : next_rand(&x) % 400;
+		edit = next_rand(&x) % 20 + 1;	/* 1 word in edit changes */
+		for (i = 0; i < len; i++) {
+			w = words[next_rand(&x) % nwords];
+			buf_append(&ta, w, strlen(w));
+			buf_append(&ta, " ", 1);
+			if (next_rand(&x) % edit == 0)
+				w = words[next_rand(&x) % nwords];
+			buf_append(&tb, w, strlen(w));
+			buf_append(&tb, " ", 1);
+		}
+		for (k = 0; k < sizeof shs / sizeof shs[0]; k++) {
+			shingle_set(&shs[k], ta.data, ta.len, 0, &sa, &sort);
+			shingle_set(&shs[k], tb.data, tb.len, 0, &sb, &sort);
+			want = jaccard_sorted(sa.v, sa.n, sb.v, sb.n);
+			shingle_hash(&shs[k], ta.data, ta.len, 0, &ha);
+			shingle_hash(&shs[k], tb.data, tb.len, 0, &hb);
+			assert_int_equal(shset_build(&mine, ha.v, ha.n), sa.n);
+			got = shset_jaccard(&mine, &scratch, hb.v, hb.n);
+			if (got != want)
+				fail_msg("text %zu, shingler %zu: %.17g, want "
+				    "%.17g", t, k, got, want);
+			assert_int_equal(scratch.n, sb.n);
+			for (i = 0; i < sb.n; i++)
+				assert_true(shset_has(&scratch, sb.v[i]));
+		}
+	}
+	shset_free(&mine);
+	shset_free(&scratch);
+	u64vec_free(&ha);
+	u64vec_free(&hb);
+	u64vec_free(&sa);
+	u64vec_free(&sb);
+	u64vec_free(&sort);
+	buf_free(&ta);
+	buf_free(&tb);
+}
+
+/*
+ * The generation wraps: marks left from long ago must not count as slots
+ * in use.  Build a set at generation 1, jump to the end of the range and
+ * build across the wrap; the old values must be gone.
+ */
+static void
+test_shset_wrap(void **state)
+{
+	static const uint64_t	 old[] = { 0, 5, 6, 7, 8, 100, 1000 };
+	static const uint64_t	 cur[] = { 1, 2, 3, 16, 17 };
+	struct shset		 s = { 0 }, scratch = { 0 };
+	size_t			 i, round;
+
+	for (round = 0; round < 4; round++) {
+		shset_build(&s, old, 7);
+		assert_int_equal(s.gen, round == 0 ? 1 : 2);
+		/* The next builds are UINT32_MAX, then 1 again. */
+		s.gen = UINT32_MAX - 1;
+		shset_build(&s, cur, 5);
+		assert_int_equal(s.gen, UINT32_MAX);
+		assert_false(shset_has(&s, 0));
+		shset_build(&s, cur, 5);
+		assert_int_equal(s.gen, 1);
+		assert_int_equal(s.n, 5);
+		for (i = 0; i < 7; i++)
+			assert_false(shset_has(&s, old[i]));
+		for (i = 0; i < 5; i++)
+			assert_true(shset_has(&s, cur[i]));
+		assert_true(shset_jaccard(&s, &scratch, old, 7) == 0.0);
+		assert_true(shset_jaccard(&s, &scratch, cur, 5) == 1.0);
+	}
+
+	/* The scratch set wraps the same way inside shset_jaccard. */
+	shset_build(&s, old, 7);
+	shset_jaccard(&s, &scratch, old, 7);	/* marks old in scratch */
+	scratch.gen = UINT32_MAX - 1;
+	for (round = 0; round < 3; round++) {
+		assert_true(shset_jaccard(&s, &scratch, cur, 5) == 0.0);
+		assert_int_equal(scratch.n, 5);
+		assert_true(shset_jaccard(&s, &scratch, old + 1, 3) ==
+		    3.0 / 7);
+	}
+	assert_true(scratch.gen < 10);
+	shset_free(&s);
+	shset_free(&scratch);
+}
+
 /*
  * Known answers, generated once from this code and checked in (xxHash's
  * sanity_test): the first three char 5-gram hashes of "The quick brown fox"
@@ -423,6 +780,10 @@ main(void)
 		cmocka_unit_test(test_set),
 		cmocka_unit_test(test_sort),
 		cmocka_unit_test(test_jaccard),
+		cmocka_unit_test(test_shset_small),
+		cmocka_unit_test(test_shset_random),
+		cmocka_unit_test(test_shset_texts),
+		cmocka_unit_test(test_shset_wrap),
 		cmocka_unit_test(test_known_answers),
 	};
 
