@@ -402,7 +402,8 @@ text_decode(const unsigned char *p, size_t len, struct buf *out)
  * put's first failure.
  */
 int
-meta_write(const struct index_params *p, meta_put_fn put, void *arg)
+meta_write(const struct index_params *p, int format, meta_put_fn put,
+    void *arg)
 {
 	char	 v[64];
 	int	 rc = 0;
@@ -412,7 +413,7 @@ meta_write(const struct index_params *p, meta_put_fn put, void *arg)
 	if (rc == 0)							\
 		rc = put(arg, key, v);					\
 } while (0)
-	PUT("format", "%d", MHF_INDEX_FORMAT);
+	PUT("format", "%d", format);
 	PUT("scheme", "%d %s", MHF_SCHEME, MHF_SCHEME_NAME);
 	PUT("perms", "%u", p->perms);
 	PUT("bands", "%u", p->bands);
@@ -437,7 +438,7 @@ meta_write(const struct index_params *p, meta_put_fn put, void *arg)
  * INDEX_MISMATCH with a cause naming the option.
  */
 int
-meta_read(struct index_params *p, int given, const char *where,
+meta_read(struct index_params *p, int format, int given, const char *where,
     meta_get_fn get, void *arg, char **cause)
 {
 	static const struct {
@@ -464,9 +465,9 @@ meta_read(struct index_params *p, int given, const char *where,
 		    "record)", where);
 		return (INDEX_MISMATCH);
 	}
-	if (atoi(stored) != MHF_INDEX_FORMAT) {
+	if (atoi(stored) != format) {
 		xasprintf(cause, "%s has index format %s; this mhfilter reads "
-		    "format %d", where, stored, MHF_INDEX_FORMAT);
+		    "format %d", where, stored, format);
 		return (INDEX_MISMATCH);
 	}
 	if (atoi(want) != MHF_SCHEME) {

@@ -2,7 +2,7 @@
  * The index: an LMDB environment (a directory with data.mdb and lock.mdb).
  * This is the only file that talks to LMDB.
  *
- * Six named databases, format 2:
+ * Six named databases, format 3:
  *
  *   meta   text key -> text value: "format", "scheme", every parameter that
  *          changes signatures or band keys ("perms", "bands", "rows",
@@ -23,20 +23,27 @@
  *          byte order is time order), document number -> nothing.  What
  *          retention walks, oldest first.
  *   l1     the band entries, chunked: 4-byte chunk number (big-endian) ->
- *          a run, the chunk's entries sorted (bandrun.c: 16 bytes each,
- *          band key and document number).  A band key's chunk is its top
- *          BAND_CHUNK_BITS bits.
+ *          a run, the chunk's entries sorted (bandrun.c: 10 bytes each,
+ *          the band key's 40 bits below the chunk's and a 40-bit document
+ *          number, big-endian).  A band key's chunk is its top
+ *          BAND_CHUNK_BITS bits.  Format 2 kept 16-byte entries (the whole
+ *          key, little-endian); lmdb_upgrade rewrites them on the first
+ *          writable open.
  *   l0     8-byte run number (big-endian) -> the entries one batch added:
  *          u64 sweep position when written (little-endian), then its
- *          entries in insertion order.  The write-ahead log of the
- *          memtable.
+ *          entries in insertion order, 16 bytes each (whole key and
+ *          document number).  The write-ahead log of the memtable.
+ *
+ * A batch's lookups: lmdb_prepare finds every chunk's l1 run in one cursor
+ * pass (a batch of 1,000 touches most chunks), so a lookup is a search of
+ * the memtable's short bucket and an interpolation search of one run.
  *
  * Why not a B-tree of band keys.  Band keys are uniform hashes, so in a
  * B-tree every insertion lands on a different leaf page: a batch of 1,000
  * documents with 16 bands dirties ~16,000 pages once the tree is large,
  * and a commit writes them all (64 MB for 1,000 documents).  Format 1 did
  * that and slowed from 5,000 to 2,700 records/s between 100k and 300k
- * documents.  Format 2 is a two-level log-structured merge instead:
+ * documents.  Formats 2 and 3 are a two-level log-structured merge instead:
  *
  *   - A batch's new entries go to the memtable (bandrun.c: in memory, by
  *     chunk) and, as one sequential record, to l0: a commit writes about
@@ -154,6 +161,7 @@ static int	meta_get(struct lmdb *, const char *, char *, size_t);
 static int	meta_put(struct lmdb *, const char *, const char *);
 static int	meta_create(struct lmdb *, char **);
 static int	meta_check(struct lmdb *, int, char **);
+static int	lmdb_upgrade(struct lmdb *, int, char **);
 static int	index_foreign(struct lmdb *);
 static int	index_get(struct lmdb *, MDB_dbi, uint64_t, MDB_val *);
 static int	index_txn(struct lmdb *, unsigned, MDB_txn **);
@@ -242,7 +250,8 @@ meta_create(struct lmdb *ix, char **cause)
 {
 	int	 rc;
 
-	if ((rc = meta_write(&ix->base.p, meta_put_cb, ix)) == 0 &&
+	if ((rc = meta_write(&ix->base.p, MHF_INDEX_FORMAT, meta_put_cb,
+	    ix)) == 0 &&
 	    (rc = meta_put(ix, "next_doc", "1")) == 0 &&
 	    (rc = meta_put(ix, "sweep", "0")) == 0 &&
 	    (rc = meta_put(ix, "l0_next", "1")) == 0)
@@ -253,6 +262,75 @@ meta_create(struct lmdb *ix, char **cause)
 	return (0);
 }
 
+/*
+ * Bring a format 2 index to format 3 inside the open transaction: rewrite
+ * every l1 run in 10-byte entries.  A read-only open cannot, and says so.
+ * Returns 0 when there is nothing (more) to do.
+ */
+static int
+lmdb_upgrade(struct lmdb *ix, int flags, char **cause)
+{
+	MDB_val			 k, v;
+	struct bentry		*e = NULL;
+	struct buf		 out = { 0 };
+	unsigned char		 kb[4];
+	char			 stored[32];
+	size_t			 i, n, size = 0;
+	unsigned		 c;
+	int			 rc;
+
+	if (meta_get(ix, "format", stored, sizeof stored) != 0 ||
+	    strcmp(stored, "2") != 0)
+		return (0);	/* meta_check judges the rest */
+	if (flags & INDEX_RDONLY) {
+		xasprintf(cause, "%s has index format 2: open it once for "
+		    "writing (without -Q) to upgrade it to format %d",
+		    ix->base.path, MHF_INDEX_FORMAT);
+		return (INDEX_MISMATCH);
+	}
+	rc = 0;
+	for (c = 0; c < BAND_CHUNKS && rc == 0; c++) {
+		chunk_key(kb, c, &k);
+		if ((rc = mdb_get(ix->txn, ix->l1, &k, &v)) == MDB_NOTFOUND) {
+			rc = 0;
+			continue;
+		}
+		if (rc != 0)
+			break;
+		if (v.mv_size % BENTRY_SIZE != 0) {
+			xasprintf(cause, "index %s: band chunk %u is corrupt",
+			    ix->base.path, c);
+			free(e);
+			buf_free(&out);
+			return (-1);
+		}
+		n = v.mv_size / BENTRY_SIZE;
+		if (n > size) {
+			size = n;
+			e = xreallocarray(e, size, sizeof *e);
+		}
+		for (i = 0; i < n; i++)
+			run_get(v.mv_data, i, &e[i]);
+		qsort(e, n, sizeof *e, bentry_cmp);
+		out.len = 0;
+		buf_reserve(&out, n * L1E_SIZE);
+		n = run_merge(c, NULL, 0, e, n, 0, (unsigned char *)out.data);
+		v.mv_data = out.data;
+		v.mv_size = n * L1E_SIZE;
+		rc = mdb_put(ix->txn, ix->l1, &k, &v, 0);
+	}
+	free(e);
+	buf_free(&out);
+	if (rc != 0)
+		return (index_fail(ix, rc, "upgrading l1", cause));
+	snprintf(stored, sizeof stored, "%d", MHF_INDEX_FORMAT);
+	if ((rc = meta_put(ix, "format", stored)) != 0)
+		return (index_fail(ix, rc, "upgrading meta", cause));
+	log_info("%s: upgraded from index format 2 to %d", ix->base.path,
+	    MHF_INDEX_FORMAT);
+	return (0);
+}
+
 /* Check the stored parameters (meta_read) and read next_doc. */
 static int
 meta_check(struct lmdb *ix, int given, char **cause)
@@ -260,8 +338,8 @@ meta_check(struct lmdb *ix, int given, char **cause)
 	char	 stored[32];
 	int	 rc;
 
-	if ((rc = meta_read(&ix->base.p, given, ix->base.path, meta_get_cb,
-	    ix, cause)) != 0)
+	if ((rc = meta_read(&ix->base.p, MHF_INDEX_FORMAT, given,
+	    ix->base.path, meta_get_cb, ix, cause)) != 0)
 		return (rc);
 	if (meta_get(ix, "next_doc", stored, sizeof stored) != 0) {
 		xasprintf(cause, "%s: meta record \"next_doc\" is missing",
@@ -408,7 +486,8 @@ lmdb_open(struct index **ixp, const char *path, int flags,
 	if (fresh) {
 		if ((rc = meta_create(ix, cause)) != 0)
 			goto fail;
-	} else if ((rv = meta_check(ix, given, cause)) != 0)
+	} else if ((rv = lmdb_upgrade(ix, flags, cause)) != 0 ||
+	    (rv = meta_check(ix, given, cause)) != 0)
 		goto fail;
 	ix->mt = memtable_create();
 	if (lsm_load(ix, cause) != 0) {
@@ -740,23 +819,23 @@ lsm_merge(struct lmdb *ix, unsigned c, uint64_t live, char **cause)
 	chunk_key(kb, c, &k);
 	rc = mdb_get(ix->txn, ix->l1, &k, &v);
 	if (rc == 0) {
-		if (v.mv_size % BENTRY_SIZE != 0) {
+		if (v.mv_size % L1E_SIZE != 0) {
 			xasprintf(cause, "index %s: band chunk %u is corrupt",
 			    ix->base.path, c);
 			return (-1);
 		}
-		nold = v.mv_size / BENTRY_SIZE;
+		nold = v.mv_size / L1E_SIZE;
 	} else if (rc != MDB_NOTFOUND)
 		return (index_fail(ix, rc, "reading l1", cause));
 	ix->chunk.len = 0;
-	buf_reserve(&ix->chunk, (nold + nadd) * BENTRY_SIZE);
-	n = run_merge(nold ? v.mv_data : NULL, nold, ix->sorted, nadd, live,
-	    (unsigned char *)ix->chunk.data);
+	buf_reserve(&ix->chunk, (nold + nadd) * L1E_SIZE);
+	n = run_merge(c, nold ? v.mv_data : NULL, nold, ix->sorted, nadd,
+	    live, (unsigned char *)ix->chunk.data);
 	if (n == 0)
 		rc = nold ? mdb_del(ix->txn, ix->l1, &k, NULL) : 0;
 	else {
 		v.mv_data = ix->chunk.data;
-		v.mv_size = n * BENTRY_SIZE;
+		v.mv_size = n * L1E_SIZE;
 		rc = mdb_put(ix->txn, ix->l1, &k, &v, 0);
 	}
 	if (rc != 0)
@@ -900,7 +979,7 @@ index_candidates1(struct lmdb *ix, uint64_t key, struct u64vec *out,
 		return (0);
 	if (rc != 0)
 		return (rc);
-	run_find(v.mv_data, v.mv_size / BENTRY_SIZE, key, out, max - got);
+	run_find(v.mv_data, v.mv_size / L1E_SIZE, key, out, max - got);
 	return (0);
 }
 
@@ -936,14 +1015,14 @@ lmdb_prepare(struct index *base, const struct ixdoc *docs, size_t n,
 		return (index_fail(ix, rc, "reading l1", cause));
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-		if (k.mv_size != 4 || v.mv_size % BENTRY_SIZE != 0)
+		if (k.mv_size != 4 || v.mv_size % L1E_SIZE != 0)
 			break;
 		kb = k.mv_data;
 		c = (unsigned)kb[0] << 24 | kb[1] << 16 | kb[2] << 8 | kb[3];
 		if (c >= BAND_CHUNKS)
 			break;
 		ix->l1map[c].run = v.mv_data;
-		ix->l1map[c].n = v.mv_size / BENTRY_SIZE;
+		ix->l1map[c].n = v.mv_size / L1E_SIZE;
 	}
 	mdb_cursor_close(cur);
 	if (rc != MDB_NOTFOUND) {
@@ -1061,6 +1140,11 @@ lmdb_insert(struct index *base, size_t slot, const uint64_t *keys,
 
 	if (idlen > UINT32_MAX) {
 		xasprintf(cause, "id too long");
+		return (-1);
+	}
+	if (ix->next_doc > L1E_DOCMAX) {
+		xasprintf(cause, "index %s: no document numbers left",
+		    ix->base.path);
 		return (-1);
 	}
 	docid = ix->next_doc++;
@@ -1471,18 +1555,19 @@ lmdb_check(struct index *base, FILE *f, uint64_t *problems, char **cause)
 		unsigned c;
 
 		p = k.mv_data;
-		if (k.mv_size != 4 || v.mv_size % BENTRY_SIZE != 0) {
+		if (k.mv_size != 4 || v.mv_size % L1E_SIZE != 0) {
 			problem(f, problems, "an l1 record is malformed");
 			continue;
 		}
 		c = (unsigned)p[0] << 24 | p[1] << 16 | p[2] << 8 | p[3];
-		n = v.mv_size / BENTRY_SIZE;
+		if (c >= BAND_CHUNKS) {
+			problem(f, problems, "l1 holds chunk %u", c);
+			continue;
+		}
+		n = v.mv_size / L1E_SIZE;
 		l1 += n;
 		for (i = 0; i < n; i++) {
-			run_get(v.mv_data, i, &e);
-			if (band_chunk(e.key) != c)
-				problem(f, problems, "chunk %u holds a key of "
-				    "chunk %u", c, band_chunk(e.key));
+			l1_get(v.mv_data, i, c, &e);
 			if (i > 0 && bentry_cmp(&prev, &e) >= 0)
 				problem(f, problems, "chunk %u is not sorted "
 				    "at entry %zu", c, i);

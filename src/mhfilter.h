@@ -44,12 +44,13 @@
 
 /*
  * Versions of what is stored.  Bump MHF_INDEX_FORMAT when the LMDB layout
- * changes and MHF_SCHEME when any value that goes into a signature or a band
+ * changes, MHF_REDIS_FORMAT when the Redis one does, and MHF_SCHEME when any value that goes into a signature or a band
  * key changes (normalisation, shingle hashing, MinHash, band hashing); the
  * known-answer tests in tests/unit fail loudly when either changes by
  * accident.
  */
-#define MHF_INDEX_FORMAT	2
+#define MHF_INDEX_FORMAT	3	/* LMDB; 2 is upgraded on open */
+#define MHF_REDIS_FORMAT	2
 #define MHF_SCHEME		2
 #define MHF_SCHEME_NAME		"xxh3-oph16-dens-v2"
 
@@ -224,23 +225,35 @@ struct bentry {
 	uint64_t	 key;		/* band key */
 	uint64_t	 docid;
 };
-#define BENTRY_SIZE	16		/* bytes of an entry in a run */
+#define BENTRY_SIZE	16		/* bytes of an entry in an l0 log */
 #define BAND_CHUNK_BITS	14
 #define BAND_CHUNKS	(1U << BAND_CHUNK_BITS)
+#define L1E_SIZE	10		/* bytes of an entry in an l1 run */
+#define L1E_BITS	40		/* key bits below the chunk's, kept */
+#define L1E_DOCMAX	((1ULL << 40) - 1)	/* largest document number */
 static inline unsigned
 band_chunk(uint64_t key)
 {
 	return ((unsigned)(key >> (64 - BAND_CHUNK_BITS)));
+}
+/* What an l1 run keeps of a band key: chunk and fragment, 54 bits. */
+static inline uint64_t
+l1_key(uint64_t key)
+{
+	return (key >> (64 - BAND_CHUNK_BITS - L1E_BITS));
 }
 struct memtable;
 void		 put_le64(unsigned char *, uint64_t);
 uint64_t	 get_le64(const unsigned char *);
 void		 run_get(const unsigned char *, size_t, struct bentry *);
 void		 run_put(unsigned char *, size_t, const struct bentry *);
+void		 l1_get(const unsigned char *, size_t, unsigned,
+		    struct bentry *);
+void		 l1_put(unsigned char *, size_t, const struct bentry *);
 int		 bentry_cmp(const void *, const void *);
 size_t		 run_find(const unsigned char *, size_t, uint64_t,
 		    struct u64vec *, size_t);
-size_t		 run_merge(const unsigned char *, size_t,
+size_t		 run_merge(unsigned, const unsigned char *, size_t,
 		    const struct bentry *, size_t, uint64_t, unsigned char *);
 struct memtable	*memtable_create(void);
 void		 memtable_free(struct memtable *);
@@ -456,8 +469,9 @@ void		 params_take(struct index_params *,
 		    const struct index_params *);
 typedef int	 (*meta_get_fn)(void *, const char *, char *, size_t);
 typedef int	 (*meta_put_fn)(void *, const char *, const char *);
-int		 meta_write(const struct index_params *, meta_put_fn, void *);
-int		 meta_read(struct index_params *, int, const char *,
+int		 meta_write(const struct index_params *, int, meta_put_fn,
+		    void *);
+int		 meta_read(struct index_params *, int, int, const char *,
 		    meta_get_fn, void *, char **);
 int		 export_header(FILE *, const struct index_params *);
 int		 export_doc(FILE *, const struct docinfo *,

@@ -524,7 +524,7 @@ redis_open(struct index **ixp, const char *path, int flags,
 		size_t		 len[4];
 
 		m.out = &text;
-		meta_write(p, meta_put_text, &m);
+		meta_write(p, MHF_REDIS_FORMAT, meta_put_text, &m);
 		argv[0] = "SET";
 		len[0] = 3;
 		argv[1] = r->key.data;
@@ -554,8 +554,8 @@ redis_open(struct index **ixp, const char *path, int flags,
 	}
 	m.s = rp->str;
 	m.len = rp->len;
-	if ((rc = meta_read(&r->base.p, given, path, meta_get_text, &m,
-	    cause)) != 0) {
+	if ((rc = meta_read(&r->base.p, MHF_REDIS_FORMAT, given, path,
+	    meta_get_text, &m, cause)) != 0) {
 		rv = rc;
 		goto fail;
 	}
@@ -1573,7 +1573,7 @@ redis_info(struct index *base, struct index_info *in, char **cause)
 
 	memset(in, 0, sizeof *in);
 	in->p = r->base.p;
-	in->format = MHF_INDEX_FORMAT;
+	in->format = MHF_REDIS_FORMAT;
 	if (get_counter(r, "seq", &seq, cause) != 0)
 		return (-1);
 	in->next_doc = seq + 1;
@@ -1733,7 +1733,7 @@ redis_adopt(struct index *base, const struct index_params *want,
 	}
 	params_take(&r->base.p, want);
 	m.out = &text;
-	meta_write(&r->base.p, meta_put_text, &m);
+	meta_write(&r->base.p, MHF_REDIS_FORMAT, meta_put_text, &m);
 	ns_key(r, "meta", &r->key);
 	q2(r, &r->key, "SET", text.data, text.len);
 	buf_free(&text);

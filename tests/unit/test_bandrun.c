@@ -1,10 +1,13 @@
 /*
- * Unit tests for bandrun.c: the byte layout of runs (little-endian, 16
- * bytes an entry), run_find against a linear scan on hand-made and seeded
- * random runs of many sizes and key distributions, run_merge against
- * sort + filter + dedupe of the union, and the memtable (add, find, commit,
- * rollback, sorted, drop, clear) against a simple model, by hand and by a
- * seeded random sequence of operations.
+ * Unit tests for bandrun.c: the byte layout of the l0 log (little-endian,
+ * 16 bytes an entry) and of l1 runs (big-endian, 10 bytes an entry: 40 key
+ * bits below the chunk's, 40 bits of document number), the order of
+ * bentry_cmp (the 54 key bits an l1 run keeps, document number, whole key),
+ * run_find against a linear scan on hand-made and seeded random l1 runs of
+ * many sizes and key distributions, run_merge against filter + dedupe of
+ * the sorted union, and the memtable (add, find, commit, rollback, sorted,
+ * drop, clear) against a simple model, by hand and by a seeded random
+ * sequence of operations.
  */
 
 #include "config.h"
@@ -24,11 +27,19 @@
 
 #define OFF_BITS	(64 - BAND_CHUNK_BITS)	/* key bits within a chunk */
 #define OFF_MASK	((UINT64_C(1) << OFF_BITS) - 1)
+#define DROP_BITS	(OFF_BITS - L1E_BITS)	/* key bits an l1 run drops */
+#define DROP_MASK	((UINT64_C(1) << DROP_BITS) - 1)
+#define FRAG_MASK	((UINT64_C(1) << L1E_BITS) - 1)
+#define TOP54(k)	((uint64_t)(k) >> DROP_BITS)	/* what a run keeps */
 #define SUB_BITS	4			/* memtable sub-buckets */
 #define LOW_MASK	((UINT64_C(1) << (OFF_BITS - SUB_BITS)) - 1)
 #define LAST_CHUNK	(BAND_CHUNKS - 1)
 #define SENTINEL	UINT64_C(0x5e5e5e5e5e5e5e5e)
 #define GUARD		0xa5
+
+/* A key of chunk c, l1 fragment f and dropped low bits l (constant). */
+#define K(c, f, l)	(((uint64_t)(c) << OFF_BITS) |			\
+			    ((uint64_t)(f) << DROP_BITS) | (uint64_t)(l))
 
 /* splitmix64: a fixed-seed generator, so every run draws the same data. */
 static uint64_t
@@ -49,12 +60,27 @@ ckey(unsigned c, uint64_t off)
 	return (((uint64_t)c << OFF_BITS) | (off & OFF_MASK));
 }
 
+/* A key in chunk c with l1 fragment frag and dropped low bits low. */
+static uint64_t
+fkey(unsigned c, uint64_t frag, uint64_t low)
+{
+	return (ckey(c, ((frag & FRAG_MASK) << DROP_BITS) |
+	    (low & DROP_MASK)));
+}
+
 /* A key in chunk c, memtable sub-bucket sub, with these low bits. */
 static uint64_t
 skey(unsigned c, unsigned sub, uint64_t low)
 {
 	return (ckey(c, ((uint64_t)sub << (OFF_BITS - SUB_BITS)) |
 	    (low & LOW_MASK)));
+}
+
+/* The sign of a comparison result. */
+static int
+sgn(int x)
+{
+	return ((x > 0) - (x < 0));
 }
 
 /* The test's own little-endian encoder, independent of put_le64. */
@@ -79,31 +105,75 @@ dec_le64(const unsigned char *p)
 	return (v);
 }
 
-/* The test's own order: key, then document number. */
+/* The test's own 40-bit big-endian encoder. */
+static void
+enc_be40(unsigned char *p, uint64_t v)
+{
+	int	 i;
+
+	for (i = 4; i >= 0; i--) {
+		p[i] = (unsigned char)(v & 0xff);
+		v >>= 8;
+	}
+}
+
+/* The test's own 40-bit big-endian decoder. */
+static uint64_t
+dec_be40(const unsigned char *p)
+{
+	uint64_t	 v = 0;
+	int		 i;
+
+	for (i = 0; i < 5; i++)
+		v = (v << 8) | p[i];
+	return (v);
+}
+
+/* The test's own l1 entry: the fragment, then the document number. */
+static void
+enc_l1(unsigned char *p, const struct bentry *e)
+{
+	enc_be40(p, TOP54(e->key) & FRAG_MASK);
+	enc_be40(p + 5, e->docid);
+}
+
+/*
+ * The test's own order, as l1 runs keep entries: the top 54 key bits, then
+ * document number, then the whole key.
+ */
 static int
-cmp_entry(const void *a, const void *b)
+cmp_l1(const void *a, const void *b)
 {
 	const struct bentry	*x = a, *y = b;
 
-	if (x->key != y->key)
-		return (x->key < y->key ? -1 : 1);
+	if (TOP54(x->key) != TOP54(y->key))
+		return (TOP54(x->key) < TOP54(y->key) ? -1 : 1);
 	if (x->docid != y->docid)
 		return (x->docid < y->docid ? -1 : 1);
+	if (x->key != y->key)
+		return (x->key < y->key ? -1 : 1);
 	return (0);
 }
 
-/* Encode n entries as a run in a buffer of exactly that size. */
+/*
+ * Encode n entries as an l1 run in a buffer of exactly that size, with the
+ * test's encoder, and check that l1_put writes the same bytes.
+ */
 static unsigned char *
 encode_run(const struct bentry *v, size_t n)
 {
-	unsigned char	*run;
+	unsigned char	*run, *put;
 	size_t		 i;
 
-	run = xmalloc(n ? n * BENTRY_SIZE : 1);
+	run = xmalloc(n ? n * L1E_SIZE : 1);
+	put = xmalloc(n ? n * L1E_SIZE : 1);
 	for (i = 0; i < n; i++) {
-		enc_le64(run + i * BENTRY_SIZE, v[i].key);
-		enc_le64(run + i * BENTRY_SIZE + 8, v[i].docid);
+		enc_l1(run + i * L1E_SIZE, &v[i]);
+		l1_put(put, i, &v[i]);
 	}
+	if (n > 0)
+		assert_memory_equal(run, put, n * L1E_SIZE);
+	free(put);
 	return (run);
 }
 
@@ -156,7 +226,7 @@ test_le64(void **state)
 	}
 }
 
-/* run_put writes entry i at 16 * i: key then document number, LE. */
+/* run_put writes l0 entry i at 16 * i: key then document number, LE. */
 static void
 test_run_layout(void **state)
 {
@@ -185,6 +255,7 @@ test_run_layout(void **state)
 		assert_true(g.docid == e.docid);
 	}
 
+	/* Whole 64-bit keys and document numbers, no bit dropped. */
 	for (i = 0; i < 50; i++) {
 		v[i].key = splitmix64(&s);
 		v[i].docid = splitmix64(&s);
@@ -199,21 +270,216 @@ test_run_layout(void **state)
 	}
 }
 
-/* bentry_cmp orders by key then document number, without overflow. */
+/*
+ * l1_put writes entry i at 10 * i: the 40 key bits below the chunk's, then
+ * the document number, big-endian; l1_get reads the top 54 key bits back,
+ * the chunk's from its argument, and zero below.
+ */
+static void
+test_l1_layout(void **state)
+{
+	static const unsigned char want[10] = {
+		0x01, 0x02, 0x03, 0x04, 0x05, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e
+	};
+	static const unsigned chunks[] = { 0, 1, 77, 0x2abc, LAST_CHUNK - 1,
+	    LAST_CHUNK };
+	struct bentry	 e = { K(0x2abc, 0x0102030405, 0x3ff),
+			       UINT64_C(0x0a0b0c0d0e) }, f, g, v[200];
+	unsigned char	 run[5 * L1E_SIZE], big[200 * L1E_SIZE], b[L1E_SIZE];
+	unsigned char	 ea[L1E_SIZE], eb[L1E_SIZE];
+	uint64_t	 s = 14, x;
+	size_t		 i, j, k;
+	unsigned	 c, c2;
+	int		 want_sign;
+
+	assert_int_equal(L1E_SIZE, 10);
+	assert_int_equal(L1E_BITS, 40);
+	assert_int_equal(BAND_CHUNK_BITS + L1E_BITS, 54);
+	assert_true(L1E_DOCMAX == (UINT64_C(1) << 40) - 1);
+	assert_int_equal(DROP_BITS, 10);
+
+	/* l1_key is the top 54 bits. */
+	for (i = 0; i < 1000; i++) {
+		x = splitmix64(&s) >> (i % 64);
+		assert_true(l1_key(x) == x >> 10);
+	}
+	assert_true(l1_key(0) == 0);
+	assert_true(l1_key(DROP_MASK) == 0);
+	assert_true(l1_key(DROP_MASK + 1) == 1);
+	assert_true(l1_key(UINT64_MAX) == (UINT64_C(1) << 54) - 1);
+
+	/* At every index, and nowhere else. */
+	for (i = 0; i < 5; i++) {
+		memset(run, GUARD, sizeof run);
+		l1_put(run, i, &e);
+		assert_memory_equal(run + i * L1E_SIZE, want, L1E_SIZE);
+		for (j = 0; j < sizeof run; j++) {
+			if (j < i * L1E_SIZE || j >= (i + 1) * L1E_SIZE)
+				assert_int_equal(run[j], GUARD);
+		}
+		l1_get(run, i, 0x2abc, &g);
+		assert_true(g.key == K(0x2abc, 0x0102030405, 0));
+		assert_true(g.docid == UINT64_C(0x0a0b0c0d0e));
+		/* The chunk comes from the argument. */
+		l1_get(run, i, 0, &g);
+		assert_true(g.key == K(0, 0x0102030405, 0));
+		l1_get(run, i, LAST_CHUNK, &g);
+		assert_true(g.key == K(LAST_CHUNK, 0x0102030405, 0));
+		assert_true(g.docid == UINT64_C(0x0a0b0c0d0e));
+		l1_get(run, i, 1, &g);
+		assert_true(g.key == K(1, 0x0102030405, 0));
+	}
+
+	/* Neither the chunk's bits nor the low 10 are written. */
+	f.key = K(0, 0x0102030405, 0);
+	f.docid = e.docid;
+	memset(b, GUARD, sizeof b);
+	l1_put(b, 0, &f);
+	assert_memory_equal(b, want, L1E_SIZE);
+	f.key = K(LAST_CHUNK, 0, DROP_MASK);
+	f.docid = 0;
+	memset(b, GUARD, sizeof b);
+	l1_put(b, 0, &f);
+	for (j = 0; j < L1E_SIZE; j++)
+		assert_int_equal(b[j], 0);
+
+	/* Extremes and single bits. */
+	f.key = UINT64_MAX;
+	f.docid = L1E_DOCMAX;
+	l1_put(b, 0, &f);
+	for (j = 0; j < L1E_SIZE; j++)
+		assert_int_equal(b[j], 0xff);
+	l1_get(b, 0, LAST_CHUNK, &g);
+	assert_true(g.key == UINT64_MAX - DROP_MASK);
+	assert_true(g.docid == L1E_DOCMAX);
+	l1_get(b, 0, 0, &g);
+	assert_true(g.key == (OFF_MASK & ~DROP_MASK));
+	f.key = K(5, UINT64_C(1) << 39, 0);
+	f.docid = 1;
+	l1_put(b, 0, &f);
+	assert_int_equal(b[0], 0x80);
+	for (j = 1; j < 9; j++)
+		assert_int_equal(b[j], 0);
+	assert_int_equal(b[9], 1);
+	f.key = K(5, 1, 0);
+	f.docid = UINT64_C(1) << 39;
+	l1_put(b, 0, &f);
+	for (j = 0; j < L1E_SIZE; j++)
+		assert_int_equal(b[j], j == 4 ? 1 : (j == 5 ? 0x80 : 0));
+	l1_get(b, 0, 5, &g);
+	assert_true(g.key == K(5, 1, 0));
+	assert_true(g.docid == UINT64_C(1) << 39);
+
+	/* Seeded random entries of several chunks, round trip. */
+	for (k = 0; k < sizeof chunks / sizeof chunks[0] + 2; k++) {
+		if (k < sizeof chunks / sizeof chunks[0])
+			c = chunks[k];
+		else
+			c = (unsigned)(splitmix64(&s) % BAND_CHUNKS);
+		for (i = 0; i < 200; i++) {
+			v[i].key = ckey(c, splitmix64(&s));
+			switch (i % 7) {
+			case 0:
+				v[i].docid = 0;
+				break;
+			case 1:
+				v[i].docid = L1E_DOCMAX;
+				break;
+			default:
+				v[i].docid = splitmix64(&s) >> (24 + i % 40);
+				break;
+			}
+			l1_put(big, i, &v[i]);
+		}
+		for (i = 0; i < 200; i++) {
+			assert_true(dec_be40(big + i * L1E_SIZE) ==
+			    ((v[i].key >> DROP_BITS) & FRAG_MASK));
+			assert_true(dec_be40(big + i * L1E_SIZE + 5) ==
+			    v[i].docid);
+			l1_get(big, i, c, &g);
+			assert_true(g.key == (v[i].key & ~DROP_MASK));
+			assert_true(l1_key(g.key) == l1_key(v[i].key));
+			assert_true(band_chunk(g.key) == c);
+			assert_true(g.docid == v[i].docid);
+			/* Another chunk's: only the top 14 bits change. */
+			c2 = c ^ 0x1555;
+			l1_get(big, i, c2, &g);
+			assert_true(g.key == (((uint64_t)c2 << OFF_BITS) |
+			    (v[i].key & OFF_MASK & ~DROP_MASK)));
+			assert_true(g.docid == v[i].docid);
+			/* Put back what was got: the same bytes. */
+			l1_put(b, 0, &g);
+			assert_memory_equal(b, big + i * L1E_SIZE, L1E_SIZE);
+		}
+	}
+
+	/*
+	 * Within a chunk the bytes compare as the kept key bits, then the
+	 * document number: memcmp is the run's order.
+	 */
+	for (i = 0; i < 20000; i++) {
+		c = (unsigned)(splitmix64(&s) % BAND_CHUNKS);
+		v[0].key = ckey(c, splitmix64(&s) >> (i % 3 ? 0 : 30));
+		v[0].docid = splitmix64(&s) & L1E_DOCMAX;
+		v[1] = v[0];
+		switch (i % 5) {
+		case 0:
+			v[1].key = ckey(c, splitmix64(&s));
+			break;
+		case 1:
+			v[1].key ^= splitmix64(&s) & DROP_MASK;
+			break;
+		case 2:
+			v[1].docid ^= UINT64_C(1) << (splitmix64(&s) % 40);
+			break;
+		case 3:
+			v[1].key ^= (splitmix64(&s) & OFF_MASK) >>
+			    (splitmix64(&s) % OFF_BITS);
+			v[1].docid = splitmix64(&s) & L1E_DOCMAX;
+			break;
+		default:
+			break;
+		}
+		if (TOP54(v[0].key) != TOP54(v[1].key))
+			want_sign = TOP54(v[0].key) < TOP54(v[1].key) ? -1 : 1;
+		else if (v[0].docid != v[1].docid)
+			want_sign = v[0].docid < v[1].docid ? -1 : 1;
+		else
+			want_sign = 0;
+		l1_put(ea, 0, &v[0]);
+		l1_put(eb, 0, &v[1]);
+		assert_int_equal(sgn(memcmp(ea, eb, L1E_SIZE)), want_sign);
+	}
+}
+
+/* bentry_cmp orders by l1_key, document number, key, without overflow. */
 static void
 test_bentry_cmp(void **state)
 {
 	static const struct bentry ordered[] = {
-		{ 0, 0 }, { 0, 1 }, { 0, UINT64_MAX - 1 }, { 0, UINT64_MAX },
-		{ 1, 0 }, { UINT64_C(1) << 63, 0 },
-		{ (UINT64_C(1) << 63) + 1, UINT64_C(1) << 63 },
-		{ UINT64_MAX, 0 }, { UINT64_MAX, UINT64_C(1) << 63 },
-		{ UINT64_MAX, UINT64_MAX },
+		{ 0, 0 }, { 1, 0 }, { DROP_MASK, 0 },
+		{ 0, 1 }, { DROP_MASK, 1 },
+		{ 0, UINT64_C(1) << 32 }, { 0, L1E_DOCMAX },
+		{ 0, UINT64_MAX - 1 }, { 0, UINT64_MAX },
+		{ DROP_MASK, UINT64_MAX },
+		{ DROP_MASK + 1, 0 }, { UINT64_C(1) << 42, 0 },
+		{ UINT64_C(1) << 63, 0 },
+		{ (UINT64_C(1) << 63) + DROP_MASK, 0 },
+		{ UINT64_C(1) << 63, UINT64_C(1) << 63 },
+		{ (UINT64_C(1) << 63) + 1, UINT64_MAX },
+		{ UINT64_MAX - DROP_MASK - 1, UINT64_MAX },
+		{ UINT64_MAX, 0 }, { UINT64_MAX - DROP_MASK, 1 },
+		{ UINT64_MAX - DROP_MASK, UINT64_C(1) << 63 },
+		{ UINT64_MAX - 1, UINT64_MAX }, { UINT64_MAX, UINT64_MAX },
+	};
+	static const uint64_t bases[] = {
+		0, K(1, 0, 0), K(77, 12345, 0), K(LAST_CHUNK, FRAG_MASK, 0),
+		K(LAST_CHUNK, 0, 0)
 	};
 	size_t		 n = sizeof ordered / sizeof ordered[0], i, j;
 	struct bentry	 v[2000];
-	uint64_t	 s = 13;
-	int		 c;
+	uint64_t	 s = 13, r;
+	int		 c, d;
 
 	for (i = 0; i < n; i++) {
 		for (j = 0; j < n; j++) {
@@ -227,16 +493,45 @@ test_bentry_cmp(void **state)
 		}
 	}
 
-	/* qsort with it agrees with the test's own order. */
+	/* Keys that share their kept bits, and keys that do not. */
 	for (i = 0; i < 2000; i++) {
-		v[i].key = splitmix64(&s) % 7;
-		if (i % 3 == 0)
+		r = splitmix64(&s);
+		switch (i % 4) {
+		case 0:
 			v[i].key = splitmix64(&s);
-		v[i].docid = splitmix64(&s) >> (i % 64);
+			break;
+		case 1:
+			v[i].key = bases[r % 5] | (splitmix64(&s) & DROP_MASK);
+			break;
+		case 2:
+			v[i].key = bases[r % 5] | (r >> 60);
+			break;
+		default:
+			v[i].key = splitmix64(&s) % 7;
+			break;
+		}
+		v[i].docid = (i % 3) ? (r >> 32) % 5 : splitmix64(&s) >>
+		    (i % 64);
 	}
+
+	/* Antisymmetric, agreeing with the test's order, 0 only if equal. */
+	for (i = 0; i < 2000; i++) {
+		for (j = i; j < 2000; j += 1 + i % 7) {
+			c = bentry_cmp(&v[i], &v[j]);
+			d = bentry_cmp(&v[j], &v[i]);
+			assert_int_equal(sgn(c), sgn(cmp_l1(&v[i], &v[j])));
+			assert_int_equal(sgn(c), -sgn(d));
+			if (c == 0) {
+				assert_true(v[i].key == v[j].key);
+				assert_true(v[i].docid == v[j].docid);
+			}
+		}
+	}
+
+	/* qsort with it agrees with the test's own order. */
 	qsort(v, 2000, sizeof v[0], bentry_cmp);
 	for (i = 1; i < 2000; i++)
-		assert_true(cmp_entry(&v[i - 1], &v[i]) <= 0);
+		assert_true(cmp_l1(&v[i - 1], &v[i]) <= 0);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -247,19 +542,24 @@ static struct u64vec	 got_ids;
 static uint64_t		 finds_checked;
 
 /*
- * Check run_find on the n-entry run (encoded from the sorted v) for key,
- * with several limits, against a linear scan of v.  The output vector is
+ * Check run_find on the n-entry l1 run of chunk c (encoded from v, sorted
+ * by bentry_cmp) for key, with several limits, against a linear scan of v
+ * for the entries whose top 54 key bits are the key's.  The run cannot
+ * tell keys apart below those.  Keys of other chunks are not asked for:
+ * a run is only searched for its own chunk's keys.  The output vector is
  * appended to: two values already in it must stay.
  */
 static void
 check_find(const unsigned char *run, const struct bentry *v, size_t n,
-    uint64_t key)
+    unsigned c, uint64_t key)
 {
 	size_t	 maxes[8], nmax = 0, cnt, got, want, i, m;
 
+	if (band_chunk(key) != c)
+		return;
 	want_ids.n = 0;
 	for (i = 0; i < n; i++) {
-		if (v[i].key == key)
+		if (TOP54(v[i].key) == TOP54(key))
 			u64vec_push(&want_ids, v[i].docid);
 	}
 	cnt = want_ids.n;
@@ -285,10 +585,10 @@ check_find(const unsigned char *run, const struct bentry *v, size_t n,
 		    got_ids.v[0] != SENTINEL || got_ids.v[1] != ~SENTINEL ||
 		    (want > 0 && memcmp(got_ids.v + 2, want_ids.v,
 		    want * sizeof *want_ids.v) != 0)) {
-			print_error("run_find(n=%zu, key=%#llx, max=%zu): "
-			    "returned %zu, appended %zu, expected %zu\n", n,
-			    (unsigned long long)key, maxes[m], got,
-			    got_ids.n - 2, want);
+			print_error("run_find(chunk %u, n=%zu, key=%#llx, "
+			    "max=%zu): returned %zu, appended %zu, expected "
+			    "%zu\n", c, n, (unsigned long long)key, maxes[m],
+			    got, got_ids.n - 2, want);
 			for (i = 0; i < want && i + 2 < got_ids.n; i++) {
 				if (got_ids.v[i + 2] != want_ids.v[i]) {
 					print_error("  first difference at "
@@ -307,51 +607,55 @@ check_find(const unsigned char *run, const struct bentry *v, size_t n,
 }
 
 /*
- * Check a run with every key in it, its neighbours, the chunk's extremes,
- * the keys just outside the run, random keys in the chunk and keys of
- * other chunks.
+ * Check a run with every kept key in it, the same with other low bits,
+ * the neighbouring kept keys, the chunk's extremes, the keys just outside
+ * the run and random keys in the chunk.
  */
 static void
 check_run(const struct bentry *v, size_t n, unsigned c, uint64_t *s)
 {
 	unsigned char	*run;
+	uint64_t	 k;
 	size_t		 i;
 
+	for (i = 0; i < n; i++) {
+		assert_true(band_chunk(v[i].key) == c);
+		assert_true(v[i].docid <= L1E_DOCMAX);
+		if (i > 0)
+			assert_true(cmp_l1(&v[i - 1], &v[i]) <= 0);
+	}
 	run = encode_run(v, n);
 	for (i = 0; i < n; i++) {
-		if (i > 0 && v[i].key == v[i - 1].key)
+		if (i > 0 && TOP54(v[i].key) == TOP54(v[i - 1].key))
 			continue;
-		check_find(run, v, n, v[i].key);
-		check_find(run, v, n, v[i].key - 1);
-		check_find(run, v, n, v[i].key + 1);
+		k = v[i].key;
+		check_find(run, v, n, c, k);
+		/* Other low bits: the same entries. */
+		check_find(run, v, n, c, k ^ (1 + splitmix64(s) % DROP_MASK));
+		/* The kept keys either side. */
+		check_find(run, v, n, c, (k & ~DROP_MASK) - 1);
+		check_find(run, v, n, c, (k | DROP_MASK) + 1);
 	}
 	if (n > 0) {
-		check_find(run, v, n, v[0].key - 2);
-		check_find(run, v, n, v[n - 1].key + 2);
+		check_find(run, v, n, c, v[0].key - DROP_MASK - 2);
+		check_find(run, v, n, c, v[n - 1].key + DROP_MASK + 2);
 		/* Halfway between neighbours. */
 		for (i = 1; i < n; i += 1 + n / 64) {
-			check_find(run, v, n, v[i - 1].key +
-			    (v[i].key - v[i - 1].key) / 2);
+			if (v[i].key > v[i - 1].key)
+				check_find(run, v, n, c, v[i - 1].key +
+				    (v[i].key - v[i - 1].key) / 2);
 		}
 	}
-	check_find(run, v, n, ckey(c, 0));
-	check_find(run, v, n, ckey(c, 1));
-	check_find(run, v, n, ckey(c, OFF_MASK - 1));
-	check_find(run, v, n, ckey(c, OFF_MASK));
-	check_find(run, v, n, ckey(c, OFF_MASK / 2));
+	check_find(run, v, n, c, ckey(c, 0));
+	check_find(run, v, n, c, ckey(c, 1));
+	check_find(run, v, n, c, ckey(c, DROP_MASK));
+	check_find(run, v, n, c, ckey(c, DROP_MASK + 1));
+	check_find(run, v, n, c, ckey(c, OFF_MASK - DROP_MASK - 1));
+	check_find(run, v, n, c, ckey(c, OFF_MASK - 1));
+	check_find(run, v, n, c, ckey(c, OFF_MASK));
+	check_find(run, v, n, c, ckey(c, OFF_MASK / 2));
 	for (i = 0; i < 64; i++)
-		check_find(run, v, n, ckey(c, splitmix64(s)));
-	/* Other chunks: found nowhere. */
-	check_find(run, v, n, 0);
-	check_find(run, v, n, UINT64_MAX);
-	if (c > 0) {
-		check_find(run, v, n, ckey(c - 1, OFF_MASK));
-		check_find(run, v, n, ckey(c - 1, 0));
-	}
-	if (c < LAST_CHUNK) {
-		check_find(run, v, n, ckey(c + 1, 0));
-		check_find(run, v, n, ckey(c + 1, OFF_MASK));
-	}
+		check_find(run, v, n, c, ckey(c, splitmix64(s)));
 	free(run);
 }
 
@@ -374,36 +678,74 @@ test_find_edges(void **state)
 	assert_int_equal(got_ids.n, 0);
 	check_run(v, 0, 7, &s);
 
-	/* One entry. */
-	v[0].key = ckey(7, 1000);
+	/* One entry, found whatever the key's low 10 bits. */
+	v[0].key = fkey(7, 1000, 5);
 	v[0].docid = 42;
 	check_run(v, 1, 7, &s);
 	run = encode_run(v, 1);
 	got_ids.n = 0;
-	assert_int_equal(run_find(run, 1, ckey(7, 1000), &got_ids, 5), 1);
+	assert_int_equal(run_find(run, 1, fkey(7, 1000, 5), &got_ids, 5), 1);
 	assert_int_equal(got_ids.n, 1);
 	assert_true(got_ids.v[0] == 42);
+	assert_int_equal(run_find(run, 1, fkey(7, 1000, 0), &got_ids, 5), 1);
+	assert_int_equal(run_find(run, 1, fkey(7, 1000, DROP_MASK), &got_ids,
+	    5), 1);
+	assert_int_equal(got_ids.n, 3);
+	assert_true(got_ids.v[1] == 42 && got_ids.v[2] == 42);
+	assert_int_equal(run_find(run, 1, fkey(7, 999, DROP_MASK), &got_ids,
+	    5), 0);
+	assert_int_equal(run_find(run, 1, fkey(7, 1001, 0), &got_ids, 5), 0);
+	assert_int_equal(got_ids.n, 3);
 	free(run);
 
 	/* Two entries, equal and different keys. */
-	v[0].key = v[1].key = ckey(7, 5);
+	v[0].key = v[1].key = fkey(7, 5, 0);
 	v[0].docid = 1;
 	v[1].docid = 9;
 	check_run(v, 2, 7, &s);
-	v[1].key = ckey(7, 6);
+	v[1].key = fkey(7, 6, 0);
 	check_run(v, 2, 7, &s);
+	/* Equal but for the low bits, the larger key first. */
+	v[0].key = fkey(7, 5, DROP_MASK);
+	v[1].key = fkey(7, 5, 0);
+	check_run(v, 2, 7, &s);
+	run = encode_run(v, 2);
+	got_ids.n = 0;
+	assert_int_equal(run_find(run, 2, fkey(7, 5, 0x155), &got_ids,
+	    SIZE_MAX), 2);
+	assert_int_equal(got_ids.n, 2);
+	assert_true(got_ids.v[0] == 1 && got_ids.v[1] == 9);
+	free(run);
+
+	/* Keys differing only in their low bits: one kept key, runs 1..40. */
+	for (n = 1; n <= 40; n++) {
+		for (i = 0; i < n; i++) {
+			v[i].key = fkey(11, 77, (i * 389) & DROP_MASK);
+			v[i].docid = n - i;
+		}
+		qsort(v, n, sizeof *v, cmp_l1);
+		check_run(v, n, 11, &s);
+		run = encode_run(v, n);
+		got_ids.n = 0;
+		assert_int_equal(run_find(run, n, fkey(11, 77, 0), &got_ids,
+		    SIZE_MAX), n);
+		for (i = 0; i < n; i++)
+			assert_true(got_ids.v[i] == i + 1);
+		free(run);
+	}
 
 	/* The first and last chunks' extreme keys, in runs of 1..40. */
 	for (c = 0; c < BAND_CHUNKS; c += LAST_CHUNK) {
 		for (n = 1; n <= 40; n++) {
 			for (i = 0; i < n; i++) {
 				if (i < n / 2)
-					v[i].key = ckey(c, i / 3);
+					v[i].key = fkey(c, i / 3, i * 7);
 				else
-					v[i].key = ckey(c, OFF_MASK -
-					    (n - 1 - i) / 3);
+					v[i].key = fkey(c, FRAG_MASK -
+					    (n - 1 - i) / 3, DROP_MASK - i);
 				v[i].docid = i;
 			}
+			qsort(v, n, sizeof *v, cmp_l1);
 			check_run(v, n, c, &s);
 		}
 	}
@@ -417,11 +759,11 @@ test_find_edges(void **state)
 		check_run(v, n, 3, &s);
 	}
 
-	/* Every entry a different key, one apart, at the chunk's start. */
+	/* Every entry a different kept key, one apart, at the chunk's start. */
 	for (n = 1; n <= 40; n++) {
 		for (i = 0; i < n; i++) {
-			v[i].key = ckey(LAST_CHUNK, i);
-			v[i].docid = UINT64_MAX - i;
+			v[i].key = fkey(LAST_CHUNK, i, DROP_MASK - i);
+			v[i].docid = L1E_DOCMAX - i;
 		}
 		check_run(v, n, LAST_CHUNK, &s);
 	}
@@ -437,82 +779,102 @@ test_find_edges(void **state)
 #define D_DENSEHIGH	7	/* the same at the chunk's end */
 #define D_ONEKEY	8	/* one key for every entry */
 #define D_HALVES	9	/* half at the start, half at the end */
-#define D_COUNT		10
+#define D_LOWBITS	10	/* two kept keys, the low bits all different */
+#define D_COUNT		11
 
 static const char *const dist_names[D_COUNT] = {
 	"uniform", "cluster", "skew-low", "skew-high", "few-keys",
-	"extremes", "dense", "dense-high", "one-key", "halves"
+	"extremes", "dense", "dense-high", "one-key", "halves", "low-bits"
 };
 
-/* Fill v with n sorted entries of chunk c drawn from distribution d. */
+/*
+ * Fill v with n entries of chunk c drawn from distribution d, sorted by
+ * the run's order; with few document numbers if fewdocs, so that entries
+ * repeat.
+ */
 static void
-random_run(struct bentry *v, size_t n, unsigned c, int d, uint64_t *s)
+random_run(struct bentry *v, size_t n, unsigned c, int d, int fewdocs,
+    uint64_t *s)
 {
-	uint64_t	 centre[3], r, off;
+	uint64_t	 centre[3], r, frag, low;
 	size_t		 i;
 
 	for (i = 0; i < 3; i++) {
-		centre[i] = splitmix64(s) & OFF_MASK;
-		if (centre[i] > OFF_MASK - 1000)
-			centre[i] = OFF_MASK - 1000;
+		centre[i] = splitmix64(s) & FRAG_MASK;
+		if (centre[i] > FRAG_MASK - 1000)
+			centre[i] = FRAG_MASK - 1000;
 	}
 	for (i = 0; i < n; i++) {
 		r = splitmix64(s);
 		switch (d) {
 		case D_UNIFORM:
-			off = r;
+			frag = r;
 			break;
 		case D_CLUSTER:
-			off = centre[r % 3] + (r >> 32) % 200;
+			frag = centre[r % 3] + (r >> 32) % 200;
 			break;
 		case D_SKEWLOW:
-			off = (r & OFF_MASK) >> (splitmix64(s) % 48);
+			frag = (r & FRAG_MASK) >> (splitmix64(s) % 40);
 			break;
 		case D_SKEWHIGH:
-			off = OFF_MASK - ((r & OFF_MASK) >>
-			    (splitmix64(s) % 48));
+			frag = FRAG_MASK - ((r & FRAG_MASK) >>
+			    (splitmix64(s) % 40));
 			break;
 		case D_FEWKEYS:
-			off = centre[r % 3];
+			frag = centre[r % 3];
 			break;
 		case D_EXTREMES:
 			switch (r % 5) {
 			case 0:
-				off = 0;
+				frag = 0;
 				break;
 			case 1:
-				off = OFF_MASK;
+				frag = FRAG_MASK;
 				break;
 			case 2:
-				off = 1;
+				frag = 1;
 				break;
 			case 3:
-				off = OFF_MASK - 1;
+				frag = FRAG_MASK - 1;
 				break;
 			default:
-				off = r >> 3;
+				frag = r >> 3;
 				break;
 			}
 			break;
 		case D_DENSE:
-			off = (r >> 8) % (n / 2 + 1);
+			frag = (r >> 8) % (n / 2 + 1);
 			break;
 		case D_DENSEHIGH:
-			off = OFF_MASK - (r >> 8) % (n / 2 + 1);
+			frag = FRAG_MASK - (r >> 8) % (n / 2 + 1);
 			break;
 		case D_ONEKEY:
-			off = centre[0];
+			frag = centre[0];
+			break;
+		case D_LOWBITS:
+			frag = centre[r % 2];
 			break;
 		default:
-			off = (r & 1) ? (r >> 8) % 1000 :
-			    OFF_MASK - (r >> 8) % 1000;
+			frag = (r & 1) ? (r >> 8) % 1000 :
+			    FRAG_MASK - (r >> 8) % 1000;
 			break;
 		}
-		v[i].key = ckey(c, off);
-		/* Sometimes few document numbers, so that entries repeat. */
-		v[i].docid = (d % 2) ? splitmix64(s) : splitmix64(s) % 4;
+		switch ((r >> 58) % 4) {
+		case 0:
+			low = 0;
+			break;
+		case 1:
+			low = DROP_MASK;
+			break;
+		default:
+			low = splitmix64(s);
+			break;
+		}
+		v[i].key = fkey(c, frag, low);
+		v[i].docid = fewdocs ? splitmix64(s) % 4 :
+		    splitmix64(s) & L1E_DOCMAX;
 	}
-	qsort(v, n, sizeof *v, cmp_entry);
+	qsort(v, n, sizeof *v, cmp_l1);
 }
 
 /* Seeded random runs of many sizes and distributions, against a scan. */
@@ -551,7 +913,7 @@ test_find_random(void **state)
 					c = 1;
 					break;
 				}
-				random_run(v, n, c, d, &s);
+				random_run(v, n, c, d, (d + rep) % 2, &s);
 				check_run(v, n, c, &s);
 			}
 		}
@@ -563,27 +925,31 @@ test_find_random(void **state)
 }
 
 /*
- * Runs whose keys span many chunks.  The chunked run never holds one, but
- * run_find only guesses from the key's place in its chunk and must still
- * be exact.
+ * Runs whose kept keys are far from uniform in the chunk, crowded at
+ * either end and spread over powers of two: run_find only guesses from the
+ * key's place in its chunk and must still be exact.
  */
 static void
 test_find_any_keys(void **state)
 {
 	struct bentry	*v;
-	uint64_t	 s = 23;
+	uint64_t	 s = 23, frag;
 	size_t		 i, n;
+	unsigned	 c;
 
 	v = xcalloc(3000, sizeof *v);
 	for (n = 17; n <= 3000; n = n * 3 + 1) {
+		c = (unsigned)(splitmix64(&s) % BAND_CHUNKS);
 		for (i = 0; i < n; i++) {
-			v[i].key = splitmix64(&s);
-			if (i % 4 == 0)
-				v[i].key >>= splitmix64(&s) % 64;
+			frag = (splitmix64(&s) & FRAG_MASK) >>
+			    (splitmix64(&s) % (L1E_BITS + 1));
+			if (i % 4 == 1)
+				frag = FRAG_MASK - frag;
+			v[i].key = fkey(c, frag, splitmix64(&s));
 			v[i].docid = i;
 		}
-		qsort(v, n, sizeof *v, cmp_entry);
-		check_run(v, n, (unsigned)(splitmix64(&s) % BAND_CHUNKS), &s);
+		qsort(v, n, sizeof *v, cmp_l1);
+		check_run(v, n, c, &s);
 	}
 	free(v);
 }
@@ -592,59 +958,93 @@ test_find_any_keys(void **state)
 /* run_merge. */
 
 /*
- * Check run_merge of the sorted old (nold) and add (nadd) with live against
- * sort + filter + dedupe of their union; out has one guard entry beyond
- * the room run_merge is promised.
+ * Check run_merge into chunk c's l1 run of the run encoded from old (nold
+ * entries) and add (nadd), both sorted by bentry_cmp, with live, against
+ * the sorted union of what a run keeps of them, less the document numbers
+ * below live and the repeats; out has one guard entry beyond the room
+ * run_merge is promised.  The merged run is searched too.
  */
 static void
-check_merge(const struct bentry *old, size_t nold, const struct bentry *add,
-    size_t nadd, uint64_t live)
+check_merge(unsigned c, const struct bentry *old, size_t nold,
+    const struct bentry *add, size_t nadd, uint64_t live)
 {
 	struct bentry	*all, e;
-	unsigned char	*oldrun, *out;
+	unsigned char	*oldrun, *out, b[L1E_SIZE];
 	size_t		 i, n, want, room = nold + nadd;
+
+	/* The inputs are what run_merge is promised. */
+	for (i = 0; i < nold; i++) {
+		assert_true(band_chunk(old[i].key) == c);
+		assert_true(old[i].docid <= L1E_DOCMAX);
+		if (i > 0)
+			assert_true(cmp_l1(&old[i - 1], &old[i]) <= 0);
+	}
+	for (i = 0; i < nadd; i++) {
+		assert_true(band_chunk(add[i].key) == c);
+		assert_true(add[i].docid <= L1E_DOCMAX);
+		if (i > 0)
+			assert_true(cmp_l1(&add[i - 1], &add[i]) <= 0);
+	}
 
 	all = xcalloc(room + 1, sizeof *all);
 	if (nold > 0)
 		memcpy(all, old, nold * sizeof *all);
 	if (nadd > 0)
 		memcpy(all + nold, add, nadd * sizeof *all);
-	qsort(all, room, sizeof *all, cmp_entry);
+	for (i = 0; i < room; i++)
+		all[i].key &= ~DROP_MASK;
+	qsort(all, room, sizeof *all, cmp_l1);
 	for (i = 0, want = 0; i < room; i++) {
 		if (all[i].docid < live)
 			continue;
-		if (want > 0 && cmp_entry(&all[want - 1], &all[i]) == 0)
+		if (want > 0 && cmp_l1(&all[want - 1], &all[i]) == 0)
 			continue;
 		all[want++] = all[i];
 	}
 
 	oldrun = encode_run(old, nold);
-	out = xmalloc((room + 1) * BENTRY_SIZE);
-	memset(out, GUARD, (room + 1) * BENTRY_SIZE);
-	n = run_merge(nold ? oldrun : NULL, nold, nadd ? add : NULL, nadd,
+	out = xmalloc((room + 1) * L1E_SIZE);
+	memset(out, GUARD, (room + 1) * L1E_SIZE);
+	n = run_merge(c, nold ? oldrun : NULL, nold, nadd ? add : NULL, nadd,
 	    live, out);
 	if (n != want) {
-		print_error("run_merge(nold=%zu, nadd=%zu, live=%llu): %zu "
-		    "entries, expected %zu\n", nold, nadd,
+		print_error("run_merge(chunk %u, nold=%zu, nadd=%zu, "
+		    "live=%llu): %zu entries, expected %zu\n", c, nold, nadd,
 		    (unsigned long long)live, n, want);
 		fail();
 	}
 	for (i = 0; i < n; i++) {
-		e.key = dec_le64(out + i * BENTRY_SIZE);
-		e.docid = dec_le64(out + i * BENTRY_SIZE + 8);
-		if (cmp_entry(&e, &all[i]) != 0) {
-			print_error("run_merge(nold=%zu, nadd=%zu, live=%llu): "
-			    "entry %zu is (%#llx, %llu), expected (%#llx, "
-			    "%llu)\n", nold, nadd, (unsigned long long)live,
-			    i, (unsigned long long)e.key,
+		enc_l1(b, &all[i]);
+		if (memcmp(out + i * L1E_SIZE, b, L1E_SIZE) != 0) {
+			e.key = ((uint64_t)c << OFF_BITS) |
+			    (dec_be40(out + i * L1E_SIZE) << DROP_BITS);
+			e.docid = dec_be40(out + i * L1E_SIZE + 5);
+			print_error("run_merge(chunk %u, nold=%zu, nadd=%zu, "
+			    "live=%llu): entry %zu is (%#llx, %llu), expected "
+			    "(%#llx, %llu)\n", c, nold, nadd,
+			    (unsigned long long)live, i,
+			    (unsigned long long)e.key,
 			    (unsigned long long)e.docid,
 			    (unsigned long long)all[i].key,
 			    (unsigned long long)all[i].docid);
 			fail();
 		}
+		/* The l1 byte order: strictly increasing, no repeat. */
+		if (i > 0 && memcmp(out + (i - 1) * L1E_SIZE,
+		    out + i * L1E_SIZE, L1E_SIZE) >= 0) {
+			print_error("run_merge(chunk %u): entries %zu and %zu "
+			    "out of order\n", c, i - 1, i);
+			fail();
+		}
 	}
-	for (i = room * BENTRY_SIZE; i < (room + 1) * BENTRY_SIZE; i++)
+	for (i = room * L1E_SIZE; i < (room + 1) * L1E_SIZE; i++)
 		assert_int_equal(out[i], GUARD);
+
+	/* Found again, whatever the low bits asked with. */
+	for (i = 0; i < n; i += 1 + n / 8) {
+		check_find(out, all, n, c, all[i].key |
+		    ((i * 0x2f5) & DROP_MASK));
+	}
 	free(out);
 	free(oldrun);
 	free(all);
@@ -654,87 +1054,151 @@ check_merge(const struct bentry *old, size_t nold, const struct bentry *add,
 static void
 test_merge_edges(void **state)
 {
+#define MC	5000	/* the chunk of the hand-made entries */
 	static const struct bentry a[] = {
-		{ 1, 1 }, { 1, 2 }, { 2, 1 }, { 5, 0 }, { 5, 7 },
-		{ UINT64_MAX, UINT64_MAX }
+		{ K(MC, 1, 0), 1 }, { K(MC, 1, 7), 2 }, { K(MC, 2, 0), 1 },
+		{ K(MC, 5, 0), 0 }, { K(MC, 5, DROP_MASK), 7 },
+		{ K(MC, FRAG_MASK, DROP_MASK), L1E_DOCMAX }
 	};
+	/* (1, 2), (5, 7) and the last repeat a's, with other low bits. */
 	static const struct bentry b[] = {
-		{ 0, 9 }, { 1, 2 }, { 1, 3 }, { 5, 7 }, { 6, 0 },
-		{ UINT64_MAX, UINT64_MAX }
+		{ K(MC, 0, 3), 9 }, { K(MC, 1, DROP_MASK), 2 },
+		{ K(MC, 1, 0), 3 }, { K(MC, 5, 7), 7 }, { K(MC, 6, 0), 0 },
+		{ K(MC, FRAG_MASK, 0), L1E_DOCMAX }
 	};
 	static const struct bentry rep[] = {
-		{ 4, 4 }, { 4, 4 }, { 4, 4 }, { 4, 5 }, { 4, 5 }
+		{ K(MC, 4, 0), 4 }, { K(MC, 4, 1), 4 },
+		{ K(MC, 4, DROP_MASK), 4 }, { K(MC, 4, 0), 5 },
+		{ K(MC, 4, 0x200), 5 }
 	};
-	static const struct bentry zero[] = { { 0, 0 }, { 0, 0 } };
-	unsigned char	 out[16 * BENTRY_SIZE];
-	size_t		 na = sizeof a / sizeof a[0], nb = sizeof b / sizeof b[0];
-	size_t		 nr = sizeof rep / sizeof rep[0];
+	static const struct bentry zero[] = {
+		{ K(MC, 0, 0), 0 }, { K(MC, 0, 0), 0 }
+	};
+	static const struct bentry z0[] = { { 0, 0 }, { DROP_MASK, 0 } };
+	static const struct bentry top[] = {
+		{ UINT64_MAX - DROP_MASK, L1E_DOCMAX },
+		{ UINT64_MAX, L1E_DOCMAX }
+	};
+	static const unsigned char rep0[L1E_SIZE] = {
+		0, 0, 0, 0, 4, 0, 0, 0, 0, 4
+	};
+	unsigned char	 out[16 * L1E_SIZE], *arun;
+	size_t		 na = sizeof a / sizeof a[0];
+	size_t		 nb = sizeof b / sizeof b[0];
+	size_t		 nr = sizeof rep / sizeof rep[0], i;
 	struct bentry	 e;
 
 	/* Both empty: nothing written. */
 	memset(out, GUARD, sizeof out);
-	assert_int_equal(run_merge(NULL, 0, NULL, 0, 0, out), 0);
+	assert_int_equal(run_merge(MC, NULL, 0, NULL, 0, 0, out), 0);
 	assert_int_equal(out[0], GUARD);
-	check_merge(NULL, 0, NULL, 0, 0);
-	check_merge(NULL, 0, NULL, 0, UINT64_MAX);
+	check_merge(MC, NULL, 0, NULL, 0, 0);
+	check_merge(MC, NULL, 0, NULL, 0, UINT64_MAX);
 
 	/* One side empty. */
-	check_merge(a, na, NULL, 0, 0);
-	check_merge(NULL, 0, a, na, 0);
-	check_merge(a, na, NULL, 0, 2);
-	check_merge(NULL, 0, b, nb, 7);
+	check_merge(MC, a, na, NULL, 0, 0);
+	check_merge(MC, NULL, 0, a, na, 0);
+	check_merge(MC, a, na, NULL, 0, 2);
+	check_merge(MC, NULL, 0, b, nb, 7);
 
 	/* Both, with entries in common. */
-	check_merge(a, na, b, nb, 0);
-	check_merge(b, nb, a, na, 0);
-	check_merge(a, na, b, nb, 1);
-	check_merge(a, na, b, nb, 3);
-	check_merge(a, na, b, nb, UINT64_MAX);
-	check_merge(a, na, a, na, 0);
+	check_merge(MC, a, na, b, nb, 0);
+	check_merge(MC, b, nb, a, na, 0);
+	check_merge(MC, a, na, b, nb, 1);
+	check_merge(MC, a, na, b, nb, 3);
+	check_merge(MC, a, na, b, nb, L1E_DOCMAX);
+	check_merge(MC, a, na, b, nb, L1E_DOCMAX + 1);
+	check_merge(MC, a, na, b, nb, UINT64_MAX);
+	check_merge(MC, a, na, a, na, 0);
 
-	/* Exact repeats within and across the inputs. */
-	check_merge(rep, nr, NULL, 0, 0);
-	check_merge(NULL, 0, rep, nr, 0);
-	check_merge(rep, nr, rep, nr, 0);
-	check_merge(rep, nr, rep, nr, 5);
-	check_merge(zero, 2, zero, 2, 0);
+	/* Repeats within and across the inputs. */
+	check_merge(MC, rep, nr, NULL, 0, 0);
+	check_merge(MC, NULL, 0, rep, nr, 0);
+	check_merge(MC, rep, nr, rep, nr, 0);
+	check_merge(MC, rep, nr, rep, nr, 5);
+	check_merge(MC, zero, 2, zero, 2, 0);
+	check_merge(0, z0, 2, z0, 2, 0);
+	check_merge(0, NULL, 0, z0, 2, 1);
+	check_merge(LAST_CHUNK, top, 2, top, 2, 0);
+	check_merge(LAST_CHUNK, NULL, 0, top, 2, L1E_DOCMAX);
 
-	/* The same, spelled out. */
-	assert_int_equal(run_merge(NULL, 0, rep, nr, 0, out), 2);
-	run_get(out, 0, &e);
-	assert_true(e.key == 4 && e.docid == 4);
-	run_get(out, 1, &e);
-	assert_true(e.key == 4 && e.docid == 5);
+	/* The same, spelled out: a repeat is one of (l1_key, docid). */
+	assert_int_equal(run_merge(MC, NULL, 0, rep, nr, 0, out), 2);
+	assert_memory_equal(out, rep0, L1E_SIZE);
+	l1_get(out, 0, MC, &e);
+	assert_true(e.key == K(MC, 4, 0) && e.docid == 4);
+	l1_get(out, 1, MC, &e);
+	assert_true(e.key == K(MC, 4, 0) && e.docid == 5);
+	/* A run's entries repeated by new ones with other low bits. */
+	arun = encode_run(a, na);
+	assert_int_equal(run_merge(MC, arun, na, b, nb, 0, out), 9);
+	assert_int_equal(run_merge(MC, arun, na, b, nb, 1, out), 7);
+	assert_int_equal(run_merge(MC, arun, na, a, na, 0, out), na);
+	assert_memory_equal(out, arun, na * L1E_SIZE);
+	assert_int_equal(run_merge(MC, arun, na, NULL, 0, 0, out), na);
+	assert_memory_equal(out, arun, na * L1E_SIZE);
+	free(arun);
 	/* (0, 0) is an entry like any other, kept when live is 0. */
-	assert_int_equal(run_merge(NULL, 0, zero, 2, 0, out), 1);
-	run_get(out, 0, &e);
-	assert_true(e.key == 0 && e.docid == 0);
-	assert_int_equal(run_merge(NULL, 0, zero, 2, 1, out), 0);
+	assert_int_equal(run_merge(MC, NULL, 0, zero, 2, 0, out), 1);
+	l1_get(out, 0, MC, &e);
+	assert_true(e.key == K(MC, 0, 0) && e.docid == 0);
+	for (i = 0; i < L1E_SIZE; i++)
+		assert_int_equal(out[i], 0);
+	assert_int_equal(run_merge(0, NULL, 0, z0, 2, 0, out), 1);
+	assert_int_equal(run_merge(MC, NULL, 0, zero, 2, 1, out), 0);
 	/* live keeps its own document number. */
-	assert_int_equal(run_merge(NULL, 0, a, na, 7, out), 2);
-	run_get(out, 0, &e);
-	assert_true(e.key == 5 && e.docid == 7);
-	run_get(out, 1, &e);
-	assert_true(e.key == UINT64_MAX && e.docid == UINT64_MAX);
+	assert_int_equal(run_merge(MC, NULL, 0, a, na, 7, out), 2);
+	l1_get(out, 0, MC, &e);
+	assert_true(e.key == K(MC, 5, 0) && e.docid == 7);
+	l1_get(out, 1, MC, &e);
+	assert_true(e.key == K(MC, FRAG_MASK, 0) && e.docid == L1E_DOCMAX);
+	for (i = L1E_SIZE; i < 2 * L1E_SIZE; i++)
+		assert_int_equal(out[i], 0xff);
+#undef MC
 }
 
-/* Fill v with n sorted random entries, from a narrow range if narrow. */
+#define M_WIDE		0	/* random keys, document numbers to 10^5 */
+#define M_NARROW	1	/* six kept keys, eight document numbers */
+#define M_HIGH		2	/* the same at the top of both ranges */
+#define M_COUNT		3
+
+/* Fill v with n random entries of chunk c, sorted, of kind kind. */
 static void
-random_entries(struct bentry *v, size_t n, int narrow, unsigned c,
+random_entries(struct bentry *v, size_t n, int kind, unsigned c,
     uint64_t *s)
 {
-	size_t	 i;
+	uint64_t	 r, low;
+	size_t		 i;
 
 	for (i = 0; i < n; i++) {
-		if (narrow) {
-			v[i].key = ckey(c, splitmix64(s) % 6);
+		r = splitmix64(s);
+		switch ((r >> 60) % 4) {
+		case 0:
+			low = 0;
+			break;
+		case 1:
+			low = DROP_MASK;
+			break;
+		default:
+			low = r;
+			break;
+		}
+		switch (kind) {
+		case M_NARROW:
+			v[i].key = fkey(c, splitmix64(s) % 6, low);
 			v[i].docid = splitmix64(s) % 8;
-		} else {
+			break;
+		case M_HIGH:
+			v[i].key = fkey(c, FRAG_MASK - splitmix64(s) % 6, low);
+			v[i].docid = L1E_DOCMAX - splitmix64(s) % 8;
+			break;
+		default:
 			v[i].key = ckey(c, splitmix64(s));
 			v[i].docid = splitmix64(s) % 100000;
+			break;
 		}
 	}
-	qsort(v, n, sizeof *v, cmp_entry);
+	qsort(v, n, sizeof *v, cmp_l1);
 }
 
 /* Seeded random merges, with and without many repeats. */
@@ -744,36 +1208,56 @@ test_merge_random(void **state)
 	static const size_t sizes[] = { 0, 1, 2, 3, 17, 100, 1000 };
 	size_t		 ns = sizeof sizes / sizeof sizes[0], i, j;
 	struct bentry	*old, *add;
-	uint64_t	 s = 31, lives[5];
+	uint64_t	 s = 31, lives[7];
 	unsigned	 c;
-	int		 narrow, k;
+	int		 kind, k;
 
 	old = xcalloc(1000, sizeof *old);
 	add = xcalloc(1000, sizeof *add);
 	for (i = 0; i < ns; i++) {
 		for (j = 0; j < ns; j++) {
-			for (narrow = 0; narrow < 2; narrow++) {
-				c = (unsigned)(splitmix64(&s) % BAND_CHUNKS);
-				random_entries(old, sizes[i], narrow, c, &s);
-				random_entries(add, sizes[j], narrow, c, &s);
+			for (kind = 0; kind < M_COUNT; kind++) {
+				switch ((i + j + kind) % 4) {
+				case 0:
+					c = 0;
+					break;
+				case 1:
+					c = LAST_CHUNK;
+					break;
+				default:
+					c = (unsigned)(splitmix64(&s) %
+					    BAND_CHUNKS);
+					break;
+				}
+				random_entries(old, sizes[i], kind, c, &s);
+				random_entries(add, sizes[j], kind, c, &s);
 				lives[0] = 0;
 				lives[1] = 1;
-				lives[2] = narrow ? 4 : 50000;
+				lives[2] = kind == M_WIDE ? 50000 : (kind ==
+				    M_NARROW ? 4 : L1E_DOCMAX - 3);
 				lives[3] = sizes[i] ? old[sizes[i] / 2].docid :
 				    3;
-				lives[4] = UINT64_MAX;
-				for (k = 0; k < 5; k++)
-					check_merge(old, sizes[i], add,
+				lives[4] = L1E_DOCMAX;
+				lives[5] = L1E_DOCMAX + 1;
+				lives[6] = UINT64_MAX;
+				for (k = 0; k < 7; k++)
+					check_merge(c, old, sizes[i], add,
 					    sizes[j], lives[k]);
 			}
 		}
 	}
 	/* Old entries merged again with a copy of some of them. */
-	random_entries(old, 1000, 0, 9, &s);
+	random_entries(old, 1000, M_WIDE, 9, &s);
 	for (i = 0; i < 500; i++)
 		add[i] = old[2 * i + (i % 2)];
-	check_merge(old, 1000, add, 500, 0);
-	check_merge(old, 1000, add, 500, 30000);
+	check_merge(9, old, 1000, add, 500, 0);
+	check_merge(9, old, 1000, add, 500, 30000);
+	/* The same with other low bits: still repeats. */
+	for (i = 0; i < 500; i++)
+		add[i].key ^= 1 + i % DROP_MASK;
+	qsort(add, 500, sizeof *add, cmp_l1);
+	check_merge(9, old, 1000, add, 500, 0);
+	check_merge(9, old, 1000, add, 500, 30000);
 	free(add);
 	free(old);
 }
@@ -899,21 +1383,26 @@ check_model(struct memtable *mt, const struct model *m,
 
 /*
  * memtable_sorted for chunk c against the model's entries of that chunk,
- * sorted.  Called with whatever buffer the caller holds.
+ * sorted by the run's order (kept key bits, document number, key).  The
+ * result, encoded, is in the l1 byte order, and merged into an empty run
+ * it makes the run check_merge expects.  Called with whatever buffer the
+ * caller holds.
  */
 static void
 check_sorted(struct memtable *mt, const struct model *m, unsigned c,
     struct bentry **buf, size_t *bufsize)
 {
 	struct bentry	*want;
+	unsigned char	 ea[L1E_SIZE], eb[L1E_SIZE];
 	size_t		 i, n, got, before = *bufsize;
+	int		 small = 1;
 
 	want = xcalloc(m->n + 1, sizeof *want);
 	for (i = 0, n = 0; i < m->n; i++) {
 		if (band_chunk(m->v[i].key) == c)
 			want[n++] = m->v[i];
 	}
-	qsort(want, n, sizeof *want, cmp_entry);
+	qsort(want, n, sizeof *want, cmp_l1);
 	got = memtable_sorted(mt, c, buf, bufsize);
 	if (got != n) {
 		print_error("memtable_sorted(chunk %u): %zu entries, expected "
@@ -923,7 +1412,7 @@ check_sorted(struct memtable *mt, const struct model *m, unsigned c,
 	assert_true(*bufsize >= n);
 	assert_true(*bufsize >= before);
 	for (i = 0; i < n; i++) {
-		if (cmp_entry(&(*buf)[i], &want[i]) != 0) {
+		if (cmp_l1(&(*buf)[i], &want[i]) != 0) {
 			print_error("memtable_sorted(chunk %u): entry %zu is "
 			    "(%#llx, %llu), expected (%#llx, %llu)\n", c, i,
 			    (unsigned long long)(*buf)[i].key,
@@ -932,6 +1421,16 @@ check_sorted(struct memtable *mt, const struct model *m, unsigned c,
 			    (unsigned long long)want[i].docid);
 			fail();
 		}
+		if (want[i].docid > L1E_DOCMAX)
+			small = 0;
+	}
+	if (small) {
+		for (i = 1; i < n; i++) {
+			enc_l1(ea, &(*buf)[i - 1]);
+			enc_l1(eb, &(*buf)[i]);
+			assert_true(memcmp(ea, eb, L1E_SIZE) <= 0);
+		}
+		check_merge(c, NULL, 0, *buf, n, 0);
 	}
 	free(want);
 }
@@ -1073,7 +1572,7 @@ test_memtable_rollback(void **state)
 }
 
 /*
- * memtable_sorted: a chunk's entries in (key, docid) order, across its
+ * memtable_sorted: a chunk's entries in bentry_cmp order, across its
  * sub-buckets, without reordering what find returns or rollback undoes.
  */
 static void
@@ -1110,6 +1609,20 @@ test_memtable_sorted(void **state)
 	check_sorted(mt, &m, 76, &buf, &bufsize);
 	check_sorted(mt, &m, 78, &buf, &bufsize);
 	check_sorted(mt, &m, 79, &buf, &bufsize);
+
+	/* One kept key: document number before the low bits, then key. */
+	madd(mt, &m, skey(9, 3, 3), 2);
+	madd(mt, &m, skey(9, 3, 0), 3);
+	madd(mt, &m, skey(9, 3, DROP_MASK + 1), 1);
+	madd(mt, &m, skey(9, 3, 1), 2);
+	mcommit(mt, &m);
+	assert_int_equal(memtable_sorted(mt, 9, &buf, &bufsize), 4);
+	assert_true(buf[0].key == skey(9, 3, 1) && buf[0].docid == 2);
+	assert_true(buf[1].key == skey(9, 3, 3) && buf[1].docid == 2);
+	assert_true(buf[2].key == skey(9, 3, 0) && buf[2].docid == 3);
+	assert_true(buf[3].key == skey(9, 3, DROP_MASK + 1) &&
+	    buf[3].docid == 1);
+	check_sorted(mt, &m, 9, &buf, &bufsize);
 	/* find still returns insertion order. */
 	check_model(mt, &m, probe_keys, NPROBE);
 
@@ -1315,6 +1828,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_le64),
 		cmocka_unit_test(test_run_layout),
+		cmocka_unit_test(test_l1_layout),
 		cmocka_unit_test(test_bentry_cmp),
 		cmocka_unit_test(test_find_edges),
 		cmocka_unit_test(test_find_random),

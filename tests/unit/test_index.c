@@ -1,7 +1,8 @@
 /*
  * Unit tests for index.c, each in its own mkdtemp directory: creating and
  * reopening an index, documents and texts (raw and zstd), band candidates,
- * the parameter check, abort, a full map, read-only and temporary indexes.
+ * the parameter check, abort, a full map, read-only and temporary indexes,
+ * and the upgrade of a format 2 index.
  */
 
 #include "config.h"
@@ -352,7 +353,10 @@ test_candidates(void **state)
 	close_ix(f);
 }
 
-/* A big bucket: every document in it comes back, in docid order. */
+/*
+ * A big bucket: every document in it comes back, in docid order.  The
+ * other keys are multiples of 1024: an l1 run keeps a key's top 54 bits.
+ */
 static void
 test_big_bucket(void **state)
 {
@@ -364,15 +368,15 @@ test_big_bucket(void **state)
 	open_ix(f, 0);
 	CHECK(f, index_begin(f->ix, &f->cause));
 	for (i = 0; i < n; i++) {
-		keys[1] = 1000 + i;
-		keys[2] = 100000 + i;
-		keys[3] = 200000 + i;
+		keys[1] = (1000 + i) << 10;
+		keys[2] = (100000 + i) << 10;
+		keys[3] = (200000 + i) << 10;
 		CHECK(f, index_insert(f->ix, keys, sig, "x", 1, "t", 1, 0,
 		    0, &f->cause));
 	}
 	CHECK(f, index_commit(f->ix, &f->cause));
 	CHECK(f, index_begin(f->ix, &f->cause));
-	keys[1] = keys[2] = keys[3] = 1;
+	keys[1] = keys[2] = keys[3] = 1 << 10;
 	CHECK(f, index_candidates(f->ix, INDEX_NOSLOT, keys, &f->out, &f->cause));
 	assert_int_equal(f->out.n, n);
 	for (i = 0; i < n; i++)
@@ -757,6 +761,197 @@ test_not_lmdb(void **state)
 	check_cause(f, "not");
 }
 
+/* A band key for the upgrade test: a hash with its low 10 bits zero. */
+static uint64_t
+upg_key(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ULL;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+	x ^= x >> 31;
+	return (x & ~(uint64_t)1023);
+}
+
+/* The band keys of document i (from 0) of the upgrade test. */
+static void
+upg_keys(size_t i, uint64_t *keys)
+{
+	size_t	 j;
+
+	for (j = 0; j < B; j++)
+		keys[j] = upg_key(i * B + j);
+	keys[1] = upg_key(1000000 + i / 5);	/* shared by 5 documents */
+}
+
+/*
+ * Rewrite the index at path as format 2, straight through LMDB: every l1
+ * run in 16-byte entries sorted by whole key then document number, and
+ * meta "format" 2.  Returns the entries rewritten.
+ */
+static size_t
+downgrade(const char *path)
+{
+	MDB_env		*env;
+	MDB_txn		*txn;
+	MDB_dbi		 l1, meta;
+	MDB_val		 k, v;
+	struct bentry	*e;
+	unsigned char	 kb[4], *run;
+	size_t		 i, n, total = 0;
+	unsigned	 c;
+
+	assert_int_equal(mdb_env_create(&env), 0);
+	assert_int_equal(mdb_env_set_maxdbs(env, 8), 0);
+	assert_int_equal(mdb_env_set_mapsize(env, 1ULL << 30), 0);
+	assert_int_equal(mdb_env_open(env, path, 0, 0666), 0);
+	assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	assert_int_equal(mdb_dbi_open(txn, "l1", 0, &l1), 0);
+	assert_int_equal(mdb_dbi_open(txn, "meta", 0, &meta), 0);
+	for (c = 0; c < BAND_CHUNKS; c++) {
+		kb[0] = c >> 24;
+		kb[1] = c >> 16;
+		kb[2] = c >> 8;
+		kb[3] = c;
+		k.mv_data = kb;
+		k.mv_size = sizeof kb;
+		if (mdb_get(txn, l1, &k, &v) == MDB_NOTFOUND)
+			continue;
+		assert_int_equal(v.mv_size % L1E_SIZE, 0);
+		n = v.mv_size / L1E_SIZE;
+		e = xcalloc(n, sizeof *e);
+		for (i = 0; i < n; i++)
+			l1_get(v.mv_data, i, c, &e[i]);
+		qsort(e, n, sizeof *e, bentry_cmp);	/* key, then docid */
+		run = xcalloc(n, BENTRY_SIZE);
+		for (i = 0; i < n; i++)
+			run_put(run, i, &e[i]);
+		v.mv_data = run;
+		v.mv_size = n * BENTRY_SIZE;
+		assert_int_equal(mdb_put(txn, l1, &k, &v, 0), 0);
+		free(run);
+		free(e);
+		total += n;
+	}
+	k.mv_data = (void *)"format";
+	k.mv_size = 6;
+	v.mv_data = (void *)"2";
+	v.mv_size = 1;
+	assert_int_equal(mdb_put(txn, meta, &k, &v, 0), 0);
+	assert_int_equal(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+	return (total);
+}
+
+/* The meta "format" value of the index at path, read straight from LMDB. */
+static void
+raw_format(const char *path, char *out, size_t len)
+{
+	MDB_env		*env;
+	MDB_txn		*txn;
+	MDB_dbi		 meta;
+	MDB_val		 k, v;
+
+	assert_int_equal(mdb_env_create(&env), 0);
+	assert_int_equal(mdb_env_set_maxdbs(env, 8), 0);
+	assert_int_equal(mdb_env_open(env, path, MDB_RDONLY, 0666), 0);
+	assert_int_equal(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
+	assert_int_equal(mdb_dbi_open(txn, "meta", 0, &meta), 0);
+	k.mv_data = (void *)"format";
+	k.mv_size = 6;
+	assert_int_equal(mdb_get(txn, meta, &k, &v), 0);
+	assert_true(v.mv_size < len);
+	memcpy(out, v.mv_data, v.mv_size);
+	out[v.mv_size] = '\0';
+	mdb_txn_abort(txn);
+	mdb_env_close(env);
+}
+
+/*
+ * A format 2 index (l1 in 16-byte entries) cannot be opened read-only, and
+ * the first writable open upgrades it to format 3 with the same answers.
+ */
+static void
+test_upgrade_format2(void **state)
+{
+	struct fixture		*f = *state;
+	struct index_params	 p;
+	struct u64vec		 want[5] = { { 0 } };
+	uint64_t		 keys[B], none[B];
+	uint32_t		 sig[K] = { 0 };
+	static const size_t	 probe[] = { 0, 7, 1234, 2999 };
+	size_t			 i, j, n = 3000, per = 500, nprobe = 4;
+	char			 fmt[32];
+
+	params(&p);
+	p.memtable = 1024 * sizeof(struct bentry);	/* the minimum */
+	CHECK(f, index_open(&f->ix, f->path, 0, &p, 0, &f->cause));
+	for (i = 0; i < n; i++) {
+		if (i % per == 0)
+			CHECK(f, index_begin(f->ix, &f->cause));
+		upg_keys(i, keys);
+		CHECK(f, index_insert(f->ix, keys, sig, "x", 1, "t", 1, 0,
+		    0, &f->cause));
+		if (i % per == per - 1)
+			CHECK(f, index_commit(f->ix, &f->cause));
+	}
+	for (j = 0; j < B; j++)
+		none[j] = upg_key(5000000 + j);
+
+	/* What the format 3 index answers. */
+	CHECK(f, index_begin(f->ix, &f->cause));
+	for (j = 0; j < nprobe; j++) {
+		upg_keys(probe[j], keys);
+		CHECK(f, index_candidates(f->ix, INDEX_NOSLOT, keys, &want[j],
+		    &f->cause));
+		assert_int_equal(want[j].n, B + 4);	/* itself, 4 mates */
+		assert_int_equal(count(&want[j], probe[j] + 1), B);
+	}
+	CHECK(f, index_candidates(f->ix, INDEX_NOSLOT, none, &want[nprobe],
+	    &f->cause));
+	assert_int_equal(want[nprobe].n, 0);
+	index_abort(f->ix);
+	close_ix(f);
+
+	/* Back to format 2: every entry was merged into l1. */
+	assert_int_equal(downgrade(f->path), n * B);
+	raw_format(f->path, fmt, sizeof fmt);
+	assert_string_equal(fmt, "2");
+
+	/* Read-only cannot upgrade. */
+	params(&p);
+	assert_int_equal(index_open(&f->ix, f->path, INDEX_RDONLY, &p, 0,
+	    &f->cause), INDEX_MISMATCH);
+	assert_null(f->ix);
+	check_cause(f, "format 2");
+	raw_format(f->path, fmt, sizeof fmt);
+	assert_string_equal(fmt, "2");
+
+	/* Writable upgrades, and the answers are the same. */
+	open_ix(f, 0);
+	close_ix(f);
+	raw_format(f->path, fmt, sizeof fmt);
+	assert_string_equal(fmt, "3");
+	open_ix(f, INDEX_RDONLY);
+	CHECK(f, index_begin(f->ix, &f->cause));
+	for (j = 0; j < nprobe; j++) {
+		upg_keys(probe[j], keys);
+		f->out.n = 0;
+		CHECK(f, index_candidates(f->ix, INDEX_NOSLOT, keys, &f->out,
+		    &f->cause));
+		assert_int_equal(f->out.n, want[j].n);
+		assert_memory_equal(f->out.v, want[j].v,
+		    want[j].n * sizeof *want[j].v);
+	}
+	f->out.n = 0;
+	CHECK(f, index_candidates(f->ix, INDEX_NOSLOT, none, &f->out,
+	    &f->cause));
+	assert_int_equal(f->out.n, 0);
+	CHECK(f, index_commit(f->ix, &f->cause));
+	close_ix(f);
+	for (j = 0; j <= nprobe; j++)
+		u64vec_free(&want[j]);
+}
+
 #define T(name)	cmocka_unit_test_setup_teardown(name, setup, teardown)
 
 /* Run the tests, each bounded by an alarm as in memcached's testapp. */
@@ -780,6 +975,7 @@ main(void)
 		T(test_rdonly),
 		T(test_temp),
 		T(test_not_lmdb),
+		T(test_upgrade_format2),
 	};
 
 	alarm(120);
