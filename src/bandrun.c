@@ -96,21 +96,33 @@ run_put(unsigned char *run, size_t i, const struct bentry *e)
 	put_le64(run + BENTRY_SIZE * i + 8, e->docid);
 }
 
-/* A 40-bit big-endian value. */
+/*
+ * A 40-bit big-endian value: one 4-byte load and one byte, as run_find and
+ * run_merge read little else.  Never more than 5 bytes, since a run may end
+ * at the end of the map.
+ */
 static inline uint64_t
 get_be40(const unsigned char *p)
 {
-	return ((uint64_t)p[0] << 32 | (uint64_t)p[1] << 24 |
-	    (uint64_t)p[2] << 16 | (uint64_t)p[3] << 8 | p[4]);
+	uint32_t	 hi;
+
+	memcpy(&hi, p, 4);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	hi = __builtin_bswap32(hi);
+#endif
+	return ((uint64_t)hi << 8 | p[4]);
 }
 
+/* Write a 40-bit big-endian value. */
 static inline void
 put_be40(unsigned char *p, uint64_t v)
 {
-	p[0] = (unsigned char)(v >> 32);
-	p[1] = (unsigned char)(v >> 24);
-	p[2] = (unsigned char)(v >> 16);
-	p[3] = (unsigned char)(v >> 8);
+	uint32_t	 hi = (uint32_t)(v >> 8);
+
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	hi = __builtin_bswap32(hi);
+#endif
+	memcpy(p, &hi, 4);
 	p[4] = (unsigned char)v;
 }
 
