@@ -133,10 +133,6 @@ struct shingler {
 };
 size_t		 shingle_hash(const struct shingler *, const char *, size_t,
 		    int, struct u64vec *);
-size_t		 shingle_set(const struct shingler *, const char *, size_t,
-		    int, struct u64vec *, struct u64vec *);
-double		 jaccard_sorted(const uint64_t *, size_t, const uint64_t *,
-		    size_t);
 /*
  * A set of shingle hashes, by open addressing: slot i holds a value iff
  * mark[i] == gen.  Zeroed, it is an empty set; the memory is kept between

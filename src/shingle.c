@@ -162,50 +162,6 @@ shingle_hash(const struct shingler *sh, const char *text, size_t len,
 }
 
 /*
- * The set of shingle hashes: sorted, without repeats.  Returns its size.
- * scratch is working memory for the sort.
- */
-size_t
-shingle_set(const struct shingler *sh, const char *text, size_t len,
-    int bytes, struct u64vec *out, struct u64vec *scratch)
-{
-	size_t	 i, n;
-
-	shingle_hash(sh, text, len, bytes, out);
-	if (out->n < 2)
-		return (out->n);
-	sort_u64(out->v, out->n, scratch);
-	for (i = 1, n = 1; i < out->n; i++) {
-		if (out->v[i] != out->v[n - 1])
-			out->v[n++] = out->v[i];
-	}
-	out->n = n;
-	return (n);
-}
-
-/* Jaccard similarity of two sorted sets; two empty sets are equal. */
-double
-jaccard_sorted(const uint64_t *a, size_t na, const uint64_t *b, size_t nb)
-{
-	size_t	 i = 0, j = 0, both = 0;
-
-	if (na == 0 && nb == 0)
-		return (1.0);
-	while (i < na && j < nb) {
-		if (a[i] < b[j])
-			i++;
-		else if (a[i] > b[j])
-			j++;
-		else {
-			both++;
-			i++;
-			j++;
-		}
-	}
-	return ((double)both / (double)(na + nb - both));
-}
-
-/*
  * Shingle sets by hashing, for exact verification, where sorting both sets
  * was the cost.  Open addressing with linear probing, at most half full.
  * The values are XXH3 hashes, uniform already: the low bits are the home
@@ -312,7 +268,7 @@ shset_has(const struct shset *s, uint64_t x)
 /*
  * Jaccard similarity of the set mine and the set of the values h[0..n)
  * (with repeats), which is built in scratch (not mine).  The same value as
- * jaccard_sorted() on the two sorted sets; two empty sets are equal.
+ * sorting both sets and merging them; two empty sets are equal.
  */
 double
 shset_jaccard(const struct shset *mine, struct shset *scratch,

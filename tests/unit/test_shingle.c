@@ -20,6 +20,51 @@
 
 #include "mhfilter.h"
 
+/*
+ * The reference for shset: the set of shingle hashes, sorted, without
+ * repeats (what exact verification did before shset).  Returns its size.
+ * scratch is working memory for the sort.
+ */
+static size_t
+shingle_set(const struct shingler *sh, const char *text, size_t len,
+    int bytes, struct u64vec *out, struct u64vec *scratch)
+{
+	size_t	 i, n;
+
+	shingle_hash(sh, text, len, bytes, out);
+	if (out->n < 2)
+		return (out->n);
+	sort_u64(out->v, out->n, scratch);
+	for (i = 1, n = 1; i < out->n; i++) {
+		if (out->v[i] != out->v[n - 1])
+			out->v[n++] = out->v[i];
+	}
+	out->n = n;
+	return (n);
+}
+
+/* Jaccard similarity of two sorted sets; two empty sets are equal. */
+static double
+jaccard_sorted(const uint64_t *a, size_t na, const uint64_t *b, size_t nb)
+{
+	size_t	 i = 0, j = 0, both = 0;
+
+	if (na == 0 && nb == 0)
+		return (1.0);
+	while (i < na && j < nb) {
+		if (a[i] < b[j])
+			i++;
+		else if (a[i] > b[j])
+			j++;
+		else {
+			both++;
+			i++;
+			j++;
+		}
+	}
+	return ((double)both / (double)(na + nb - both));
+}
+
 #define TEN	"abcdefghij"
 #define HUNDRED	TEN TEN TEN TEN TEN TEN TEN TEN TEN TEN
 #define E5	"\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"	/* 5 x é */
