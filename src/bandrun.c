@@ -169,6 +169,38 @@ bentry_cmp(const void *a, const void *b)
 	return ((x->key > y->key) - (x->key < y->key));
 }
 
+/* The key bits an l1 entry keeps. */
+static inline uint64_t
+l1_frag_of(uint64_t key)
+{
+	return (l1_key(key) & ((1ULL << L1E_BITS) - 1));
+}
+
+/* Where in an n-entry run a key fragment should be, were keys even. */
+static inline size_t
+run_guess(uint64_t frag, size_t n)
+{
+	return ((size_t)(((frag >> (L1E_BITS - 32)) * n) >> 32));
+}
+
+/*
+ * A lookup is a few cache misses: the memtable bucket's header, its
+ * entries, the l1 run where the key should be.  A record's lookups are
+ * independent of each other, so lmdb_candidates starts the loads of all
+ * of them before doing any, and the misses overlap: run_prefetch and
+ * memtable_prefetch stage 0 (the bucket header), then memtable_prefetch
+ * stage 1 (the entries it points to, once the header is in).  Hints only:
+ * they change no state and read nothing that is not there.
+ */
+void
+run_prefetch(const unsigned char *run, size_t n, uint64_t key)
+{
+	if (n > 16)
+		MHF_PREFETCH(run + L1E_SIZE * run_guess(l1_frag_of(key), n));
+	else if (n > 0)
+		MHF_PREFETCH(run);
+}
+
 /*
  * Append to out the document numbers of the n-entry l1 run's entries whose
  * key matches this one in the bits the run keeps, at most max of them.
@@ -179,7 +211,7 @@ run_find(const unsigned char *run, size_t n, uint64_t key,
     struct u64vec *out, size_t max)
 {
 	size_t	 lo = 0, hi = n, mid, got = 0, step;
-	uint64_t frag = l1_key(key) & ((1ULL << L1E_BITS) - 1);
+	uint64_t frag = l1_frag_of(key);
 
 	/*
 	 * Band keys are uniform hashes, so a key's place in its chunk is
@@ -188,7 +220,7 @@ run_find(const unsigned char *run, size_t n, uint64_t key,
 	 * instead of log2(n).
 	 */
 	if (n > 16) {
-		mid = (size_t)(((frag >> (L1E_BITS - 32)) * n) >> 32);
+		mid = run_guess(frag, n);
 		if (l1_frag(run, mid) < frag) {
 			lo = mid + 1;
 			for (step = 8; lo + step < n; step *= 2) {
@@ -337,6 +369,18 @@ memtable_rollback(struct memtable *mt)
 		mt->chunks[mt->undo[--mt->nundo]].n--;
 		mt->entries--;
 	}
+}
+
+/* See run_prefetch. */
+void
+memtable_prefetch(const struct memtable *mt, uint64_t key, int stage)
+{
+	const struct mtchunk	*ch = &mt->chunks[mt_bucket(key)];
+
+	if (stage == 0)
+		MHF_PREFETCH(ch);
+	else if (ch->n > 0)
+		MHF_PREFETCH(ch->v);
 }
 
 /* Append the document numbers of the entries with this key, up to max. */

@@ -34,6 +34,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,14 +72,22 @@ struct fbatch {
 	struct ixdoc		*docs;		/* nslots, for index_prepare */
 	struct buf		*ids;		/* nslots external ids */
 	uint64_t		 invalid_utf8;
+	atomic_size_t		 next;		/* phase 1: first unclaimed */
 	pthread_t		 thread;	/* filter_prepare_start */
 	int			 running;
 };
 
-/* One worker's share of phase 1. */
+/*
+ * Phase 1 is shared out PREP_CHUNK records at a time to whoever asks next:
+ * the worker threads, and the writer when it is left waiting for them
+ * (filter_prepare_wait).  Fixed shares left a worker finishing alone while
+ * the writer slept.
+ */
+#define PREP_CHUNK	16
+
+/* A worker's scratch for phase 1. */
 struct prep {
 	struct fbatch		*fb;
-	size_t			 from, to;
 	struct u64vec		 hashes;	/* scratch: shingle hashes */
 	struct textenc		*te;		/* compresses texts to keep */
 	uint64_t		 invalid_utf8;
@@ -87,7 +96,7 @@ struct prep {
 
 struct filter {
 	struct filter_opts	 o;
-	struct prep		*preps;		/* o.threads of them */
+	struct prep		*preps;		/* o.threads, and the writer's */
 	struct shingler		 sh;
 	struct fbatch		*own;		/* filter_batch's */
 	struct shset		 mine;		/* the record's shingle set */
@@ -128,7 +137,7 @@ filter_create(const struct filter_opts *o)
 	f->o = *o;
 	if (f->o.threads == 0)
 		f->o.threads = 1;
-	f->preps = xcalloc(f->o.threads, sizeof *f->preps);
+	f->preps = xcalloc(f->o.threads + 1, sizeof *f->preps);
 	f->sh.unit = o->p.unit;
 	f->sh.n = o->p.shingle;
 	f->sh.seed = o->p.seed;
@@ -146,7 +155,7 @@ filter_free(struct filter *f)
 	if (f == NULL)
 		return;
 	fbatch_free(f->own);
-	for (i = 0; i < f->o.threads; i++) {
+	for (i = 0; i <= f->o.threads; i++) {
 		u64vec_free(&f->preps[i].hashes);
 		textenc_free(f->preps[i].te);
 	}
@@ -201,74 +210,84 @@ filter_stats(struct filter *f, struct filter_stats *st)
 	*st = f->st;
 }
 
-/* Phase 1 for records [from, to): normalise, shingle, sign, band. */
-static void *
-prep_run(void *arg)
+/* Phase 1 for record i: parse, normalise, shingle, sign, band, compress. */
+static void
+prep_one(struct prep *w, size_t i)
 {
-	struct prep	*w = arg;
 	struct fbatch	*fb = w->fb;
 	struct filter	*f = fb->f;
 	unsigned	 K = f->o.p.perms, b = f->o.p.bands;
-	struct record	*r;
-	struct slot	*s;
-	size_t		 i;
+	struct record	*r = &fb->recs[i];
+	struct slot	*s = &fb->slots[i];
 
-	for (i = w->from; i < w->to; i++) {
-		s = &fb->slots[i];
-		r = &fb->recs[i];
-		if (fb->vs[i].kind == V_UNPARSED) {
-			if (f->o.parse(r, f->o.parse_arg,
-			    &fb->vs[i].error) == 0)
-				fb->vs[i].kind = V_PENDING;
-			else
-				fb->vs[i].kind = V_BAD;
-		}
-		s->pending = fb->vs[i].kind == V_PENDING;
-		if (!s->pending)
-			continue;
-		buf_trim(&s->norm);
-		s->bytes = normalize(r->text.data, r->text.len, f->o.p.norm,
-		    &s->norm);
-		if (s->bytes)
-			w->invalid_utf8++;
-		/* No shingles (no text, or no words): nothing to compare. */
-		if (s->norm.len == 0 || shingle_hash(&f->sh, s->norm.data,
-		    s->norm.len, s->bytes, &w->hashes) == 0) {
-			fb->vs[i].kind = V_EMPTY;
-			s->pending = 0;
-			continue;
-		}
-		minhash_sign(w->hashes.v, w->hashes.n, K, f->o.p.seed,
-		    fb->sigs + i * K);
-		lsh_keys(fb->sigs + i * K, b, f->o.p.rows, f->o.p.seed,
-		    fb->keys + i * b);
-		/* Compression is the costliest part of an insertion. */
-		if (f->o.p.texts && !f->o.query_only) {
-			if (w->te == NULL)
-				w->te = textenc_create();
-			buf_trim(&s->enc);
-			textenc_encode(w->te, s->norm.data, s->norm.len,
-			    s->bytes ? DOC_BYTES : 0, &s->enc);
-		}
+	if (fb->vs[i].kind == V_UNPARSED) {
+		if (f->o.parse(r, f->o.parse_arg, &fb->vs[i].error) == 0)
+			fb->vs[i].kind = V_PENDING;
+		else
+			fb->vs[i].kind = V_BAD;
+	}
+	s->pending = fb->vs[i].kind == V_PENDING;
+	if (!s->pending)
+		return;
+	buf_trim(&s->norm);
+	s->bytes = normalize(r->text.data, r->text.len, f->o.p.norm, &s->norm);
+	if (s->bytes)
+		w->invalid_utf8++;
+	/* No shingles (no text, or no words): nothing to compare. */
+	if (s->norm.len == 0 || shingle_hash(&f->sh, s->norm.data,
+	    s->norm.len, s->bytes, &w->hashes) == 0) {
+		fb->vs[i].kind = V_EMPTY;
+		s->pending = 0;
+		return;
+	}
+	minhash_sign(w->hashes.v, w->hashes.n, K, f->o.p.seed,
+	    fb->sigs + i * K);
+	lsh_keys(fb->sigs + i * K, b, f->o.p.rows, f->o.p.seed,
+	    fb->keys + i * b);
+	/* Compression is the costliest part of an insertion. */
+	if (f->o.p.texts && !f->o.query_only) {
+		if (w->te == NULL)
+			w->te = textenc_create();
+		buf_trim(&s->enc);
+		textenc_encode(w->te, s->norm.data, s->norm.len,
+		    s->bytes ? DOC_BYTES : 0, &s->enc);
+	}
+}
+
+/* Take chunks of the batch w->fb until none is left. */
+static void
+prep_share(struct prep *w)
+{
+	struct fbatch	*fb = w->fb;
+	size_t		 i, end;
+
+	w->invalid_utf8 = 0;
+	for (;;) {
+		i = atomic_fetch_add(&fb->next, PREP_CHUNK);
+		if (i >= fb->n)
+			break;
+		end = fb->n - i < PREP_CHUNK ? fb->n : i + PREP_CHUNK;
+		for (; i < end; i++)
+			prep_one(w, i);
 	}
 	u64vec_trim(&w->hashes);
+}
+
+/* prep_share in a thread of its own. */
+static void *
+prep_run(void *arg)
+{
+	prep_share(arg);
 	return (NULL);
 }
 
-/*
- * Phase 1 for a batch of n records: pure work on separate records, so it is
- * shared out among the worker threads (the calling thread takes the first
- * share).  It touches nothing phase 2 uses, so it may run while phase 2 of
- * another batch does.
- */
-void
-filter_prepare(struct fbatch *fb, struct record *recs, struct verdict *vs,
+/* Make room for n records in a batch and mark them all unclaimed. */
+static void
+fbatch_setup(struct fbatch *fb, struct record *recs, struct verdict *vs,
     size_t n)
 {
 	struct filter	*f = fb->f;
-	unsigned	 K = f->o.p.perms, b = f->o.p.bands, t, nt;
-	struct prep	*w;
-	size_t		 share;
+	unsigned	 K = f->o.p.perms, b = f->o.p.bands;
 
 	if (n > fb->nslots) {
 		fb->slots = xreallocarray(fb->slots, n, sizeof *fb->slots);
@@ -286,27 +305,50 @@ filter_prepare(struct fbatch *fb, struct record *recs, struct verdict *vs,
 	fb->vs = vs;
 	fb->n = n;
 	fb->invalid_utf8 = 0;
+	atomic_store(&fb->next, 0);
+}
+
+/*
+ * Phase 1 of the batch set up by fbatch_setup, by the worker threads and
+ * the calling thread, until every record is claimed and the workers are
+ * done.  Records claimed by a thread that helps (filter_prepare_wait) may
+ * still be in progress when this returns.
+ */
+static void
+fbatch_run(struct fbatch *fb)
+{
+	struct filter	*f = fb->f;
+	unsigned	 t, nt;
+
 	/* Threads only pay for themselves on more than a few records. */
 	nt = f->o.threads;
-	if (n < 64 * (size_t)nt)
+	if (fb->n < 64 * (size_t)nt)
 		nt = 1;
-	share = (n + nt - 1) / nt;
 	for (t = 0; t < nt; t++) {
-		w = &f->preps[t];
-		w->fb = fb;
-		w->from = t * share < n ? t * share : n;
-		w->to = w->from + share < n ? w->from + share : n;
-		w->invalid_utf8 = 0;
+		f->preps[t].fb = fb;
 		if (t > 0)
-			thread_start(&w->thread, prep_run, w);
+			thread_start(&f->preps[t].thread, prep_run,
+			    &f->preps[t]);
 	}
-	prep_run(&f->preps[0]);
+	prep_share(&f->preps[0]);
 	for (t = 0; t < nt; t++) {
-		w = &f->preps[t];
-		if (t > 0 && pthread_join(w->thread, NULL) != 0)
+		if (t > 0 && pthread_join(f->preps[t].thread, NULL) != 0)
 			fatalx("cannot join a worker thread");
-		fb->invalid_utf8 += w->invalid_utf8;
+		fb->invalid_utf8 += f->preps[t].invalid_utf8;
 	}
+}
+
+/*
+ * Phase 1 for a batch of n records: pure work on separate records, shared
+ * out among the worker threads and the calling thread.  It touches nothing
+ * phase 2 uses, so it may run while phase 2 of another batch does.
+ */
+void
+filter_prepare(struct fbatch *fb, struct record *recs, struct verdict *vs,
+    size_t n)
+{
+	fbatch_setup(fb, recs, vs, n);
+	fbatch_run(fb);
 	filter_docs(fb);
 }
 
@@ -328,13 +370,11 @@ thread_start(pthread_t *thread, void *(*fn)(void *), void *arg)
 		fatalx("cannot start a worker thread");
 }
 
-/* filter_prepare in a thread of its own. */
+/* fbatch_run in a thread of its own. */
 static void *
 prepare_run(void *arg)
 {
-	struct fbatch	*fb = arg;
-
-	filter_prepare(fb, fb->recs, fb->vs, fb->n);
+	fbatch_run(arg);
 	return (NULL);
 }
 
@@ -346,21 +386,28 @@ void
 filter_prepare_start(struct fbatch *fb, struct record *recs,
     struct verdict *vs, size_t n)
 {
-	fb->recs = recs;
-	fb->vs = vs;
-	fb->n = n;
+	fbatch_setup(fb, recs, vs, n);
 	thread_start(&fb->thread, prepare_run, fb);
 	fb->running = 1;
 }
 
-/* Wait for filter_prepare_start's phase 1, if any. */
+/*
+ * Finish filter_prepare_start's phase 1, if any: the calling thread (the
+ * writer) takes what is still unclaimed rather than wait.
+ */
 void
 filter_prepare_wait(struct fbatch *fb)
 {
+	struct prep	*w = &fb->f->preps[fb->f->o.threads];
+
 	if (!fb->running)
 		return;
+	w->fb = fb;
+	prep_share(w);
 	if (pthread_join(fb->thread, NULL) != 0)
 		fatalx("cannot join a worker thread");
+	fb->invalid_utf8 += w->invalid_utf8;
+	filter_docs(fb);
 	fb->running = 0;
 }
 

@@ -35,7 +35,7 @@
 
 #define TEXT_RAW	0
 #define TEXT_ZSTD	1
-#define ZSTD_LEVEL	3
+#define ZSTD_LEVEL	1
 
 /* Does path name an index on a server (a redis:// URL)? */
 int

@@ -941,9 +941,21 @@ lmdb_candidates(struct index *base, size_t slot, const uint64_t *keys,
     struct u64vec *out, char **cause)
 {
 	struct lmdb	*ix = (struct lmdb *)base;
+	const struct l1ref *l;
 	unsigned	 j;
 	int		 rc;
 
+	if (ix->l1valid) {		/* see run_prefetch */
+		for (j = 0; j < ix->base.p.bands; j++) {
+			memtable_prefetch(ix->mt, keys[j], 0);
+			MHF_PREFETCH(&ix->l1map[band_chunk(keys[j])]);
+		}
+		for (j = 0; j < ix->base.p.bands; j++) {
+			memtable_prefetch(ix->mt, keys[j], 1);
+			l = &ix->l1map[band_chunk(keys[j])];
+			run_prefetch(l->run, l->n, keys[j]);
+		}
+	}
 	for (j = 0; j < ix->base.p.bands; j++) {
 		if ((rc = index_candidates1(ix, keys[j], out,
 		    BUCKET_MAX)) != 0)

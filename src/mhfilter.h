@@ -65,6 +65,13 @@
 #define MHF_MAX_PERMS		1024
 #define MHF_MAX_SHINGLE		64
 
+/* A hint to start loading the cache line at p (no effect where unknown). */
+#if defined(__GNUC__)
+#define MHF_PREFETCH(p)		__builtin_prefetch(p)
+#else
+#define MHF_PREFETCH(p)		((void)(p))
+#endif
+
 /* A growable byte buffer. */
 struct buf {
 	char		*data;
@@ -249,6 +256,7 @@ void		 l1_put(unsigned char *, size_t, const struct bentry *);
 int		 bentry_cmp(const void *, const void *);
 size_t		 run_find(const unsigned char *, size_t, uint64_t,
 		    struct u64vec *, size_t);
+void		 run_prefetch(const unsigned char *, size_t, uint64_t);
 size_t		 run_merge(unsigned, const unsigned char *, size_t,
 		    const struct bentry *, size_t, uint64_t, unsigned char *);
 struct memtable	*memtable_create(void);
@@ -257,6 +265,7 @@ void		 memtable_clear(struct memtable *);
 void		 memtable_add(struct memtable *, uint64_t, uint64_t);
 void		 memtable_commit(struct memtable *);
 void		 memtable_rollback(struct memtable *);
+void		 memtable_prefetch(const struct memtable *, uint64_t, int);
 size_t		 memtable_find(struct memtable *, uint64_t, struct u64vec *,
 		    size_t);
 size_t		 memtable_sorted(struct memtable *, unsigned, struct bentry **,

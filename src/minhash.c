@@ -26,6 +26,7 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,23 +74,39 @@ static struct {
 	unsigned	 k;
 	uint64_t	 seed;
 } tables[TABLES];			/* kept to the end: threads share them */
+static atomic_uint	 ntables;	/* tables[0, ntables) are complete */
 
-/* The cached probe table for (k, seed), made on first use, or NULL. */
+/* The table for (k, seed) among the first n, or NULL. */
+static const uint16_t *
+probe_find(unsigned n, unsigned k, uint64_t seed)
+{
+	unsigned	 x;
+
+	for (x = 0; x < n; x++)
+		if (tables[x].k == k && tables[x].seed == seed)
+			return (tables[x].t);
+	return (NULL);
+}
+
+/*
+ * The cached probe table for (k, seed), made on first use, or NULL.  Every
+ * signature asks, from every worker thread: a table is published by
+ * ntables (release) once complete and never changes, so finding one takes
+ * no lock; only making one does.
+ */
 static const uint16_t *
 probe_table(unsigned k, uint64_t seed)
 {
-	const uint16_t	*t = NULL;
+	const uint16_t	*t;
 	uint16_t	*n;
 	unsigned	 i, a, x;
 
+	x = atomic_load_explicit(&ntables, memory_order_acquire);
+	if ((t = probe_find(x, k, seed)) != NULL)
+		return (t);
 	pthread_mutex_lock(&probes_lock);
-	for (x = 0; x < TABLES && tables[x].t != NULL; x++) {
-		if (tables[x].k == k && tables[x].seed == seed) {
-			t = tables[x].t;
-			break;
-		}
-	}
-	if (t == NULL && x < TABLES) {
+	x = atomic_load_explicit(&ntables, memory_order_relaxed);
+	if ((t = probe_find(x, k, seed)) == NULL && x < TABLES) {
 		n = xreallocarray(NULL, k, PROBES_CACHED * sizeof *n);
 		for (i = 0; i < k; i++)
 			for (a = 0; a < PROBES_CACHED; a++)
@@ -98,10 +115,40 @@ probe_table(unsigned k, uint64_t seed)
 		tables[x].t = n;
 		tables[x].k = k;
 		tables[x].seed = seed;
+		atomic_store_explicit(&ntables, x + 1, memory_order_release);
 		t = n;
 	}
 	pthread_mutex_unlock(&probes_lock);
 	return (t);
+}
+
+/*
+ * The first of a bin's cached probes that hits a full bin, or
+ * PROBES_CACHED.  Short texts leave many bins empty, and testing the probes
+ * one by one mispredicted a branch per probe: test eight at a time into a
+ * mask instead, the loop has no data-dependent branch inside.
+ */
+static unsigned
+first_full(const uint16_t *t, const uint64_t *full)
+{
+	unsigned	 a, x, hit;
+
+	for (a = 0; a < PROBES_CACHED; a += 8) {
+		hit = 0;
+		for (x = 0; x < 8; x++)
+			hit |= (unsigned)(full[t[a + x] / 64] >>
+			    (t[a + x] % 64) & 1) << x;
+		if (hit != 0) {
+#if defined(__GNUC__)
+			return (a + (unsigned)__builtin_ctz(hit));
+#else
+			for (x = 0; !(hit & 1U << x); x++)
+				;
+			return (a + x);
+#endif
+		}
+	}
+	return (PROBES_CACHED);
 }
 
 /*
@@ -116,6 +163,7 @@ minhash_sign(const uint64_t *h, size_t n, unsigned k, uint64_t seed,
 	unsigned	 i, j, a, b, filled = 0;
 	size_t		 s;
 	unsigned char	 orig[MHF_MAX_PERMS];
+	uint64_t	 full[MHF_MAX_PERMS / 64];	/* orig as bits */
 	const uint16_t	*table;
 
 	for (i = 0; i < k; i++)
@@ -123,14 +171,15 @@ minhash_sign(const uint64_t *h, size_t n, unsigned k, uint64_t seed,
 	for (s = 0; s < n; s++) {
 		b = bin_of(h[s], k);
 		v = (uint32_t)h[s];
-		if (v == EMPTY)
-			v = EMPTY - 1;
-		if (v < sig[b])
-			sig[b] = v;
+		v -= v == EMPTY;
+		/* Without a branch: which way it goes is a coin toss. */
+		sig[b] = v < sig[b] ? v : sig[b];
 	}
 
+	memset(full, 0, sizeof full);
 	for (i = 0; i < k; i++) {
 		orig[i] = sig[i] != EMPTY;
+		full[i / 64] |= (uint64_t)orig[i] << (i % 64);
 		filled += orig[i];
 	}
 	if (filled == 0 || filled == k)
@@ -139,11 +188,17 @@ minhash_sign(const uint64_t *h, size_t n, unsigned k, uint64_t seed,
 	for (i = 0; i < k; i++) {
 		if (orig[i])
 			continue;
-		for (a = 1;; a++) {
-			if (table != NULL && a <= PROBES_CACHED)
-				j = table[i * PROBES_CACHED + a - 1];
-			else
-				j = probe(i, a, k, seed);
+		a = 1;
+		if (table != NULL) {
+			a = first_full(table + i * PROBES_CACHED, full);
+			if (a < PROBES_CACHED) {
+				sig[i] = sig[table[i * PROBES_CACHED + a]];
+				continue;
+			}
+			a = PROBES_CACHED + 1;
+		}
+		for (;; a++) {
+			j = probe(i, a, k, seed);
 			if (orig[j]) {
 				sig[i] = sig[j];
 				break;

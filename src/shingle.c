@@ -41,6 +41,22 @@ is_sep(unsigned char c)
 	return (c == ' ' || (c >= '\t' && c <= '\r'));
 }
 
+/* Is p[0, len) all ASCII?  Eight bytes at a time. */
+static int
+is_ascii(const unsigned char *p, size_t len)
+{
+	uint64_t	 w, high = 0;
+	size_t		 i;
+
+	for (i = 0; i + 8 <= len; i += 8) {
+		memcpy(&w, p + i, 8);
+		high |= w;
+	}
+	for (; i < len; i++)
+		high |= p[i];
+	return ((high & 0x8080808080808080ULL) == 0);
+}
+
 /* Add one shingle's hash. */
 static inline void
 shingle_add(const struct shingler *sh, const unsigned char *p, size_t len,
@@ -48,6 +64,12 @@ shingle_add(const struct shingler *sh, const unsigned char *p, size_t len,
 {
 	u64vec_push(out, XXH3_64bits_withSeed(p, len, sh->seed));
 }
+
+/* Hash every n-byte window of p[0, len) into out->v. */
+#define ASCII_SHINGLES(n) do {						\
+	for (i = 0; i + (n) <= len; i++)				\
+		out->v[i] = XXH3_64bits_withSeed(p + i, (n), sh->seed);	\
+} while (0)
 
 /*
  * Character shingles: code points, or bytes when bytes is set.  flatten
@@ -62,11 +84,8 @@ shingle_chars(const struct shingler *sh, const unsigned char *p, size_t len,
 {
 	size_t	 ring[RING], i, count = 0, n = sh->n, at;
 	size_t	 head = 0;
-	unsigned char	high = 0;
 
-	for (i = 0; i < len; i++)
-		high |= p[i];
-	if (bytes || high < 0x80) {
+	if (bytes || is_ascii(p, len)) {
 		/* One byte one character: the fast path for ASCII. */
 		if (len <= n) {
 			shingle_add(sh, p, len, out);
@@ -77,8 +96,34 @@ shingle_chars(const struct shingler *sh, const unsigned char *p, size_t len,
 			out->v = xreallocarray(out->v, out->size,
 			    sizeof *out->v);
 		}
-		for (i = 0; i + n <= len; i++)
-			out->v[i] = XXH3_64bits_withSeed(p + i, n, sh->seed);
+		/*
+		 * With the length a constant, the compiler folds XXH3's
+		 * dispatch on it and keeps its constants in registers: the
+		 * usual shingle sizes get a loop of their own.
+		 */
+		switch (n) {
+		case 3:
+			ASCII_SHINGLES(3);
+			break;
+		case 4:
+			ASCII_SHINGLES(4);
+			break;
+		case 5:
+			ASCII_SHINGLES(5);
+			break;
+		case 6:
+			ASCII_SHINGLES(6);
+			break;
+		case 7:
+			ASCII_SHINGLES(7);
+			break;
+		case 8:
+			ASCII_SHINGLES(8);
+			break;
+		default:
+			ASCII_SHINGLES(n);
+			break;
+		}
 		out->n = len - n + 1;
 		return (len - n + 1);
 	}

@@ -156,6 +156,44 @@ test_byte_windows(void **state)
 	u64vec_free(&v);
 }
 
+/*
+ * Every shingle size has the library's values: sizes 3 to 8 have loops of
+ * their own (the length a constant), the others share one.  The ASCII test
+ * reads eight bytes at a time: a non-ASCII byte at any place of the word
+ * or of the tail sends the text to the code point path.
+ */
+static void
+test_sizes(void **state)
+{
+	char		 text[40];
+	struct shingler	 sh = { UNIT_CHAR, 1, 99 };
+	struct u64vec	 v = { 0 };
+	size_t		 i, n, len, at;
+
+	for (i = 0; i < sizeof text - 1; i++)
+		text[i] = 'a' + (char)(i * 7 % 26);
+	text[sizeof text - 1] = '\0';
+	len = sizeof text - 1;
+	for (n = 1; n <= 12; n++) {
+		sh.n = n;
+		assert_int_equal(shingle_hash(&sh, text, len, 0, &v),
+		    len - n + 1);
+		for (i = 0; i + n <= len; i++)
+			assert_int_equal(v.v[i],
+			    XXH3_64bits_withSeed(text + i, n, 99));
+	}
+	/* U+00E9 (2 bytes) at every place: one character fewer. */
+	sh.n = 5;
+	for (at = 0; at + 2 <= 20; at++) {
+		memcpy(text, "abcdefghijklmnopqrst", 20);
+		text[at] = (char)0xc3;
+		text[at + 1] = (char)0xa9;
+		assert_int_equal(shingle_hash(&sh, text, 20, 0, &v), 15);
+		assert_int_equal(shingle_hash(&sh, text, 20, 1, &v), 16);
+	}
+	u64vec_free(&v);
+}
+
 /* A text shorter than n is one shingle: the hash of the whole text. */
 static void
 test_short(void **state)
@@ -819,6 +857,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_counts),
 		cmocka_unit_test(test_byte_windows),
+		cmocka_unit_test(test_sizes),
 		cmocka_unit_test(test_short),
 		cmocka_unit_test(test_utf8_windows),
 		cmocka_unit_test(test_words),
