@@ -15,7 +15,9 @@
  * while it decides this one: phase 1 reads only the batch's records and
  * writes only its struct fbatch and the workers' scratch, phase 2 only the
  * filter's own scratch and the index, so on two cores the hashing and the
- * index work overlap.
+ * index work overlap.  When the writer is done with a batch before the
+ * next one is ready, it takes a share of that batch's phase 1 instead of
+ * waiting (filter_prepare_wait).
  *
  * Verification: exact computes the true Jaccard similarity of the shingle
  * sets from the stored normalised text; a candidate whose signature
