@@ -197,10 +197,16 @@ run_guess(uint64_t frag, size_t n)
 void
 run_prefetch(const unsigned char *run, size_t n, uint64_t key)
 {
-	if (n > 16)
-		MHF_PREFETCH(run + L1E_SIZE * run_guess(l1_frag_of(key), n));
-	else if (n > 0)
-		MHF_PREFETCH(run);
+	const unsigned char	*p, *lo, *hi;
+
+	if (n == 0)
+		return;
+	/* The guess and the lines either side, where the next probes go. */
+	p = run + L1E_SIZE * run_guess(l1_frag_of(key), n);
+	lo = p - 2 * 64 > run ? p - 2 * 64 : run;
+	hi = run + L1E_SIZE * n;
+	for (p = lo; p < hi && p <= lo + 4 * 64; p += 64)
+		MHF_PREFETCH(p);
 }
 
 /*

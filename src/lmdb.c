@@ -37,6 +37,10 @@
  * A batch's lookups: lmdb_prepare finds every chunk's l1 run in one cursor
  * pass (a batch of 1,000 touches most chunks), so a lookup is a search of
  * the memtable's short bucket and an interpolation search of one run.
+ * Those are cache misses, so lmdb_candidates starts the loads of the next
+ * records' lookups (lmdb_prefetch) while the caller verifies this one's
+ * candidates: a pipeline two records deep, bucket headers first, then the
+ * buckets and the lines of each run where the key should be.
  *
  * Why not a B-tree of band keys.  Band keys are uniform hashes, so in a
  * B-tree every insertion lands on a different leaf page: a batch of 1,000
@@ -135,6 +139,9 @@ struct lmdb {
 	struct buf	 chunk;		/* scratch for merges */
 	struct l1ref	*l1map;		/* BAND_CHUNKS, from lmdb_prepare */
 	int		 l1valid;	/* l1map is this txn's l1 */
+	const struct ixdoc *batch;	/* the prepared batch, for prefetch */
+	size_t		 nbatch;
+	size_t		 ahead;		/* its slot whose loads are started */
 };
 
 /* A chunk's l1 run, as the transaction sees it. */
@@ -176,6 +183,8 @@ static void	chunk_key(unsigned char *, unsigned, MDB_val *);
 static int64_t	time_of_key(const void *);
 static int	index_candidates1(struct lmdb *, uint64_t, struct u64vec *,
 		    size_t);
+static void	lmdb_prefetch(struct lmdb *, const uint64_t *, int);
+static size_t	next_pending(const struct lmdb *, size_t);
 static void	index_remove_temp(const char *);
 
 /* Turn an LMDB error into a cause; MDB_MAP_FULL becomes INDEX_AGAIN. */
@@ -941,27 +950,63 @@ lmdb_candidates(struct index *base, size_t slot, const uint64_t *keys,
     struct u64vec *out, char **cause)
 {
 	struct lmdb	*ix = (struct lmdb *)base;
-	const struct l1ref *l;
+	size_t		 next;
 	unsigned	 j;
 	int		 rc;
 
-	if (ix->l1valid) {		/* see run_prefetch */
-		for (j = 0; j < ix->base.p.bands; j++) {
-			memtable_prefetch(ix->mt, keys[j], 0);
-			MHF_PREFETCH(&ix->l1map[band_chunk(keys[j])]);
-		}
-		for (j = 0; j < ix->base.p.bands; j++) {
-			memtable_prefetch(ix->mt, keys[j], 1);
-			l = &ix->l1map[band_chunk(keys[j])];
-			run_prefetch(l->run, l->n, keys[j]);
-		}
+	/*
+	 * A lookup is a few cache misses (see run_prefetch), started early
+	 * so that they overlap: all of this record's at once, and those of
+	 * the next records of the batch while this one is verified.
+	 */
+	if (ix->l1valid && (slot == INDEX_NOSLOT || slot != ix->ahead)) {
+		lmdb_prefetch(ix, keys, 0);
+		lmdb_prefetch(ix, keys, 1);
 	}
 	for (j = 0; j < ix->base.p.bands; j++) {
 		if ((rc = index_candidates1(ix, keys[j], out,
 		    BUCKET_MAX)) != 0)
 			return (index_fail(ix, rc, "band lookup", cause));
 	}
+	if (ix->l1valid && slot != INDEX_NOSLOT && slot < ix->nbatch) {
+		if ((next = next_pending(ix, slot)) < ix->nbatch) {
+			lmdb_prefetch(ix, ix->batch[next].keys, 1);
+			ix->ahead = next;
+			if ((next = next_pending(ix, next)) < ix->nbatch)
+				lmdb_prefetch(ix, ix->batch[next].keys, 0);
+		}
+	}
 	return (0);
+}
+
+/*
+ * Start loading what the lookups of these band keys will read: stage 0
+ * the memtable bucket headers and l1map entries, stage 1 what they point
+ * to (see run_prefetch).
+ */
+static void
+lmdb_prefetch(struct lmdb *ix, const uint64_t *keys, int stage)
+{
+	const struct l1ref	*l;
+	unsigned		 j;
+
+	for (j = 0; j < ix->base.p.bands; j++) {
+		memtable_prefetch(ix->mt, keys[j], stage);
+		l = &ix->l1map[band_chunk(keys[j])];
+		if (stage == 0)
+			MHF_PREFETCH(l);
+		else
+			run_prefetch(l->run, l->n, keys[j]);
+	}
+}
+
+/* The prepared batch's first record looked up after slot, or ndocs. */
+static size_t
+next_pending(const struct lmdb *ix, size_t slot)
+{
+	for (slot++; slot < ix->nbatch && !ix->batch[slot].pending; slot++)
+		;
+	return (slot);
 }
 
 /*
@@ -1016,6 +1061,9 @@ lmdb_prepare(struct index *base, const struct ixdoc *docs, size_t n,
 
 	for (i = 0; i < n; i++)
 		keys += docs[i].pending ? ix->base.p.bands : 0;
+	ix->batch = docs;
+	ix->nbatch = n;
+	ix->ahead = INDEX_NOSLOT;
 	ix->l1valid = 0;
 	if (keys < BAND_CHUNKS / 4)
 		return (0);

@@ -117,6 +117,44 @@ static const struct rcase {
 	{ "json custom id float", FORMAT_JSONL, "{\"text\":\"x\",\"key\":2.5}",
 	    0, "text", "key", -1, "\"key\" is not a string or an integer", 0,
 	    NULL },
+	/* jsonl: yajl's events, read as jansson read trees */
+	{ "json repeated member", FORMAT_JSONL,
+	    "{\"text\":\"a\",\"id\":1,\"text\":\"b\",\"id\":\"c\"}", 0,
+	    "text", "id", 0, "b", 0, "c" },
+	{ "json repeated, bad first", FORMAT_JSONL,
+	    "{\"text\":[1],\"text\":\"b\",\"id\":{},\"id\":null}", 0,
+	    "text", "id", 0, "b", 0, "" },
+	{ "json repeated, bad last", FORMAT_JSONL,
+	    "{\"text\":\"b\",\"text\":true}", 0, "text", "id", -1,
+	    "\"text\" is not a string", 0, NULL },
+	{ "json nested names", FORMAT_JSONL,
+	    "{\"m\":{\"text\":\"no\",\"id\":\"no\"},\"l\":[{\"text\":1}],"
+	    "\"text\":\"yes\"}", 0, "text", "id", 0, "yes", 0, "" },
+	{ "json nested only", FORMAT_JSONL, "{\"m\":{\"text\":\"no\"}}", 0,
+	    "text", "id", -1, "no \"text\" field", 0, NULL },
+	{ "json huge number elsewhere", FORMAT_JSONL,
+	    "{\"n\":123456789012345678901234567890,\"r\":1e999,"
+	    "\"text\":\"x\"}", 0, "text", "id", 0, "x", 0, "" },
+	{ "json id out of range", FORMAT_JSONL,
+	    "{\"text\":\"x\",\"id\":9223372036854775808}", 0, "text", "id",
+	    -1, "\"id\" is an integer out of range", 0, NULL },
+	{ "json id extremes", FORMAT_JSONL,
+	    "{\"text\":\"x\",\"id\":-9223372036854775808}", 0, "text", "id",
+	    0, "x", 0, "-9223372036854775808" },
+	{ "json id minus zero", FORMAT_JSONL, "{\"text\":\"x\",\"id\":-0}", 0,
+	    "text", "id", 0, "x", 0, "0" },
+	{ "json same field", FORMAT_JSONL, "{\"t\":\"x\"}", 0, "t", "t", 0,
+	    "x", 0, "x" },
+	{ "json key with escape", FORMAT_JSONL, "{\"te\\u0078t\":\"x\"}", 0,
+	    "text", "id", 0, "x", 0, "" },
+	{ "json number", FORMAT_JSONL, "42", 0, "text", "id", -1,
+	    "not a JSON object", 0, NULL },
+	{ "json bad after text", FORMAT_JSONL, "{\"text\":\"x\",}", 0,
+	    "text", "id", -1, "invalid JSON at column", 0, NULL },
+	{ "json two objects", FORMAT_JSONL, "{\"text\":\"x\"}{\"text\":\"y\"}",
+	    0, "text", "id", -1, "invalid JSON", 0, NULL },
+	{ "json comment", FORMAT_JSONL, "{\"text\":\"x\"} // c", 0, "text",
+	    "id", -1, "invalid JSON", 0, NULL },
 };
 
 /* Each case of the table. */
@@ -147,6 +185,11 @@ test_table(void **state)
 				    "\"%s\"", c->name, cause ? cause : "",
 				    c->text);
 			free(cause);
+			/* A bad record keeps nothing: it is known by number. */
+			if (r.id.len != 0 || r.text.len != 0)
+				fail_msg("case \"%s\": bad, yet id \"%.*s\", "
+				    "text \"%.*s\"", c->name, (int)r.id.len,
+				    r.id.data, (int)r.text.len, r.text.data);
 			continue;
 		}
 		assert_null(cause);
