@@ -197,16 +197,18 @@ run_guess(uint64_t frag, size_t n)
 void
 run_prefetch(const unsigned char *run, size_t n, uint64_t key)
 {
-	const unsigned char	*p, *lo, *hi;
+	size_t	 at, from, to;
 
 	if (n == 0)
 		return;
-	/* The guess and the lines either side, where the next probes go. */
-	p = run + L1E_SIZE * run_guess(l1_frag_of(key), n);
-	lo = p - 2 * 64 > run ? p - 2 * 64 : run;
-	hi = run + L1E_SIZE * n;
-	for (p = lo; p < hi && p <= lo + 4 * 64; p += 64)
-		MHF_PREFETCH(p);
+	/* The guess and two lines either side, where the next probes go. */
+	at = L1E_SIZE * run_guess(l1_frag_of(key), n);
+	from = at > 2 * 64 ? at - 2 * 64 : 0;
+	to = L1E_SIZE * n - 1;
+	if (to > from + 4 * 64)
+		to = from + 4 * 64;
+	for (at = from; at <= to; at += 64)
+		MHF_PREFETCH(run + at);
 }
 
 /*
@@ -232,8 +234,8 @@ run_find(const unsigned char *run, size_t n, uint64_t key,
 	 * many documents) defeat interpolation, so it stops after
 	 * INTERP_PROBES probes and bisection bounds the rest.
 	 */
-	flo = 0;			/* below every key at lo and after */
-	fhi = 1ULL << L1E_BITS;		/* above every key before hi */
+	flo = 0;			/* <= every key from lo on */
+	fhi = 1ULL << L1E_BITS;		/* >= every key before hi */
 	for (probes = 0; hi - lo > 16 && probes < INTERP_PROBES; probes++) {
 		if (probes == 0)
 			mid = run_guess(frag, n);

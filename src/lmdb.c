@@ -1000,7 +1000,7 @@ lmdb_prefetch(struct lmdb *ix, const uint64_t *keys, int stage)
 	}
 }
 
-/* The prepared batch's first record looked up after slot, or ndocs. */
+/* The prepared batch's first record looked up after slot, or nbatch. */
 static size_t
 next_pending(const struct lmdb *ix, size_t slot)
 {

@@ -18,6 +18,7 @@
 
 #include "config.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,14 +123,16 @@ normalize_name(int flags, char *out, size_t len)
 		snprintf(out, len, "none");
 }
 
-/* Fill the ASCII class table from Unicode's own categories. */
+/*
+ * Fill the ASCII class table from Unicode's own categories, once: worker
+ * threads normalise at the same time, and one of them must not see the
+ * table half filled.
+ */
 static void
-normalize_init(void)
+normalize_fill(void)
 {
 	int	 c, cat;
 
-	if (ascii_class[' '] != 0)
-		return;
 	for (c = 0; c < 128; c++) {
 		cat = utf8proc_category(c);
 		if (c == ' ' || (c >= '\t' && c <= '\r'))
@@ -138,6 +141,14 @@ normalize_init(void)
 		    cat <= UTF8PROC_CATEGORY_PO)
 			ascii_class[c] = C_PUNCT;
 	}
+}
+
+static void
+normalize_init(void)
+{
+	static pthread_once_t	 once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, normalize_fill);
 }
 
 /* Classify a code point: C_SPACE, C_PUNCT or 0. */

@@ -11,19 +11,25 @@
  * kept.  Parsing was the largest single cost of hashing a record: 7 us of
  * a 600-byte record with jansson, 1.3 us with yajl (the same records,
  * this machine).  The rules are jansson's: the record must be one JSON
- * object, in UTF-8; of a repeated member the last counts.  Unlike jansson,
- * a number that does not fit 64 bits makes a record bad only when it is
- * the id or the time.
+ * object; of a repeated member the last counts.  yajl checks only the
+ * shape of UTF-8 and turns a \u escape of half a surrogate pair into '?',
+ * so json_checks first rejects what jansson did: invalid UTF-8 (overlong
+ * forms, surrogates, beyond U+10FFFF) and unpaired surrogate escapes.
+ * Unlike jansson, a number that does not fit 64 bits makes a record bad
+ * only when it is the id or the time, and a record that is another JSON
+ * value (an array, a number) is "not a JSON object" even when malformed.
  */
 
 #include "config.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <utf8proc.h>
 #include <yajl/yajl_parse.h>
 
 #include "mhfilter.h"
@@ -234,9 +240,88 @@ range:
 	return (-1);
 }
 
-/* yajl's message for a parse error, on one line, for a cause. */
+/* The value of the four hex digits at p, or -1. */
+static long
+hex4(const char *p)
+{
+	long	 v = 0;
+	int	 i;
+
+	for (i = 0; i < 4; i++) {
+		v <<= 4;
+		if (p[i] >= '0' && p[i] <= '9')
+			v |= p[i] - '0';
+		else if ((p[i] | 0x20) >= 'a' && (p[i] | 0x20) <= 'f')
+			v |= (p[i] | 0x20) - 'a' + 10;
+		else
+			return (-1);
+	}
+	return (v);
+}
+
+/*
+ * What jansson rejected and yajl lets through (see the top): returns 0,
+ * or -1 with a cause.  Malformed escapes are left to yajl to report.
+ */
+static int
+json_checks(const char *p, size_t len, char **cause)
+{
+	const char	*at, *end = p + len;
+	utf8proc_int32_t cp;
+	utf8proc_ssize_t n;
+	uint64_t	 w;
+	size_t		 i;
+	long		 u, low;
+
+	for (i = 0; i < len; i++) {
+		/* Eight ASCII bytes at a time. */
+		while (i + 8 <= len) {
+			memcpy(&w, p + i, 8);
+			if (w & 0x8080808080808080ULL)
+				break;
+			i += 8;
+		}
+		if (i == len || (unsigned char)p[i] < 0x80)
+			continue;
+		n = utf8proc_iterate((const utf8proc_uint8_t *)p + i,
+		    (utf8proc_ssize_t)(len - i), &cp);
+		if (n < 0) {
+			xasprintf(cause, "invalid JSON at column %zu: invalid "
+			    "UTF-8", i + 1);
+			return (-1);
+		}
+		i += (size_t)n - 1;
+	}
+	for (at = p; (at = memchr(at, '\\', end - at)) != NULL; at += 2) {
+		if (end - at < 6 || at[1] != 'u') {
+			if (end - at < 2)
+				break;
+			continue;	/* \n, \\ ...: two bytes */
+		}
+		u = hex4(at + 2);
+		if (u >= 0xd800 && u <= 0xdbff && end - at >= 12 &&
+		    at[6] == '\\' && at[7] == 'u' &&
+		    (low = hex4(at + 8)) >= 0xdc00 && low <= 0xdfff) {
+			at += 10;	/* a pair: both escapes */
+			continue;
+		}
+		if (u >= 0xd800 && u <= 0xdfff) {
+			xasprintf(cause, "invalid JSON at column %zu: \\u "
+			    "escape of half a surrogate pair",
+			    (size_t)(at - p) + 1);
+			return (-1);
+		}
+		at += 4;
+	}
+	return (0);
+}
+
+/*
+ * yajl's message for a parse error, on one line, for a cause; atend: the
+ * record ended too soon (yajl_complete_parse failed).
+ */
 static void
-jerror(yajl_handle h, const struct record *r, char **cause)
+jerror(yajl_handle h, const struct record *r, int atend, char **cause)
 {
 	unsigned char	*msg;
 	size_t		 len, at;
@@ -245,7 +330,8 @@ jerror(yajl_handle h, const struct record *r, char **cause)
 	len = strlen((char *)msg);
 	while (len > 0 && (msg[len - 1] == '\n' || msg[len - 1] == ' '))
 		len--;
-	at = yajl_get_bytes_consumed(h);
+	/* After yajl_complete_parse, the count is of its own input. */
+	at = atend ? r->raw.len : yajl_get_bytes_consumed(h);
 	if (at > r->raw.len)
 		at = r->raw.len;
 	xasprintf(cause, "invalid JSON at column %zu: %.*s", at + 1, (int)len,
@@ -265,7 +351,7 @@ record_jsonl(struct record *r, const char *text_field, const char *id_field,
 	long long	 id;
 	char		 num[32];
 	unsigned	 f;
-	int		 rv = -1;
+	int		 atend = 0, rv = -1;
 
 	memset(&j, 0, sizeof j);
 	j.name[F_TEXT] = text_field;
@@ -277,17 +363,22 @@ record_jsonl(struct record *r, const char *text_field, const char *id_field,
 	for (f = 0; f < F_COUNT; f++)
 		j.namelen[f] = j.name[f] != NULL ? strlen(j.name[f]) : 0;
 
+	if (json_checks(r->raw.data, r->raw.len, cause) != 0) {
+		r->text.len = r->id.len = 0;
+		return (-1);
+	}
 	if ((h = yajl_alloc(&jcallbacks, NULL, &j)) == NULL)
 		fatalx("yajl_alloc: out of memory");
 	st = yajl_parse(h, (const unsigned char *)r->raw.data, r->raw.len);
-	if (st == yajl_status_ok)
-		st = yajl_complete_parse(h);
+	if (st == yajl_status_ok && (st = yajl_complete_parse(h)) !=
+	    yajl_status_ok)
+		atend = 1;
 	if (j.notobject) {
 		xasprintf(cause, "not a JSON object");
 		goto out;
 	}
 	if (st != yajl_status_ok) {
-		jerror(h, r, cause);
+		jerror(h, r, atend, cause);
 		goto out;
 	}
 
