@@ -842,22 +842,30 @@ downgrade(const char *path)
 	return (total);
 }
 
-/* The meta "format" value of the index at path, read straight from LMDB. */
+/* Open the index at path straight in LMDB, in a transaction, at meta. */
 static void
-raw_format(const char *path, char *out, size_t len)
+raw_open(const char *path, unsigned flags, MDB_env **env, MDB_txn **txn,
+    MDB_dbi *meta)
+{
+	assert_int_equal(mdb_env_create(env), 0);
+	assert_int_equal(mdb_env_set_maxdbs(*env, 8), 0);
+	assert_int_equal(mdb_env_open(*env, path, flags, 0666), 0);
+	assert_int_equal(mdb_txn_begin(*env, NULL, flags, txn), 0);
+	assert_int_equal(mdb_dbi_open(*txn, "meta", 0, meta), 0);
+}
+
+/* A meta value of the index at path, read straight from LMDB. */
+static void
+raw_meta(const char *path, const char *key, char *out, size_t len)
 {
 	MDB_env		*env;
 	MDB_txn		*txn;
 	MDB_dbi		 meta;
 	MDB_val		 k, v;
 
-	assert_int_equal(mdb_env_create(&env), 0);
-	assert_int_equal(mdb_env_set_maxdbs(env, 8), 0);
-	assert_int_equal(mdb_env_open(env, path, MDB_RDONLY, 0666), 0);
-	assert_int_equal(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
-	assert_int_equal(mdb_dbi_open(txn, "meta", 0, &meta), 0);
-	k.mv_data = (void *)"format";
-	k.mv_size = 6;
+	raw_open(path, MDB_RDONLY, &env, &txn, &meta);
+	k.mv_data = (void *)key;
+	k.mv_size = strlen(key);
 	assert_int_equal(mdb_get(txn, meta, &k, &v), 0);
 	assert_true(v.mv_size < len);
 	memcpy(out, v.mv_data, v.mv_size);
@@ -914,7 +922,7 @@ test_upgrade_format2(void **state)
 
 	/* Back to format 2: every entry was merged into l1. */
 	assert_int_equal(downgrade(f->path), n * B);
-	raw_format(f->path, fmt, sizeof fmt);
+	raw_meta(f->path, "format", fmt, sizeof fmt);
 	assert_string_equal(fmt, "2");
 
 	/* Read-only cannot upgrade. */
@@ -923,13 +931,13 @@ test_upgrade_format2(void **state)
 	    &f->cause), INDEX_MISMATCH);
 	assert_null(f->ix);
 	check_cause(f, "format 2");
-	raw_format(f->path, fmt, sizeof fmt);
+	raw_meta(f->path, "format", fmt, sizeof fmt);
 	assert_string_equal(fmt, "2");
 
 	/* Writable upgrades, and the answers are the same. */
 	open_ix(f, 0);
 	close_ix(f);
-	raw_format(f->path, fmt, sizeof fmt);
+	raw_meta(f->path, "format", fmt, sizeof fmt);
 	assert_string_equal(fmt, "3");
 	open_ix(f, INDEX_RDONLY);
 	CHECK(f, index_begin(f->ix, &f->cause));
@@ -950,6 +958,153 @@ test_upgrade_format2(void **state)
 	close_ix(f);
 	for (j = 0; j <= nprobe; j++)
 		u64vec_free(&want[j]);
+}
+
+
+/* Set a meta value of the index at path straight in LMDB. */
+static void
+raw_meta_put(const char *path, const char *key, const char *value)
+{
+	MDB_env		*env;
+	MDB_txn		*txn;
+	MDB_dbi		 meta;
+	MDB_val		 k, v;
+
+	raw_open(path, 0, &env, &txn, &meta);
+	k.mv_data = (void *)key;
+	k.mv_size = strlen(key);
+	v.mv_data = (void *)value;
+	v.mv_size = strlen(value);
+	assert_int_equal(mdb_put(txn, meta, &k, &v, 0), 0);
+	assert_int_equal(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+}
+
+/* A 64-bit generator for the tests' keys (splitmix64). */
+static uint64_t
+next64(uint64_t *s)
+{
+	uint64_t	 z = (*s += 0x9e3779b97f4a7c15ULL);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return (z ^ (z >> 31));
+}
+
+static int
+u64_cmp(const void *a, const void *b)
+{
+	uint64_t	 x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x < y ? -1 : x > y);
+}
+
+#define SNAP_DOCS	1100	/* x B keys: lmdb_prepare reads l1map */
+#define SNAP_BATCHES	40
+#define SNAP_WANT	64	/* room for a lookup's expected documents */
+
+/*
+ * Lookups across many batches while the sweep merges.  lmdb_prepare finds
+ * the l1 runs through a snapshot kept across batches plus the chunks merged
+ * since, re-read each batch.  The memtable budget makes the sweep advance
+ * about 550 chunks a batch, so snapshots are renewed every few batches; the
+ * sweep starts 300 chunks before the last one (an empty index may start it
+ * anywhere), so the first merged range wraps past it.  Each new document takes one band key from a document
+ * of an earlier batch; every lookup must return exactly the documents
+ * holding its keys, as a brute-force model has them.
+ */
+static void
+test_snapshot(void **state)
+{
+	struct fixture		*f = *state;
+	struct index_params	 p;
+	struct ixdoc		*d;
+	uint64_t		*keys, *pairs, *k, *hit, s = 7;
+	uint64_t		 want[SNAP_WANT];
+	uint32_t		 sig[K] = { 0 };
+	size_t			 n = 0, npairs = 0, nwant, i, j, m, b;
+	size_t			 shared[SNAP_DOCS];
+	char			 v[32];
+
+	keys = xcalloc(SNAP_DOCS * SNAP_BATCHES, B * sizeof *keys);
+	pairs = xcalloc(SNAP_DOCS * SNAP_BATCHES * B, 2 * sizeof *pairs);
+	d = xcalloc(SNAP_DOCS, sizeof *d);
+	params(&p);
+	p.memtable = 4 << 20;
+	CHECK(f, index_open(&f->ix, f->path, 0, &p, 0, &f->cause));
+	close_ix(f);
+	snprintf(v, sizeof v, "%u", BAND_CHUNKS - 300);
+	raw_meta_put(f->path, "sweep", v);
+	CHECK(f, index_open(&f->ix, f->path, 0, &p, 0, &f->cause));
+	for (b = 0; b < SNAP_BATCHES; b++) {
+		for (i = 0; i < SNAP_DOCS; i++) {
+			k = keys + (n + i) * B;
+			for (j = 0; j < B; j++)
+				k[j] = next64(&s);
+			shared[i] = B;		/* none */
+			if (n > 0) {
+				shared[i] = next64(&s) % B;
+				k[shared[i]] = keys[next64(&s) % (n * B)];
+			}
+			d[i].keys = k;
+			d[i].pending = 1;
+		}
+		CHECK(f, index_begin(f->ix, &f->cause));
+		CHECK(f, index_prepare(f->ix, d, SNAP_DOCS, &f->cause));
+		for (i = 0; i < SNAP_DOCS; i++) {
+			k = d[i].keys;
+			/*
+			 * The model: the (key, document) pairs of earlier
+			 * batches, sorted, and this batch's shared keys.
+			 */
+			nwant = 0;
+			for (j = 0; j < B; j++) {
+				hit = bsearch(&k[j], pairs, npairs,
+				    2 * sizeof *pairs, u64_cmp);
+				while (hit != NULL && hit > pairs &&
+				    hit[-2] == k[j])
+					hit -= 2;
+				for (; hit != NULL && hit < pairs + 2 * npairs &&
+				    hit[0] == k[j]; hit += 2) {
+					assert_true(nwant < SNAP_WANT);
+					want[nwant++] = hit[1];
+				}
+				for (m = 0; m < i; m++) {
+					if (shared[m] < B &&
+					    d[m].keys[shared[m]] == k[j]) {
+						assert_true(nwant < SNAP_WANT);
+						want[nwant++] = n + m + 1;
+					}
+				}
+			}
+			f->out.n = 0;
+			CHECK(f, index_candidates(f->ix, i, k, &f->out,
+			    &f->cause));
+			qsort(want, nwant, sizeof *want, u64_cmp);
+			qsort(f->out.v, f->out.n, sizeof *f->out.v, u64_cmp);
+			if (f->out.n != nwant || (nwant > 0 && memcmp(want,
+			    f->out.v, nwant * sizeof *want) != 0))
+				fail_msg("batch %zu, document %zu: %zu "
+				    "candidates, want %zu", b, n + i + 1,
+				    f->out.n, nwant);
+			CHECK(f, index_insert(f->ix, k, sig, "x", 1, "t", 1,
+			    0, 0, &f->cause));
+		}
+		CHECK(f, index_commit(f->ix, &f->cause));
+		for (i = 0; i < SNAP_DOCS * B; i++) {
+			pairs[2 * npairs] = keys[n * B + i];
+			pairs[2 * npairs++ + 1] = n + i / B + 1;
+		}
+		qsort(pairs, npairs, 2 * sizeof *pairs, u64_cmp);
+		n += SNAP_DOCS;
+	}
+	close_ix(f);
+	raw_meta(f->path, "sweep", v, sizeof v);
+	if (strtoull(v, NULL, 10) < 2 * BAND_CHUNKS)
+		fail_msg("the sweep is at %s: not round", v);
+	free(keys);
+	free(pairs);
+	free(d);
 }
 
 #define T(name)	cmocka_unit_test_setup_teardown(name, setup, teardown)
@@ -976,6 +1131,7 @@ main(void)
 		T(test_temp),
 		T(test_not_lmdb),
 		T(test_upgrade_format2),
+		T(test_snapshot),
 	};
 
 	alarm(120);
