@@ -461,22 +461,36 @@ mismatch() {
 		awk -F'\t' 'NR % 10 == 1 && NR <= 2000 { print "cp" NR "\t" $2 }' all
 	} >h2
 	[ "$(wc -l <h2)" -eq 2000 ]
-	mhf -f tsv -d db --batch 50 -a h1 >o1 2>e1 &
-	p1=$!
-	mhf -f tsv -d db --batch 50 -a h2 >o2 2>e2 &
-	p2=$!
-	s1=0 s2=0
-	wait "$p1" || s1=$?
-	wait "$p2" || s2=$?
-	[ "$s1" -eq 0 ] && [ "$s2" -eq 0 ] || fail "exit $s1 $s2" "$(cat e1 e2)"
-	[ "$(wc -l <o1)" -eq 2000 ] && [ "$(wc -l <o2)" -eq 2000 ]
-	# Of each original and its copy exactly one is unique.
-	cat o1 o2 | awk -F'\t' '$1 == "unique" { print $5 }' | sort | uniq -d >twice
-	[ ! -s twice ] || fail "unique in both runs: $(head -3 twice)"
-	[ "$(cat o1 o2 | grep -c '^unique')" -eq 3800 ]
-	[ "$(cat o1 o2 | grep -c '^duplicate')" -eq 200 ]
-	mhrun -f tsv -d db --stats </dev/null
-	assert_stat index_documents 3800
+	# Batches of 50 look l1 runs up one by one, with a small memtable
+	# that keeps the sweep merging; batches of 300 (4,800 band keys) find
+	# them through a snapshot of l1 kept across batches, and must see the
+	# runs the other process merged meanwhile (with 8M the sweep moves
+	# about 300 chunks a batch, too few to renew it every batch).
+	for spec in "50 256K" "300 8M"; do
+		set -- $spec
+		b=$1
+		rm -rf db
+		mhf -f tsv -d db --batch "$b" --memtable "$2" -a h1 >o1 2>e1 &
+		p1=$!
+		mhf -f tsv -d db --batch "$b" --memtable "$2" -a h2 >o2 2>e2 &
+		p2=$!
+		s1=0 s2=0
+		wait "$p1" || s1=$?
+		wait "$p2" || s2=$?
+		[ "$s1" -eq 0 ] && [ "$s2" -eq 0 ] ||
+		    fail "batch $b: exit $s1 $s2" "$(cat e1 e2)"
+		[ "$(wc -l <o1)" -eq 2000 ] && [ "$(wc -l <o2)" -eq 2000 ]
+		# Of each original and its copy exactly one is unique.
+		cat o1 o2 | awk -F'\t' '$1 == "unique" { print $5 }' |
+		    sort | uniq -d >twice
+		[ ! -s twice ] ||
+		    fail "batch $b: unique in both runs: $(head -3 twice)"
+		[ "$(cat o1 o2 | grep -c '^unique')" -eq 3800 ] ||
+		    fail "batch $b: $(cat o1 o2 | grep -c '^unique') unique"
+		[ "$(cat o1 o2 | grep -c '^duplicate')" -eq 200 ]
+		mhrun -f tsv -d db --stats </dev/null
+		assert_stat index_documents 3800
+	done
 }
 
 @test "two processes growing a small map at the same time" {
