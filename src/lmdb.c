@@ -45,11 +45,14 @@
  * range.  Once that range passes SNAP_CHUNKS the snapshot is renewed: the
  * pages the sweep freed meanwhile cannot be reused while it is open, so it
  * holds at most a sixteenth of l1 back.  It is ended before a map resize
- * and when another process's commits moved l1.
- * Those are cache misses, so lmdb_candidates starts the loads of the next
- * records' lookups (lmdb_prefetch) while the caller verifies this one's
- * candidates: a pipeline two records deep, bucket headers first, then the
- * buckets and the lines of each run where the key should be.
+ * and when another process's commits moved l1 (their merges are in the
+ * range too, the sweep position being shared, but ending it costs little).
+ *
+ * Each lookup is then a few cache misses, so lmdb_candidates starts the
+ * loads of the next records' lookups (lmdb_prefetch) while the caller
+ * verifies this one's candidates: a pipeline two records deep, bucket
+ * headers first, then the buckets and the lines of each run where the key
+ * should be.
  *
  * Why not a B-tree of band keys.  Band keys are uniform hashes, so in a
  * B-tree every insertion lands on a different leaf page: a batch of 1,000
