@@ -687,5 +687,6 @@ uint32_t	 get_le32(const unsigned char *);
 void		 put_be64(unsigned char *, uint64_t);
 uint64_t	 get_be64(const unsigned char *);
 void		 sort_u64(uint64_t *, size_t, struct u64vec *);
+size_t		 ascii_span(const unsigned char *, size_t);
 
 #endif /* MHFILTER_H */

@@ -65,7 +65,6 @@ struct cpbuf {
 
 static void	normalize_init(void);
 static int	classify(utf8proc_int32_t);
-static size_t	ascii_span(const unsigned char *, size_t);
 static void	normalize_bytes(const unsigned char *, size_t, struct nstate *);
 static char	*put_cp(struct nstate *, char *, utf8proc_int32_t,
 		    const unsigned char *, size_t);
@@ -168,23 +167,6 @@ classify(utf8proc_int32_t cp)
 	if (cat >= UTF8PROC_CATEGORY_PC && cat <= UTF8PROC_CATEGORY_PO)
 		return (C_PUNCT);
 	return (0);
-}
-
-/* The length of the run of ASCII bytes at the start of p. */
-static size_t
-ascii_span(const unsigned char *p, size_t len)
-{
-	uint64_t	 w;
-	size_t		 i;
-
-	for (i = 0; i + 8 <= len; i += 8) {
-		memcpy(&w, p + i, 8);
-		if (w & 0x8080808080808080ULL)
-			break;
-	}
-	while (i < len && p[i] < 0x80)
-		i++;
-	return (i);
 }
 
 /*

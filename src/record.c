@@ -269,20 +269,13 @@ json_checks(const char *p, size_t len, char **cause)
 	const char	*at, *end = p + len;
 	utf8proc_int32_t cp;
 	utf8proc_ssize_t n;
-	uint64_t	 w;
 	size_t		 i;
 	long		 u, low;
 
 	for (i = 0; i < len; i++) {
-		/* Eight ASCII bytes at a time. */
-		while (i + 8 <= len) {
-			memcpy(&w, p + i, 8);
-			if (w & 0x8080808080808080ULL)
-				break;
-			i += 8;
-		}
-		if (i == len || (unsigned char)p[i] < 0x80)
-			continue;
+		i += ascii_span((const unsigned char *)p + i, len - i);
+		if (i == len)
+			break;
 		n = utf8proc_iterate((const utf8proc_uint8_t *)p + i,
 		    (utf8proc_ssize_t)(len - i), &cp);
 		if (n < 0) {

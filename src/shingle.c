@@ -41,22 +41,6 @@ is_sep(unsigned char c)
 	return (c == ' ' || (c >= '\t' && c <= '\r'));
 }
 
-/* Is p[0, len) all ASCII?  Eight bytes at a time. */
-static int
-is_ascii(const unsigned char *p, size_t len)
-{
-	uint64_t	 w, high = 0;
-	size_t		 i;
-
-	for (i = 0; i + 8 <= len; i += 8) {
-		memcpy(&w, p + i, 8);
-		high |= w;
-	}
-	for (; i < len; i++)
-		high |= p[i];
-	return ((high & 0x8080808080808080ULL) == 0);
-}
-
 /* Add one shingle's hash. */
 static inline void
 shingle_add(const struct shingler *sh, const unsigned char *p, size_t len,
@@ -85,7 +69,7 @@ shingle_chars(const struct shingler *sh, const unsigned char *p, size_t len,
 	size_t	 ring[RING], i, count = 0, n = sh->n, at;
 	size_t	 head = 0;
 
-	if (bytes || is_ascii(p, len)) {
+	if (bytes || ascii_span(p, len) == len) {
 		/* One byte one character: the fast path for ASCII. */
 		if (len <= n) {
 			shingle_add(sh, p, len, out);

@@ -444,3 +444,20 @@ sort_u64(uint64_t *v, size_t n, struct u64vec *scratch)
 	if (src != v)
 		memcpy(v, src, n * sizeof *v);
 }
+
+/* The length of the run of ASCII bytes at the start of p, 8 at a time. */
+size_t
+ascii_span(const unsigned char *p, size_t len)
+{
+	uint64_t	 w;
+	size_t		 i;
+
+	for (i = 0; i + 8 <= len; i += 8) {
+		memcpy(&w, p + i, 8);
+		if (w & 0x8080808080808080ULL)
+			break;
+	}
+	while (i < len && p[i] < 0x80)
+		i++;
+	return (i);
+}
