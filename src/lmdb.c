@@ -117,6 +117,14 @@
 #define SNAP_CHUNKS	(BAND_CHUNKS / 16)	/* see lmdb_prepare */
 #define MAP_DEFAULT	(1ULL << 30)
 
+/* The band index's position, in meta; committed, and a transaction's. */
+struct lsmstate {
+	uint64_t	 sweep;		/* chunks merged, ever */
+	uint64_t	 l0_next;	/* next l0 record */
+	uint64_t	 l1_entries;
+	double		 quota;		/* chunks owed to the sweep */
+};
+
 struct lmdb {
 	struct index	 base;		/* first: what index.c sees */
 	MDB_env		*env;
@@ -138,10 +146,8 @@ struct lmdb {
 	/* The band index: committed state, and the transaction's. */
 	struct memtable	*mt;
 	int		 loaded;	/* mt matches the committed state */
-	uint64_t	 sweep, t_sweep;	/* chunks merged, ever */
-	uint64_t	 l0_next, t_l0_next;	/* next l0 record */
-	uint64_t	 l1_entries, t_l1_entries;
-	double		 quota, t_quota;	/* chunks owed to the sweep */
+	struct lsmstate	 lsm;		/* as committed */
+	struct lsmstate	 tx;		/* as the transaction has it */
 	uint64_t	 mt_max;	/* memtable budget, entries */
 	struct bentry	*pend;		/* entries added in this txn */
 	size_t		 npend, pendsize;
@@ -203,7 +209,6 @@ static int	l1_read(struct lmdb *, MDB_txn *, unsigned, unsigned,
 		    char **);
 static void	snap_end(struct lmdb *);
 static size_t	next_pending(const struct lmdb *, size_t);
-static void	index_remove_temp(const char *);
 
 /* Turn an LMDB error into a cause; MDB_MAP_FULL becomes INDEX_AGAIN. */
 static int
@@ -395,9 +400,12 @@ index_foreign(struct lmdb *ix)
 	return (st.ms_entries != 0);
 }
 
-/* Remove a temporary index directory. */
-static void
-index_remove_temp(const char *path)
+/*
+ * Remove an LMDB index directory: its two files, then the directory.
+ * Returns rmdir's result.
+ */
+int
+lmdb_remove_dir(const char *path)
 {
 	char	*f;
 
@@ -407,7 +415,7 @@ index_remove_temp(const char *path)
 	xasprintf(&f, "%s/lock.mdb", path);
 	unlink(f);
 	free(f);
-	rmdir(path);
+	return (rmdir(path));
 }
 
 /*
@@ -566,7 +574,7 @@ lmdb_close(struct index *base)
 	if (ix->env != NULL)
 		mdb_env_close(ix->env);
 	if ((ix->base.flags & INDEX_TEMP) && ix->base.path != NULL)
-		index_remove_temp(ix->base.path);
+		lmdb_remove_dir(ix->base.path);
 	textenc_free(ix->enc);
 	buf_free(&ix->rec);
 	buf_free(&ix->chunk);
@@ -670,10 +678,7 @@ lmdb_commit(struct index *base, char **cause)
 	while (ix->nmerged > 0)
 		memtable_drop(ix->mt, ix->merged[--ix->nmerged]);
 	ix->npend = 0;
-	ix->sweep = ix->t_sweep;
-	ix->l0_next = ix->t_l0_next;
-	ix->l1_entries = ix->t_l1_entries;
-	ix->quota = ix->t_quota;
+	ix->lsm = ix->tx;
 	return (0);
 }
 
@@ -692,10 +697,7 @@ lmdb_abort(struct index *base)
 	if (ix->mt != NULL)
 		memtable_rollback(ix->mt);
 	ix->npend = ix->nmerged = 0;
-	ix->t_sweep = ix->sweep;
-	ix->t_l0_next = ix->l0_next;
-	ix->t_l1_entries = ix->l1_entries;
-	ix->t_quota = ix->quota;
+	ix->tx = ix->lsm;
 	if (ix->map_full) {
 		ix->map_full = 0;
 		snap_end(ix);
@@ -740,21 +742,18 @@ lsm_load(struct lmdb *ix, char **cause)
 	    meta_u64(ix, "l0_next", &l0_next, cause) != 0 ||
 	    meta_u64(ix, "l1_entries", &l1_entries, cause) != 0)
 		return (-1);
-	if (!ix->loaded || sweep != ix->sweep || l0_next != ix->l0_next) {
+	if (!ix->loaded || sweep != ix->lsm.sweep || l0_next != ix->lsm.l0_next) {
 		snap_end(ix);		/* l1 moved under it */
-		ix->sweep = sweep;
-		ix->l0_next = l0_next;
+		ix->lsm.sweep = sweep;
+		ix->lsm.l0_next = l0_next;
 		if (lsm_rebuild(ix, cause) != 0) {
 			ix->loaded = 0;
 			return (-1);
 		}
 		ix->loaded = 1;
 	}
-	ix->l1_entries = l1_entries;
-	ix->t_sweep = ix->sweep;
-	ix->t_l0_next = ix->l0_next;
-	ix->t_l1_entries = ix->l1_entries;
-	ix->t_quota = ix->quota;
+	ix->lsm.l1_entries = l1_entries;
+	ix->tx = ix->lsm;
 	return (0);
 }
 
@@ -788,9 +787,9 @@ lsm_rebuild(struct lmdb *ix, char **cause)
 			return (-1);
 		}
 		written = get_le64(p);
-		if (written > ix->sweep)
-			written = ix->sweep;
-		passed = ix->sweep - written;
+		if (written > ix->lsm.sweep)
+			written = ix->lsm.sweep;
+		passed = ix->lsm.sweep - written;
 		if (passed >= BAND_CHUNKS)
 			continue;
 		n = (v.mv_size - L0_HEADER) / BENTRY_SIZE;
@@ -872,8 +871,8 @@ lsm_merge(struct lmdb *ix, unsigned c, uint64_t live, char **cause)
 	}
 	if (rc != 0)
 		return (index_fail(ix, rc, "writing l1", cause));
-	ix->t_l1_entries += n;
-	ix->t_l1_entries -= nold < ix->t_l1_entries ? nold : ix->t_l1_entries;
+	ix->tx.l1_entries += n;
+	ix->tx.l1_entries -= nold < ix->tx.l1_entries ? nold : ix->tx.l1_entries;
 	return (0);
 }
 
@@ -896,24 +895,24 @@ lsm_flush(struct lmdb *ix, char **cause)
 	if (ix->npend > 0) {
 		ix->rec.len = 0;
 		buf_reserve(&ix->rec, L0_HEADER + ix->npend * BENTRY_SIZE);
-		put_le64((unsigned char *)ix->rec.data, ix->t_sweep);
+		put_le64((unsigned char *)ix->rec.data, ix->tx.sweep);
 		for (j = 0; j < ix->npend; j++)
 			run_put((unsigned char *)ix->rec.data + L0_HEADER, j,
 			    &ix->pend[j]);
-		put_be64(kb, ix->t_l0_next);
+		put_be64(kb, ix->tx.l0_next);
 		k.mv_data = kb;
 		k.mv_size = sizeof kb;
 		v.mv_data = ix->rec.data;
 		v.mv_size = L0_HEADER + ix->npend * BENTRY_SIZE;
 		if ((rc = mdb_put(ix->txn, ix->l0, &k, &v, MDB_APPEND)) != 0)
 			return (index_fail(ix, rc, "writing l0", cause));
-		ix->t_l0_next++;
+		ix->tx.l0_next++;
 		/* A whole sweep per half budget of new entries. */
-		ix->t_quota += (double)BAND_CHUNKS * ix->npend /
+		ix->tx.quota += (double)BAND_CHUNKS * ix->npend /
 		    (ix->mt_max / 2);
 	}
-	q = (uint64_t)ix->t_quota;
-	ix->t_quota -= q;
+	q = (uint64_t)ix->tx.quota;
+	ix->tx.quota -= q;
 	if (memtable_entries(ix->mt) > ix->mt_max)
 		q += BAND_CHUNKS / 64;	/* over budget: catch up */
 	if (q > BAND_CHUNKS)
@@ -927,19 +926,19 @@ lsm_flush(struct lmdb *ix, char **cause)
 			    sizeof *ix->merged);
 		}
 		for (i = 0; i < q; i++) {
-			unsigned c = ix->t_sweep % BAND_CHUNKS;
+			unsigned c = ix->tx.sweep % BAND_CHUNKS;
 
 			if ((rc = lsm_merge(ix, c, live, cause)) != 0)
 				return (rc);
 			ix->merged[ix->nmerged++] = c;
-			ix->t_sweep++;
+			ix->tx.sweep++;
 		}
 		/* l0 records the sweep has gone all the way round. */
 		if ((rc = mdb_cursor_open(ix->txn, ix->l0, &cur)) != 0)
 			return (index_fail(ix, rc, "reading l0", cause));
 		while ((rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST)) == 0) {
 			if (v.mv_size < L0_HEADER ||
-			    ix->t_sweep - get_le64(v.mv_data) < BAND_CHUNKS)
+			    ix->tx.sweep - get_le64(v.mv_data) < BAND_CHUNKS)
 				break;
 			if ((rc = mdb_cursor_del(cur, 0)) != 0)
 				break;
@@ -953,12 +952,12 @@ lsm_flush(struct lmdb *ix, char **cause)
 	if ((rc = meta_put(ix, key, num)) != 0)				\
 		return (index_fail(ix, rc, "writing meta", cause));	\
 } while (0)
-	if (ix->t_sweep != ix->sweep)
-		PUTNUM("sweep", ix->t_sweep);
-	if (ix->t_l0_next != ix->l0_next)
-		PUTNUM("l0_next", ix->t_l0_next);
-	if (ix->t_l1_entries != ix->l1_entries)
-		PUTNUM("l1_entries", ix->t_l1_entries);
+	if (ix->tx.sweep != ix->lsm.sweep)
+		PUTNUM("sweep", ix->tx.sweep);
+	if (ix->tx.l0_next != ix->lsm.l0_next)
+		PUTNUM("l0_next", ix->tx.l0_next);
+	if (ix->tx.l1_entries != ix->lsm.l1_entries)
+		PUTNUM("l1_entries", ix->tx.l1_entries);
 #undef PUTNUM
 	return (0);
 }
@@ -1096,7 +1095,7 @@ lmdb_prepare(struct index *base, const struct ixdoc *docs, size_t n,
 	 * l1 whole, as before snapshots.
 	 */
 	if (ix->base.flags & INDEX_RDONLY ||
-	    (ix->snap != NULL && ix->sweep - ix->snap_sweep > SNAP_CHUNKS))
+	    (ix->snap != NULL && ix->lsm.sweep - ix->snap_sweep > SNAP_CHUNKS))
 		snap_end(ix);
 	if (ix->snap == NULL && !(ix->base.flags & INDEX_RDONLY) &&
 	    mdb_txn_begin(ix->env, NULL, MDB_RDONLY, &ix->snap) != 0)
@@ -1108,7 +1107,7 @@ lmdb_prepare(struct index *base, const struct ixdoc *docs, size_t n,
 		return (0);
 	}
 	if (ix->snap_sweep == UINT64_MAX) {	/* a new snapshot */
-		ix->snap_sweep = ix->sweep;
+		ix->snap_sweep = ix->lsm.sweep;
 		if ((rc = l1_read(ix, ix->snap, 0, BAND_CHUNKS, cause)) != 0) {
 			snap_end(ix);
 			return (rc);
@@ -1116,7 +1115,7 @@ lmdb_prepare(struct index *base, const struct ixdoc *docs, size_t n,
 	}
 	/* The chunks merged since, as this transaction has them. */
 	c = (unsigned)(ix->snap_sweep % BAND_CHUNKS);
-	i = (size_t)(ix->sweep - ix->snap_sweep);
+	i = (size_t)(ix->lsm.sweep - ix->snap_sweep);
 	if (c + i > BAND_CHUNKS) {
 		rc = l1_read(ix, ix->txn, c, BAND_CHUNKS, cause);
 		if (rc == 0)
@@ -1367,7 +1366,7 @@ lmdb_stats(struct index *base, struct index_stats *st, char **cause)
 		return (index_fail(ix, rc, "stats", cause));
 	if (mdb_stat(txn, ix->docs, &ms) == 0)
 		st->docs = ms.ms_entries;
-	st->band_entries = ix->l1_entries + memtable_entries(ix->mt);
+	st->band_entries = ix->lsm.l1_entries + memtable_entries(ix->mt);
 	mdb_env_stat(ix->env, &ms);
 	mdb_env_info(ix->env, &info);
 	st->size = (uint64_t)(info.me_last_pgno + 1) * ms.ms_psize;
@@ -1735,9 +1734,9 @@ lmdb_check(struct index *base, FILE *f, uint64_t *problems, char **cause)
 		}
 	}
 	mdb_cursor_close(cur);
-	if (l1 != ix->l1_entries)
+	if (l1 != ix->lsm.l1_entries)
 		problem(f, problems, "l1 holds %" PRIu64 " entries; meta says %"
-		    PRIu64, l1, ix->l1_entries);
+		    PRIu64, l1, ix->lsm.l1_entries);
 
 	/* The memtable's log. */
 	mdb_cursor_open(ix->txn, ix->l0, &cur);

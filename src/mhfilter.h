@@ -458,6 +458,7 @@ struct index {
 	uint64_t	 run_doc;	/* the first document number of this run */
 };
 extern const struct index_ops lmdb_ops;
+int		 lmdb_remove_dir(const char *);
 extern const struct index_ops redis_ops;
 
 /* Shared by the backends (index.c). */

@@ -122,6 +122,9 @@ probe_table(unsigned k, uint64_t seed)
 	return (t);
 }
 
+/* Was bin i filled by a hash (not by densification)? */
+#define IS_FULL(full, i)	((full)[(i) / 64] >> ((i) % 64) & 1)
+
 /*
  * The first of a bin's cached probes that hits a full bin, or
  * PROBES_CACHED.  Short texts leave many bins empty, and testing the probes
@@ -136,8 +139,7 @@ first_full(const uint16_t *t, const uint64_t *full)
 	for (a = 0; a < PROBES_CACHED; a += 8) {
 		hit = 0;
 		for (x = 0; x < 8; x++)
-			hit |= (unsigned)(full[t[a + x] / 64] >>
-			    (t[a + x] % 64) & 1) << x;
+			hit |= (unsigned)IS_FULL(full, t[a + x]) << x;
 		if (hit != 0) {
 #if defined(__GNUC__)
 			return (a + (unsigned)__builtin_ctz(hit));
@@ -162,8 +164,7 @@ minhash_sign(const uint64_t *h, size_t n, unsigned k, uint64_t seed,
 	uint32_t	 v;
 	unsigned	 i, j, a, b, filled = 0;
 	size_t		 s;
-	unsigned char	 orig[MHF_MAX_PERMS];
-	uint64_t	 full[MHF_MAX_PERMS / 64];	/* orig as bits */
+	uint64_t	 full[MHF_MAX_PERMS / 64];	/* bins filled by hashes */
 	const uint16_t	*table;
 
 	for (i = 0; i < k; i++)
@@ -178,15 +179,14 @@ minhash_sign(const uint64_t *h, size_t n, unsigned k, uint64_t seed,
 
 	memset(full, 0, sizeof full);
 	for (i = 0; i < k; i++) {
-		orig[i] = sig[i] != EMPTY;
-		full[i / 64] |= (uint64_t)orig[i] << (i % 64);
-		filled += orig[i];
+		full[i / 64] |= (uint64_t)(sig[i] != EMPTY) << (i % 64);
+		filled += sig[i] != EMPTY;
 	}
 	if (filled == 0 || filled == k)
 		goto done;
 	table = probe_table(k, seed);
 	for (i = 0; i < k; i++) {
-		if (orig[i])
+		if (IS_FULL(full, i))
 			continue;
 		a = 1;
 		if (table != NULL) {
@@ -199,13 +199,14 @@ minhash_sign(const uint64_t *h, size_t n, unsigned k, uint64_t seed,
 		}
 		for (;; a++) {
 			j = probe(i, a, k, seed);
-			if (orig[j]) {
+			if (IS_FULL(full, j)) {
 				sig[i] = sig[j];
 				break;
 			}
 			if (a == 64 * k) {
 				/* Astronomically rare: take the next full bin. */
-				for (j = (i + 1) % k; !orig[j]; j = (j + 1) % k)
+				for (j = (i + 1) % k; !IS_FULL(full, j);
+				    j = (j + 1) % k)
 					;
 				sig[i] = sig[j];
 				break;

@@ -182,6 +182,7 @@ struct redis {
 };
 
 static int	redis_fail(struct redis *, char **);
+static int	reserve_docs(struct redis *, size_t, uint64_t *, char **);
 static void	doc_key(struct redis *, uint64_t, struct buf *);
 static void	band_key(struct redis *, uint64_t, struct buf *);
 static void	ns_key(struct redis *, const char *, struct buf *);
@@ -294,6 +295,26 @@ replies_ok(struct redis *r, size_t from, size_t to, const char *what,
 		if (rp == NULL || rp->type == REDIS_REPLY_ERROR)
 			return (reply_error(r, rp, what, cause));
 	}
+	return (0);
+}
+
+/* Take n document numbers from the shared counter; *first is the first. */
+static int
+reserve_docs(struct redis *r, size_t n, uint64_t *first, char **cause)
+{
+	const redisReply	*rp;
+	char			 num[32];
+
+	snprintf(num, sizeof num, "%zu", n);
+	ns_key(r, "seq", &r->key);
+	q2(r, &r->key, "INCRBY", num, strlen(num));
+	if (cluster_exec(r->c, cause) != 0)
+		return (redis_fail(r, cause));
+	rp = cluster_reply(r->c, 0);
+	if (rp->type != REDIS_REPLY_INTEGER)
+		return (reply_error(r, rp, "numbering", cause));
+	*first = (uint64_t)rp->integer - n + 1;
+	cluster_reset(r->c);
 	return (0);
 }
 
@@ -723,7 +744,7 @@ redis_prepare(struct index *base, const struct ixdoc *docs, size_t n,
 	unsigned		 b = r->base.p.bands, j;
 	unsigned char		 be[8];
 	size_t			 i, k, np = 0, q, e;
-	uint64_t		 docid, last, maxown;
+	uint64_t		 docid, maxown;
 	double			 deadline, pause;
 	int			 rdonly = r->base.flags & INDEX_RDONLY, rc = -1;
 
@@ -741,21 +762,8 @@ redis_prepare(struct index *base, const struct ixdoc *docs, size_t n,
 
 	/* 1. Numbers for the batch. */
 	r->first_doc = UINT64_MAX;
-	if (!rdonly) {
-		char	 num[32];
-
-		snprintf(num, sizeof num, "%zu", np);
-		ns_key(r, "seq", &r->key);
-		q2(r, &r->key, "INCRBY", num, strlen(num));
-		if (cluster_exec(r->c, cause) != 0)
-			return (redis_fail(r, cause));
-		rp = cluster_reply(r->c, 0);
-		if (rp->type != REDIS_REPLY_INTEGER)
-			return (reply_error(r, rp, "numbering", cause));
-		last = rp->integer;
-		r->first_doc = last - np + 1;
-		cluster_reset(r->c);
-	}
+	if (!rdonly && reserve_docs(r, np, &r->first_doc, cause) != 0)
+		return (-1);
 
 	/* 2. The records, pending. */
 	docid = r->first_doc;
@@ -1132,7 +1140,6 @@ commit_batch(struct index *base, char **cause)
 	struct redis		*r = (struct redis *)base;
 	struct rslot		*s;
 	struct rdoc		*rd;
-	const redisReply	*rp;
 	struct later		*l;
 	unsigned		 b = r->base.p.bands, j;
 	unsigned char		 be[8];
@@ -1197,16 +1204,8 @@ commit_batch(struct index *base, char **cause)
 		if (replies_ok(r, 0, cluster_queued(r->c), "commit", cause) != 0)
 			return (-1);
 		cluster_reset(r->c);
-		snprintf(num, sizeof num, "%zu", r->nlater);
-		ns_key(r, "seq", &r->key);
-		q2(r, &r->key, "INCRBY", num, strlen(num));
-		if (cluster_exec(r->c, cause) != 0)
-			return (redis_fail(r, cause));
-		rp = cluster_reply(r->c, 0);
-		if (rp->type != REDIS_REPLY_INTEGER)
-			return (reply_error(r, rp, "numbering", cause));
-		docid = rp->integer - r->nlater + 1;
-		cluster_reset(r->c);
+		if (reserve_docs(r, r->nlater, &docid, cause) != 0)
+			return (-1);
 		for (i = 0; i < r->nlater; i++, docid++) {
 			l = r->later[i];
 			doc_key(r, docid, &r->key);

@@ -68,7 +68,6 @@ static void	add(struct stage *, size_t *, const char *, double, size_t,
 		    size_t);
 static void	report(FILE *, const struct stage *, size_t);
 static void	write_csv(const char *, const struct stage *, size_t);
-static void	remove_index(const char *);
 
 /* Print the usage and exit 2. */
 static void
@@ -178,22 +177,6 @@ write_csv(const char *path, const struct stage *st, size_t n)
 		    st[i].records / st[i].secs, st[i].bytes / st[i].secs / 1e6);
 	if (ferror(f) | fclose(f))
 		fatal("%s", path);
-}
-
-/* Remove a scratch index directory (an LMDB environment). */
-static void
-remove_index(const char *dir)
-{
-	char	*f;
-
-	xasprintf(&f, "%s/data.mdb", dir);
-	unlink(f);
-	free(f);
-	xasprintf(&f, "%s/lock.mdb", dir);
-	unlink(f);
-	free(f);
-	if (rmdir(dir) != 0)
-		log_warn("rmdir %s", dir);
 }
 
 int
@@ -482,8 +465,8 @@ fail:
 		    texts ? ", texts kept" : ", no texts",
 		    docs ? (double)cands / docs : 0.0, batches, batch, regrown);
 		index_close(ix);
-		if (scratch != NULL)
-			remove_index(scratch);
+		if (scratch != NULL && lmdb_remove_dir(scratch) != 0)
+			log_warn("rmdir %s", scratch);
 	}
 	if (csv != NULL)
 		write_csv(csv, st, n);
