@@ -2,7 +2,7 @@
  * The index: an LMDB environment (a directory with data.mdb and lock.mdb).
  * This is the only file that talks to LMDB.
  *
- * Six named databases, format 3:
+ * Six named databases, format 4:
  *
  *   meta   text key -> text value: "format", "scheme", every parameter that
  *          changes signatures or band keys ("perms", "bands", "rows",
@@ -16,8 +16,9 @@
  *            i64 document time (big-endian, seconds since the epoch),
  *            K x u16 signature (little-endian), the external id.
  *   texts  8-byte document number -> the normalised text for exact
- *          verification: u8 encoding (0 raw, 1 zstd), u8 flags (DOC_BYTES),
- *          then the bytes.  Apart from docs so that signature lookups touch
+ *          verification (textenc_encode): u8 encoding (0 raw, 2 LZ4; 1,
+ *          zstd, in indexes made before format 4), u8 flags (DOC_BYTES),
+ *          then the bytes, for LZ4 after the text's length (u32).  Apart from docs so that signature lookups touch
  *          fewer pages and its size can be reported on its own.
  *   times  16 bytes: document time (big-endian, sign bit flipped so that
  *          byte order is time order), document number -> nothing.  What
@@ -188,8 +189,8 @@ static int	index_fail(struct lmdb *, int, const char *, char **);
 static int	meta_get(struct lmdb *, const char *, char *, size_t);
 static int	meta_put(struct lmdb *, const char *, const char *);
 static int	meta_create(struct lmdb *, char **);
-static int	meta_check(struct lmdb *, int, char **);
-static int	lmdb_upgrade(struct lmdb *, int, char **);
+static int	meta_check(struct lmdb *, int, int, char **);
+static int	lmdb_upgrade(struct lmdb *, int, int *, char **);
 static int	index_foreign(struct lmdb *);
 static int	index_get(struct lmdb *, MDB_dbi, uint64_t, MDB_val *);
 static int	index_txn(struct lmdb *, unsigned, MDB_txn **);
@@ -294,33 +295,18 @@ meta_create(struct lmdb *ix, char **cause)
 	return (0);
 }
 
-/*
- * Bring a format 2 index to format 3 inside the open transaction: rewrite
- * every l1 run in 10-byte entries.  A read-only open cannot, and says so.
- * Returns 0 when there is nothing (more) to do.
- */
+/* Rewrite every l1 run of a format 2 index in 10-byte entries. */
 static int
-lmdb_upgrade(struct lmdb *ix, int flags, char **cause)
+l1_upgrade(struct lmdb *ix, char **cause)
 {
 	MDB_val			 k, v;
 	struct bentry		*e = NULL;
 	struct buf		 out = { 0 };
 	unsigned char		 kb[4];
-	char			 stored[32];
 	size_t			 i, n, size = 0;
 	unsigned		 c;
-	int			 rc;
+	int			 rc = 0;
 
-	if (meta_get(ix, "format", stored, sizeof stored) != 0 ||
-	    strcmp(stored, "2") != 0)
-		return (0);	/* meta_check judges the rest */
-	if (flags & INDEX_RDONLY) {
-		xasprintf(cause, "%s has index format 2: open it once for "
-		    "writing (without -Q) to upgrade it to format %d",
-		    ix->base.path, MHF_INDEX_FORMAT);
-		return (INDEX_MISMATCH);
-	}
-	rc = 0;
 	for (c = 0; c < BAND_CHUNKS && rc == 0; c++) {
 		chunk_key(kb, c, &k);
 		if ((rc = mdb_get(ix->txn, ix->l1, &k, &v)) == MDB_NOTFOUND) {
@@ -355,22 +341,60 @@ lmdb_upgrade(struct lmdb *ix, int flags, char **cause)
 	buf_free(&out);
 	if (rc != 0)
 		return (index_fail(ix, rc, "upgrading l1", cause));
-	snprintf(stored, sizeof stored, "%d", MHF_INDEX_FORMAT);
-	if ((rc = meta_put(ix, "format", stored)) != 0)
-		return (index_fail(ix, rc, "upgrading meta", cause));
-	log_info("%s: upgraded from index format 2 to %d", ix->base.path,
-	    MHF_INDEX_FORMAT);
 	return (0);
 }
 
-/* Check the stored parameters (meta_read) and read next_doc. */
+/*
+ * Bring an older index to format 4 inside the open transaction.  Format 2
+ * kept l1 in 16-byte entries: every run is rewritten (l1_upgrade), which a
+ * read-only open cannot do, and says so.  Format 3 differs only in that its
+ * texts are never LZ4: reading it is reading format 4, and a writable open
+ * only writes the new "format" record, so that an older mhfilter refuses
+ * the index instead of finding texts it cannot decode.  Sets *format to the
+ * format meta_check is to expect.
+ */
 static int
-meta_check(struct lmdb *ix, int given, char **cause)
+lmdb_upgrade(struct lmdb *ix, int flags, int *format, char **cause)
 {
 	char	 stored[32];
 	int	 rc;
 
-	if ((rc = meta_read(&ix->base.p, MHF_INDEX_FORMAT, given,
+	*format = MHF_INDEX_FORMAT;
+	if (meta_get(ix, "format", stored, sizeof stored) != 0 ||
+	    (strcmp(stored, "2") != 0 && strcmp(stored, "3") != 0))
+		return (0);	/* meta_check judges the rest */
+	if (strcmp(stored, "2") == 0) {
+		if (flags & INDEX_RDONLY) {
+			xasprintf(cause, "%s has index format 2: open it once "
+			    "for writing (without -Q) to upgrade it to format "
+			    "%d", ix->base.path, MHF_INDEX_FORMAT);
+			return (INDEX_MISMATCH);
+		}
+		if ((rc = l1_upgrade(ix, cause)) != 0)
+			return (rc);
+	} else if (flags & INDEX_RDONLY) {
+		*format = 3;
+		return (0);
+	}
+	log_info("%s: upgraded from index format %s to %d", ix->base.path,
+	    stored, MHF_INDEX_FORMAT);
+	snprintf(stored, sizeof stored, "%d", MHF_INDEX_FORMAT);
+	if ((rc = meta_put(ix, "format", stored)) != 0)
+		return (index_fail(ix, rc, "upgrading meta", cause));
+	return (0);
+}
+
+/*
+ * Check the stored parameters (meta_read) against format and the given
+ * ones, and read next_doc.
+ */
+static int
+meta_check(struct lmdb *ix, int format, int given, char **cause)
+{
+	char	 stored[32];
+	int	 rc;
+
+	if ((rc = meta_read(&ix->base.p, format, given,
 	    ix->base.path, meta_get_cb, ix, cause)) != 0)
 		return (rc);
 	if (meta_get(ix, "next_doc", stored, sizeof stored) != 0) {
@@ -432,7 +456,7 @@ lmdb_open(struct index **ixp, const char *path, int flags,
 	const char	*tmp;
 	char		 probe[16];
 	unsigned int	 envflags = MDB_NOTLS;
-	int		 rc, dead, fresh, rv = -1;
+	int		 rc, dead, fresh, format, rv = -1;
 
 	ix = xcalloc(1, sizeof *ix);
 	ix->snap_sweep = UINT64_MAX;
@@ -522,8 +546,8 @@ lmdb_open(struct index **ixp, const char *path, int flags,
 	if (fresh) {
 		if ((rc = meta_create(ix, cause)) != 0)
 			goto fail;
-	} else if ((rv = lmdb_upgrade(ix, flags, cause)) != 0 ||
-	    (rv = meta_check(ix, given, cause)) != 0)
+	} else if ((rv = lmdb_upgrade(ix, flags, &format, cause)) != 0 ||
+	    (rv = meta_check(ix, format, given, cause)) != 0)
 		goto fail;
 	ix->mt = memtable_create();
 	if (lsm_load(ix, cause) != 0) {

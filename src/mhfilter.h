@@ -44,13 +44,14 @@
 
 /*
  * Versions of what is stored.  Bump MHF_INDEX_FORMAT when the LMDB layout
- * changes, MHF_REDIS_FORMAT when the Redis one does, and MHF_SCHEME when any value that goes into a signature or a band
- * key changes (normalisation, shingle hashing, MinHash, band hashing); the
- * known-answer tests in tests/unit fail loudly when either changes by
- * accident.
+ * changes, MHF_REDIS_FORMAT when the Redis one does (texts are stored alike
+ * in both: a new text encoding bumps both), and MHF_SCHEME when any value
+ * that goes into a signature or a band key changes (normalisation,
+ * shingle hashing, MinHash, band hashing); the known-answer tests in
+ * tests/unit fail loudly when either changes by accident.
  */
-#define MHF_INDEX_FORMAT	3	/* LMDB; 2 is upgraded on open */
-#define MHF_REDIS_FORMAT	2
+#define MHF_INDEX_FORMAT	4	/* LMDB; 2 and 3 are upgraded on open */
+#define MHF_REDIS_FORMAT	3	/* 2 is upgraded on open */
 #define MHF_SCHEME		2
 #define MHF_SCHEME_NAME		"xxh3-oph16-dens-v2"
 

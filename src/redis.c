@@ -475,6 +475,27 @@ meta_get_text(void *arg, const char *key, char *out, size_t size)
 	return (1);
 }
 
+/* The meta string with its "format" line saying format, into out. */
+static void
+meta_set_format(const struct metatext *m, int format, struct buf *out)
+{
+	const char	*p = m->s, *end = m->s + m->len, *nl;
+	char		 line[32];
+
+	while (p < end) {
+		if ((nl = memchr(p, '\n', end - p)) == NULL)
+			nl = end;
+		if (nl - p > 7 && memcmp(p, "format=", 7) == 0) {
+			snprintf(line, sizeof line, "format=%d", format);
+			buf_append(out, line, strlen(line));
+		} else
+			buf_append(out, p, nl - p);
+		if (nl < end)
+			buf_append(out, "\n", 1);
+		p = nl + 1;
+	}
+}
+
 static int
 meta_put_text(void *arg, const char *key, const char *value)
 {
@@ -526,7 +547,8 @@ redis_open(struct index **ixp, const char *path, int flags,
 	struct buf		 text = { 0 };
 	uint64_t		 seq;
 	double			 timeout;
-	int			 rc, rv = -1;
+	char			 stored[16];
+	int			 rc, old, rv = -1;
 
 	r = xcalloc(1, sizeof *r);
 	r->base.flags = flags;
@@ -575,10 +597,33 @@ redis_open(struct index **ixp, const char *path, int flags,
 	}
 	m.s = rp->str;
 	m.len = rp->len;
-	if ((rc = meta_read(&r->base.p, MHF_REDIS_FORMAT, given, path,
-	    meta_get_text, &m, cause)) != 0) {
+	old = meta_get_text(&m, "format", stored, sizeof stored) == 0 &&
+	    strcmp(stored, "2") == 0;
+	if ((rc = meta_read(&r->base.p, old ? 2 : MHF_REDIS_FORMAT, given,
+	    path, meta_get_text, &m, cause)) != 0) {
 		rv = rc;
 		goto fail;
+	}
+	/*
+	 * Format 2 differs only in that its texts are never LZ4 (index.c):
+	 * read as it is, and upgraded by a writable open, which rewrites its
+	 * "format" line so that an older mhfilter refuses the index instead
+	 * of finding texts it cannot decode.
+	 */
+	if (old && !(flags & INDEX_RDONLY)) {
+		text.len = 0;
+		meta_set_format(&m, MHF_REDIS_FORMAT, &text);
+		cluster_reset(r->c);
+		q2(r, &r->key, "SET", text.data, text.len);
+		if (cluster_exec(r->c, cause) != 0) {
+			redis_fail(r, cause);
+			goto fail;
+		}
+		if (replies_ok(r, 0, 1, "upgrading the parameters",
+		    cause) != 0)
+			goto fail;
+		log_info("%s: upgraded from Redis index format 2 to %d", path,
+		    MHF_REDIS_FORMAT);
 	}
 	cluster_reset(r->c);
 	if (get_counter(r, "seq", &seq, cause) != 0)

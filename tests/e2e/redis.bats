@@ -123,6 +123,34 @@ stat_of() {
 	grep -q "K = 64\|64 permutations\|perms 64\|K=64" "$T/out"
 }
 
+@test "a Redis index of layout 2 is read as it is, and upgraded by the first writable run" {
+	head -n 300 "$BATS_FILE_TMPDIR/stream" >run1
+	awk -F'\t' '{ print "q" NR "\t" $2 }' run1 >copies
+	db="$(fresh single)"
+	key="{${db##*/}}:meta"
+	cli() { redis-cli -h "${REDIS_SINGLE%:*}" -p "${REDIS_SINGLE##*:}" "$@"; }
+	mhf -f tsv -d "$db" run1 >/dev/null
+	cli GET "$key" | grep -qx 'format=3'
+	mhf -f tsv -d "$db" -Q -a copies >q1
+	# Back to layout 2: its "format" line alone.
+	meta="$(cli GET "$key")"
+	printf '%s\n' "$meta" | sed 's/^format=3$/format=2/' |
+	    cli -x SET "$key" >/dev/null
+	cli GET "$key" | grep -qx 'format=2'
+	# Read-only: the same answers, nothing rewritten.
+	mhrun -f tsv -d "$db" -Q -a copies
+	assert_status 0
+	cmp q1 "$T/out"
+	cli GET "$key" | grep -qx 'format=2'
+	# Writable: upgraded, and the same answers.
+	mhrun -f tsv -d "$db" -a copies
+	assert_status 0
+	cmp q1 "$T/out"
+	grep -q "upgraded from Redis index format 2 to 3" "$T/err"
+	cli GET "$key" | grep -qx 'format=3'
+	[ "$(printf '%s\n' "$meta" | sed 1d)" = "$(cli GET "$key" | sed 1d)" ]
+}
+
 @test "--max-docs on every backend: the same verdicts" {
 	head -n 400 "$BATS_FILE_TMPDIR/stream" >in
 	for b in lmdb cluster; do

@@ -1,8 +1,9 @@
 /*
  * Unit tests for index.c, each in its own mkdtemp directory: creating and
- * reopening an index, documents and texts (raw and zstd), band candidates,
- * the parameter check, abort, a full map, read-only and temporary indexes,
- * and the upgrade of a format 2 index.
+ * reopening an index, documents and texts (raw, LZ4, and zstd as older
+ * formats wrote them), band candidates, the parameter check, abort, a full
+ * map, read-only and temporary indexes, and the upgrades of format 2 and 3
+ * indexes.
  */
 
 #include "config.h"
@@ -23,6 +24,7 @@
 
 #include <cmocka.h>
 #include <lmdb.h>
+#include <zstd.h>
 
 #include "mhfilter.h"
 
@@ -275,9 +277,10 @@ test_texts(void **state)
 }
 
 /*
- * The texts database as format 1 lays it out: u8 encoding (0 raw, 1 zstd),
- * u8 flags, then the bytes.  The long text (over 64 bytes, repetitive) is
- * stored compressed, the short ones raw.
+ * The texts database as format 4 lays it out: u8 encoding (0 raw, 2 LZ4),
+ * u8 flags, then the bytes, for LZ4 after the text's length (u32,
+ * little-endian).  The long text (over 64 bytes, repetitive) is stored
+ * compressed, the short ones raw.
  */
 static void
 test_texts_layout(void **state)
@@ -306,7 +309,8 @@ test_texts_layout(void **state)
 		len = strlen(docs[i].text);
 		assert_int_equal(p[1], docs[i].flags & DOC_BYTES);
 		if (len > 64) {
-			assert_int_equal(p[0], 1);		/* zstd */
+			assert_int_equal(p[0], 2);		/* LZ4 */
+			assert_int_equal(get_le32(p + 2), len);
 			assert_true(v.mv_size < 2 + len);
 		} else {
 			assert_int_equal(p[0], 0);		/* raw */
@@ -316,6 +320,99 @@ test_texts_layout(void **state)
 	}
 	mdb_txn_abort(txn);
 	mdb_env_close(env);
+}
+
+/* A stored text as format 3 wrote a long one: encoding 1, flags, zstd. */
+static void
+zstd_text(const char *text, int flags, struct buf *out)
+{
+	size_t	 len = strlen(text), bound = ZSTD_compressBound(len), n;
+
+	out->len = 0;
+	buf_reserve(out, 2 + bound);
+	out->data[0] = 1;
+	out->data[1] = flags;
+	n = ZSTD_compress(out->data + 2, bound, text, len, 3);
+	assert_false(ZSTD_isError(n));
+	out->len = 2 + n;
+}
+
+/*
+ * text_decode: what textenc_encode makes comes back with its flag, at every
+ * size around the 64-byte limit and for text that does not compress; zstd
+ * texts of older formats still read; damaged records are refused.
+ */
+static void
+test_text_decode(void **state)
+{
+	static const size_t	 sizes[] = { 0, 1, 63, 64, 65, 300, 5000 };
+	struct textenc		*te;
+	struct buf		 text = { 0 }, enc = { 0 }, out = { 0 };
+	uint64_t		 x = 88172645463325252ULL;
+	size_t			 i, j;
+	unsigned char		*p;
+	char			 c;
+	int			 flags;
+
+	(void)state;
+	te = textenc_create();
+	for (i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+		for (j = 0; j < 2; j++) {
+			/* j 0: repetitive words; j 1: random letters. */
+			text.len = 0;
+			while (text.len < sizes[i]) {
+				x ^= x << 13;
+				x ^= x >> 7;
+				x ^= x << 17;
+				c = j == 0 ? "lorem ipsum "[text.len % 12] :
+				    (char)('a' + x % 26);
+				buf_append(&text, &c, 1);
+			}
+			flags = (i + j) % 2 ? DOC_BYTES : 0;
+			textenc_encode(te, text.data, text.len, flags, &enc);
+			p = (unsigned char *)enc.data;
+			if (j == 0 && sizes[i] >= 64)
+				assert_int_equal(p[0], 2);	/* LZ4 */
+			if (sizes[i] < 64)
+				assert_int_equal(p[0], 0);	/* raw */
+			buf_append(&out, "junk", 4);
+			assert_int_equal(text_decode(p, enc.len, &out), flags);
+			assert_int_equal(out.len, text.len);
+			assert_memory_equal(out.data, text.data, text.len);
+			assert_int_equal(out.data[out.len], '\0');
+		}
+	}
+
+	/* Format 3's zstd. */
+	zstd_text(docs[0].text, DOC_BYTES, &enc);
+	assert_int_equal(text_decode((unsigned char *)enc.data, enc.len,
+	    &out), DOC_BYTES);
+	assert_int_equal(out.len, strlen(docs[0].text));
+	assert_memory_equal(out.data, docs[0].text, out.len);
+
+	/* Damaged: truncated, unknown encoding, wrong length, cut block. */
+	textenc_encode(te, docs[0].text, strlen(docs[0].text), 0, &enc);
+	p = (unsigned char *)enc.data;
+	assert_int_equal(p[0], 2);
+	assert_int_equal(text_decode(p, 1, &out), -1);
+	assert_int_equal(text_decode(p, 5, &out), -1);
+	assert_int_equal(text_decode(p, enc.len - 1, &out), -1);
+	put_le32(p + 2, strlen(docs[0].text) + 1);
+	assert_int_equal(text_decode(p, enc.len, &out), -1);
+	put_le32(p + 2, strlen(docs[0].text) - 1);
+	assert_int_equal(text_decode(p, enc.len, &out), -1);
+	put_le32(p + 2, strlen(docs[0].text));
+	assert_int_equal(text_decode(p, enc.len, &out), 0);
+	p[0] = 3;
+	assert_int_equal(text_decode(p, enc.len, &out), -1);
+	zstd_text(docs[0].text, 0, &enc);
+	assert_int_equal(text_decode((unsigned char *)enc.data, enc.len - 1,
+	    &out), -1);
+
+	textenc_free(te);
+	buf_free(&text);
+	buf_free(&enc);
+	buf_free(&out);
 }
 
 /* A document is a candidate once for each band it shares with the query. */
@@ -875,8 +972,92 @@ raw_meta(const char *path, const char *key, char *out, size_t len)
 }
 
 /*
+ * A format 3 index (its long texts in zstd) reads as it is, read-only too,
+ * and the first writable open only marks it format 4, so that an older
+ * mhfilter refuses it; its zstd texts still read, new ones are LZ4.
+ */
+static void
+test_upgrade_format3(void **state)
+{
+	struct fixture		*f = *state;
+	static const char	 added[] = "a text added after the upgrade, long "
+	    "enough to be compressed, long enough to be compressed";
+	MDB_env			*env;
+	MDB_txn			*txn;
+	MDB_dbi			 meta, texts;
+	MDB_val			 k, v;
+	struct buf		 enc = { 0 };
+	unsigned char		 kb[8];
+	uint64_t		 keys[B] = { 1, 2, 3, 4 };
+	uint32_t		 sig[K] = { 0 };
+	char			 fmt[32];
+	size_t			 i;
+	int			 pass;
+
+	fill(f);
+	/* As format 3 wrote it: meta "format" 3, the long text in zstd. */
+	raw_open(f->path, 0, &env, &txn, &meta);
+	assert_int_equal(mdb_dbi_open(txn, "texts", 0, &texts), 0);
+	k.mv_data = (void *)"format";
+	k.mv_size = 6;
+	v.mv_data = (void *)"3";
+	v.mv_size = 1;
+	assert_int_equal(mdb_put(txn, meta, &k, &v, 0), 0);
+	zstd_text(docs[0].text, docs[0].flags & DOC_BYTES, &enc);
+	put_be64(kb, 1);
+	k.mv_data = kb;
+	k.mv_size = sizeof kb;
+	v.mv_data = enc.data;
+	v.mv_size = enc.len;
+	assert_int_equal(mdb_put(txn, texts, &k, &v, 0), 0);
+	assert_int_equal(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+	buf_free(&enc);
+
+	/* Read-only, then writable: every text reads; format 3, then 4. */
+	for (pass = 0; pass < 2; pass++) {
+		open_ix(f, pass == 0 ? INDEX_RDONLY : 0);
+		CHECK(f, index_begin(f->ix, &f->cause));
+		for (i = 0; i < NDOCS; i++) {
+			assert_int_equal(index_text(f->ix, i + 1, &f->text,
+			    &f->cause), docs[i].flags & DOC_BYTES);
+			assert_int_equal(f->text.len, strlen(docs[i].text));
+			assert_memory_equal(f->text.data, docs[i].text,
+			    f->text.len);
+		}
+		if (pass == 1)
+			CHECK(f, index_insert(f->ix, keys, sig, "new", 3,
+			    added, strlen(added), 0, 0, &f->cause));
+		CHECK(f, index_commit(f->ix, &f->cause));
+		close_ix(f);
+		raw_meta(f->path, "format", fmt, sizeof fmt);
+		assert_string_equal(fmt, pass == 0 ? "3" : "4");
+	}
+
+	/* The text added since is LZ4, and both kinds read. */
+	raw_open(f->path, MDB_RDONLY, &env, &txn, &meta);
+	assert_int_equal(mdb_dbi_open(txn, "texts", 0, &texts), 0);
+	put_be64(kb, NDOCS + 1);
+	assert_int_equal(mdb_get(txn, texts, &k, &v), 0);
+	assert_int_equal(((unsigned char *)v.mv_data)[0], 2);
+	mdb_txn_abort(txn);
+	mdb_env_close(env);
+	open_ix(f, INDEX_RDONLY);
+	CHECK(f, index_begin(f->ix, &f->cause));
+	assert_int_equal(index_text(f->ix, NDOCS + 1, &f->text, &f->cause),
+	    0);
+	assert_int_equal(f->text.len, strlen(added));
+	assert_memory_equal(f->text.data, added, f->text.len);
+	assert_int_equal(index_text(f->ix, 1, &f->text, &f->cause),
+	    docs[0].flags & DOC_BYTES);
+	assert_memory_equal(f->text.data, docs[0].text, f->text.len);
+	index_abort(f->ix);
+	close_ix(f);
+}
+
+/*
  * A format 2 index (l1 in 16-byte entries) cannot be opened read-only, and
- * the first writable open upgrades it to format 3 with the same answers.
+ * the first writable open upgrades it to format 4 with the same answers.
  */
 static void
 test_upgrade_format2(void **state)
@@ -905,7 +1086,7 @@ test_upgrade_format2(void **state)
 	for (j = 0; j < B; j++)
 		none[j] = upg_key(5000000 + j);
 
-	/* What the format 3 index answers. */
+	/* What the format 4 index answers. */
 	CHECK(f, index_begin(f->ix, &f->cause));
 	for (j = 0; j < nprobe; j++) {
 		upg_keys(probe[j], keys);
@@ -938,7 +1119,7 @@ test_upgrade_format2(void **state)
 	open_ix(f, 0);
 	close_ix(f);
 	raw_meta(f->path, "format", fmt, sizeof fmt);
-	assert_string_equal(fmt, "3");
+	assert_string_equal(fmt, "4");
 	open_ix(f, INDEX_RDONLY);
 	CHECK(f, index_begin(f->ix, &f->cause));
 	for (j = 0; j < nprobe; j++) {
@@ -1122,6 +1303,7 @@ main(void)
 		T(test_docs),
 		T(test_texts),
 		T(test_texts_layout),
+		T(test_text_decode),
 		T(test_candidates),
 		T(test_big_bucket),
 		T(test_same_txn),
@@ -1135,6 +1317,7 @@ main(void)
 		T(test_temp),
 		T(test_not_lmdb),
 		T(test_upgrade_format2),
+		T(test_upgrade_format3),
 		T(test_snapshot),
 	};
 
