@@ -104,7 +104,7 @@ struct filter {
 	struct shset		 mine;		/* the record's shingle set */
 	int			 have_mine;	/* mine is the record's */
 	struct shset		 theirs;	/* a candidate's shingle set */
-	struct u64vec		 hashes;	/* a text's shingle hashes */
+	struct u64vec		 hashes;	/* a text's shingle keys */
 	struct u64vec		 found;		/* band bucket contents */
 	struct u64vec		 scratch;	/* for sort_u64 */
 	struct cand		*cands;
@@ -528,14 +528,14 @@ filter_exact(struct filter *f, struct index *ix, const struct slot *s,
 	int	 bytes;
 
 	if (!f->have_mine) {
-		shingle_hash(&f->sh, s->norm.data, s->norm.len, s->bytes,
+		shingle_keys(&f->sh, s->norm.data, s->norm.len, s->bytes,
 		    &f->hashes);
 		shset_build(&f->mine, f->hashes.v, f->hashes.n);
 		f->have_mine = 1;
 	}
 	if ((bytes = index_text(ix, docid, &f->text, cause)) < 0)
 		return (-1);
-	shingle_hash(&f->sh, f->text.data, f->text.len, bytes, &f->hashes);
+	shingle_keys(&f->sh, f->text.data, f->text.len, bytes, &f->hashes);
 	*sim = shset_jaccard(&f->mine, &f->theirs, f->hashes.v, f->hashes.n);
 	f->st.verified++;
 	return (0);

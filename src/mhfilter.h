@@ -141,24 +141,32 @@ struct shingler {
 };
 size_t		 shingle_hash(const struct shingler *, const char *, size_t,
 		    int, struct u64vec *);
+size_t		 shingle_keys(const struct shingler *, const char *, size_t,
+		    int, struct u64vec *);
 /*
- * A set of shingle hashes, by open addressing: slot i holds a value iff
- * mark[i] == gen.  Zeroed, it is an empty set; the memory is kept between
- * builds.
+ * A set of shingle keys, by open addressing (shingle.c): slot i holds a
+ * value of the set iff slot[i].mark == own.  Zeroed, it is an empty set;
+ * the memory is kept between builds.
  */
+struct shslot {
+	uint64_t	 v;
+	uint32_t	 mark;		/* the generation that put v here */
+	uint32_t	 seen;		/* the last shset_jaccard that met v */
+};
 struct shset {
-	uint64_t	*slot;
-	uint32_t	*mark;
+	struct shslot	*slot;
 	size_t		 size;		/* slots allocated, a power of two */
 	size_t		 mask;		/* slots in use - 1 */
-	uint32_t	 gen;		/* the current build's mark */
+	unsigned	 shift;		/* 64 - log2(mask + 1) */
+	uint32_t	 gen;		/* the last generation handed out */
+	uint32_t	 own;		/* the generation of the set's values */
 	size_t		 n;		/* values in the set */
 };
 void		 shset_free(struct shset *);
 void		 shset_trim(struct shset *);
 size_t		 shset_build(struct shset *, const uint64_t *, size_t);
 int		 shset_has(const struct shset *, uint64_t);
-double		 shset_jaccard(const struct shset *, struct shset *,
+double		 shset_jaccard(struct shset *, struct shset *,
 		    const uint64_t *, size_t);
 
 /* minhash.c */

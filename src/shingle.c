@@ -8,6 +8,16 @@
  * A shingle's hash is XXH3_64bits_withSeed() over its UTF-8 bytes exactly as
  * they stand in the normalised text (for words, with the separators between
  * them), so the value depends on nothing but the text, n and the seed.
+ *
+ * Exact verification needs the shingles' identity, not the signature
+ * scheme's hash, and hashing every shingle of a candidate's text was a
+ * tenth of the index writer's time.  So shingle_keys gives each shingle a
+ * key instead: a shingle of at most 7 ASCII bytes (at the default of 5
+ * characters, nearly all of them) is its own key, its bytes as a
+ * little-endian number with the length in the top byte; any other is
+ * keyed by its hash with the top bit set, which no such number has.  A key
+ * depends on the shingle's bytes alone, whichever loop below made it, and
+ * is never 0.  Keys stay in memory; nothing stores them.
  */
 
 #include "config.h"
@@ -30,9 +40,9 @@
 #define RING		128
 
 static size_t	shingle_chars(const struct shingler *, const unsigned char *,
-		    size_t, int, struct u64vec *);
+		    size_t, int, int, struct u64vec *);
 static size_t	shingle_words(const struct shingler *, const unsigned char *,
-		    size_t, struct u64vec *);
+		    size_t, int, struct u64vec *);
 
 /* Is this byte a word separator? */
 static inline int
@@ -41,12 +51,60 @@ is_sep(unsigned char c)
 	return (c == ' ' || (c >= '\t' && c <= '\r'));
 }
 
-/* Add one shingle's hash. */
+#define KEY_MAX		7		/* bytes of a shingle that is its key */
+#define KEY_HASHED	(1ULL << 63)
+
+/* Up to 8 bytes as a little-endian number (len < 8: zero-extended). */
+static inline uint64_t
+load_le(const unsigned char *p, size_t len)
+{
+	uint64_t	 x = 0;
+	size_t		 i;
+
+	if (len == 8) {
+		memcpy(&x, p, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+		x = __builtin_bswap64(x);
+#endif
+		return (x);
+	}
+	for (i = 0; i < len; i++)
+		x |= (uint64_t)p[i] << (8 * i);
+	return (x);
+}
+
+/* A shingle's key for verification (see the top of the file). */
+static inline uint64_t
+shingle_key(const struct shingler *sh, const unsigned char *p, size_t len)
+{
+	if (len <= KEY_MAX && ascii_span(p, len) == len)
+		return (load_le(p, len) | (uint64_t)len << 56);
+	return (XXH3_64bits_withSeed(p, len, sh->seed) | KEY_HASHED);
+}
+
+/* Add one shingle's hash, or with keys its key. */
 static inline void
 shingle_add(const struct shingler *sh, const unsigned char *p, size_t len,
-    struct u64vec *out)
+    int keys, struct u64vec *out)
 {
-	u64vec_push(out, XXH3_64bits_withSeed(p, len, sh->seed));
+	u64vec_push(out, keys ? shingle_key(sh, p, len) :
+	    XXH3_64bits_withSeed(p, len, sh->seed));
+}
+
+/*
+ * The keys of every n-byte window of p[0, len), ASCII, n <= KEY_MAX: one
+ * 8-byte load per window while 8 bytes are left, then byte by byte.
+ */
+static void
+ascii_keys(const unsigned char *p, size_t len, size_t n, uint64_t *out)
+{
+	uint64_t	 mask = (1ULL << (8 * n)) - 1, tag = (uint64_t)n << 56;
+	size_t		 i;
+
+	for (i = 0; i + 8 <= len; i++)
+		out[i] = (load_le(p + i, 8) & mask) | tag;
+	for (; i + n <= len; i++)
+		out[i] = load_le(p + i, n) | tag;
 }
 
 /* Hash every n-byte window of p[0, len) into out->v. */
@@ -56,29 +114,41 @@ shingle_add(const struct shingler *sh, const unsigned char *p, size_t len,
 } while (0)
 
 /*
- * Character shingles: code points, or bytes when bytes is set.  flatten
- * inlines XXH3 here, where the length is small and known.
+ * Character shingles: code points, or bytes when bytes is set; their
+ * hashes, or with keys their keys.  flatten inlines XXH3 here, where the
+ * length is small and known.
  */
 #if defined(__GNUC__)
 __attribute__((flatten))
 #endif
 static size_t
 shingle_chars(const struct shingler *sh, const unsigned char *p, size_t len,
-    int bytes, struct u64vec *out)
+    int bytes, int keys, struct u64vec *out)
 {
 	size_t	 ring[RING], i, count = 0, n = sh->n, at;
 	size_t	 head = 0;
+	int	 ascii = 0;
 
-	if (bytes || ascii_span(p, len) == len) {
+	if (bytes || (ascii = ascii_span(p, len) == len)) {
 		/* One byte one character: the fast path for ASCII. */
 		if (len <= n) {
-			shingle_add(sh, p, len, out);
+			shingle_add(sh, p, len, keys, out);
 			return (1);
 		}
 		if (out->size < len - n + 1) {
 			out->size = len - n + 1;
 			out->v = xreallocarray(out->v, out->size,
 			    sizeof *out->v);
+		}
+		out->n = len - n + 1;
+		if (keys && ascii && n <= KEY_MAX) {
+			ascii_keys(p, len, n, out->v);
+			return (len - n + 1);
+		}
+		if (keys) {
+			for (i = 0; i + n <= len; i++)
+				out->v[i] = shingle_key(sh, p + i, n);
+			return (len - n + 1);
 		}
 		/*
 		 * With the length a constant, the compiler folds XXH3's
@@ -108,7 +178,6 @@ shingle_chars(const struct shingler *sh, const unsigned char *p, size_t len,
 			ASCII_SHINGLES(n);
 			break;
 		}
-		out->n = len - n + 1;
 		return (len - n + 1);
 	}
 
@@ -124,12 +193,12 @@ shingle_chars(const struct shingler *sh, const unsigned char *p, size_t len,
 		head++;
 		if (head > n) {
 			at = ring[(head - n - 1) & (RING - 1)];
-			shingle_add(sh, p + at, i - at, out);
+			shingle_add(sh, p + at, i - at, keys, out);
 			count++;
 		}
 	}
 	if (count == 0) {
-		shingle_add(sh, p, len, out);
+		shingle_add(sh, p, len, keys, out);
 		count = 1;
 	}
 	return (count);
@@ -138,7 +207,7 @@ shingle_chars(const struct shingler *sh, const unsigned char *p, size_t len,
 /* Word shingles: n consecutive words with what separates them. */
 static size_t
 shingle_words(const struct shingler *sh, const unsigned char *p, size_t len,
-    struct u64vec *out)
+    int keys, struct u64vec *out)
 {
 	size_t	 starts[MHF_MAX_SHINGLE], i, j, count = 0, words = 0;
 	size_t	 n = sh->n, first = 0, last = 0;
@@ -160,16 +229,31 @@ shingle_words(const struct shingler *sh, const unsigned char *p, size_t len,
 		words++;
 		if (words >= n) {
 			shingle_add(sh, p + starts[(words - n) % n],
-			    j - starts[(words - n) % n], out);
+			    j - starts[(words - n) % n], keys, out);
 			count++;
 		}
 		i = j;
 	}
 	if (count == 0 && words > 0) {
-		shingle_add(sh, p + first, last - first, out);
+		shingle_add(sh, p + first, last - first, keys, out);
 		count = 1;
 	}
 	return (count);
+}
+
+/* shingle_hash and shingle_keys. */
+static size_t
+shingle_any(const struct shingler *sh, const char *text, size_t len,
+    int bytes, int keys, struct u64vec *out)
+{
+	const unsigned char	*p = (const unsigned char *)text;
+
+	out->n = 0;
+	if (len == 0)
+		return (0);
+	if (sh->unit == UNIT_WORD)
+		return (shingle_words(sh, p, len, keys, out));
+	return (shingle_chars(sh, p, len, bytes, keys, out));
 }
 
 /*
@@ -180,64 +264,109 @@ size_t
 shingle_hash(const struct shingler *sh, const char *text, size_t len,
     int bytes, struct u64vec *out)
 {
-	const unsigned char	*p = (const unsigned char *)text;
+	return (shingle_any(sh, text, len, bytes, 0, out));
+}
 
-	out->n = 0;
-	if (len == 0)
-		return (0);
-	if (sh->unit == UNIT_WORD)
-		return (shingle_words(sh, p, len, out));
-	return (shingle_chars(sh, p, len, bytes, out));
+/* The same, but the shingles' keys for verification (never 0). */
+size_t
+shingle_keys(const struct shingler *sh, const char *text, size_t len,
+    int bytes, struct u64vec *out)
+{
+	return (shingle_any(sh, text, len, bytes, 1, out));
 }
 
 /*
  * Shingle sets by hashing, for exact verification, where sorting both sets
- * was the cost.  Open addressing with linear probing, at most half full.
- * The values are XXH3 hashes, uniform already: the low bits are the home
- * slot.  Any value is legal (0 too), so a slot is in use iff its mark is
- * the set's generation; a build bumps the generation instead of clearing
- * the table, which is cleared only when the generation wraps.
+ * was the cost.  Open addressing with linear probing.  The values are
+ * shingle keys, many of them a few bytes of text: the home slot is a
+ * multiplicative hash (shset_home).  Any value is legal (0 too), so a slot
+ * is in use by the set iff its mark is the set's generation (own); a build
+ * takes a new generation instead of clearing the table, which is cleared
+ * only when the generation counter wraps.
+ *
+ * shset_jaccard walks the candidate's values through the set's own table,
+ * one probe sequence per value: a member is counted once, the first time
+ * it is met (seen takes the walk's generation), and a value that is not a
+ * member is put in the first free slot with the walk's generation as its
+ * mark, so that its repeats are not counted again.  Slots of earlier walks
+ * count as free: they were filled after the set was built, so they never
+ * lie on the probe sequence of a member, and the sequence of a value of
+ * this walk stops where the walk put it.  The table is sized at build for
+ * a load of a quarter, so a candidate about as large as the record fits
+ * (at most half full); a larger one goes through a scratch set.  Before,
+ * each value was added to a scratch set and then looked up in the set:
+ * two tables, two probe sequences, twice the misses.
  */
 #define SHSET_MIN	16
 #define SHSET_KEEP	(1U << 16)	/* slots kept by shset_trim */
 
-/* Start an empty set with room for up to n values. */
+/* The next generation; on a wrap, the table is renumbered first. */
+static uint32_t
+shset_next(struct shset *s)
+{
+	size_t	 i;
+
+	if (++s->gen != 0)
+		return (s->gen);
+	/* The set's own values become generation 1; the rest is free. */
+	for (i = 0; i < s->size; i++) {
+		s->slot[i].mark = s->own != 0 && s->slot[i].mark == s->own;
+		s->slot[i].seen = 0;
+	}
+	s->own = s->own != 0;
+	s->gen = 2;
+	return (s->gen);
+}
+
+/* Start an empty set with room for n values, and as many more. */
 static void
 shset_reset(struct shset *s, size_t n)
 {
 	size_t	 want = SHSET_MIN;
 
-	while (want / 2 < n)
+	while (want / 4 < n)
 		want <<= 1;
 	if (want > s->size) {
 		free(s->slot);
-		free(s->mark);
-		s->slot = xreallocarray(NULL, want, sizeof *s->slot);
-		s->mark = xcalloc(want, sizeof *s->mark);
+		s->slot = xcalloc(want, sizeof *s->slot);
 		s->size = want;
-		s->gen = 0;
+		s->gen = s->own = 0;
 	}
 	s->mask = want - 1;
-	if (++s->gen == 0) {
-		memset(s->mark, 0, s->size * sizeof *s->mark);
-		s->gen = 1;
-	}
+	for (s->shift = 64; want > 1; want >>= 1)
+		s->shift--;
+	s->own = 0;
+	s->own = shset_next(s);
 	s->n = 0;
+}
+
+/*
+ * A value's home slot: the top bits of its product with 2^64 / phi
+ * (Fibonacci hashing), as keys are not uniform in their low bits.
+ */
+static inline size_t
+shset_home(const struct shset *s, uint64_t x)
+{
+	return ((size_t)((x * 0x9e3779b97f4a7c15ULL) >> s->shift));
 }
 
 /* Add a value to a set; returns 1 if it was not there before. */
 static inline int
 shset_add(struct shset *s, uint64_t x)
 {
-	size_t	 i = x & s->mask;
+	struct shslot	*sl;
+	size_t		 i = shset_home(s, x);
 
-	while (s->mark[i] == s->gen) {
-		if (s->slot[i] == x)
+	for (;; i = (i + 1) & s->mask) {
+		sl = &s->slot[i];
+		if (sl->mark != s->own)
+			break;
+		if (sl->v == x)
 			return (0);
-		i = (i + 1) & s->mask;
 	}
-	s->mark[i] = s->gen;
-	s->slot[i] = x;
+	sl->v = x;
+	sl->mark = s->own;
+	sl->seen = 0;
 	s->n++;
 	return (1);
 }
@@ -246,16 +375,18 @@ shset_add(struct shset *s, uint64_t x)
 static inline int
 shset_find(const struct shset *s, uint64_t x)
 {
-	size_t	 i = x & s->mask;
+	const struct shslot	*sl;
+	size_t			 i;
 
 	if (s->n == 0)
 		return (0);
-	while (s->mark[i] == s->gen) {
-		if (s->slot[i] == x)
+	for (i = shset_home(s, x);; i = (i + 1) & s->mask) {
+		sl = &s->slot[i];
+		if (sl->mark != s->own)
+			return (0);
+		if (sl->v == x)
 			return (1);
-		i = (i + 1) & s->mask;
 	}
-	return (0);
 }
 
 /* Free a set's memory; it is empty again. */
@@ -263,7 +394,6 @@ void
 shset_free(struct shset *s)
 {
 	free(s->slot);
-	free(s->mark);
 	memset(s, 0, sizeof *s);
 }
 
@@ -296,21 +426,52 @@ shset_has(const struct shset *s, uint64_t x)
 
 /*
  * Jaccard similarity of the set mine and the set of the values h[0..n)
- * (with repeats), which is built in scratch (not mine).  The same value as
- * sorting both sets and merging them; two empty sets are equal.
+ * (with repeats); see above.  mine keeps its values; scratch is used when
+ * the values do not fit beside them.  The same value as sorting both sets
+ * and merging them; two empty sets are equal.
  */
 double
-shset_jaccard(const struct shset *mine, struct shset *scratch,
-    const uint64_t *h, size_t n)
+shset_jaccard(struct shset *mine, struct shset *scratch, const uint64_t *h,
+    size_t n)
 {
-	size_t	 i, both = 0;
+	struct shslot	*sl;
+	size_t		 i, j, both = 0, theirs = 0;
+	uint32_t	 g;
 
-	shset_reset(scratch, n);
-	for (i = 0; i < n; i++) {
-		if (shset_add(scratch, h[i]) && shset_find(mine, h[i]))
-			both++;
+	if (mine->n + n > (mine->mask + 1) / 2) {
+		shset_reset(scratch, n);
+		for (i = 0; i < n; i++) {
+			if (shset_add(scratch, h[i]) && shset_find(mine, h[i]))
+				both++;
+		}
+		theirs = scratch->n;
+	} else {
+		g = shset_next(mine);
+		for (i = 0; i < n; i++) {
+			for (j = shset_home(mine, h[i]);;
+			    j = (j + 1) & mine->mask) {
+				sl = &mine->slot[j];
+				if (sl->mark == mine->own) {
+					if (sl->v != h[i])
+						continue;
+					if (sl->seen != g) {
+						sl->seen = g;
+						both++;
+						theirs++;
+					}
+				} else if (sl->mark == g) {
+					if (sl->v != h[i])
+						continue;
+				} else {
+					sl->v = h[i];
+					sl->mark = g;
+					theirs++;
+				}
+				break;
+			}
+		}
 	}
-	if (mine->n == 0 && scratch->n == 0)
+	if (mine->n == 0 && theirs == 0)
 		return (1.0);
-	return ((double)both / (double)(mine->n + scratch->n - both));
+	return ((double)both / (double)(mine->n + theirs - both));
 }

@@ -629,9 +629,17 @@ test_shset_random(void **state)
 	};
 	struct shset		 mine = { 0 }, scratch = { 0 };
 	uint64_t		*a, *b, *pool, x = 0x243f6a8885a308d3ULL;
-	uint64_t		*slot;
+	uint64_t		 inv = 0x9e3779b97f4a7c15ULL;
+	struct shslot		*slot;
 	size_t			 s, i, na, nb, npool, size, kind;
 
+	/*
+	 * The inverse of shset_home's multiplier, mod 2^64 (Newton): r * inv
+	 * has home slot 0 for small r, and -r * inv the last slot.
+	 */
+	for (i = 0; i < 5; i++)
+		inv *= 2 - 0x9e3779b97f4a7c15ULL * inv;
+	assert_true(inv * 0x9e3779b97f4a7c15ULL == 1);
 	for (s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
 		na = sizes[s];
 		nb = sizes[(s + 5) % (sizeof sizes / sizeof sizes[0])];
@@ -649,9 +657,9 @@ test_shset_random(void **state)
 				if (kind == 1 && i % 5 == 0)
 					pool[i] = 0;
 				else if (kind == 2)
-					pool[i] <<= 32;
+					pool[i] = (pool[i] >> 32) * inv;
 				else if (kind == 3)
-					pool[i] |= 0xffffffff;
+					pool[i] = (0 - (pool[i] >> 32) - 1) * inv;
 			}
 			/* Draw from a pool of varying size: repeats. */
 			for (i = 0; i < na; i++)
@@ -691,7 +699,11 @@ test_shset_random(void **state)
 
 /*
  * Hash sets on shingles of generated texts: a text and an edited copy of
- * it, the same similarity as shingle_set() and jaccard_sorted().
+ * it, the same similarity as shingle_set() and jaccard_sorted(), from the
+ * shingles' hashes and from their keys (shingle_keys).  Every third text is
+ * ASCII while its copy may not be, so that keys made by the ASCII loop meet
+ * keys made one shingle at a time; and an ASCII text has the same keys
+ * shingled as bytes.
  */
 static void
 test_shset_texts(void **state)
@@ -707,10 +719,13 @@ test_shset_texts(void **state)
 	const size_t		 nwords = sizeof words / sizeof words[0];
 	struct shset		 mine = { 0 }, scratch = { 0 };
 	struct u64vec		 ha = { 0 }, hb = { 0 }, sa = { 0 };
-	struct u64vec		 sb = { 0 }, sort = { 0 };
+	struct u64vec		 sb = { 0 }, sort = { 0 }, kb = { 0 };
 	struct buf		 ta = { 0 }, tb = { 0 };
 	uint64_t		 x = 0x9e3779b97f4a7c15ULL;
-	size_t			 t, k, i, len, edit;
+	size_t			 (*fn)(const struct shingler *, const char *,
+				    size_t, int, struct u64vec *);
+	size_t			 t, k, i, len, edit, pick;
+	int			 keys;
 	const char		*w;
 	double			 want, got;
 
@@ -720,8 +735,9 @@ test_shset_texts(void **state)
 		buf_append(&tb, "", 0);
 		len = t % 10 == 0 ? t % 4 : next_rand(&x) % 400;
 		edit = next_rand(&x) % 20 + 1;	/* 1 word in edit changes */
+		pick = t % 3 == 0 ? 7 : nwords;	/* words[0..7) are ASCII */
 		for (i = 0; i < len; i++) {
-			w = words[next_rand(&x) % nwords];
+			w = words[next_rand(&x) % pick];
 			buf_append(&ta, w, strlen(w));
 			buf_append(&ta, " ", 1);
 			if (next_rand(&x) % edit == 0)
@@ -733,16 +749,28 @@ test_shset_texts(void **state)
 			shingle_set(&shs[k], ta.data, ta.len, 0, &sa, &sort);
 			shingle_set(&shs[k], tb.data, tb.len, 0, &sb, &sort);
 			want = jaccard_sorted(sa.v, sa.n, sb.v, sb.n);
-			shingle_hash(&shs[k], ta.data, ta.len, 0, &ha);
-			shingle_hash(&shs[k], tb.data, tb.len, 0, &hb);
-			assert_int_equal(shset_build(&mine, ha.v, ha.n), sa.n);
-			got = shset_jaccard(&mine, &scratch, hb.v, hb.n);
-			if (got != want)
-				fail_msg("text %zu, shingler %zu: %.17g, want "
-				    "%.17g", t, k, got, want);
-			assert_int_equal(scratch.n, sb.n);
-			for (i = 0; i < sb.n; i++)
-				assert_true(shset_has(&scratch, sb.v[i]));
+			/* Hashes, then keys: the same sets, the same value. */
+			for (keys = 0; keys < 2; keys++) {
+				fn = keys ? shingle_keys : shingle_hash;
+				fn(&shs[k], ta.data, ta.len, 0, &ha);
+				fn(&shs[k], tb.data, tb.len, 0, &hb);
+				assert_int_equal(shset_build(&mine, ha.v, ha.n),
+				    sa.n);
+				got = shset_jaccard(&mine, &scratch, hb.v,
+				    hb.n);
+				if (got != want)
+					fail_msg("text %zu, shingler %zu, %s: "
+					    "%.17g, want %.17g", t, k, keys ?
+					    "keys" : "hashes", got, want);
+			}
+			for (i = 0; i < ha.n; i++)
+				assert_true(ha.v[i] != 0);
+			if (pick == 7) {
+				shingle_keys(&shs[k], ta.data, ta.len, 1, &kb);
+				assert_int_equal(kb.n, ha.n);
+				assert_memory_equal(kb.v, ha.v,
+				    ha.n * sizeof *ha.v);
+			}
 		}
 	}
 	shset_free(&mine);
@@ -752,51 +780,67 @@ test_shset_texts(void **state)
 	u64vec_free(&sa);
 	u64vec_free(&sb);
 	u64vec_free(&sort);
+	u64vec_free(&kb);
 	buf_free(&ta);
 	buf_free(&tb);
 }
 
 /*
  * The generation wraps: marks left from long ago must not count as slots
- * in use.  Build a set at generation 1, jump to the end of the range and
- * build across the wrap; the old values must be gone.
+ * in use, a wrap inside shset_jaccard keeps the set's own values, and the
+ * scratch set wraps the same way.
  */
 static void
 test_shset_wrap(void **state)
 {
 	static const uint64_t	 old[] = { 0, 5, 6, 7, 8, 100, 1000 };
 	static const uint64_t	 cur[] = { 1, 2, 3, 16, 17 };
+	uint64_t		 many[40];
 	struct shset		 s = { 0 }, scratch = { 0 };
 	size_t			 i, round;
 
 	for (round = 0; round < 4; round++) {
 		shset_build(&s, old, 7);
-		assert_int_equal(s.gen, round == 0 ? 1 : 2);
-		/* The next builds are UINT32_MAX, then 1 again. */
+		/* The next build takes UINT32_MAX; the walk after it wraps. */
 		s.gen = UINT32_MAX - 1;
 		shset_build(&s, cur, 5);
-		assert_int_equal(s.gen, UINT32_MAX);
-		assert_false(shset_has(&s, 0));
-		shset_build(&s, cur, 5);
-		assert_int_equal(s.gen, 1);
-		assert_int_equal(s.n, 5);
+		assert_int_equal(s.own, UINT32_MAX);
 		for (i = 0; i < 7; i++)
 			assert_false(shset_has(&s, old[i]));
+		assert_true(shset_jaccard(&s, &scratch, old, 7) == 0.0);
+		assert_int_equal(s.own, 1);
+		assert_int_equal(s.gen, 2);
 		for (i = 0; i < 5; i++)
 			assert_true(shset_has(&s, cur[i]));
-		assert_true(shset_jaccard(&s, &scratch, old, 7) == 0.0);
+		for (i = 0; i < 7; i++)
+			assert_false(shset_has(&s, old[i]));
 		assert_true(shset_jaccard(&s, &scratch, cur, 5) == 1.0);
+		assert_true(shset_jaccard(&s, &scratch, old + 1, 3) == 0.0);
+		assert_true(shset_jaccard(&s, &scratch, cur + 1, 3) == 3.0 / 5);
+
+		/* A build across the wrap forgets everything before it. */
+		s.gen = UINT32_MAX;
+		assert_int_equal(shset_build(&s, old, 7), 7);
+		assert_int_equal(s.own, 2);
+		for (i = 0; i < 5; i++)
+			assert_false(shset_has(&s, cur[i]));
+		assert_true(shset_jaccard(&s, &scratch, old, 7) == 1.0);
+		assert_true(shset_jaccard(&s, &scratch, cur, 5) == 0.0);
 	}
 
-	/* The scratch set wraps the same way inside shset_jaccard. */
+	/* Too many values to walk through s: the scratch set, wrapping. */
+	for (i = 0; i < 40; i++)
+		many[i] = i < 7 ? old[i] : 5000 + i;
 	shset_build(&s, old, 7);
-	shset_jaccard(&s, &scratch, old, 7);	/* marks old in scratch */
+	shset_jaccard(&s, &scratch, many, 40);
+	assert_int_equal(scratch.n, 40);
 	scratch.gen = UINT32_MAX - 1;
 	for (round = 0; round < 3; round++) {
-		assert_true(shset_jaccard(&s, &scratch, cur, 5) == 0.0);
-		assert_int_equal(scratch.n, 5);
-		assert_true(shset_jaccard(&s, &scratch, old + 1, 3) ==
-		    3.0 / 7);
+		assert_true(shset_jaccard(&s, &scratch, many, 40) ==
+		    7.0 / 40);
+		assert_int_equal(scratch.n, 40);
+		assert_true(shset_jaccard(&s, &scratch, many + 5, 35) ==
+		    2.0 / 40);
 	}
 	assert_true(scratch.gen < 10);
 	shset_free(&s);
