@@ -73,21 +73,50 @@ load_le(const unsigned char *p, size_t len)
 	return (x);
 }
 
-/* A shingle's key for verification (see the top of the file). */
+/*
+ * The key of a shingle of len <= KEY_MAX ASCII bytes, avail of them
+ * readable from p: one 8-byte load when there is room for it.
+ */
 static inline uint64_t
-shingle_key(const struct shingler *sh, const unsigned char *p, size_t len)
+ascii_key(const unsigned char *p, size_t len, size_t avail)
 {
-	if (len <= KEY_MAX && ascii_span(p, len) == len)
-		return (load_le(p, len) | (uint64_t)len << 56);
+	uint64_t	 tag = (uint64_t)len << 56;
+
+	if (avail >= 8)
+		return ((load_le(p, 8) & ((1ULL << (8 * len)) - 1)) | tag);
+	return (load_le(p, len) | tag);
+}
+
+/*
+ * A shingle's key for verification (see the top of the file), when it is
+ * not known to be ASCII.  Its few bytes are tested inline: this runs once
+ * per window of texts that are not valid UTF-8.
+ */
+static inline uint64_t
+shingle_key(const struct shingler *sh, const unsigned char *p, size_t len,
+    size_t avail)
+{
+	unsigned char	 any = 0;
+	size_t		 i;
+
+	if (len <= KEY_MAX) {
+		for (i = 0; i < len; i++)
+			any |= p[i];
+		if (any < 0x80)
+			return (ascii_key(p, len, avail));
+	}
 	return (XXH3_64bits_withSeed(p, len, sh->seed) | KEY_HASHED);
 }
 
-/* Add one shingle's hash, or with keys its key. */
+/*
+ * Add one shingle's hash, or with keys its key; avail bytes are readable
+ * from p.
+ */
 static inline void
 shingle_add(const struct shingler *sh, const unsigned char *p, size_t len,
-    int keys, struct u64vec *out)
+    size_t avail, int keys, struct u64vec *out)
 {
-	u64vec_push(out, keys ? shingle_key(sh, p, len) :
+	u64vec_push(out, keys ? shingle_key(sh, p, len, avail) :
 	    XXH3_64bits_withSeed(p, len, sh->seed));
 }
 
@@ -98,13 +127,10 @@ shingle_add(const struct shingler *sh, const unsigned char *p, size_t len,
 static void
 ascii_keys(const unsigned char *p, size_t len, size_t n, uint64_t *out)
 {
-	uint64_t	 mask = (1ULL << (8 * n)) - 1, tag = (uint64_t)n << 56;
-	size_t		 i;
+	size_t	 i;
 
-	for (i = 0; i + 8 <= len; i++)
-		out[i] = (load_le(p + i, 8) & mask) | tag;
-	for (; i + n <= len; i++)
-		out[i] = load_le(p + i, n) | tag;
+	for (i = 0; i + n <= len; i++)
+		out[i] = ascii_key(p + i, n, len - i);
 }
 
 /* Hash every n-byte window of p[0, len) into out->v. */
@@ -132,7 +158,7 @@ shingle_chars(const struct shingler *sh, const unsigned char *p, size_t len,
 	if (bytes || (ascii = ascii_span(p, len) == len)) {
 		/* One byte one character: the fast path for ASCII. */
 		if (len <= n) {
-			shingle_add(sh, p, len, keys, out);
+			shingle_add(sh, p, len, len, keys, out);
 			return (1);
 		}
 		if (out->size < len - n + 1) {
@@ -147,7 +173,7 @@ shingle_chars(const struct shingler *sh, const unsigned char *p, size_t len,
 		}
 		if (keys) {
 			for (i = 0; i + n <= len; i++)
-				out->v[i] = shingle_key(sh, p + i, n);
+				out->v[i] = shingle_key(sh, p + i, n, len - i);
 			return (len - n + 1);
 		}
 		/*
@@ -184,7 +210,8 @@ shingle_chars(const struct shingler *sh, const unsigned char *p, size_t len,
 	/*
 	 * UTF-8: keep the offsets of the last n+1 character starts in a ring;
 	 * each new start (or the end) closes the shingle that began n
-	 * characters before it.
+	 * characters before it.  A shingle of n characters in n bytes is
+	 * ASCII.
 	 */
 	for (i = 0; i <= len; i++) {
 		if (i < len && (p[i] & 0xc0) == 0x80)
@@ -193,12 +220,17 @@ shingle_chars(const struct shingler *sh, const unsigned char *p, size_t len,
 		head++;
 		if (head > n) {
 			at = ring[(head - n - 1) & (RING - 1)];
-			shingle_add(sh, p + at, i - at, keys, out);
+			if (keys && i - at == n && n <= KEY_MAX)
+				u64vec_push(out, ascii_key(p + at, n,
+				    len - at));
+			else
+				shingle_add(sh, p + at, i - at, len - at, keys,
+				    out);
 			count++;
 		}
 	}
 	if (count == 0) {
-		shingle_add(sh, p, len, keys, out);
+		shingle_add(sh, p, len, len, keys, out);
 		count = 1;
 	}
 	return (count);
@@ -229,13 +261,15 @@ shingle_words(const struct shingler *sh, const unsigned char *p, size_t len,
 		words++;
 		if (words >= n) {
 			shingle_add(sh, p + starts[(words - n) % n],
-			    j - starts[(words - n) % n], keys, out);
+			    j - starts[(words - n) % n],
+			    len - starts[(words - n) % n], keys, out);
 			count++;
 		}
 		i = j;
 	}
 	if (count == 0 && words > 0) {
-		shingle_add(sh, p + first, last - first, keys, out);
+		shingle_add(sh, p + first, last - first, len - first, keys,
+		    out);
 		count = 1;
 	}
 	return (count);
