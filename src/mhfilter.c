@@ -237,7 +237,7 @@ usage(FILE *f)
 "Index:\n"
 "  -d, --db DIR             persistent index (default: a temporary one)\n"
 "  -Q, --query-only         compare with the index, insert nothing\n"
-"      --batch N            records per transaction (default 1000)\n"
+"      --batch N            records per transaction (default 4000)\n"
 "      --map-size SIZE      initial index map size (default 1G)\n"
 "      --memtable SIZE      memory for band entries not yet merged\n"
 "                           (default 64M)\n"
@@ -327,7 +327,7 @@ parse_options(int argc, char **argv, struct options *o)
 	o->text_field = "text";
 	o->id_field = "id";
 	o->max_bytes = 8U << 20;
-	o->batch = 1000;
+	o->batch = 4000;
 	o->max_fn = 0.01;
 	o->max_fp = 0.05;
 	o->progress = isatty(STDERR_FILENO);

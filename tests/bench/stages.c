@@ -16,7 +16,7 @@
  * The index stage then takes the band keys and signatures computed above
  * and, with nothing but the API of src/mhfilter.h, feeds them to a fresh
  * persistent index in a scratch directory (or -d dir, kept) in batches of
- * -B records (default 1000, as mhfilter): index_begin, index_prepare (the
+ * -B records (default 4000, as mhfilter): index_begin, index_prepare (the
  * batch's band keys), for each record index_candidates then index_insert
  * (with its normalised text unless -T), index_commit.  That is mhfilter's
  * access pattern without verification, so it measures the index alone,
@@ -199,7 +199,7 @@ main(int argc, char **argv)
 	const char		*dir = NULL, *csv = NULL, *tmp;
 	char			*cause, *scratch = NULL;
 	size_t			 i, j, end, n = 0, docs = 0, docbytes = 0;
-	size_t			 max = 0, batch = 1000, nlong = 0, longbytes = 0;
+	size_t			 max = 0, batch = 4000, nlong = 0, longbytes = 0;
 	int			 ch, format = FORMAT_JSONL, rounds = 3, round;
 	int			 rc, do_index = 1, texts = 1;
 
