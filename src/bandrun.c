@@ -268,11 +268,74 @@ run_find(const unsigned char *run, size_t n, uint64_t key,
 }
 
 /*
- * Merge chunk c's l1 run (nold entries) and new entries of that chunk,
- * sorted by bentry_cmp, into the l1 run out, which has room for both,
- * leaving out entries whose document number is below live (removed
- * documents) and repeats of what the run keeps.  Returns the entries
- * written.
+ * The first entry of run[from, n) that is not below (frag, docid) in the
+ * order runs keep, by bisection.
+ */
+static size_t
+run_lower(const unsigned char *run, size_t from, size_t n, uint64_t frag,
+    uint64_t docid)
+{
+	size_t		 lo = from, hi = n, mid;
+	uint64_t	 f;
+
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		f = l1_frag(run, mid);
+		if (f < frag || (f == frag &&
+		    get_be40(run + L1E_SIZE * mid + 5) < docid))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return (lo);
+}
+
+/*
+ * run_merge with nothing to leave out of the run: it is copied in spans
+ * between the places of the new entries.  A merge adds a few hundred
+ * entries to a run of thousands once the index holds millions of
+ * documents, and decoding and encoding every entry of the run was a sixth
+ * of the writer's time at 10 million.
+ */
+static size_t
+run_merge_spans(const unsigned char *old, size_t nold,
+    const struct bentry *add, size_t nadd, unsigned char *out)
+{
+	unsigned char	 e[L1E_SIZE];
+	size_t		 i = 0, j, p, n = 0;
+
+	for (j = 0; j < nadd; j++) {
+		p = run_lower(old, i, nold, l1_frag_of(add[j].key),
+		    add[j].docid);
+		if (p > i) {
+			memcpy(out + L1E_SIZE * n, old + L1E_SIZE * i,
+			    L1E_SIZE * (p - i));
+			n += p - i;
+			i = p;
+		}
+		l1_put(e, 0, &add[j]);
+		/* Kept by the run already, or a repeat among the new. */
+		if (i < nold && memcmp(old + L1E_SIZE * i, e, L1E_SIZE) == 0)
+			continue;
+		if (n > 0 && memcmp(out + L1E_SIZE * (n - 1), e,
+		    L1E_SIZE) == 0)
+			continue;
+		memcpy(out + L1E_SIZE * n++, e, L1E_SIZE);
+	}
+	if (i < nold) {
+		memcpy(out + L1E_SIZE * n, old + L1E_SIZE * i,
+		    L1E_SIZE * (nold - i));
+		n += nold - i;
+	}
+	return (n);
+}
+
+/*
+ * Merge chunk c's l1 run (nold entries, as run_merge wrote it: no repeats)
+ * and new entries of that chunk, sorted by bentry_cmp, into the l1 run out,
+ * which has room for both, leaving out entries whose document number is
+ * below live (removed documents) and repeats of what the run keeps.
+ * Returns the entries written.
  */
 size_t
 run_merge(unsigned c, const unsigned char *old, size_t nold,
@@ -281,6 +344,9 @@ run_merge(unsigned c, const unsigned char *old, size_t nold,
 	struct bentry	 a, last = { 0, 0 };
 	size_t		 i = 0, j = 0, n = 0;
 	int		 have = 0;
+
+	if (live == 0)
+		return (run_merge_spans(old, nold, add, nadd, out));
 
 	while (i < nold || j < nadd) {
 		if (i < nold) {

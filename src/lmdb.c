@@ -944,6 +944,12 @@ lsm_flush(struct lmdb *ix, char **cause)
 	if (q > 0) {
 		if (index_first_doc(ix, &live, cause) != 0)
 			return (-1);
+		/*
+		 * Document numbers start at 1: below 1 nothing is removed,
+		 * and with live 0 run_merge copies runs in spans.
+		 */
+		if (live <= 1)
+			live = 0;
 		if (ix->nmerged + q > ix->mergedsize) {
 			ix->mergedsize = ix->nmerged + q;
 			ix->merged = xreallocarray(ix->merged, ix->mergedsize,
