@@ -100,7 +100,7 @@ void		 buf_append(struct buf *, const void *, size_t);
 void		 buf_free(struct buf *);
 void		 u64vec_push(struct u64vec *, uint64_t);
 void		 u64vec_free(struct u64vec *);
-#define TRIM_BYTES	(32 * 1024)	/* larger reused buffers are freed */
+#define TRIM_BYTES	(8 * 1024)	/* larger reused buffers are freed */
 void		 buf_trim(struct buf *);
 void		 u64vec_trim(struct u64vec *);
 

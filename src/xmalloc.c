@@ -151,6 +151,11 @@ u64vec_free(struct u64vec *v)
  * Buffers reused record after record keep the capacity of the largest
  * record they ever held; a batch of them would keep batch x the largest
  * record.  Past TRIM_BYTES a buffer is freed when it is reset instead.
+ * Each of the two batches in flight has 4000 slots of five such buffers
+ * (raw record, text, id, normalised and compressed text): at 32 KB each,
+ * a stream with some long records kept 500 MB more of heap by 3 million
+ * records than with 1000 slots; at 8 KB, records of a few KB still reuse
+ * their buffers.
  */
 void
 buf_trim(struct buf *b)
