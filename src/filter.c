@@ -721,6 +721,7 @@ filter_decide(struct fbatch *fb, struct index *ix, char **cause)
 	shset_trim(&f->mine);
 	shset_trim(&f->theirs);
 	u64vec_trim(&f->hashes);
+	buf_trim(&f->text);
 	return (rc);
 }
 

@@ -378,6 +378,15 @@ textenc_encode(struct textenc *te, const char *text, size_t len, int flags,
 }
 
 /*
+ * The most a compressed text of len bytes can expand to, so that a damaged
+ * or hostile length is refused before memory is reserved for it.  An LZ4
+ * sequence adds at most 255 bytes of match per byte of input; a zstd block
+ * has a 3-byte header and holds at most 128 KiB (RLE: one byte for all).
+ */
+#define LZ4_MAX_RATIO		255
+#define ZSTD_BLOCK_MAX		(128 * 1024)
+
+/*
  * Decode a stored text into out (emptied first).  Returns its DOC_BYTES
  * flag, or -1 if it is corrupt.
  */
@@ -387,19 +396,21 @@ text_decode(const unsigned char *rec, size_t reclen, struct buf *out)
 	static __thread ZSTD_DCtx *dctx;
 	const unsigned char	*p = rec + TEXT_HEADER;
 	unsigned long long	 size;
-	size_t			 n, len = reclen - TEXT_HEADER;
+	size_t			 n, len;
 	int			 got;
 
 	out->len = 0;
 	if (reclen < TEXT_HEADER)
 		return (-1);
+	len = reclen - TEXT_HEADER;
 	switch (rec[0]) {
 	case TEXT_RAW:
 		buf_append(out, p, len);
 		break;
 	case TEXT_LZ4:
 		if (len < 4 || (size = get_le32(p)) > LZ4_MAX_INPUT_SIZE ||
-		    len - 4 > INT_MAX)
+		    len - 4 > INT_MAX ||
+		    size > (unsigned long long)(len - 4) * LZ4_MAX_RATIO + 16)
 			return (-1);
 		buf_reserve(out, size);
 		got = LZ4_decompress_safe((const char *)p + 4, out->data,
@@ -412,7 +423,8 @@ text_decode(const unsigned char *rec, size_t reclen, struct buf *out)
 	case TEXT_ZSTD:		/* index formats 1 to 3 */
 		size = ZSTD_getFrameContentSize(p, len);
 		if (size == ZSTD_CONTENTSIZE_ERROR ||
-		    size == ZSTD_CONTENTSIZE_UNKNOWN)
+		    size == ZSTD_CONTENTSIZE_UNKNOWN ||
+		    size > ((unsigned long long)len / 3 + 1) * ZSTD_BLOCK_MAX)
 			return (-1);
 		if (dctx == NULL && (dctx = ZSTD_createDCtx()) == NULL)
 			fatalx("zstd: out of memory");

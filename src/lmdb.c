@@ -128,6 +128,7 @@ struct lsmstate {
 
 struct lmdb {
 	struct index	 base;		/* first: what index.c sees */
+	int		 format;	/* as opened (3 read-only, else 4) */
 	MDB_env		*env;
 	MDB_dbi		 meta;
 	MDB_dbi		 docs;
@@ -456,9 +457,10 @@ lmdb_open(struct index **ixp, const char *path, int flags,
 	const char	*tmp;
 	char		 probe[16];
 	unsigned int	 envflags = MDB_NOTLS;
-	int		 rc, dead, fresh, format, rv = -1;
+	int		 rc, dead, fresh, rv = -1;
 
 	ix = xcalloc(1, sizeof *ix);
+	ix->format = MHF_INDEX_FORMAT;
 	ix->snap_sweep = UINT64_MAX;
 	ix->base.flags = flags;
 	ix->base.p = *p;
@@ -546,8 +548,8 @@ lmdb_open(struct index **ixp, const char *path, int flags,
 	if (fresh) {
 		if ((rc = meta_create(ix, cause)) != 0)
 			goto fail;
-	} else if ((rv = lmdb_upgrade(ix, flags, &format, cause)) != 0 ||
-	    (rv = meta_check(ix, format, given, cause)) != 0)
+	} else if ((rv = lmdb_upgrade(ix, flags, &ix->format, cause)) != 0 ||
+	    (rv = meta_check(ix, ix->format, given, cause)) != 0)
 		goto fail;
 	ix->mt = memtable_create();
 	if (lsm_load(ix, cause) != 0) {
@@ -1571,7 +1573,7 @@ lmdb_info(struct index *base, struct index_info *in, char **cause)
 
 	memset(in, 0, sizeof *in);
 	in->p = ix->base.p;
-	in->format = MHF_INDEX_FORMAT;
+	in->format = ix->format;
 	if ((rc = index_txn(ix, MDB_RDONLY, &ix->txn)) != 0) {
 		ix->txn = NULL;
 		return (index_fail(ix, rc, "info", cause));

@@ -148,6 +148,7 @@ struct later {
 
 struct redis {
 	struct index	 base;		/* first: what index.c sees */
+	int		 format;	/* as opened (2 read-only, else 3) */
 	struct cluster	*c;
 	char		*ns;
 	char		*hosts;
@@ -599,6 +600,7 @@ redis_open(struct index **ixp, const char *path, int flags,
 	m.len = rp->len;
 	old = meta_get_text(&m, "format", stored, sizeof stored) == 0 &&
 	    strcmp(stored, "2") == 0;
+	r->format = old && (flags & INDEX_RDONLY) ? 2 : MHF_REDIS_FORMAT;
 	if ((rc = meta_read(&r->base.p, old ? 2 : MHF_REDIS_FORMAT, given,
 	    path, meta_get_text, &m, cause)) != 0) {
 		rv = rc;
@@ -1617,7 +1619,7 @@ redis_info(struct index *base, struct index_info *in, char **cause)
 
 	memset(in, 0, sizeof *in);
 	in->p = r->base.p;
-	in->format = MHF_REDIS_FORMAT;
+	in->format = r->format;
 	if (get_counter(r, "seq", &seq, cause) != 0)
 		return (-1);
 	in->next_doc = seq + 1;

@@ -142,12 +142,14 @@ stat_of() {
 	assert_status 0
 	cmp q1 "$T/out"
 	cli GET "$key" | grep -qx 'format=2'
+	mhf -d "$db" --info | grep -qx 'format: 2'
 	# Writable: upgraded, and the same answers.
 	mhrun -f tsv -d "$db" -a copies
 	assert_status 0
 	cmp q1 "$T/out"
 	grep -q "upgraded from Redis index format 2 to 3" "$T/err"
 	cli GET "$key" | grep -qx 'format=3'
+	mhf -d "$db" --info | grep -qx 'format: 3'
 	[ "$(printf '%s\n' "$meta" | sed 1d)" = "$(cli GET "$key" | sed 1d)" ]
 }
 

@@ -346,6 +346,10 @@ static void
 test_text_decode(void **state)
 {
 	static const size_t	 sizes[] = { 0, 1, 63, 64, 65, 300, 5000 };
+	static const unsigned char bigframe[] = {
+		1, 0, 0x28, 0xb5, 0x2f, 0xfd, 0xc0, 0x58,
+		0, 0, 0, 0, 0, 1, 0, 0, 0x01, 0, 0
+	};
 	struct textenc		*te;
 	struct buf		 text = { 0 }, enc = { 0 }, out = { 0 };
 	uint64_t		 x = 88172645463325252ULL;
@@ -382,6 +386,36 @@ test_text_decode(void **state)
 			assert_int_equal(out.data[out.len], '\0');
 		}
 	}
+
+	/* As compressible as can be: 'a' over and over. */
+	for (i = 64; i <= 4 * 1024 * 1024; i *= 8) {
+		text.len = 0;
+		buf_reserve(&text, i);
+		memset(text.data, 'a', i);
+		text.len = i;
+		textenc_encode(te, text.data, text.len, 0, &enc);
+		assert_int_equal(((unsigned char *)enc.data)[0], 2);
+		assert_int_equal(text_decode((unsigned char *)enc.data,
+		    enc.len, &out), 0);
+		assert_int_equal(out.len, i);
+		assert_memory_equal(out.data, text.data, i);
+	}
+	buf_free(&out);
+
+	/* A length no block of its size can reach: refused, not reserved. */
+	textenc_encode(te, "abcdefgh abcdefgh abcdefgh abcdefgh abcdefgh "
+	    "abcdefgh abcdefgh abcdefgh", 80, 0, &enc);
+	p = (unsigned char *)enc.data;
+	assert_int_equal(p[0], 2);
+	put_le32(p + 2, 0x7e000000);
+	assert_int_equal(text_decode(p, enc.len, &out), -1);
+	assert_true(out.size < 1024 * 1024);
+	/*
+	 * A zstd frame claiming 2^40 bytes: magic, a header with an 8-byte
+	 * content size after the window byte, one empty last raw block.
+	 */
+	assert_int_equal(text_decode(bigframe, sizeof bigframe, &out), -1);
+	assert_true(out.size < 1024 * 1024);
 
 	/* Format 3's zstd. */
 	zstd_text(docs[0].text, DOC_BYTES, &enc);
@@ -987,6 +1021,7 @@ test_upgrade_format3(void **state)
 	MDB_dbi			 meta, texts;
 	MDB_val			 k, v;
 	struct buf		 enc = { 0 };
+	struct index_info	 in;
 	unsigned char		 kb[8];
 	uint64_t		 keys[B] = { 1, 2, 3, 4 };
 	uint32_t		 sig[K] = { 0 };
@@ -1017,6 +1052,8 @@ test_upgrade_format3(void **state)
 	/* Read-only, then writable: every text reads; format 3, then 4. */
 	for (pass = 0; pass < 2; pass++) {
 		open_ix(f, pass == 0 ? INDEX_RDONLY : 0);
+		CHECK(f, index_info(f->ix, &in, &f->cause));
+		assert_int_equal(in.format, pass == 0 ? 3 : 4);
 		CHECK(f, index_begin(f->ix, &f->cause));
 		for (i = 0; i < NDOCS; i++) {
 			assert_int_equal(index_text(f->ix, i + 1, &f->text,
