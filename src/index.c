@@ -372,7 +372,8 @@ textenc_encode(struct textenc *te, const char *text, size_t len, int flags,
 		out->len = TEXT_HEADER + 4 + (size_t)n;
 	} else {
 		p[0] = TEXT_RAW;
-		memcpy(p + TEXT_HEADER, text, len);
+		if (len > 0)		/* text may be NULL then */
+			memcpy(p + TEXT_HEADER, text, len);
 		out->len = TEXT_HEADER + len;
 	}
 }
