@@ -403,8 +403,7 @@ test_text_decode(void **state)
 	buf_free(&out);
 
 	/* A length no block of its size can reach: refused, not reserved. */
-	textenc_encode(te, "abcdefgh abcdefgh abcdefgh abcdefgh abcdefgh "
-	    "abcdefgh abcdefgh abcdefgh", 80, 0, &enc);
+	textenc_encode(te, docs[0].text, strlen(docs[0].text), 0, &enc);
 	p = (unsigned char *)enc.data;
 	assert_int_equal(p[0], 2);
 	put_le32(p + 2, 0x7e000000);
