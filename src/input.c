@@ -207,6 +207,28 @@ input_ready(struct input *in)
 	return (poll(&pfd, 1, 0) != 0);
 }
 
+/*
+ * Are all the inputs regular files, which a read never leaves waiting for
+ * a producer?  Then they may be read in a thread that signals do not
+ * interrupt.
+ */
+int
+input_regular(struct input *in)
+{
+	struct stat	 st;
+	int		 i, rc;
+
+	for (i = 0; i < in->nfiles; i++) {
+		if (strcmp(in->files[i], "-") == 0)
+			rc = fstat(STDIN_FILENO, &st);
+		else
+			rc = stat(in->files[i], &st);
+		if (rc == -1 || !S_ISREG(st.st_mode))
+			return (0);
+	}
+	return (1);
+}
+
 /* Close the current file and free the reader. */
 void
 input_close(struct input *in)

@@ -84,6 +84,23 @@ struct inflight {
 	struct fbatch	*fb;
 };
 
+/*
+ * The batch read ahead, for fill_batch.  When every input is a regular
+ * file it is read in phase 1's thread, from a copy of the counts that the
+ * main loop takes back once the batch is ready; otherwise the main loop
+ * has read it already (done), since reading a pipe may wait for the
+ * producer, where only the main thread can be interrupted by a signal.
+ */
+struct readahead {
+	struct options	*o;
+	struct input	*in;
+	struct inflight	*b;
+	struct counts	 ct;
+	int		 eof;
+	int		 status;
+	int		 done;
+};
+
 enum {
 	OPT_TEXT_FIELD = 256, OPT_ID_FIELD, OPT_MAX_BYTES, OPT_ON_BAD,
 	OPT_MAX_FN, OPT_MAX_FP, OPT_NORMALIZE, OPT_SEED, OPT_VERIFY,
@@ -190,6 +207,7 @@ static void	choose_bands(struct options *);
 static int	parse_record(struct record *, void *, char **);
 static int	screen_batch(struct options *, struct inflight *,
 		    struct counts *);
+static size_t	fill_batch(void *, struct record **, struct verdict **);
 static int	read_batch(struct options *, struct input *, struct record *,
 		    struct verdict *, size_t *, struct counts *, int *);
 static void	print_stats(struct counts *, struct filter *, double);
@@ -921,6 +939,20 @@ read_batch(struct options *o, struct input *in, struct record *recs,
 	return (0);
 }
 
+/* Read the batch ahead unless done (fbatch_fill_fn); hand it over. */
+static size_t
+fill_batch(void *arg, struct record **recs, struct verdict **vs)
+{
+	struct readahead	*ra = arg;
+
+	if (!ra->done)
+		ra->status = read_batch(ra->o, ra->in, ra->b->recs, ra->b->vs,
+		    &ra->b->n, &ra->ct, &ra->eof);
+	*recs = ra->b->recs;
+	*vs = ra->b->vs;
+	return (ra->b->n);
+}
+
 /* Parse a record for filter_prepare, in a worker thread. */
 static int
 parse_record(struct record *r, void *arg, char **cause)
@@ -1060,6 +1092,7 @@ main(int argc, char **argv)
 	double			 start;
 	int			 rc, status = EXIT_OK, eof = 0, outfd, serve;
 	int			 ahead;
+	struct readahead	 ra;
 
 	log_init("mhfilter");
 	parse_options(argc, argv, &o);
@@ -1152,9 +1185,14 @@ main(int argc, char **argv)
 	/*
 	 * Two batches in flight: while one is decided, committed and written,
 	 * the next, when the input has it at once, is read and hashed in the
-	 * background (filter_prepare_start).  A paused producer gets its
+	 * background (filter_prepare_start; read there too when the inputs
+	 * are regular files, struct readahead).  A paused producer gets its
 	 * answers without waiting for more input.
 	 */
+	memset(&ra, 0, sizeof ra);
+	ra.o = &o;
+	ra.in = in;
+	ra.done = !input_regular(in);
 	ahead = 0;
 	for (;;) {
 		if (!ahead) {
@@ -1166,19 +1204,33 @@ main(int argc, char **argv)
 				continue;
 			filter_prepare(cur->fb, cur->recs, cur->vs, cur->n);
 		}
-		ahead = 0;
 		filter_prepare_wait(cur->fb);
+		if (ahead && !ra.done) {
+			/* Read in the background: take its counts back. */
+			ct.records = ra.ct.records;
+			ct.bytes = ra.ct.bytes;
+			eof = ra.eof;
+			if (status == EXIT_OK)
+				status = ra.status;
+		}
+		ahead = 0;
+		if (cur->n == 0)
+			continue;
 		if ((rc = screen_batch(&o, cur, &ct)) != 0) {
 			status = rc;
 			fbatch_truncate(cur->fb, cur->n);
 		}
 		if (!eof && status == EXIT_OK && !stop_signal &&
 		    input_ready(in)) {
-			status = read_batch(&o, in, next->recs, next->vs,
-			    &next->n, &ct, &eof);
-			if (next->n > 0) {
-				filter_prepare_start(next->fb, next->recs,
-				    next->vs, next->n);
+			ra.b = next;
+			if (ra.done)
+				status = read_batch(&o, in, next->recs,
+				    next->vs, &next->n, &ct, &eof);
+			else
+				ra.ct = ct;
+			if (!ra.done || next->n > 0) {
+				filter_prepare_start(next->fb, fill_batch,
+				    &ra);
 				ahead = 1;
 			}
 		}
@@ -1215,7 +1267,8 @@ main(int argc, char **argv)
 			break;
 		}
 		if (o.progress)
-			progress(&ct, ahead ? next->n : 0, start, 0);
+			progress(&ct, ahead && ra.done ? next->n : 0, start,
+			    0);
 		t = cur;
 		cur = next;
 		next = t;

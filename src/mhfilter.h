@@ -205,6 +205,7 @@ struct rawrec {
 struct input	*input_open(char **, int, int, size_t);
 int		 input_next(struct input *, struct rawrec *, char **);
 int		 input_ready(struct input *);
+int		 input_regular(struct input *);
 void		 input_close(struct input *);
 
 /* record.c: a raw record to (id, text) for the chosen format. */
@@ -584,8 +585,11 @@ struct fbatch	*fbatch_create(struct filter *);
 void		 fbatch_free(struct fbatch *);
 void		 filter_prepare(struct fbatch *, struct record *,
 		    struct verdict *, size_t);
-void		 filter_prepare_start(struct fbatch *, struct record *,
-		    struct verdict *, size_t);
+/* Reads a batch for filter_prepare_start: sets *recs and *vs, returns n. */
+typedef size_t	(*fbatch_fill_fn)(void *, struct record **,
+		    struct verdict **);
+void		 filter_prepare_start(struct fbatch *, fbatch_fill_fn,
+		    void *);
 void		 filter_prepare_wait(struct fbatch *);
 void		 fbatch_truncate(struct fbatch *, size_t);
 int		 filter_decide(struct fbatch *, struct index *, char **);
