@@ -914,6 +914,34 @@ upg_keys(size_t i, uint64_t *keys)
 }
 
 /*
+ * Make the index with the smallest memtable, so that the sweep merges into
+ * l1 at every commit, and insert n documents in batches of per, document i
+ * with the band keys keys_of(i) gives it.  The index is left open.
+ */
+static void
+fill_swept(struct fixture *f, size_t n, size_t per,
+    void (*keys_of)(size_t, uint64_t *))
+{
+	struct index_params	 p;
+	uint64_t		 keys[B];
+	uint32_t		 sig[K] = { 0 };
+	size_t			 i;
+
+	params(&p);
+	p.memtable = 1024 * sizeof(struct bentry);	/* the minimum */
+	CHECK(f, index_open(&f->ix, f->path, 0, &p, 0, &f->cause));
+	for (i = 0; i < n; i++) {
+		if (i % per == 0)
+			CHECK(f, index_begin(f->ix, &f->cause));
+		keys_of(i, keys);
+		CHECK(f, index_insert(f->ix, keys, sig, "x", 1, "t", 1, 0,
+		    0, &f->cause));
+		if (i % per == per - 1)
+			CHECK(f, index_commit(f->ix, &f->cause));
+	}
+}
+
+/*
  * Rewrite the index at path as format 2, straight through LMDB: every l1
  * run in 16-byte entries sorted by whole key then document number, and
  * meta "format" 2.  Returns the entries rewritten.
@@ -1102,23 +1130,11 @@ test_upgrade_format2(void **state)
 	struct index_params	 p;
 	struct u64vec		 want[5] = { { 0 } };
 	uint64_t		 keys[B], none[B];
-	uint32_t		 sig[K] = { 0 };
 	static const size_t	 probe[] = { 0, 7, 1234, 2999 };
-	size_t			 i, j, n = 3000, per = 500, nprobe = 4;
+	size_t			 j, n = 3000, nprobe = 4;
 	char			 fmt[32];
 
-	params(&p);
-	p.memtable = 1024 * sizeof(struct bentry);	/* the minimum */
-	CHECK(f, index_open(&f->ix, f->path, 0, &p, 0, &f->cause));
-	for (i = 0; i < n; i++) {
-		if (i % per == 0)
-			CHECK(f, index_begin(f->ix, &f->cause));
-		upg_keys(i, keys);
-		CHECK(f, index_insert(f->ix, keys, sig, "x", 1, "t", 1, 0,
-		    0, &f->cause));
-		if (i % per == per - 1)
-			CHECK(f, index_commit(f->ix, &f->cause));
-	}
+	fill_swept(f, n, 500, upg_keys);
 	for (j = 0; j < B; j++)
 		none[j] = upg_key(5000000 + j);
 
@@ -1206,6 +1222,50 @@ next64(uint64_t *s)
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
 	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
 	return (z ^ (z >> 31));
+}
+
+/* Random band keys for document i, in the first 256 chunks. */
+static void
+leaf_keys(size_t i, uint64_t *keys)
+{
+	uint64_t	 s = i * B, x;
+	size_t		 j;
+
+	for (j = 0; j < B; j++) {
+		x = next64(&s);
+		keys[j] = (x % 256) << (64 - BAND_CHUNK_BITS) |
+		    x >> (BAND_CHUNK_BITS + 8);
+	}
+}
+
+/*
+ * Runs that grow out of their leaf pages into overflow pages leave no
+ * sparse leaves behind: 256 chunks whose runs grow past 3 KB, batch after
+ * batch, keep the l1 tree to a few leaf pages (without the delete before
+ * the rewrite, about one per chunk stays).
+ */
+static void
+test_l1_leaves(void **state)
+{
+	struct fixture		*f = *state;
+	MDB_env			*env;
+	MDB_txn			*txn;
+	MDB_dbi			 meta, l1;
+	MDB_stat		 st;
+
+	fill_swept(f, 20000, 500, leaf_keys);
+	close_ix(f);
+
+	raw_open(f->path, MDB_RDONLY, &env, &txn, &meta);
+	assert_int_equal(mdb_dbi_open(txn, "l1", 0, &l1), 0);
+	assert_int_equal(mdb_stat(txn, l1, &st), 0);
+	assert_int_equal(st.ms_entries, 256);
+	assert_true(st.ms_overflow_pages >= 256);	/* runs grew out */
+	if (st.ms_leaf_pages > 8)
+		fail_msg("l1 has %zu leaf pages for 256 runs",
+		    (size_t)st.ms_leaf_pages);
+	mdb_txn_abort(txn);
+	mdb_env_close(env);
 }
 
 static int
@@ -1355,6 +1415,7 @@ main(void)
 		T(test_upgrade_format2),
 		T(test_upgrade_format3),
 		T(test_snapshot),
+		T(test_l1_leaves),
 	};
 
 	alarm(120);
