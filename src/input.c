@@ -6,8 +6,8 @@
  * record of a file need not end with the delimiter.
  *
  * stdio is not used because the filter must know whether more input is
- * ready without blocking (input_ready), to close a batch early when a slow
- * producer pauses, and stdio hides its buffer.
+ * ready, or becomes ready within a few milliseconds (input_wait), to close
+ * a batch early when a slow producer pauses, and stdio hides its buffer.
  */
 
 #include "config.h"
@@ -191,9 +191,12 @@ input_next(struct input *in, struct rawrec *rr, char **cause)
 	}
 }
 
-/* Could input_next return a record now without waiting for a producer? */
+/*
+ * Could input_next return a record now, or after the producer has had up
+ * to ms milliseconds to write one?
+ */
 int
-input_ready(struct input *in)
+input_wait(struct input *in, int ms)
 {
 	struct pollfd	 pfd;
 
@@ -204,7 +207,7 @@ input_ready(struct input *in)
 		return (1);
 	pfd.fd = in->fd;
 	pfd.events = POLLIN;
-	return (poll(&pfd, 1, 0) != 0);
+	return (poll(&pfd, 1, ms) > 0);
 }
 
 /*

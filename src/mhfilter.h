@@ -204,7 +204,7 @@ struct rawrec {
 };
 struct input	*input_open(char **, int, int, size_t);
 int		 input_next(struct input *, struct rawrec *, char **);
-int		 input_ready(struct input *);
+int		 input_wait(struct input *, int);
 int		 input_regular(struct input *);
 void		 input_close(struct input *);
 

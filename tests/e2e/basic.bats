@@ -513,6 +513,29 @@ sample_duplicates() {
 	done
 }
 
+@test "a producer that keeps writing through a pipe fills whole batches" {
+	# 20,000 records of 36 bytes, written 4 KB at a time with a pause of
+	# half a millisecond: the filter drains the pipe faster than that.
+	seq 20000 | awk '{ x = $1 * 2654435761 % 4294967296
+	    printf "%08x %08x %08x %08x\n", x, x * 3 % 4294967296,
+	    x * 5 % 4294967296, x * 7 % 4294967296 }' >fast
+	mhrun --stats --batch 4000 < <(python3 -c '
+import sys, time
+data = open(sys.argv[1], "rb").read()
+for i in range(0, len(data), 4096):
+    sys.stdout.buffer.write(data[i:i + 4096])
+    sys.stdout.buffer.flush()
+    time.sleep(0.0005)
+' fast)
+	assert_status 0
+	assert_same fast "$T/out"
+	# 5 when every batch is full.  Closing a batch whenever the pipe was
+	# empty for an instant made dozens.
+	echo "# $(stat_of batches) batches" >&3
+	[ "$(stat_of batches)" -le 25 ] ||
+	    fail "$(stat_of batches) batches for 20000 records"
+}
+
 @test "-k and explicit bands still find the sample's duplicates" {
 	for opts in "-k 256" "-k 64" "-b 64 -r 2" "--perms 128 --bands 128" "--rows 2"; do
 		mhrun -D $opts "$DATA/sample-news.txt"
