@@ -268,21 +268,19 @@ run_find(const unsigned char *run, size_t n, uint64_t key,
 }
 
 /*
- * The first entry of run[from, n) that is not below (frag, docid) in the
- * order runs keep, by bisection.
+ * The first entry of run[from, n) that is not below the encoded entry e,
+ * by bisection.  A run's order is its entries' byte order: key fragment,
+ * then document number, both big-endian.
  */
 static size_t
-run_lower(const unsigned char *run, size_t from, size_t n, uint64_t frag,
-    uint64_t docid)
+run_lower(const unsigned char *run, size_t from, size_t n,
+    const unsigned char *e)
 {
-	size_t		 lo = from, hi = n, mid;
-	uint64_t	 f;
+	size_t	 lo = from, hi = n, mid;
 
 	while (lo < hi) {
 		mid = lo + (hi - lo) / 2;
-		f = l1_frag(run, mid);
-		if (f < frag || (f == frag &&
-		    get_be40(run + L1E_SIZE * mid + 5) < docid))
+		if (memcmp(run + L1E_SIZE * mid, e, L1E_SIZE) < 0)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -305,15 +303,14 @@ run_merge_spans(const unsigned char *old, size_t nold,
 	size_t		 i = 0, j, p, n = 0;
 
 	for (j = 0; j < nadd; j++) {
-		p = run_lower(old, i, nold, l1_frag_of(add[j].key),
-		    add[j].docid);
+		l1_put(e, 0, &add[j]);
+		p = run_lower(old, i, nold, e);
 		if (p > i) {
 			memcpy(out + L1E_SIZE * n, old + L1E_SIZE * i,
 			    L1E_SIZE * (p - i));
 			n += p - i;
 			i = p;
 		}
-		l1_put(e, 0, &add[j]);
 		/* Kept by the run already, or a repeat among the new. */
 		if (i < nold && memcmp(old + L1E_SIZE * i, e, L1E_SIZE) == 0)
 			continue;

@@ -18,8 +18,9 @@
  *   texts  8-byte document number -> the normalised text for exact
  *          verification (textenc_encode): u8 encoding (0 raw, 2 LZ4; 1,
  *          zstd, in indexes made before format 4), u8 flags (DOC_BYTES),
- *          then the bytes, for LZ4 after the text's length (u32).  Apart from docs so that signature lookups touch
- *          fewer pages and its size can be reported on its own.
+ *          then the bytes, for LZ4 after the text's length (u32).  Apart
+ *          from docs so that signature lookups touch fewer pages and its
+ *          size can be reported on its own.
  *   times  16 bytes: document time (big-endian, sign bit flipped so that
  *          byte order is time order), document number -> nothing.  What
  *          retention walks, oldest first.
@@ -456,6 +457,7 @@ lmdb_open(struct index **ixp, const char *path, int flags,
 {
 	struct lmdb	*ix;
 	const char	*tmp;
+	MDB_stat	 ms;
 	char		 probe[16];
 	unsigned int	 envflags = MDB_NOTLS;
 	int		 rc, dead, fresh, rv = -1;
@@ -506,12 +508,8 @@ lmdb_open(struct index **ixp, const char *path, int flags,
 			    mdb_strerror(rc));
 		goto fail;
 	}
-	{
-		MDB_stat	 ms;
-
-		if (mdb_env_stat(ix->env, &ms) == 0)
-			ix->inline_max = ms.ms_psize / 2;
-	}
+	if (mdb_env_stat(ix->env, &ms) == 0)
+		ix->inline_max = ms.ms_psize / 2;
 	/* Forget readers left by processes that died (kill -9). */
 	mdb_reader_check(ix->env, &dead);
 
@@ -775,7 +773,8 @@ lsm_load(struct lmdb *ix, char **cause)
 	    meta_u64(ix, "l0_next", &l0_next, cause) != 0 ||
 	    meta_u64(ix, "l1_entries", &l1_entries, cause) != 0)
 		return (-1);
-	if (!ix->loaded || sweep != ix->lsm.sweep || l0_next != ix->lsm.l0_next) {
+	if (!ix->loaded || sweep != ix->lsm.sweep ||
+	    l0_next != ix->lsm.l0_next) {
 		snap_end(ix);		/* l1 moved under it */
 		ix->lsm.sweep = sweep;
 		ix->lsm.l0_next = l0_next;
@@ -913,7 +912,8 @@ lsm_merge(struct lmdb *ix, unsigned c, uint64_t live, char **cause)
 	if (rc != 0)
 		return (index_fail(ix, rc, "writing l1", cause));
 	ix->tx.l1_entries += n;
-	ix->tx.l1_entries -= nold < ix->tx.l1_entries ? nold : ix->tx.l1_entries;
+	ix->tx.l1_entries -= nold < ix->tx.l1_entries ? nold :
+	    ix->tx.l1_entries;
 	return (0);
 }
 

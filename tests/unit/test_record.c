@@ -154,8 +154,9 @@ static const struct rcase {
 	{ "json two objects", FORMAT_JSONL, "{\"text\":\"x\"}{\"text\":\"y\"}",
 	    0, "text", "id", -1, "invalid JSON", 0, NULL },
 	{ "json comment", FORMAT_JSONL, "{\"text\":\"x\"} // c", 0, "text",
-	    "id", -1, "invalid JSON", 0, NULL },	{ "json truncated column", FORMAT_JSONL, "{\"text\":\"abc", 0, "text",
-	    "id", -1, "invalid JSON at column 13: ", 0, NULL },
+	    "id", -1, "invalid JSON", 0, NULL },
+	{ "json truncated column", FORMAT_JSONL, "{\"text\":\"abc", 0,
+	    "text", "id", -1, "invalid JSON at column 13: ", 0, NULL },
 
 	/* jsonl: what jansson rejected and yajl alone would let through */
 	{ "json overlong", FORMAT_JSONL, "{\"text\":\"a\xc0\x80\"}", 0, "text",
