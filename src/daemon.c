@@ -1,32 +1,36 @@
 /*
- * Daemon mode: records from many socket clients, one writer.
+ * Daemon mode: records from many socket clients, through the pipeline.
  *
- *   clients --records--> one batch --filter_batch (one commit)--> output
- *           <--replies--                                     file, if any
+ *   clients --records--> a batch --pipeline (decide, commit)--> output
+ *           <--replies--                                       file, if any
  *
  * Every client sends records in the format of the command line (-f, -z)
  * and gets one reply line for each, in its own order (the protocol is in
  * mhfilter(1), PROTOCOL; PROTOCOL_VERSION in mhfilter.h).  Records of all
- * clients go into one batch, which closes when it holds --batch records or
- * 64 MiB, or --batch-delay after its first record arrived; filter_batch then
- * decides and commits it in one LMDB write transaction, and only then are
- * its records written to the output file and its replies queued: an answer
- * "unique" is never sent for a record the index could lose.  filter_batch
- * runs in the event loop: it is the only writer, and while it runs nothing
- * else needs doing.
+ * clients go into one batch, which is submitted to the pipeline when it
+ * holds --batch records or 64 MiB, or --batch-delay after its first record
+ * arrived.  The pipeline's writer thread decides and commits it in one
+ * transaction while this thread goes on reading clients into the next;
+ * once it is committed, its records are written to the output file and its
+ * replies queued (daemon_deliver, called from the pipeline's notification):
+ * an answer "unique" is never sent for a record the index could lose.
+ * This thread does socket I/O only: records are parsed in phase 1 by the
+ * worker threads, as in the file stream.
  *
  * Backpressure: a client whose unread replies pass REPLY_HIGH is not read
  * until they fall to REPLY_LOW, and its input buffer holds at most one
  * record (--max-bytes), so memory stays bounded by the clients' count
- * whatever they do.  A client that breaks a limit (an over-long record,
- * idle too long, one too many) gets an "error" line and is disconnected:
- * its pending replies first, then the error, then a half-close, and its
- * further input is read and dropped for a few seconds so that the error
- * line is not lost to a reset.
+ * whatever they do.  When every batch is in flight, records stay in the
+ * clients' buffers (and then in the kernel's) until one is delivered.  A
+ * client that breaks a limit (an over-long record, idle too long, one too
+ * many) gets an "error" line and is disconnected: its pending replies
+ * first, then the error, then a half-close, and its further input is read
+ * and dropped for a few seconds so that the error line is not lost to a
+ * reset.
  *
  * Clients are freed only from their own callbacks or from the reap event,
- * never from inside another client's callback, which may be running a
- * batch that touches every client.
+ * never from inside another client's callback.  A client that goes away
+ * with records in flight is kept, detached, until they are delivered.
  */
 
 #include "config.h"
@@ -61,7 +65,6 @@
 
 #include "mhfilter.h"
 
-#define BATCH_BYTES	(64U << 20)	/* a batch also closes at this size */
 #define REPLY_HIGH	(256 * 1024)	/* stop reading a client above this */
 #define REPLY_LOW	(64 * 1024)	/* and read it again below this */
 #define LINGER_SECS	5		/* read and drop after an error line */
@@ -69,8 +72,9 @@
 #define STATUS_SECS	1.0		/* systemd STATUS= at most this often */
 #define COMMAND		"#mhfilter "	/* a record starting so is a command */
 #define COMMAND_MAX	256
-#define KEEP_BYTES	(64 * 1024)	/* record memory kept between batches */
 #define SOCKNAME_MAX	192		/* "unix:" and a path, or tcp: */
+#define BATCHES_AHEAD	2		/* one deciding, one in phase 1 */
+#define READ_MAX	(256 * 1024)	/* bytes read from a client at once */
 
 /* What a client connection is doing. */
 #define C_READING	0	/* taking records */
@@ -90,6 +94,7 @@ struct client {
 	int			 throttled;	/* not read: replies unread */
 	int			 finish;	/* close it from the reap event */
 	int			 admitted;	/* counts for --max-clients */
+	int			 gone;		/* closed; pending > 0 */
 	char			*last;		/* error line to end with */
 	int			 last_sent;	/* queued: half-close, linger */
 	TAILQ_ENTRY(client)	 entry;
@@ -101,9 +106,9 @@ TAILQ_HEAD(clients, client);
 #define S_STATS		1
 #define S_VERSION	2
 struct dslot {
-	struct client	*c;		/* NULL once the client is gone */
+	struct client	*c;
 	int		 type;		/* S_* */
-	char		*cause;		/* why a record is malformed */
+	char		*cause;		/* why a command is not one */
 };
 
 struct listener {
@@ -112,27 +117,10 @@ struct listener {
 	char			*unlink;	/* socket file made by us */
 };
 
-struct dstats {
-	uint64_t	 records;
-	uint64_t	 unique;
-	uint64_t	 replayed;
-	uint64_t	 duplicates;
-	uint64_t	 empty;
-	uint64_t	 invalid;
-	uint64_t	 too_long;
-	uint64_t	 failed;	/* answered "error ... index" */
-	uint64_t	 batches;
-	double		 batch_seconds;
-	double		 batch_max;
-	double		 batch_last;
-	uint64_t	 connections;
-	uint64_t	 rejected;
-};
-
 struct daemon {
 	const struct daemon_opts *o;
-	struct index		*ix;
-	struct filter		*f;
+	const struct pipeline_opts *po;
+	struct pipeline		*p;
 	struct event_base	*base;
 	struct output		*out;
 	int			 outfd;
@@ -145,19 +133,22 @@ struct daemon {
 	size_t			 nadmitted;	/* not refused as busy */
 	uint64_t		 run;		/* first docid of this run */
 
-	struct record		*recs;		/* the open batch */
-	struct verdict		*vs;
-	struct dslot		*slots;
-	size_t			 n;
-	size_t			 bytes;
+	struct plbatch		*open;		/* the batch being filled */
+	int			 stalled;	/* none free: clients wait */
+	int			 due;		/* its delay is over */
+	struct dslot		**slotv;	/* the batches' dslot arrays */
+	size_t			 nslotv;
 
 	struct event		*batch_ev;
+	struct event		*notify_ev;
 	struct event		*reap_ev;
 	struct event		*drain_ev;
 	struct event		*watchdog_ev;
 	struct event		*sig_ev[5];
 
-	struct dstats		 st;
+	uint64_t		 received;	/* records */
+	uint64_t		 connections;
+	uint64_t		 rejected;
 	int			 failing;	/* the last batch failed */
 	int			 stopping;
 	int			 status;	/* exit status */
@@ -188,6 +179,8 @@ static void	daemon_accept(struct evconnlistener *, evutil_socket_t,
 		    struct sockaddr *, int, void *);
 static void	daemon_accept_error(struct evconnlistener *, void *);
 static void	daemon_flush(struct daemon *);
+static void	daemon_deliver(void *, struct plbatch *);
+static void	daemon_notified(evutil_socket_t, short, void *);
 static void	daemon_batch_timer(evutil_socket_t, short, void *);
 static void	daemon_reap(evutil_socket_t, short, void *);
 static void	daemon_drain_timer(evutil_socket_t, short, void *);
@@ -210,7 +203,8 @@ static void	client_read(struct bufferevent *, void *);
 static void	client_write(struct bufferevent *, void *);
 static void	client_event(struct bufferevent *, short, void *);
 static void	client_process(struct client *);
-static void	client_take(struct client *, size_t, size_t);
+static int	client_take(struct client *, size_t, size_t);
+static struct dslot *daemon_slot(struct daemon *);
 static void	client_command(struct client *, const char *, size_t);
 static void	client_fail(struct client *, const char *, const char *,
 		    const char *, ...) __attribute__((format(printf, 4, 5)));
@@ -218,7 +212,8 @@ static void	client_settle(struct client *);
 static void	client_finish(struct client *);
 static void	client_reply(struct client *, const struct buf *);
 static void	client_id(struct client *, struct buf *);
-static void	reply_verdict(struct daemon *, struct buf *, size_t);
+static void	reply_verdict(struct buf *, const struct record *,
+		    const struct verdict *);
 static void	reply_error(struct buf *, const char *, size_t, const char *,
 		    const char *);
 static void	reply_command(struct daemon *, struct buf *, int);
@@ -649,20 +644,20 @@ daemon_accept(struct evconnlistener *l, evutil_socket_t fd,
 	if (d->nclients >= 2 * (size_t)d->o->max_clients) {
 		/* Not even room to say so. */
 		close(fd);
-		d->st.rejected++;
+		d->rejected++;
 		return;
 	}
 	c = client_new(d, fd, peer);
 	if (d->nadmitted >= d->o->max_clients) {
-		d->st.rejected++;
+		d->rejected++;
 		if (now_seconds() - warned >= 10) {
 			warned = now_seconds();
 			log_warnx("connection %" PRIu64 " from %s refused: "
-			    "already %u clients (--max-clients)", c->conn, peer,
-			    d->o->max_clients);
+			    "already %" PRIu64 " clients (--max-clients)",
+			    c->conn, peer, d->o->max_clients);
 		}
 		client_fail(c, NULL, "busy", "too many clients (--max-clients "
-		    "%u)", d->o->max_clients);
+		    "%" PRIu64 ")", d->o->max_clients);
 		return;
 	}
 	c->admitted = 1;
@@ -679,7 +674,7 @@ client_new(struct daemon *d, int fd, const char *peer)
 
 	c = xcalloc(1, sizeof *c);
 	c->d = d;
-	c->conn = ++d->st.connections;
+	c->conn = ++d->connections;
 	snprintf(c->peer, sizeof c->peer, "%s", peer);
 	evutil_make_socket_nonblocking(fd);
 	c->bev = bufferevent_socket_new(d->base, fd, BEV_OPT_CLOSE_ON_FREE);
@@ -687,7 +682,8 @@ client_new(struct daemon *d, int fd, const char *peer)
 		fatalx("bufferevent_socket_new failed");
 	bufferevent_setcb(c->bev, client_read, client_write, client_event, c);
 	/* At most one record (and its delimiter) waits unread. */
-	bufferevent_setwatermark(c->bev, EV_READ, 0, d->o->max_bytes + 1);
+	bufferevent_setwatermark(c->bev, EV_READ, 0, d->po->max_bytes + 1);
+	bufferevent_set_max_single_read(c->bev, READ_MAX);
 	bufferevent_setwatermark(c->bev, EV_WRITE, REPLY_LOW, 0);
 	if (d->o->idle_timeout > 0) {
 		tv.tv_sec = (time_t)d->o->idle_timeout;
@@ -701,17 +697,15 @@ client_new(struct daemon *d, int fd, const char *peer)
 	return (c);
 }
 
-/* Close a connection and forget the client (its batch slots stay). */
+/*
+ * Close a connection and forget the client; with records in flight it is
+ * kept, detached, until daemon_deliver has them.
+ */
 static void
 client_free(struct client *c)
 {
 	struct daemon	*d = c->d;
-	size_t		 i;
 
-	for (i = 0; i < d->n; i++) {
-		if (d->slots[i].c == c)
-			d->slots[i].c = NULL;
-	}
 	log_debug("connection %" PRIu64 " closed after %" PRIu64 " records",
 	    c->conn, c->recno);
 	TAILQ_REMOVE(&d->clients, c, entry);
@@ -719,8 +713,13 @@ client_free(struct client *c)
 	if (c->admitted)
 		d->nadmitted--;
 	bufferevent_free(c->bev);
+	c->bev = NULL;
 	free(c->last);
-	free(c);
+	c->last = NULL;
+	if (c->pending > 0)
+		c->gone = 1;
+	else
+		free(c);
 	if (d->stopping && d->nclients == 0)
 		event_base_loopexit(d->base, NULL);
 }
@@ -930,7 +929,7 @@ client_process(struct client *c)
 	struct daemon		*d = c->d;
 	struct evbuffer		*in = bufferevent_get_input(c->bev);
 	struct evbuffer_ptr	 p;
-	char			 delim = d->o->delim;
+	char			 delim = d->po->delim;
 	size_t			 len, reclen, dlen;
 
 	while (c->state == C_READING && !c->throttled && !d->stopping) {
@@ -942,7 +941,7 @@ client_process(struct client *c)
 		p = evbuffer_search(in, &delim, 1, &p);
 		if (p.pos == -1) {
 			c->scanned = len;
-			if (len <= d->o->max_bytes && !c->eof)
+			if (len <= d->po->max_bytes && !c->eof)
 				break;	/* wait for the rest */
 			reclen = len;
 			dlen = 0;
@@ -951,20 +950,22 @@ client_process(struct client *c)
 			dlen = 1;
 		}
 		c->scanned = 0;
-		if (reclen > d->o->max_bytes) {
+		if (reclen > d->po->max_bytes) {
 			c->recno++;
-			d->st.records++;
-			d->st.too_long++;
+			d->received++;
+			pipeline_counts(d->p)->records++;
+			pipeline_counts(d->p)->too_long++;
 			client_id(c, &d->line);
 			buf_append(&d->line, "", 1);
 			evbuffer_drain(in, len);
 			client_fail(c, d->line.data, "too-long", "record of "
 			    "%s%zu bytes is over --max-bytes %" PRIu64,
 			    p.pos == -1 && !c->eof ? "more than " : "", reclen,
-			    d->o->max_bytes);
+			    d->po->max_bytes);
 			break;
 		}
-		client_take(c, reclen, dlen);
+		if (!client_take(c, reclen, dlen))
+			break;	/* every batch is in flight: wait */
 		client_settle(c);
 	}
 	if (c->state == C_READING && c->eof)
@@ -972,77 +973,79 @@ client_process(struct client *c)
 }
 
 /*
- * Move one record (len bytes and a delimiter of dlen) from the client's
- * input into the batch, or answer it if it is a command.
+ * The open batch and its slot for the next record, a new batch if none is
+ * open; NULL when every batch is in flight (daemon_deliver resumes).
  */
-static void
+static struct dslot *
+daemon_slot(struct daemon *d)
+{
+	struct timeval	 tv;
+
+	if (d->open == NULL) {
+		if ((d->open = pipeline_get(d->p, 0)) == NULL) {
+			d->stalled = 1;
+			return (NULL);
+		}
+		if (d->open->arg == NULL) {
+			d->open->arg = xcalloc(d->po->batch,
+			    sizeof (struct dslot));
+			d->slotv = xreallocarray(d->slotv, d->nslotv + 1,
+			    sizeof *d->slotv);
+			d->slotv[d->nslotv++] = d->open->arg;
+		}
+		tv.tv_sec = (time_t)d->o->batch_delay;
+		tv.tv_usec = (suseconds_t)((d->o->batch_delay - tv.tv_sec) *
+		    1e6);
+		evtimer_add(d->batch_ev, &tv);
+	}
+	return ((struct dslot *)d->open->arg + d->open->n);
+}
+
+/*
+ * Move one record (len bytes and a delimiter of dlen) from the client's
+ * input into the batch, or answer it if it is a command.  Returns 0, with
+ * the record left in the input, when there is no batch to put it in.
+ */
+static int
 client_take(struct client *c, size_t len, size_t dlen)
 {
 	struct daemon	*d = c->d;
 	struct evbuffer	*in = bufferevent_get_input(c->bev);
 	struct record	*r;
 	struct dslot	*s;
-	char		 cmd[COMMAND_MAX], *cause;
+	char		 cmd[COMMAND_MAX];
 	size_t		 i;
 
 	if (len >= sizeof COMMAND - 1) {
 		evbuffer_copyout(in, cmd, sizeof COMMAND - 1);
 		if (memcmp(cmd, COMMAND, sizeof COMMAND - 1) == 0) {
+			if (c->pending > 0 && (s = daemon_slot(d)) == NULL)
+				return (0);
 			i = len < sizeof cmd ? len : sizeof cmd - 1;
 			evbuffer_remove(in, cmd, i);
 			evbuffer_drain(in, len - i + dlen);
 			client_command(c, cmd + sizeof COMMAND - 1,
 			    len < sizeof cmd ? i - (sizeof COMMAND - 1) :
 			    (size_t)-1);
-			return;
+			return (1);
 		}
 	}
-
-	i = d->n++;
-	r = &d->recs[i];
-	s = &d->slots[i];
-	record_reset(r);
-	buf_reserve(&r->raw, len + 1);
+	if ((s = daemon_slot(d)) == NULL)
+		return (0);
+	r = plbatch_add(d->open, len, len + dlen);
 	evbuffer_remove(in, r->raw.data, len);
-	r->raw.len = len;
 	evbuffer_drain(in, dlen);
 	c->recno++;
 	c->pending++;
-	d->st.records++;
+	d->received++;
 	r->recno = c->recno;
 	r->line = c->recno;
-	verdict_reset(&d->vs[i]);
+	r->conn = c->conn;
 	s->c = c;
 	s->type = S_RECORD;
-	free(s->cause);
-	s->cause = NULL;
-	if (record_parse_timed(r, d->o->format, d->o->text_field,
-	    d->o->id_field, d->o->time_field, &cause) != 0) {
-		d->vs[i].kind = V_BAD;
-		s->cause = cause;
-		d->st.invalid++;
-		if (!d->o->quiet)
-			log_debug("connection %" PRIu64 ", record %" PRIu64
-			    ": %s", c->conn, c->recno, cause);
-		if (d->o->policy == POLICY_FAIL) {
-			c->state = C_CLOSING;	/* after its reply */
-			bufferevent_disable(c->bev, EV_READ);
-		}
-	}
-	if (r->id.len == 0)
-		client_id(c, &r->id);
-
-	d->bytes += len;
-	if (d->n == 1) {
-		struct timeval tv;
-
-		tv.tv_sec = (time_t)d->o->batch_delay;
-		tv.tv_usec = (suseconds_t)((d->o->batch_delay - tv.tv_sec) *
-		    1e6);
-		evtimer_add(d->batch_ev, &tv);
-	}
-	if (d->n >= d->o->batch || d->bytes >= BATCH_BYTES)
+	if (plbatch_full(d->open, d->po->batch))
 		daemon_flush(d);
+	return (1);
 }
 
 /*
@@ -1079,10 +1082,8 @@ client_command(struct client *c, const char *cmd, size_t len)
 		buf_free(&b);
 		return;
 	}
-	s = &d->slots[d->n];
-	record_reset(&d->recs[d->n]);
-	verdict_reset(&d->vs[d->n]);
-	d->vs[d->n].kind = V_BAD;	/* nothing for the filter */
+	s = daemon_slot(d);	/* client_take made sure there is one */
+	plbatch_add_empty(d->open, 0, NULL);	/* nothing for the filter */
 	s->c = c;
 	s->type = type;
 	free(s->cause);
@@ -1091,10 +1092,9 @@ client_command(struct client *c, const char *cmd, size_t len)
 		s->type = S_RECORD;
 		s->cause = xstrdup("unknown command (use '#mhfilter stats' or "
 		    "'#mhfilter version')");
-		d->recs[d->n].recno = 0;	/* not a record: id "-" */
 	}
 	c->pending++;
-	if (++d->n >= d->o->batch)
+	if (plbatch_full(d->open, d->po->batch))
 		daemon_flush(d);
 }
 
@@ -1115,13 +1115,11 @@ reply_error(struct buf *b, const char *id, size_t idlen, const char *code,
 	buf_append(b, "\n", 1);
 }
 
-/* Append the reply line of batch slot i (a record). */
+/* Append the reply line of a decided record. */
 static void
-reply_verdict(struct daemon *d, struct buf *b, size_t i)
+reply_verdict(struct buf *b, const struct record *r, const struct verdict *v)
 {
-	const struct record	*r = &d->recs[i];
-	const struct verdict	*v = &d->vs[i];
-	char			 sim[32];
+	char	 sim[32];
 
 	switch (v->kind) {
 	case V_UNIQUE:
@@ -1165,111 +1163,119 @@ reply_command(struct daemon *d, struct buf *b, int type)
 	buf_append(b, v, strlen(v));
 }
 
-/*
- * Close the batch: decide and commit it in one transaction, write its
- * records to the output file, then queue every reply.
- */
+/* Close the open batch: hand it to the pipeline. */
 static void
 daemon_flush(struct daemon *d)
 {
+	evtimer_del(d->batch_ev);
+	d->due = 0;
+	if (d->open == NULL)
+		return;
+	pipeline_submit(d->p, d->open);
+	d->open = NULL;
+}
+
+/* Batches were decided: deliver them (daemon_deliver answers). */
+static void
+daemon_notified(evutil_socket_t fd, short events, void *arg)
+{
+	struct daemon	*d = arg;
+	struct client	*c, *next;
+
+	if (pipeline_deliver(d->p, 0) == 0)
+		return;
+	if (d->due)
+		daemon_flush(d);
+	if (!d->stalled)
+		return;
+	/* A batch is free again: take what the clients sent meanwhile. */
+	d->stalled = 0;
+	for (c = TAILQ_FIRST(&d->clients); c != NULL; c = next) {
+		next = TAILQ_NEXT(c, entry);
+		if (c->state == C_READING)
+			client_process(c);
+	}
+}
+
+/* The reply line of slot i of a delivered batch. */
+static void
+daemon_reply(struct daemon *d, struct plbatch *b, size_t i,
+    struct client *c, struct buf *line)
+{
+	struct dslot		*s = (struct dslot *)b->arg + i;
+	const struct record	*r = &b->recs[i];
+	const struct verdict	*v = &b->vs[i];
+	const char		*why;
+
+	line->len = 0;
+	if (s->type != S_RECORD)
+		reply_command(d, line, s->type);
+	else if (r->recno == 0)
+		reply_error(line, NULL, 0, "command", s->cause);
+	else if (b->rc != 0) {
+		why = b->rc == PL_FAILED ? b->cause : "not decided: the server "
+		    "stopped after an error";
+		reply_error(line, r->id.data, r->id.len, b->rc == PL_FAILED ?
+		    "index" : "shutdown", why);
+	} else if (v->error != NULL &&
+	    (v->kind == V_BAD || v->kind == V_SKIP)) {
+		reply_error(line, r->id.data, r->id.len, "invalid", v->error);
+		if (d->po->policy == POLICY_FAIL && c->state == C_READING) {
+			/* Its later records are not read (pipeline_screen). */
+			c->state = C_CLOSING;
+			bufferevent_disable(c->bev, EV_READ);
+		}
+	} else
+		reply_verdict(line, r, v);
+}
+
+/*
+ * A batch was committed (or failed) and its records written: queue every
+ * reply, in each client's order (pipeline_deliver, in this thread).
+ */
+static void
+daemon_deliver(void *arg, struct plbatch *b)
+{
+	struct daemon	*d = arg;
 	struct client	*c, *next;
 	struct dslot	*s;
-	struct verdict	*v;
-	char		*cause = NULL, *outcause = NULL;
-	double		 t0, dt;
-	size_t		 i, n = d->n;
-	int		 rc;
+	size_t		 i;
 
-	evtimer_del(d->batch_ev);
-	if (n == 0)
-		return;
-	t0 = now_seconds();
-	rc = filter_batch(d->f, d->ix, d->recs, d->vs, n, &cause);
-	dt = now_seconds() - t0;
-	d->st.batches++;
-	d->st.batch_seconds += dt;
-	d->st.batch_last = dt;
-	if (dt > d->st.batch_max)
-		d->st.batch_max = dt;
-	if (rc != 0) {
+	if (b->rc == PL_FAILED) {
 		if (!d->failing)
-			log_warnx("a batch of %zu records failed: %s", n,
-			    cause);
+			log_warnx("a batch of %zu records failed: %s", b->n,
+			    b->cause);
 		else
-			log_debug("a batch of %zu records failed: %s", n,
-			    cause);
+			log_debug("a batch of %zu records failed: %s", b->n,
+			    b->cause);
 		d->failing = 1;
-	} else if (d->failing) {
+	} else if (b->rc == 0 && d->failing) {
 		log_info("batches are committed again");
 		d->failing = 0;
 	}
-
-	/* Count, and write the committed records out. */
-	for (i = 0; i < n && rc == 0; i++) {
-		s = &d->slots[i];
-		v = &d->vs[i];
-		if (s->type != S_RECORD || d->recs[i].recno == 0)
+	for (i = 0; i < b->n; i++) {
+		s = (struct dslot *)b->arg + i;
+		c = s->c;
+		s->c = NULL;
+		if (c->gone) {
+			if (--c->pending == 0)
+				free(c);	/* it went away */
 			continue;
-		switch (v->kind) {
-		case V_UNIQUE:
-			d->st.unique++;
-			d->st.replayed += v->replay;
-			break;
-		case V_DUPLICATE:
-			d->st.duplicates++;
-			break;
-		case V_EMPTY:
-			d->st.empty++;
-			break;
 		}
-		if (d->out == NULL || outcause != NULL ||
-		    (v->kind == V_BAD && d->o->policy != POLICY_PASS))
-			continue;
-		output_record(d->out, &d->recs[i], v, &outcause);
-	}
-	if (d->out != NULL && rc == 0 && outcause == NULL)
-		output_flush(d->out, &outcause);
-
-	/* Answer. */
-	for (i = 0; i < n; i++) {
-		s = &d->slots[i];
-		if ((c = s->c) == NULL)
-			continue;	/* it went away */
-		d->line.len = 0;
-		if (s->type != S_RECORD)
-			reply_command(d, &d->line, s->type);
-		else if (d->recs[i].recno == 0)
-			reply_error(&d->line, NULL, 0, "command", s->cause);
-		else if (d->vs[i].kind == V_BAD)
-			reply_error(&d->line, d->recs[i].id.data,
-			    d->recs[i].id.len, "invalid", s->cause);
-		else if (rc != 0) {
-			reply_error(&d->line, d->recs[i].id.data,
-			    d->recs[i].id.len, "index", cause);
-			d->st.failed++;
-		} else
-			reply_verdict(d, &d->line, i);
-		client_reply(c, &d->line);
 		c->pending--;
+		if (s->type == S_RECORD && b->recs[i].recno != 0 &&
+		    b->vs[i].kind == V_SKIP && b->vs[i].error == NULL)
+			continue;	/* after its bad record, under fail */
+		daemon_reply(d, b, i, c, &d->line);
+		client_reply(c, &d->line);
 	}
-	for (i = 0; i < n; i++) {
-		/* Big records' memory goes, or slots would hoard it. */
-		if (d->recs[i].raw.size > KEEP_BYTES ||
-		    d->recs[i].text.size > KEEP_BYTES)
-			record_free(&d->recs[i]);
-	}
-	d->n = 0;
-	d->bytes = 0;
 	for (c = TAILQ_FIRST(&d->clients); c != NULL; c = next) {
 		next = TAILQ_NEXT(c, entry);
 		client_settle(c);
 	}
-	free(cause);
 	daemon_status(d, 0);
-	if (outcause != NULL) {
+	if (pipeline_status(d->p) != EXIT_OK && !d->stopping) {
 		/* The index holds what the output lacks: stop here. */
-		log_warnx("output %s: %s", d->o->output, outcause);
-		free(outcause);
 		d->status = EXIT_ERROR;
 		daemon_stop(d, "an output error");
 	}
@@ -1279,17 +1285,29 @@ daemon_flush(struct daemon *d)
 static void
 daemon_batch_timer(evutil_socket_t fd, short events, void *arg)
 {
-	daemon_flush(arg);
+	struct daemon	*d = arg;
+
+	/*
+	 * With a batch deciding and the next one waiting for it, this one
+	 * could not start sooner: it goes on filling, and goes when the
+	 * writer takes the next (daemon_notified), or when it is full.
+	 */
+	if (pipeline_inflight(d->p) >= BATCHES_AHEAD) {
+		d->due = 1;
+		return;
+	}
+	daemon_flush(d);
 }
 
 /* The statistics, named as in /metrics without the mhfilter_ prefix. */
 static size_t
 daemon_stats(struct daemon *d, struct dstat *st)
 {
+	const struct pl_counts	*ct = pipeline_counts(d->p);
 	struct index_stats	 is;
 	struct filter_stats	 fs;
-	char			*cause;
 	size_t			 n = 0;
+	int			 have_is;
 
 #define S(nm, cnt, val, hlp) do {					\
 	if (n == NSTATS)						\
@@ -1300,38 +1318,37 @@ daemon_stats(struct daemon *d, struct dstat *st)
 	st[n].help = hlp;						\
 	n++;								\
 } while (0)
-	S("records", 1, d->st.records, "Records received.");
-	S("unique", 1, d->st.unique, "Records answered unique, replays "
+	S("records", 1, d->received, "Records received.");
+	S("unique", 1, ct->unique, "Records answered unique, replays "
 	    "included.");
-	S("replayed", 1, d->st.replayed, "Unique records that were replays.");
-	S("duplicates", 1, d->st.duplicates, "Records answered duplicate.");
-	S("empty", 1, d->st.empty, "Records with no text to compare.");
-	S("invalid", 1, d->st.invalid, "Malformed records.");
-	S("too_long", 1, d->st.too_long, "Records over --max-bytes.");
-	S("failed", 1, d->st.failed, "Records answered with an index error.");
-	S("errors", 1, d->st.invalid + d->st.too_long + d->st.failed,
+	S("replayed", 1, ct->replayed, "Unique records that were replays.");
+	S("duplicates", 1, ct->duplicates, "Records answered duplicate.");
+	S("empty", 1, ct->empty, "Records with no text to compare.");
+	S("invalid", 1, ct->invalid, "Malformed records.");
+	S("too_long", 1, ct->too_long, "Records over --max-bytes.");
+	S("failed", 1, ct->failed, "Records answered with an index error.");
+	S("errors", 1, ct->invalid + ct->too_long + ct->failed,
 	    "Records answered with an error.");
-	filter_stats(d->f, &fs);
+	have_is = pipeline_stats(d->p, &fs, &is);
 	S("candidates", 1, fs.candidates, "Candidates examined.");
 	S("expired", 1, fs.expired, "Documents expired (--retain, "
 	    "--max-docs).");
-	S("batches", 1, d->st.batches, "Batches committed or failed.");
-	S("batch_seconds", 1, d->st.batch_seconds,
+	S("batches", 1, ct->batches, "Batches committed or failed.");
+	S("batch_seconds", 1, ct->batch_seconds,
 	    "Time spent deciding and committing batches.");
-	S("batch_seconds_last", 0, d->st.batch_last,
+	S("batch_seconds_last", 0, ct->batch_last,
 	    "Time the last batch took.");
-	S("batch_seconds_max", 0, d->st.batch_max,
+	S("batch_seconds_max", 0, ct->batch_max,
 	    "Time the slowest batch took.");
 	S("clients", 0, d->nclients, "Connected clients.");
-	S("connections", 1, d->st.connections, "Connections accepted.");
-	S("rejected", 1, d->st.rejected, "Connections refused "
+	S("connections", 1, d->connections, "Connections accepted.");
+	S("rejected", 1, d->rejected, "Connections refused "
 	    "(--max-clients).");
-	if (index_stats(d->ix, &is, &cause) == 0) {
+	if (have_is) {
 		S("index_documents", 0, is.docs, "Documents in the index.");
 		S("index_bytes", 0, is.size,
 		    "Used size of the index's data file.");
-	} else
-		free(cause);
+	}
 	S("uptime_seconds", 0, now_seconds() - d->started,
 	    "Seconds since the daemon started.");
 #undef S
@@ -1366,14 +1383,15 @@ daemon_stats_line(struct daemon *d, struct buf *b, int sep)
 static void
 daemon_status(struct daemon *d, int force)
 {
-	double	 now = now_seconds();
+	const struct pl_counts	*ct = pipeline_counts(d->p);
+	double			 now = now_seconds();
 
 	if (!force && now - d->status_sent < STATUS_SECS)
 		return;
 	d->status_sent = now;
 	notify_send("STATUS=%zu clients, %" PRIu64 " records, %" PRIu64
-	    " unique, %" PRIu64 " duplicates", d->nclients, d->st.records,
-	    d->st.unique, d->st.duplicates);
+	    " unique, %" PRIu64 " duplicates", d->nclients, d->received,
+	    ct->unique, ct->duplicates);
 }
 
 /* GET /metrics: the statistics in the Prometheus text format. */
@@ -1533,9 +1551,10 @@ daemon_open_output(struct daemon *d, char **cause)
 		return (0);
 	if (strcmp(d->o->output, "-") == 0) {
 		if (d->out == NULL)
-			d->out = output_open(STDOUT_FILENO, d->o->mode,
-			    d->o->format, d->o->delim);
+			d->out = output_open(STDOUT_FILENO, d->po->mode,
+			    d->po->format, d->po->delim);
 		d->outfd = STDOUT_FILENO;
+		pipeline_set_output(d->p, d->out, d->o->output);
 		return (0);
 	}
 	fd = open(d->o->output, O_WRONLY|O_CREAT|O_APPEND|O_CLOEXEC, 0666);
@@ -1549,7 +1568,8 @@ daemon_open_output(struct daemon *d, char **cause)
 	if (d->outfd > STDERR_FILENO)
 		close(d->outfd);
 	d->outfd = fd;
-	d->out = output_open(fd, d->o->mode, d->o->format, d->o->delim);
+	d->out = output_open(fd, d->po->mode, d->po->format, d->po->delim);
+	pipeline_set_output(d->p, d->out, d->o->output);
 	return (0);
 }
 
@@ -1619,10 +1639,10 @@ daemon_signal(evutil_socket_t sig, short events, void *arg)
 
 /*
  * Run the daemon until SIGTERM or SIGINT: EXIT_OK then, EXIT_ERROR when it
- * cannot start or its output fails.  The index is the caller's to close.
+ * cannot start or its output fails.  The pipeline is the caller's to free.
  */
 int
-daemon_run(const struct daemon_opts *o, struct index *ix, struct filter *f)
+daemon_run(const struct daemon_opts *o, struct pipeline *p)
 {
 	static const int	 sigs[] = { SIGTERM, SIGINT, SIGHUP, SIGUSR1 };
 	struct daemon		 dd, *d = &dd;
@@ -1636,10 +1656,10 @@ daemon_run(const struct daemon_opts *o, struct index *ix, struct filter *f)
 
 	memset(d, 0, sizeof *d);
 	d->o = o;
-	d->ix = ix;
-	d->f = f;
+	d->p = p;
+	d->po = pipeline_options(p);
 	d->outfd = -1;
-	d->run = index_run_start(ix);
+	d->run = index_run_start(pipeline_index(p));
 	d->started = now_seconds();
 	TAILQ_INIT(&d->clients);
 
@@ -1666,9 +1686,10 @@ daemon_run(const struct daemon_opts *o, struct index *ix, struct filter *f)
 		goto fail;
 	}
 
-	d->recs = xcalloc(o->batch, sizeof *d->recs);
-	d->vs = xcalloc(o->batch, sizeof *d->vs);
-	d->slots = xcalloc(o->batch, sizeof *d->slots);
+	pipeline_set_deliver(p, daemon_deliver, d);
+	d->notify_ev = event_new(d->base, pipeline_notify_fd(p),
+	    EV_READ|EV_PERSIST, daemon_notified, d);
+	event_add(d->notify_ev, NULL);
 	d->batch_ev = evtimer_new(d->base, daemon_batch_timer, d);
 	d->reap_ev = event_new(d->base, -1, 0, daemon_reap, d);
 	d->drain_ev = evtimer_new(d->base, daemon_drain_timer, d);
@@ -1687,13 +1708,14 @@ daemon_run(const struct daemon_opts *o, struct index *ix, struct filter *f)
 	}
 
 	log_info("ready: index %s, protocol %d, batches of %zu records or "
-	    "%g ms", index_path(ix), PROTOCOL_VERSION, o->batch,
-	    o->batch_delay * 1000);
+	    "%g ms", index_path(pipeline_index(p)), PROTOCOL_VERSION,
+	    d->po->batch, o->batch_delay * 1000);
 	notify_send("READY=1\nSTATUS=ready, %zu listeners", d->nls);
 	event_base_dispatch(d->base);
 
 	/* The loop ended: by daemon_stop, or a second signal. */
 	daemon_flush(d);
+	pipeline_finish(p);	/* every reply queued */
 	while ((c = TAILQ_FIRST(&d->clients)) != NULL)
 		client_free(c);
 	daemon_close_listeners(d);
@@ -1704,18 +1726,19 @@ daemon_run(const struct daemon_opts *o, struct index *ix, struct filter *f)
 		buf_free(&b);
 	}
 	log_info("stopped after %" PRIu64 " records in %" PRIu64
-	    " connections", d->st.records, d->st.connections);
-	for (i = 0; i < o->batch; i++) {
-		record_free(&d->recs[i]);
-		verdict_free(&d->vs[i]);
-		free(d->slots[i].cause);
+	    " connections", d->received, d->connections);
+	pipeline_set_deliver(p, NULL, NULL);
+	pipeline_set_output(p, NULL, NULL);
+	for (i = 0; i < d->nslotv; i++) {
+		for (wd = 0; wd < d->po->batch; wd++)
+			free(d->slotv[i][wd].cause);
+		free(d->slotv[i]);
 	}
-	free(d->recs);
-	free(d->vs);
-	free(d->slots);
+	free(d->slotv);
 	buf_free(&d->line);
 	for (i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
 		event_free(d->sig_ev[i]);
+	event_free(d->notify_ev);
 	event_free(d->batch_ev);
 	event_free(d->reap_ev);
 	event_free(d->drain_ev);
@@ -1731,6 +1754,7 @@ fail:
 	log_warnx("%s", cause);
 	free(cause);
 	daemon_close_listeners(d);
+	pipeline_set_output(p, NULL, NULL);
 	output_close(d->out);
 	if (d->outfd > STDERR_FILENO)
 		close(d->outfd);

@@ -10,16 +10,14 @@
  *      batch see them;
  *   3. commit.  The caller writes the verdicts only after that.
  *
- * Phase 1 is filter_prepare, phases 2 and 3 filter_decide.  The caller may
- * run phase 1 of the next batch in the background (filter_prepare_start)
- * while it decides this one: phase 1 reads only the batch's records and
- * writes only its struct fbatch and the workers' scratch, phase 2 only the
- * filter's own scratch and the index, so on two cores the hashing and the
- * index work overlap.  The background thread first calls the caller's fill
- * function, which may read the batch's records itself: reading input was
- * a tenth of the writer's time.  When the writer is done with a batch
+ * Phase 1 is filter_prepare_start, phases 2 and 3 filter_decide.  Phase 1
+ * of the next batch runs in the background while this one is decided
+ * (pipeline.c does this for every source): phase 1 reads only the batch's
+ * records and writes only its struct fbatch and the workers' scratch,
+ * phase 2 only the filter's own scratch and the index, so on two cores the
+ * hashing and the index work overlap.  When the writer is done with a batch
  * before the next one is ready, it takes a share of that batch's phase 1
- * instead of waiting (filter_prepare_wait), once the batch is filled.
+ * instead of waiting (filter_prepare_wait).
  *
  * Verification: exact computes the true Jaccard similarity of the shingle
  * sets from the stored normalised text; a candidate whose signature
@@ -37,7 +35,6 @@
 
 #include <math.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -79,11 +76,6 @@ struct fbatch {
 	atomic_size_t		 next;		/* phase 1: first unclaimed */
 	pthread_t		 thread;	/* filter_prepare_start */
 	int			 running;
-	fbatch_fill_fn		 fill;		/* run first by thread */
-	void			*fill_arg;
-	pthread_mutex_t		 lock;		/* filled */
-	pthread_cond_t		 cond;
-	int			 filled;	/* recs, vs and n are set */
 };
 
 /*
@@ -107,7 +99,6 @@ struct filter {
 	struct filter_opts	 o;
 	struct prep		*preps;		/* o.threads, and the writer's */
 	struct shingler		 sh;
-	struct fbatch		*own;		/* filter_batch's */
 	struct shset		 mine;		/* the record's shingle set */
 	int			 have_mine;	/* mine is the record's */
 	struct shset		 theirs;	/* a candidate's shingle set */
@@ -121,7 +112,6 @@ struct filter {
 	struct filter_stats	 st;
 };
 
-static void	 thread_start(pthread_t *, void *(*)(void *), void *);
 static void	*prep_run(void *);
 static void	*prepare_run(void *);
 static int	filter_one(struct filter *, struct index *, struct fbatch *,
@@ -163,7 +153,6 @@ filter_free(struct filter *f)
 
 	if (f == NULL)
 		return;
-	fbatch_free(f->own);
 	for (i = 0; i <= f->o.threads; i++) {
 		u64vec_free(&f->preps[i].hashes);
 		textenc_free(f->preps[i].te);
@@ -187,9 +176,6 @@ fbatch_create(struct filter *f)
 
 	fb = xcalloc(1, sizeof *fb);
 	fb->f = f;
-	if (pthread_mutex_init(&fb->lock, NULL) != 0 ||
-	    pthread_cond_init(&fb->cond, NULL) != 0)
-		fatalx("cannot make a mutex");
 	return (fb);
 }
 
@@ -212,8 +198,6 @@ fbatch_free(struct fbatch *fb)
 	free(fb->keys);
 	free(fb->ids);
 	free(fb->docs);
-	pthread_mutex_destroy(&fb->lock);
-	pthread_cond_destroy(&fb->cond);
 	free(fb);
 }
 
@@ -352,77 +336,35 @@ fbatch_run(struct fbatch *fb)
 	}
 }
 
-/*
- * Phase 1 for a batch of n records: pure work on separate records, shared
- * out among the worker threads and the calling thread.  It touches nothing
- * phase 2 uses, so it may run while phase 2 of another batch does.
- */
-void
-filter_prepare(struct fbatch *fb, struct record *recs, struct verdict *vs,
-    size_t n)
-{
-	fbatch_setup(fb, recs, vs, n);
-	fbatch_run(fb);
-	filter_docs(fb);
-}
-
-/*
- * Start a worker thread with every signal blocked, so that signals go to
- * the main thread and interrupt its reads.
- */
-static void
-thread_start(pthread_t *thread, void *(*fn)(void *), void *arg)
-{
-	sigset_t	 all, old;
-	int		 rc;
-
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = pthread_create(thread, NULL, fn, arg);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc != 0)
-		fatalx("cannot start a worker thread");
-}
-
-/* The fill function, then fbatch_run, in a thread of its own. */
+/* fbatch_run in a thread of its own. */
 static void *
 prepare_run(void *arg)
 {
 	struct fbatch	*fb = arg;
-	struct record	*recs;
-	struct verdict	*vs;
-	size_t		 n;
 
-	n = fb->fill(fb->fill_arg, &recs, &vs);
-	fbatch_setup(fb, recs, vs, n);
-	pthread_mutex_lock(&fb->lock);
-	fb->filled = 1;
-	pthread_cond_signal(&fb->cond);
-	pthread_mutex_unlock(&fb->lock);
 	fbatch_run(fb);
 	return (NULL);
 }
 
 /*
- * Start phase 1 of a batch in the background: a thread calls fill for the
- * batch's records, then hashes them.  filter_prepare_wait waits for it.
- * Only one batch of a filter may be in phase 1 at a time.  fill runs with
- * every signal blocked, so it must not wait on a producer.
+ * Start phase 1 of a batch of n records in the background: pure work on
+ * separate records, shared out among the worker threads.  It touches
+ * nothing phase 2 uses, so it may run while phase 2 of another batch does.
+ * filter_prepare_wait finishes it.  Only one batch of a filter may be in
+ * phase 1 at a time.
  */
 void
-filter_prepare_start(struct fbatch *fb, fbatch_fill_fn fill, void *arg)
+filter_prepare_start(struct fbatch *fb, struct record *recs,
+    struct verdict *vs, size_t n)
 {
-	fb->fill = fill;
-	fb->fill_arg = arg;
-	fb->filled = 0;
+	fbatch_setup(fb, recs, vs, n);
 	thread_start(&fb->thread, prepare_run, fb);
 	fb->running = 1;
 }
 
 /*
- * Finish filter_prepare_start's phase 1, if any: once the batch is filled,
- * the calling thread (the writer) takes what is still unclaimed rather than
- * wait.
+ * Finish filter_prepare_start's phase 1, if any: the calling thread (the
+ * writer) takes what is still unclaimed rather than wait.
  */
 void
 filter_prepare_wait(struct fbatch *fb)
@@ -431,10 +373,6 @@ filter_prepare_wait(struct fbatch *fb)
 
 	if (!fb->running)
 		return;
-	pthread_mutex_lock(&fb->lock);
-	while (!fb->filled)
-		pthread_cond_wait(&fb->cond, &fb->lock);
-	pthread_mutex_unlock(&fb->lock);
 	w->fb = fb;
 	prep_share(w);
 	if (pthread_join(fb->thread, NULL) != 0)
@@ -451,6 +389,17 @@ fbatch_truncate(struct fbatch *fb, size_t n)
 	filter_prepare_wait(fb);
 	if (n < fb->n)
 		fb->n = n;
+}
+
+/* Leave record i out of filter_decide (after phase 1). */
+void
+fbatch_skip(struct fbatch *fb, size_t i)
+{
+	filter_prepare_wait(fb);
+	if (i < fb->n) {
+		fb->slots[i].pending = 0;
+		fb->docs[i].pending = 0;
+	}
 }
 
 /* What index_prepare is told about each record of the batch. */
@@ -754,17 +703,6 @@ filter_decide(struct fbatch *fb, struct index *ix, char **cause)
 	u64vec_trim(&f->hashes);
 	buf_trim(&f->text);
 	return (rc);
-}
-
-/* Both phases for a batch of n records, then the commit. */
-int
-filter_batch(struct filter *f, struct index *ix, struct record *recs,
-    struct verdict *vs, size_t n, char **cause)
-{
-	if (f->own == NULL)
-		f->own = fbatch_create(f);
-	filter_prepare(f->own, recs, vs, n);
-	return (filter_decide(f->own, ix, cause));
 }
 
 /* Clear a verdict for reuse, keeping its memory. */

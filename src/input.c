@@ -211,25 +211,23 @@ input_wait(struct input *in, int ms)
 }
 
 /*
- * Are all the inputs regular files, which a read never leaves waiting for
- * a producer?  Then they may be read in a thread that signals do not
- * interrupt.
+ * Wait until input_next could return a record or fd becomes readable:
+ * 1 for the input (or a signal: the caller decides), 0 for fd.
  */
 int
-input_regular(struct input *in)
+input_wait_or(struct input *in, int fd)
 {
-	struct stat	 st;
-	int		 i, rc;
+	struct pollfd	 pfd[2];
 
-	for (i = 0; i < in->nfiles; i++) {
-		if (strcmp(in->files[i], "-") == 0)
-			rc = fstat(STDIN_FILENO, &st);
-		else
-			rc = stat(in->files[i], &st);
-		if (rc == -1 || !S_ISREG(st.st_mode))
-			return (0);
-	}
-	return (1);
+	if (input_wait(in, 0))
+		return (1);
+	pfd[0].fd = in->fd;
+	pfd[0].events = POLLIN;
+	pfd[1].fd = fd;
+	pfd[1].events = POLLIN;
+	if (poll(pfd, 2, -1) == -1)
+		return (1);
+	return (pfd[0].revents != 0 || pfd[1].revents == 0);
 }
 
 /* Close the current file and free the reader. */

@@ -1,12 +1,10 @@
 /*
- * mhfilter: main, options, and the loop
+ * mhfilter: main and its options.
  *
- *	read a batch of records -> filter_prepare (normalise, sign)
- *	-> filter_decide (look up, verify, insert, commit)
- *	-> write the batch's verdicts
- *
- * so that nothing is written before the index holds it.  The next batch is
- * read and prepared while one is decided.
+ * The options (command line, and --config's file before it) become the
+ * settings of the parts: the filter (filter.c), the pipeline (pipeline.c),
+ * and the source that feeds it, the file stream (stream.c) or the daemon's
+ * clients (daemon.c); or of one maintenance mode (maint.c).
  */
 
 #include "config.h"
@@ -20,94 +18,27 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "mhfilter.h"
 
-#define BATCH_BYTES	(64U << 20)	/* a batch also closes at this size */
-/*
- * A producer that has written nothing for this long (ms) has paused: the
- * batch closes and is answered.  Less than that is a pipe emptied faster
- * than the producer refills it: closing the batch there made batches of
- * 70 records from "cat file |" (its 64 KB at a time), a commit each, and
- * 30,000 records/s where a file given as an argument went at 80,000.
- */
-#define INPUT_GRACE	2
-
 struct options {
 	struct filter_opts	 f;
+	struct pipeline_opts	 pl;
+	struct stream_opts	 s;
+	struct daemon_opts	 d;
 	int			 given;		/* IP_* */
-	int			 format;
-	int			 delim;
-	const char		*text_field;
-	const char		*id_field;
-	uint64_t		 max_bytes;
-	int			 policy;
-	int			 mode;		/* OUT_* */
 	const char		*db;
-	uint64_t		 batch;
 	double			 max_fn;
 	double			 max_fp;
-	int			 stats;
-	int			 progress;
-	int			 quiet;
 	int			 explain;
 	int			 fields;	/* --text/id-field not default */
 	int			 verbose;
-	const char		*output;	/* --output */
 	const char		*config;	/* --config */
-	/* Daemon mode. */
-	char			**listen;
-	size_t			 nlisten;
 	int			 listen_src;	/* 1 config, 2 command line */
-	const char		*http;
-	const char		*log_file;
-	double			 batch_delay;
-	double			 idle_timeout;
-	uint64_t		 max_clients;
-	/* Retention and maintenance. */
-	const char		*time_field;	/* --time-field */
 	int			 maint;		/* MAINT_* */
 	const char		*maint_arg;	/* its FILE or DIR */
-};
-
-struct counts {
-	uint64_t	 records;
-	uint64_t	 unique;
-	uint64_t	 replayed;
-	uint64_t	 duplicates;
-	uint64_t	 empty;
-	uint64_t	 invalid;
-	uint64_t	 too_long;
-	uint64_t	 bytes;
-	uint64_t	 batches;	/* committed */
-};
-
-/* A batch read, with its verdicts and what phase 1 made of it. */
-struct inflight {
-	struct record	*recs;
-	struct verdict	*vs;
-	size_t		 n;
-	struct fbatch	*fb;
-};
-
-/*
- * The batch read ahead, for fill_batch.  When every input is a regular
- * file it is read in phase 1's thread, from a copy of the counts that the
- * main loop takes back once the batch is ready; otherwise the main loop
- * has read it already (done), since reading a pipe may wait for the
- * producer, where only the main thread can be interrupted by a signal.
- */
-struct readahead {
-	struct options	*o;
-	struct input	*in;
-	struct inflight	*b;
-	struct counts	 ct;
-	int		 eof;
-	int		 status;
-	int		 done;
 };
 
 enum {
@@ -200,7 +131,6 @@ static const char *const conf_forbidden[] = {
 	"check", "compact", "export", "import", NULL
 };
 
-static volatile sig_atomic_t	 stop_signal;
 static struct index		*the_index;
 static const char		*conf_file;	/* being applied, for errors */
 static const unsigned		*conf_lines;
@@ -213,16 +143,7 @@ static void	parse_options(int, char **, struct options *);
 static void	apply_options(int, char **, struct options *);
 static void	load_config(struct options *, const char *);
 static void	choose_bands(struct options *);
-static int	parse_record(struct record *, void *, char **);
-static int	screen_batch(struct options *, struct inflight *,
-		    struct counts *);
-static size_t	fill_batch(void *, struct record **, struct verdict **);
-static int	read_batch(struct options *, struct input *, struct record *,
-		    struct verdict *, size_t *, struct counts *, int *);
-static void	print_stats(struct counts *, struct filter *, double);
-static void	progress(struct counts *, uint64_t, double, int);
-static void	on_signal(int);
-static int	run_daemon(struct options *);
+static int	run_explain(struct options *);
 static void	set_maint(struct options *, int, const char *);
 static void	check_maint(struct options *, int);
 static int	run_maint(struct options *);
@@ -350,17 +271,17 @@ parse_options(int argc, char **argv, struct options *o)
 	o->f.max_candidates = 100;
 	ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	o->f.threads = ncpu < 1 ? 1 : ncpu > 8 ? 8 : (unsigned)ncpu;
-	o->delim = '\n';
-	o->text_field = "text";
-	o->id_field = "id";
-	o->max_bytes = 8U << 20;
-	o->batch = 4000;
+	o->pl.delim = '\n';
+	o->pl.text_field = "text";
+	o->pl.id_field = "id";
+	o->pl.max_bytes = 8U << 20;
+	o->pl.batch = 4000;
 	o->max_fn = 0.01;
 	o->max_fp = 0.05;
-	o->progress = isatty(STDERR_FILENO);
-	o->batch_delay = 0.005;
-	o->idle_timeout = 600;
-	o->max_clients = 256;
+	o->s.progress = isatty(STDERR_FILENO);
+	o->d.batch_delay = 0.005;
+	o->d.idle_timeout = 600;
+	o->d.max_clients = 256;
 
 	for (i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
 		if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
@@ -379,10 +300,10 @@ parse_options(int argc, char **argv, struct options *o)
 	if (o->f.query_only && o->db == NULL)
 		usage_error("--query-only needs --db (a temporary index is "
 		    "empty)");
-	if (o->format != FORMAT_JSONL && o->fields)
+	if (o->pl.format != FORMAT_JSONL && o->fields)
 		usage_error("--text-field and --id-field go with --format "
 		    "jsonl");
-	if (o->http != NULL && o->nlisten == 0 && notify_listen_count() == 0)
+	if (o->d.http != NULL && o->d.nlisten == 0 && notify_listen_count() == 0)
 		usage_error("--http needs --listen (or sockets from systemd)");
 	check_maint(o, argc - optind);
 	choose_bands(o);
@@ -412,38 +333,38 @@ apply_options(int argc, char **argv, struct options *o)
 		switch (ch) {
 		case '0':
 		case 'z':
-			o->delim = '\0';
+			o->pl.delim = '\0';
 			break;
 		case 'f':
 			if (strcmp(optarg, "line") == 0)
-				o->format = FORMAT_LINE;
+				o->pl.format = FORMAT_LINE;
 			else if (strcmp(optarg, "tsv") == 0)
-				o->format = FORMAT_TSV;
+				o->pl.format = FORMAT_TSV;
 			else if (strcmp(optarg, "jsonl") == 0 ||
 			    strcmp(optarg, "json") == 0)
-				o->format = FORMAT_JSONL;
+				o->pl.format = FORMAT_JSONL;
 			else
 				usage_error("%s: unknown format '%s' (use line, "
 				    "tsv or jsonl)", name, optarg);
 			break;
 		case OPT_TEXT_FIELD:
-			o->text_field = optarg;
+			o->pl.text_field = optarg;
 			o->fields |= strcmp(optarg, "text") != 0;
 			break;
 		case OPT_ID_FIELD:
-			o->id_field = optarg;
+			o->pl.id_field = optarg;
 			o->fields |= strcmp(optarg, "id") != 0;
 			break;
 		case OPT_MAX_BYTES:
-			NUMBER(parse_size, 1, 1ULL << 30, &o->max_bytes);
+			NUMBER(parse_size, 1, 1ULL << 30, &o->pl.max_bytes);
 			break;
 		case OPT_ON_BAD:
 			if (strcmp(optarg, "skip") == 0)
-				o->policy = POLICY_SKIP;
+				o->pl.policy = POLICY_SKIP;
 			else if (strcmp(optarg, "pass") == 0)
-				o->policy = POLICY_PASS;
+				o->pl.policy = POLICY_PASS;
 			else if (strcmp(optarg, "fail") == 0)
-				o->policy = POLICY_FAIL;
+				o->pl.policy = POLICY_FAIL;
 			else
 				usage_error("%s: unknown policy '%s' (use skip, "
 				    "pass or fail)", name, optarg);
@@ -523,7 +444,8 @@ apply_options(int argc, char **argv, struct options *o)
 			o->f.query_only = 1;
 			break;
 		case OPT_BATCH:
-			NUMBER(parse_uint, 1, 1000000, &o->batch);
+			NUMBER(parse_uint, 1, 1000000, &u);
+			o->pl.batch = u;
 			break;
 		case OPT_MAP_SIZE:
 			NUMBER(parse_size, 1 << 20, UINT64_MAX >> 1,
@@ -538,35 +460,35 @@ apply_options(int argc, char **argv, struct options *o)
 			o->f.threads = u;
 			break;
 		case 'D':
-			o->mode = OUT_DUPLICATES;
+			o->pl.mode = OUT_DUPLICATES;
 			modes++;
 			break;
 		case 'a':
-			o->mode = OUT_ANNOTATE;
+			o->pl.mode = OUT_ANNOTATE;
 			modes++;
 			break;
 		case 'p':
-			o->mode = OUT_PAIRS;
+			o->pl.mode = OUT_PAIRS;
 			o->f.want_pairs = 1;
 			modes++;
 			break;
 		case OPT_STATS:
-			o->stats = 1;
+			o->s.stats = o->d.stats = 1;
 			break;
 		case OPT_PROGRESS:
-			o->progress = 1;
+			o->s.progress = 1;
 			break;
 		case OPT_NO_PROGRESS:
-			o->progress = 0;
+			o->s.progress = 0;
 			break;
 		case 'q':
-			o->quiet = 1;
+			o->pl.quiet = 1;
 			break;
 		case OPT_EXPLAIN:
 			o->explain = 1;
 			break;
 		case 'o':
-			o->output = optarg;
+			o->s.output = o->d.output = optarg;
 			break;
 		case 'v':
 			o->verbose++;
@@ -574,28 +496,28 @@ apply_options(int argc, char **argv, struct options *o)
 		case OPT_LISTEN:
 			if (o->listen_src != src) {
 				/* The command line's replace the file's. */
-				o->nlisten = 0;
+				o->d.nlisten = 0;
 				o->listen_src = src;
 			}
-			o->listen = xreallocarray(o->listen, o->nlisten + 1,
-			    sizeof *o->listen);
-			o->listen[o->nlisten++] = optarg;
+			o->d.listen = xreallocarray(o->d.listen, o->d.nlisten + 1,
+			    sizeof *o->d.listen);
+			o->d.listen[o->d.nlisten++] = optarg;
 			break;
 		case OPT_BATCH_DELAY:
-			NUMBER(daemon_parse_time, 0, 60, &o->batch_delay);
+			NUMBER(daemon_parse_time, 0, 60, &o->d.batch_delay);
 			break;
 		case OPT_IDLE_TIMEOUT:
 			NUMBER(daemon_parse_time, 0, 86400 * 365,
-			    &o->idle_timeout);
+			    &o->d.idle_timeout);
 			break;
 		case OPT_MAX_CLIENTS:
-			NUMBER(parse_uint, 1, 100000, &o->max_clients);
+			NUMBER(parse_uint, 1, 100000, &o->d.max_clients);
 			break;
 		case OPT_HTTP:
-			o->http = optarg;
+			o->d.http = optarg;
 			break;
 		case OPT_LOG_FILE:
-			o->log_file = optarg;
+			o->d.log_file = optarg;
 			break;
 		case OPT_CONFIG:
 			/* Read before the rest by parse_options. */
@@ -611,7 +533,7 @@ apply_options(int argc, char **argv, struct options *o)
 			NUMBER(parse_uint, 1, UINT64_MAX, &o->f.ret.max_docs);
 			break;
 		case OPT_TIME_FIELD:
-			o->time_field = optarg;
+			o->pl.time_field = optarg;
 			break;
 		case OPT_INFO:
 			set_maint(o, MAINT_INFO, NULL);
@@ -769,57 +691,6 @@ choose_bands(struct options *o)
 	}
 }
 
-/*
- * Remember the first SIGINT/SIGTERM: the loop stops after this batch.  The
- * handler is installed with SA_RESETHAND, so a second one kills at once.
- */
-static void
-on_signal(int sig)
-{
-	if (stop_signal == 0)
-		stop_signal = sig;
-}
-
-/*
- * Daemon mode: serve the index to socket clients until SIGTERM or SIGINT
- * (daemon.c).  Returns the exit status.
- */
-static int
-run_daemon(struct options *o)
-{
-	struct daemon_opts	 d;
-	struct filter		*f;
-	int			 status;
-
-	memset(&d, 0, sizeof d);
-	d.format = o->format;
-	d.delim = o->delim;
-	d.text_field = o->text_field;
-	d.id_field = o->id_field;
-	d.time_field = o->time_field;
-	d.max_bytes = o->max_bytes;
-	d.policy = o->policy;
-	d.mode = o->mode;
-	d.batch = o->batch;
-	d.batch_delay = o->batch_delay;
-	d.listen = o->listen;
-	d.nlisten = o->nlisten;
-	d.http = o->http;
-	d.output = o->output;
-	d.log_file = o->log_file;
-	d.max_clients = o->max_clients;
-	d.idle_timeout = o->idle_timeout;
-	d.stats = o->stats;
-	d.quiet = o->quiet;
-
-	f = filter_create(&o->f);
-	status = daemon_run(&d, the_index, f);
-	filter_free(f);
-	free(o->listen);
-	cleanup();
-	return (status);
-}
-
 /* Select a maintenance mode; only one may be given. */
 static void
 set_maint(struct options *o, int mode, const char *arg)
@@ -840,7 +711,7 @@ check_maint(struct options *o, int files)
 {
 	const char	*m = maint_opts[o->maint];
 
-	if (o->time_field != NULL && o->format != FORMAT_JSONL)
+	if (o->pl.time_field != NULL && o->pl.format != FORMAT_JSONL)
 		usage_error("--time-field goes with --format jsonl");
 	if (o->maint == MAINT_NONE) {
 		if (o->f.query_only &&
@@ -858,7 +729,7 @@ check_maint(struct options *o, int files)
 	if (o->f.query_only)
 		usage_error("%s and --query-only are exclusive", m);
 	/* A configuration file shared with the daemon may name listeners. */
-	if (o->nlisten > 0 && o->listen_src == 2)
+	if (o->d.nlisten > 0 && o->listen_src == 2)
 		usage_error("%s and --listen are exclusive", m);
 	if (o->maint == MAINT_EXPIRE &&
 	    o->f.ret.max_age == 0 && o->f.ret.max_docs == 0)
@@ -878,9 +749,9 @@ run_maint(struct options *o)
 	mo.p = o->f.p;
 	mo.given = o->given;
 	mo.ret = o->f.ret;
-	mo.batch = o->batch;
-	mo.quiet = o->quiet;
-	free(o->listen);
+	mo.batch = o->pl.batch;
+	mo.quiet = o->pl.quiet;
+	free(o->d.listen);
 	return (maint_run(&mo));
 }
 
@@ -893,194 +764,37 @@ cleanup(void)
 }
 
 /*
- * Read up to a batch of records, unparsed (filter_prepare parses them in
- * the workers; screen_batch then reports the bad ones in order).  A record
- * over --max-bytes takes a place in the batch as V_TOOLONG, without its
- * bytes.  Sets *eof at the end of input; returns 0, or EXIT_ERROR on a
- * read error, with the records before it in the batch.
+ * --explain: the band choice and its S-curve; with an existing index, of
+ * the parameters it holds.
  */
 static int
-read_batch(struct options *o, struct input *in, struct record *recs,
-    struct verdict *vs, size_t *np, struct counts *ct, int *eof)
+run_explain(struct options *o)
 {
-	struct rawrec	 rr;
-	struct record	*r;
-	char		*cause;
-	size_t		 n = 0, bytes = 0;
-	int		 rc;
+	struct lsh_choice	 c;
+	struct stat		 st;
+	char			*cause, *dbfile;
+	int			 rc;
 
-	while (n < o->batch && bytes < BATCH_BYTES && !stop_signal) {
-		if (n > 0 && !input_wait(in, INPUT_GRACE))
-			break;	/* the producer paused: answer now */
-		if ((rc = input_next(in, &rr, &cause)) == 0) {
-			*eof = 1;
-			break;
+	if (o->db != NULL) {
+		xasprintf(&dbfile, "%s/data.mdb", o->db);
+		if (index_is_remote(o->db) || stat(dbfile, &st) == 0) {
+			rc = index_open(&the_index, o->db, INDEX_RDONLY,
+			    &o->f.p, o->given, &cause);
+			if (rc != 0) {
+				log_warnx("%s", cause);
+				free(cause);
+				free(dbfile);
+				return (rc == INDEX_MISMATCH ? EXIT_MISMATCH :
+				    EXIT_ERROR);
+			}
+			index_close(the_index);
+			the_index = NULL;
 		}
-		if (rc < 0 && cause == NULL)
-			continue;	/* a signal: the loop condition decides */
-		if (rc < 0) {
-			log_warnx("%s", cause);
-			free(cause);
-			*np = n;
-			return (EXIT_ERROR);
-		}
-		ct->records++;
-		ct->bytes += (rr.toolong ? rr.fulllen : rr.len) + rr.delimited;
-		r = &recs[n];
-		record_reset(r);
-		r->recno = ct->records;
-		r->line = rr.line;
-		r->file = rr.file;
-		r->upto = ct->bytes;
-		verdict_reset(&vs[n]);
-		if (rr.toolong) {
-			vs[n].kind = V_TOOLONG;
-			xasprintf(&vs[n].error, "record of %zu bytes is over "
-			    "--max-bytes %" PRIu64, rr.fulllen, o->max_bytes);
-		} else {
-			buf_append(&r->raw, rr.data, rr.len);
-			vs[n].kind = V_UNPARSED;	/* filter_prepare parses */
-			bytes += rr.len;
-		}
-		n++;
+		free(dbfile);
 	}
-	*np = n;
-	return (0);
-}
-
-/* Read the batch ahead unless done (fbatch_fill_fn); hand it over. */
-static size_t
-fill_batch(void *arg, struct record **recs, struct verdict **vs)
-{
-	struct readahead	*ra = arg;
-
-	if (!ra->done)
-		ra->status = read_batch(ra->o, ra->in, ra->b->recs, ra->b->vs,
-		    &ra->b->n, &ra->ct, &ra->eof);
-	*recs = ra->b->recs;
-	*vs = ra->b->vs;
-	return (ra->b->n);
-}
-
-/* Parse a record for filter_prepare, in a worker thread. */
-static int
-parse_record(struct record *r, void *arg, char **cause)
-{
-	struct options	*o = arg;
-
-	return (record_parse_timed(r, o->format, o->text_field, o->id_field,
-	    o->time_field, cause));
-}
-
-/*
- * After phase 1, in input order: warn about the records that were too long
- * or did not parse, count them, and apply --on-bad-input.  Returns 0, or
- * EXIT_DATA when one stops the run (fail): the batch then ends before it,
- * and the counts forget the records read after it.
- */
-static int
-screen_batch(struct options *o, struct inflight *b, struct counts *ct)
-{
-	struct verdict	*v;
-	struct record	*r;
-	size_t		 i;
-	int		 policy;
-
-	for (i = 0; i < b->n; i++) {
-		v = &b->vs[i];
-		r = &b->recs[i];
-		if (v->kind != V_BAD && v->kind != V_TOOLONG)
-			continue;
-		policy = o->policy;
-		if (v->kind == V_TOOLONG) {
-			ct->too_long++;
-			/* Passing one would need unbounded memory. */
-			if (policy == POLICY_PASS)
-				policy = POLICY_SKIP;
-		} else
-			ct->invalid++;
-		if (!o->quiet || policy == POLICY_FAIL)
-			log_warnx("%s:%" PRIu64 ": %s: %s", r->file, r->line,
-			    v->error, policy == POLICY_SKIP ? "skipped" :
-			    policy == POLICY_PASS ? "passed through" :
-			    "stopping");
-		if (policy == POLICY_FAIL) {
-			b->n = i;
-			ct->records = r->recno;
-			ct->bytes = r->upto;
-			return (EXIT_DATA);
-		}
-		if (policy == POLICY_SKIP)
-			v->kind = V_SKIP;
-	}
-	return (0);
-}
-
-/*
- * Redraw the progress line on stderr, at most once a second.  The records
- * read ahead and not decided yet are left out.
- */
-static void
-progress(struct counts *ct, uint64_t ahead, double start, int last)
-{
-	static double	 shown;
-	double		 now = now_seconds();
-
-	if (!last && now - shown < 1.0)
-		return;
-	shown = now;
-	fprintf(stderr, "\rmhfilter: %" PRIu64 " records, %" PRIu64
-	    " unique, %" PRIu64 " duplicates, %.0f records/s\033[K",
-	    ct->records - ahead, ct->unique, ct->duplicates,
-	    (ct->records - ahead) / (now - start > 0 ? now - start : 1));
-	if (last)
-		fputc('\n', stderr);
-}
-
-/* The --stats summary: one "mhfilter: key: value" line each. */
-static void
-print_stats(struct counts *ct, struct filter *f, double secs)
-{
-	struct filter_stats	 fs;
-	struct index_stats	 is;
-	struct rusage		 ru;
-	char			*cause;
-
-	filter_stats(f, &fs);
-	if (secs <= 0)
-		secs = 1e-9;
-#define STAT(key, fmt, v) fprintf(stderr, "mhfilter: " key ": " fmt "\n", v)
-	STAT("records", "%" PRIu64, ct->records);
-	STAT("unique", "%" PRIu64, ct->unique);
-	STAT("replayed", "%" PRIu64, ct->replayed);
-	STAT("duplicates", "%" PRIu64, ct->duplicates);
-	STAT("empty", "%" PRIu64, ct->empty);
-	STAT("invalid", "%" PRIu64, ct->invalid);
-	STAT("too_long", "%" PRIu64, ct->too_long);
-	STAT("invalid_utf8", "%" PRIu64, fs.invalid_utf8);
-	STAT("candidates", "%" PRIu64, fs.candidates);
-	STAT("verified", "%" PRIu64, fs.verified);
-	STAT("expired", "%" PRIu64, fs.expired);
-	STAT("batches", "%" PRIu64, ct->batches);
-	STAT("bytes", "%" PRIu64, ct->bytes);
-	STAT("seconds", "%.3f", secs);
-	STAT("records_per_second", "%.0f", ct->records / secs);
-	STAT("mb_per_second", "%.2f", ct->bytes / secs / 1e6);
-	if (the_index != NULL && index_stats(the_index, &is, &cause) == 0) {
-		STAT("index_documents", "%" PRIu64, is.docs);
-		STAT("index_band_entries", "%" PRIu64, is.band_entries);
-		STAT("index_bytes", "%" PRIu64, is.size);
-		if (is.roundtrips != 0) {
-			STAT("index_roundtrips", "%" PRIu64, is.roundtrips);
-			STAT("roundtrips_per_record", "%.4f",
-			    (double)is.roundtrips / (ct->records ?
-			    ct->records : 1));
-		}
-	} else if (the_index != NULL)
-		free(cause);
-	if (getrusage(RUSAGE_SELF, &ru) == 0)
-		STAT("max_rss_kb", "%ld", ru.ru_maxrss);
-#undef STAT
+	lsh_rate(o->f.p.threshold, o->f.p.bands, o->f.p.rows, &c);
+	lsh_explain(stdout, o->f.p.perms, o->f.p.threshold, &c);
+	return (EXIT_OK);
 }
 
 int
@@ -1088,28 +802,17 @@ main(int argc, char **argv)
 {
 	struct options		 o;
 	struct index_params	 asked;
-	struct input		*in;
-	struct output		*out;
-	struct filter		*f;
-	struct inflight		 bufs[2], *cur, *next, *t;
-	struct verdict		*v;
-	struct counts		 ct;
-	struct sigaction	 sa;
+	struct pipeline		*p;
 	struct lsh_choice	 c;
-	struct stat		 st;
-	char			*cause, *dbfile;
-	size_t			 i, j;
-	double			 start;
-	int			 rc, status = EXIT_OK, eof = 0, outfd, serve;
-	int			 ahead;
-	struct readahead	 ra;
+	char			*cause;
+	int			 rc, status, serve;
 
 	log_init("mhfilter");
 	parse_options(argc, argv, &o);
 	argc -= optind;
 	argv += optind;
 	log_verbose(o.verbose);
-	serve = o.nlisten > 0 || notify_listen_count() > 0;
+	serve = o.d.nlisten > 0 || notify_listen_count() > 0;
 	if (serve && argc > 0 && !o.explain)
 		usage_error("no files in daemon mode: clients send the records");
 
@@ -1118,29 +821,8 @@ main(int argc, char **argv)
 	o.f.p.verify = o.f.verify;
 	if (o.maint != MAINT_NONE)
 		return (run_maint(&o));
-	if (o.explain) {
-		/* With an existing index, explain the parameters it holds. */
-		if (o.db != NULL) {
-			xasprintf(&dbfile, "%s/data.mdb", o.db);
-			if (index_is_remote(o.db) || stat(dbfile, &st) == 0) {
-				rc = index_open(&the_index, o.db, INDEX_RDONLY,
-				    &o.f.p, o.given, &cause);
-				if (rc != 0) {
-					log_warnx("%s", cause);
-					free(cause);
-					free(dbfile);
-					return (rc == INDEX_MISMATCH ?
-					    EXIT_MISMATCH : EXIT_ERROR);
-				}
-				index_close(the_index);
-				the_index = NULL;
-			}
-			free(dbfile);
-		}
-		lsh_rate(o.f.p.threshold, o.f.p.bands, o.f.p.rows, &c);
-		lsh_explain(stdout, o.f.p.perms, o.f.p.threshold, &c);
-		return (EXIT_OK);
-	}
+	if (o.explain)
+		return (run_explain(&o));
 
 	rc = index_open(&the_index, o.db, o.f.query_only ? INDEX_RDONLY : 0,
 	    &o.f.p, o.given, &cause);
@@ -1158,162 +840,16 @@ main(int argc, char **argv)
 		    "pairs at similarity %.2f; an index made with -t %.2f "
 		    "would not", c.b, c.r, 100 * c.fn, o.f.p.threshold,
 		    o.f.p.threshold);
+
+	/* One pipeline, whatever the source. */
+	o.pl.stop_on_error = !serve;
+	p = pipeline_create(&o.pl, &o.f, the_index);
 	if (serve)
-		return (run_daemon(&o));
-
-	outfd = STDOUT_FILENO;
-	if (o.output != NULL && strcmp(o.output, "-") != 0 &&
-	    (outfd = open(o.output, O_WRONLY|O_CREAT|O_TRUNC|O_CLOEXEC,
-	    0666)) == -1) {
-		log_warn("--output %s", o.output);
-		return (EXIT_ERROR);
-	}
-
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = SIG_IGN;
-	sigaction(SIGPIPE, &sa, NULL);	/* write errors are reported */
-	sa.sa_handler = on_signal;
-	sa.sa_flags = SA_RESETHAND;
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-
-	o.f.parse = parse_record;
-	o.f.parse_arg = &o;
-	f = filter_create(&o.f);
-	in = input_open(argv, argc, o.delim, o.max_bytes);
-	out = output_open(outfd, o.mode, o.format, o.delim);
-	for (i = 0; i < 2; i++) {
-		bufs[i].recs = xcalloc(o.batch, sizeof *bufs[i].recs);
-		bufs[i].vs = xcalloc(o.batch, sizeof *bufs[i].vs);
-		bufs[i].fb = fbatch_create(f);
-	}
-	cur = &bufs[0];
-	next = &bufs[1];
-	memset(&ct, 0, sizeof ct);
-	start = now_seconds();
-
-	/*
-	 * Two batches in flight: while one is decided, committed and written,
-	 * the next, when the input has it at once, is read and hashed in the
-	 * background (filter_prepare_start; read there too when the inputs
-	 * are regular files, struct readahead).  A paused producer gets its
-	 * answers without waiting for more input.
-	 */
-	memset(&ra, 0, sizeof ra);
-	ra.o = &o;
-	ra.in = in;
-	ra.done = !input_regular(in);
-	ahead = 0;
-	for (;;) {
-		if (!ahead) {
-			if (eof || status != EXIT_OK || stop_signal)
-				break;
-			status = read_batch(&o, in, cur->recs, cur->vs,
-			    &cur->n, &ct, &eof);
-			if (cur->n == 0)
-				continue;
-			filter_prepare(cur->fb, cur->recs, cur->vs, cur->n);
-		}
-		filter_prepare_wait(cur->fb);
-		if (ahead && !ra.done) {
-			/* Read in the background: take its counts back. */
-			ct.records = ra.ct.records;
-			ct.bytes = ra.ct.bytes;
-			eof = ra.eof;
-			if (status == EXIT_OK)
-				status = ra.status;
-		}
-		ahead = 0;
-		if (cur->n == 0)
-			continue;
-		if ((rc = screen_batch(&o, cur, &ct)) != 0) {
-			status = rc;
-			fbatch_truncate(cur->fb, cur->n);
-		}
-		if (!eof && status == EXIT_OK && !stop_signal &&
-		    input_wait(in, INPUT_GRACE)) {
-			ra.b = next;
-			if (ra.done)
-				status = read_batch(&o, in, next->recs,
-				    next->vs, &next->n, &ct, &eof);
-			else
-				ra.ct = ct;
-			if (!ra.done || next->n > 0) {
-				filter_prepare_start(next->fb, fill_batch,
-				    &ra);
-				ahead = 1;
-			}
-		}
-		/* Decide and commit first; only then write. */
-		if ((rc = filter_decide(cur->fb, the_index, &cause)) != 0) {
-			log_warnx("%s", cause);
-			free(cause);
-			status = EXIT_ERROR;
-			break;
-		}
-		ct.batches++;
-		for (i = 0; i < cur->n; i++) {
-			v = &cur->vs[i];
-			switch (v->kind) {
-			case V_UNIQUE:
-				ct.unique++;
-				ct.replayed += v->replay;
-				break;
-			case V_DUPLICATE:
-				ct.duplicates++;
-				break;
-			case V_EMPTY:
-				ct.empty++;
-				break;
-			case V_SKIP:
-				continue;
-			}
-			if (output_record(out, &cur->recs[i], v, &cause) != 0)
-				break;
-		}
-		if (i < cur->n || output_flush(out, &cause) != 0) {
-			log_warnx("%s", cause);
-			free(cause);
-			status = EXIT_ERROR;
-			break;
-		}
-		if (o.progress)
-			progress(&ct, ahead && ra.done ? next->n : 0, start,
-			    0);
-		t = cur;
-		cur = next;
-		next = t;
-	}
-	/* A batch read ahead of a failure is neither committed nor written. */
-	filter_prepare_wait(next->fb);
-	if (o.progress)
-		progress(&ct, 0, start, 1);
-	if (stop_signal && status == EXIT_OK) {
-		log_warnx("interrupted by signal %d: every record read so far "
-		    "was committed and written", (int)stop_signal);
-		status = 128 + stop_signal;
-	}
-	if (o.stats)
-		print_stats(&ct, f, now_seconds() - start);
-
-	for (j = 0; j < 2; j++) {
-		fbatch_free(bufs[j].fb);
-		for (i = 0; i < o.batch; i++) {
-			record_free(&bufs[j].recs[i]);
-			verdict_free(&bufs[j].vs[i]);
-		}
-		free(bufs[j].recs);
-		free(bufs[j].vs);
-	}
-	output_close(out);
-	if (outfd != STDOUT_FILENO && close(outfd) == -1 &&
-	    status == EXIT_OK) {
-		log_warn("--output %s", o.output);
-		status = EXIT_ERROR;
-	}
-	input_close(in);
-	filter_free(f);
-	free(o.listen);
+		status = daemon_run(&o.d, p);
+	else
+		status = stream_run(&o.s, p, argv, argc);
+	pipeline_free(p);
+	free(o.d.listen);
 	cleanup();
 	return (status);
 }

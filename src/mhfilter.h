@@ -16,16 +16,20 @@
  *               redis.c (a Redis Cluster shared by many processes, over
  *               cluster.c)
  *   filter.c    a batch of records -> verdicts (the algorithm, I/O free
- *               except through index.c); normalising and signing are
- *               shared among worker threads
- *   output.c    verdicts -> bytes on stdout
- *   mhfilter.c  main: options, the read/filter/commit/write loop, stats
- *
- * In daemon mode (--listen, or sockets from systemd) daemon.c replaces the
- * loop of mhfilter.c: records come from many socket clients, are batched
- * into one filter_batch (one commit) and answered by reply lines; notify.c
- * talks to systemd (sd_notify, LISTEN_FDS) and conf.c reads the
- * configuration file whose keys are the long options.
+ *               except through index.c); phase 1 (parse, normalise, sign)
+ *               is shared among worker threads
+ *   pipeline.c  the one data path: sources fill batches, a writer thread
+ *               decides and commits them (phase 1 of the next overlapping),
+ *               and the source gets each back after its commit, counted
+ *               and written (output.c)
+ *   output.c    verdicts -> bytes
+ *   stream.c    a source: files or standard input -> the pipeline ->
+ *               standard output
+ *   daemon.c    a source: socket clients -> the pipeline -> reply lines;
+ *               notify.c talks to systemd (sd_notify, LISTEN_FDS)
+ *   mhfilter.c  main: options (conf.c reads the configuration file, whose
+ *               keys are the long options), then one source or one
+ *               maintenance mode
  *
  * The maintenance modes (--info, --expire, --remove, --check, --compact,
  * --export, --import) are maint.c: one index operation, then exit.
@@ -37,6 +41,7 @@
 #ifndef MHFILTER_H
 #define MHFILTER_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -205,7 +210,7 @@ struct rawrec {
 struct input	*input_open(char **, int, int, size_t);
 int		 input_next(struct input *, struct rawrec *, char **);
 int		 input_wait(struct input *, int);
-int		 input_regular(struct input *);
+int		 input_wait_or(struct input *, int);
 void		 input_close(struct input *);
 
 /* record.c: a raw record to (id, text) for the chosen format. */
@@ -219,7 +224,8 @@ struct record {
 	uint64_t	 recno;		/* 1-based across all inputs */
 	uint64_t	 line;		/* record number within its file */
 	const char	*file;
-	uint64_t	 upto;		/* input bytes up to its end */
+	uint64_t	 conn;		/* daemon: its connection; 0: a file */
+	size_t		 inlen;		/* input bytes it took, delimiter too */
 	int64_t		 time;		/* from --time-field; 0: none */
 };
 int		 record_parse(struct record *, int, const char *, const char *,
@@ -533,8 +539,8 @@ int		 cluster_parse_redirect(const char *, size_t, unsigned *,
 		    char **, int *);
 
 /* filter.c: the algorithm over one batch of records. */
-#define V_UNPARSED	-2	/* read, not parsed yet: filter_prepare parses */
-#define V_PENDING	-1	/* not decided yet: filter_batch decides */
+#define V_UNPARSED	-2	/* read, not parsed yet: phase 1 parses */
+#define V_PENDING	-1	/* not decided yet: filter_decide decides */
 #define V_UNIQUE	0	/* novel: indexed and written */
 #define V_DUPLICATE	1	/* near-duplicate of an earlier document */
 #define V_EMPTY		2	/* nothing to compare: passed through */
@@ -579,19 +585,13 @@ struct filter;
 struct fbatch;
 struct filter	*filter_create(const struct filter_opts *);
 void		 filter_free(struct filter *);
-int		 filter_batch(struct filter *, struct index *,
-		    struct record *, struct verdict *, size_t, char **);
 struct fbatch	*fbatch_create(struct filter *);
 void		 fbatch_free(struct fbatch *);
-void		 filter_prepare(struct fbatch *, struct record *,
+void		 filter_prepare_start(struct fbatch *, struct record *,
 		    struct verdict *, size_t);
-/* Reads a batch for filter_prepare_start: sets *recs and *vs, returns n. */
-typedef size_t	(*fbatch_fill_fn)(void *, struct record **,
-		    struct verdict **);
-void		 filter_prepare_start(struct fbatch *, fbatch_fill_fn,
-		    void *);
 void		 filter_prepare_wait(struct fbatch *);
 void		 fbatch_truncate(struct fbatch *, size_t);
+void		 fbatch_skip(struct fbatch *, size_t);
 int		 filter_decide(struct fbatch *, struct index *, char **);
 void		 filter_stats(struct filter *, struct filter_stats *);
 void		 verdict_reset(struct verdict *);
@@ -631,12 +631,16 @@ int		 notify_listen_count(void);
 size_t		 notify_listen_fds(struct notify_fd **);
 uint64_t	 notify_watchdog_usec(void);
 
-/* daemon.c: the socket server, its protocol and group commit. */
+/*
+ * pipeline.c: the one data path from every source to the index and back.
+ * A source fills batches with raw records and submits them; a writer
+ * thread decides and commits each (phase 1 of the next one overlapping);
+ * the source gets them back, counted and written, in its own thread.
+ */
 #define POLICY_SKIP	0	/* --on-bad-input */
 #define POLICY_PASS	1
 #define POLICY_FAIL	2
-#define PROTOCOL_VERSION 1	/* of the reply lines; see mhfilter(1) */
-struct daemon_opts {
+struct pipeline_opts {
 	int		 format;	/* FORMAT_* */
 	int		 delim;
 	const char	*text_field;
@@ -644,21 +648,98 @@ struct daemon_opts {
 	const char	*time_field;	/* jsonl: the document time, or NULL */
 	uint64_t	 max_bytes;
 	int		 policy;	/* POLICY_* */
-	int		 mode;		/* OUT_*, for the output file */
-	size_t		 batch;
+	int		 mode;		/* OUT_* */
+	size_t		 batch;		/* records per batch (--batch) */
+	int		 quiet;
+	int		 stop_on_error;	/* a failure stops it all (stream) */
+};
+/* Counters, kept by the pipeline in the source's thread. */
+struct pl_counts {
+	uint64_t	 records;
+	uint64_t	 unique;
+	uint64_t	 replayed;
+	uint64_t	 duplicates;
+	uint64_t	 empty;
+	uint64_t	 invalid;
+	uint64_t	 too_long;
+	uint64_t	 failed;	/* in a batch that did not commit */
+	uint64_t	 bytes;
+	uint64_t	 batches;
+	double		 batch_seconds;	/* deciding and committing */
+	double		 batch_max;
+	double		 batch_last;
+};
+#define PL_FAILED	1	/* plbatch rc: the commit failed (cause) */
+#define PL_DROPPED	2	/* not decided: the pipeline had stopped */
+struct plbatch {
+	struct record	*recs;
+	struct verdict	*vs;
+	size_t		 n;		/* slots in use */
+	size_t		 bytes;		/* raw bytes held */
+	void		*arg;		/* the source's, kept with the batch */
+	int		 rc;		/* 0: committed, or PL_* */
+	char		*cause;		/* PL_FAILED: why */
+	/* The pipeline's. */
+	double		 seconds;
+	uint64_t	 records;
+	uint64_t	 inbytes;
+	uint64_t	 invalid;
+	uint64_t	 too_long;
+	struct filter_stats fst;
+	struct fbatch	*fb;
+	int		 state;
+	uint64_t	 seq;
+	struct plbatch	*next;
+};
+struct pipeline;
+typedef void	(*pl_deliver_fn)(void *, struct plbatch *);
+struct pipeline	*pipeline_create(const struct pipeline_opts *,
+		    const struct filter_opts *, struct index *);
+void		 pipeline_free(struct pipeline *);
+void		 pipeline_set_output(struct pipeline *, struct output *,
+		    const char *);
+void		 pipeline_set_deliver(struct pipeline *, pl_deliver_fn,
+		    void *);
+const struct pipeline_opts *pipeline_options(struct pipeline *);
+struct index	*pipeline_index(struct pipeline *);
+int		 pipeline_notify_fd(struct pipeline *);
+struct pl_counts *pipeline_counts(struct pipeline *);
+int		 pipeline_stats(struct pipeline *, struct filter_stats *,
+		    struct index_stats *);
+int		 pipeline_status(struct pipeline *);
+size_t		 pipeline_inflight(struct pipeline *);
+struct plbatch	*pipeline_get(struct pipeline *, int);
+int		 plbatch_full(const struct plbatch *, size_t);
+struct record	*plbatch_add(struct plbatch *, size_t, size_t);
+struct record	*plbatch_add_empty(struct plbatch *, size_t, char *);
+void		 pipeline_submit(struct pipeline *, struct plbatch *);
+size_t		 pipeline_deliver(struct pipeline *, int);
+int		 pipeline_finish(struct pipeline *);
+
+/* stream.c: the files (or standard input) through the pipeline. */
+struct stream_opts {
+	const char	*output;	/* --output, or NULL */
+	int		 stats;		/* --stats */
+	int		 progress;
+};
+int		 stream_run(const struct stream_opts *, struct pipeline *,
+		    char **, int);
+void		 stream_print_stats(struct pipeline *, double);
+
+/* daemon.c: the socket server and its protocol, over the pipeline. */
+#define PROTOCOL_VERSION 1	/* of the reply lines; see mhfilter(1) */
+struct daemon_opts {
 	double		 batch_delay;	/* seconds */
 	char		**listen;	/* "unix:PATH" or "tcp:HOST:PORT" */
 	size_t		 nlisten;
 	const char	*http;		/* HOST:PORT or NULL */
 	const char	*output;	/* file, "-" for stdout, or NULL */
 	const char	*log_file;
-	unsigned	 max_clients;
+	uint64_t	 max_clients;
 	double		 idle_timeout;	/* seconds, 0 for none */
 	int		 stats;		/* statistics at exit */
-	int		 quiet;
 };
-int		 daemon_run(const struct daemon_opts *, struct index *,
-		    struct filter *);
+int		 daemon_run(const struct daemon_opts *, struct pipeline *);
 int		 daemon_parse_time(const char *, double, double, double *,
 		    char **);
 
@@ -702,5 +783,6 @@ void		 put_be64(unsigned char *, uint64_t);
 uint64_t	 get_be64(const unsigned char *);
 void		 sort_u64(uint64_t *, size_t, struct u64vec *);
 size_t		 ascii_span(const unsigned char *, size_t);
+void		 thread_start(pthread_t *, void *(*)(void *), void *);
 
 #endif /* MHFILTER_H */

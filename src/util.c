@@ -10,6 +10,8 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -460,4 +462,22 @@ ascii_span(const unsigned char *p, size_t len)
 	while (i < len && p[i] < 0x80)
 		i++;
 	return (i);
+}
+
+/*
+ * Start a thread with every signal blocked, so that signals go to the main
+ * thread and interrupt its reads.
+ */
+void
+thread_start(pthread_t *thread, void *(*fn)(void *), void *arg)
+{
+	sigset_t	 all, old;
+	int		 rc;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(thread, NULL, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0)
+		fatalx("cannot start a thread");
 }

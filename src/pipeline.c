@@ -1,0 +1,745 @@
+/*
+ * The batch pipeline: every source of records (the file stream, the
+ * daemon's clients) goes through it, so there is one data path:
+ *
+ *   source thread              writer thread              worker threads
+ *   pipeline_get  <- free
+ *   fill a batch (raw bytes)
+ *   pipeline_submit -> queue --------------------------> phase 1: parse,
+ *                              take the oldest batch       normalise, sign
+ *                              (helping its phase 1),      (filter.c)
+ *                              start the next one's,
+ *                              screen bad records,
+ *                              filter_decide + commit
+ *   pipeline_deliver <- done
+ *   count, write the output,
+ *   the source's deliver (replies)
+ *
+ * A batch is delivered only after its commit, so nothing is written or
+ * answered that the index could lose.  While one batch is decided and
+ * committed, the next one's phase 1 runs on the other cores and the source
+ * reads a third: the source thread does I/O only, the writer thread only
+ * the index.  The source thread owns the counters and the output; the
+ * writer thread owns the index and the filter's phase 2.  The lists of
+ * batches, the status and the snapshots of the index's statistics are
+ * shared under one mutex.
+ *
+ * Sources plug in by filling batches (pipeline_get, plbatch_add,
+ * pipeline_submit) and by a deliver callback, called in their thread for
+ * each decided batch.  A pull source (the stream) waits on pipeline_get; an
+ * event loop (the daemon) polls pipeline_notify_fd and calls
+ * pipeline_deliver when it is readable.
+ */
+
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mhfilter.h"
+
+#define NBATCH		3		/* filling, in phase 1, deciding */
+#define BATCH_BYTES	(64U << 20)	/* a batch also closes at this size */
+#define KEEP_BYTES	(64 * 1024)	/* record memory kept between batches */
+#define STATS_SECS	1.0		/* index statistics refreshed so often */
+#define FAILED_CONNS	256		/* connections stopped by a bad record */
+
+/* Where a batch is. */
+#define B_FREE		0
+#define B_FILLING	1	/* the source's */
+#define B_QUEUED	2	/* submitted, not decided */
+#define B_DONE		3	/* decided, not delivered */
+
+struct pipeline {
+	struct pipeline_opts	 o;
+	struct filter		*f;
+	struct index		*ix;
+	struct output		*out;
+	const char		*outname;	/* for messages, or NULL */
+	pl_deliver_fn		 deliver;
+	void			*deliver_arg;
+	struct plbatch		 b[NBATCH];
+
+	pthread_t		 writer;
+	pthread_mutex_t		 lock;
+	pthread_cond_t		 work;		/* the writer waits here */
+	pthread_cond_t		 done;		/* the source waits here */
+	struct plbatch		*queue;		/* submitted, oldest first */
+	struct plbatch		*phase1;	/* in filter_prepare_start */
+	int			 closing;	/* no more batches: writer ends */
+	int			 stopped;	/* decide nothing more */
+	int			 status;	/* EXIT_* */
+	int			 notify[2];	/* a byte per decided batch */
+	struct index_stats	 is;		/* as of the last refresh */
+	int			 have_is;
+	double			 is_time;
+	uint64_t		 seq;		/* batches decided */
+	uint64_t		 failed[FAILED_CONNS];	/* the writer's */
+	size_t			 nfailed;
+
+	/* The source thread's. */
+	struct pl_counts	 ct;
+	struct filter_stats	 fst;		/* as of the last delivery */
+};
+
+static void	*pipeline_run(void *);
+static void	 pipeline_screen(struct pipeline *, struct plbatch *);
+static void	 pipeline_decide(struct pipeline *, struct plbatch *);
+static void	 pipeline_count(struct pipeline *, struct plbatch *);
+static int	 pipeline_write(struct pipeline *, struct plbatch *, char **);
+static void	 pipeline_recycle(struct plbatch *);
+static struct plbatch *pipeline_next_done(struct pipeline *);
+static int	 pipeline_busy(struct pipeline *);
+static int	 pipeline_parse(struct record *, void *, char **);
+
+/*
+ * Make a pipeline over an open index, with a filter for fo (the parser is
+ * the pipeline's), and start its writer thread.
+ */
+struct pipeline *
+pipeline_create(const struct pipeline_opts *o, const struct filter_opts *fo,
+    struct index *ix)
+{
+	struct pipeline		*p;
+	struct filter_opts	 f = *fo;
+	char			*cause;
+	size_t			 i;
+
+	p = xcalloc(1, sizeof *p);
+	p->o = *o;
+	p->ix = ix;
+	f.parse = pipeline_parse;
+	f.parse_arg = p;
+	p->f = filter_create(&f);
+	for (i = 0; i < NBATCH; i++) {
+		p->b[i].recs = xcalloc(o->batch, sizeof *p->b[i].recs);
+		p->b[i].vs = xcalloc(o->batch, sizeof *p->b[i].vs);
+		p->b[i].fb = fbatch_create(p->f);
+	}
+	if (pthread_mutex_init(&p->lock, NULL) != 0 ||
+	    pthread_cond_init(&p->work, NULL) != 0 ||
+	    pthread_cond_init(&p->done, NULL) != 0)
+		fatalx("cannot make a mutex");
+	if (pipe2(p->notify, O_CLOEXEC|O_NONBLOCK) == -1)
+		fatal("pipe");
+	if (index_stats(ix, &p->is, &cause) == 0)
+		p->have_is = 1;
+	else
+		free(cause);
+	p->is_time = now_seconds();
+	thread_start(&p->writer, pipeline_run, p);
+	return (p);
+}
+
+/* Stop the writer (after pipeline_finish, or dropping what is queued). */
+void
+pipeline_free(struct pipeline *p)
+{
+	size_t	 i, j;
+
+	if (p == NULL)
+		return;
+	pthread_mutex_lock(&p->lock);
+	p->closing = 1;
+	p->stopped = 1;
+	pthread_cond_signal(&p->work);
+	pthread_mutex_unlock(&p->lock);
+	if (pthread_join(p->writer, NULL) != 0)
+		fatalx("cannot join the writer thread");
+	for (i = 0; i < NBATCH; i++) {
+		fbatch_free(p->b[i].fb);
+		for (j = 0; j < p->o.batch; j++) {
+			record_free(&p->b[i].recs[j]);
+			verdict_free(&p->b[i].vs[j]);
+		}
+		free(p->b[i].recs);
+		free(p->b[i].vs);
+		free(p->b[i].cause);
+	}
+	filter_free(p->f);
+	close(p->notify[0]);
+	close(p->notify[1]);
+	pthread_mutex_destroy(&p->lock);
+	pthread_cond_destroy(&p->work);
+	pthread_cond_destroy(&p->done);
+	free(p);
+}
+
+/*
+ * Where decided records are written (NULL: nowhere); name, if not NULL,
+ * goes into the message of a write error.
+ */
+void
+pipeline_set_output(struct pipeline *p, struct output *out, const char *name)
+{
+	p->out = out;
+	p->outname = name;
+}
+
+/* Who is told of each decided batch, in the source's thread. */
+void
+pipeline_set_deliver(struct pipeline *p, pl_deliver_fn fn, void *arg)
+{
+	p->deliver = fn;
+	p->deliver_arg = arg;
+}
+
+/* The index the pipeline's writer owns (for its name and run number). */
+struct index *
+pipeline_index(struct pipeline *p)
+{
+	return (p->ix);
+}
+
+/* The options the pipeline was made with. */
+const struct pipeline_opts *
+pipeline_options(struct pipeline *p)
+{
+	return (&p->o);
+}
+
+/* Readable when a decided batch waits for pipeline_deliver. */
+int
+pipeline_notify_fd(struct pipeline *p)
+{
+	return (p->notify[0]);
+}
+
+/* The counters, the source thread's to read (and to add what it refuses). */
+struct pl_counts *
+pipeline_counts(struct pipeline *p)
+{
+	return (&p->ct);
+}
+
+/*
+ * The filter's counters as of the last delivery, and the index's
+ * statistics as of the writer's last refresh (0 when it has none).
+ */
+int
+pipeline_stats(struct pipeline *p, struct filter_stats *fs,
+    struct index_stats *is)
+{
+	int	 have;
+
+	*fs = p->fst;
+	pthread_mutex_lock(&p->lock);
+	*is = p->is;
+	have = p->have_is;
+	pthread_mutex_unlock(&p->lock);
+	return (have);
+}
+
+/* EXIT_OK, or why the pipeline stopped deciding (EXIT_DATA, EXIT_ERROR). */
+int
+pipeline_status(struct pipeline *p)
+{
+	int	 status;
+
+	pthread_mutex_lock(&p->lock);
+	status = p->status;
+	pthread_mutex_unlock(&p->lock);
+	return (status);
+}
+
+/* Batches submitted and not delivered yet. */
+size_t
+pipeline_inflight(struct pipeline *p)
+{
+	size_t	 i, n = 0;
+
+	pthread_mutex_lock(&p->lock);
+	for (i = 0; i < NBATCH; i++)
+		n += p->b[i].state == B_QUEUED || p->b[i].state == B_DONE;
+	pthread_mutex_unlock(&p->lock);
+	return (n);
+}
+
+/*
+ * A free batch for the source to fill, after delivering the decided ones;
+ * with wait, waits for one to be decided when none is free.  NULL when none
+ * is free (without wait) or the pipeline has stopped.
+ */
+struct plbatch *
+pipeline_get(struct pipeline *p, int wait)
+{
+	struct plbatch	*b = NULL;
+	size_t		 i;
+
+	for (;;) {
+		pipeline_deliver(p, 0);
+		pthread_mutex_lock(&p->lock);
+		for (i = 0; i < NBATCH && b == NULL; i++) {
+			if (p->b[i].state == B_FREE)
+				b = &p->b[i];
+		}
+		if (b != NULL || !wait || p->stopped) {
+			if (b != NULL && !p->stopped)
+				b->state = B_FILLING;
+			else
+				b = NULL;
+			pthread_mutex_unlock(&p->lock);
+			break;
+		}
+		while (pipeline_next_done(p) == NULL)
+			pthread_cond_wait(&p->done, &p->lock);
+		pthread_mutex_unlock(&p->lock);
+	}
+	if (b != NULL) {
+		b->n = 0;
+		b->bytes = 0;
+	}
+	return (b);
+}
+
+/* Is the batch full, by records or bytes? */
+int
+plbatch_full(const struct plbatch *b, size_t batch)
+{
+	return (b->n >= batch || b->bytes >= BATCH_BYTES);
+}
+
+/*
+ * Take a slot of the batch for a record of len bytes, which the caller
+ * copies to the returned record's raw.data.  The pipeline's parser makes
+ * (id, text, time) of it in phase 1.  inlen is what it took of the input
+ * (with its delimiter), for the byte counter.
+ */
+struct record *
+plbatch_add(struct plbatch *b, size_t len, size_t inlen)
+{
+	struct record	*r = &b->recs[b->n];
+
+	record_reset(r);
+	verdict_reset(&b->vs[b->n]);
+	buf_reserve(&r->raw, len + 1);
+	r->raw.len = len;
+	r->inlen = inlen;
+	b->vs[b->n].kind = V_UNPARSED;
+	b->bytes += len;
+	b->n++;
+	return (r);
+}
+
+/*
+ * Take a slot for a record that is not kept: over --max-bytes (error set:
+ * the pipeline applies --on-bad-input to it), or, error NULL, a place
+ * holder of the source's that the filter skips (the daemon's commands,
+ * answered in order); a place holder has record number 0.
+ */
+struct record *
+plbatch_add_empty(struct plbatch *b, size_t inlen, char *error)
+{
+	struct record	*r = &b->recs[b->n];
+	struct verdict	*v = &b->vs[b->n];
+
+	record_reset(r);
+	verdict_reset(v);
+	r->inlen = inlen;
+	v->kind = error != NULL ? V_TOOLONG : V_SKIP;
+	v->error = error;
+	b->n++;
+	return (r);
+}
+
+/*
+ * Hand a filled batch to the writer; an empty one goes back.  Phase 1
+ * starts at once unless another batch is in it.
+ */
+void
+pipeline_submit(struct pipeline *p, struct plbatch *b)
+{
+	struct plbatch	**q;
+
+	pthread_mutex_lock(&p->lock);
+	if (b->n == 0) {
+		b->state = B_FREE;
+		pthread_mutex_unlock(&p->lock);
+		return;
+	}
+	b->state = B_QUEUED;
+	b->next = NULL;
+	for (q = &p->queue; *q != NULL; q = &(*q)->next)
+		;
+	*q = b;
+	if (p->phase1 == NULL) {
+		p->phase1 = b;
+		filter_prepare_start(b->fb, b->recs, b->vs, b->n);
+	}
+	pthread_cond_signal(&p->work);
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* Is a batch submitted and not decided yet?  (Called locked.) */
+static int
+pipeline_busy(struct pipeline *p)
+{
+	size_t	 i;
+
+	for (i = 0; i < NBATCH; i++) {
+		if (p->b[i].state == B_QUEUED)
+			return (1);
+	}
+	return (0);
+}
+
+/* The oldest decided batch, or NULL (called locked). */
+static struct plbatch *
+pipeline_next_done(struct pipeline *p)
+{
+	struct plbatch	*b = NULL;
+	size_t		 i;
+
+	for (i = 0; i < NBATCH; i++) {
+		if (p->b[i].state == B_DONE &&
+		    (b == NULL || p->b[i].seq < b->seq))
+			b = &p->b[i];
+	}
+	return (b);
+}
+
+/*
+ * Deliver the decided batches, oldest first, in the calling (source)
+ * thread: count them, write their records, then call the source's deliver.
+ * With wait, waits for one if none is decided yet and some are in flight.
+ * Returns the number delivered.
+ */
+size_t
+pipeline_deliver(struct pipeline *p, int wait)
+{
+	struct plbatch	*b;
+	char		 drain[64], *cause;
+	size_t		 n = 0;
+
+	while (read(p->notify[0], drain, sizeof drain) > 0)
+		;
+	for (;;) {
+		pthread_mutex_lock(&p->lock);
+		while ((b = pipeline_next_done(p)) == NULL && wait && n == 0 &&
+		    pipeline_busy(p))
+			pthread_cond_wait(&p->done, &p->lock);
+		pthread_mutex_unlock(&p->lock);
+		if (b == NULL)
+			break;
+		if (b->rc != PL_DROPPED) {
+			pipeline_count(p, b);
+			if (b->rc == 0 && pipeline_write(p, b, &cause) != 0) {
+				if (p->outname != NULL)
+					log_warnx("output %s: %s", p->outname,
+					    cause);
+				else
+					log_warnx("%s", cause);
+				free(cause);
+				pthread_mutex_lock(&p->lock);
+				/* The index holds what the output lacks. */
+				p->stopped = 1;
+				p->status = EXIT_ERROR;
+				pthread_mutex_unlock(&p->lock);
+			}
+		}
+		if (p->deliver != NULL)
+			p->deliver(p->deliver_arg, b);
+		pipeline_recycle(b);
+		pthread_mutex_lock(&p->lock);
+		b->state = B_FREE;
+		pthread_mutex_unlock(&p->lock);
+		n++;
+	}
+	return (n);
+}
+
+/*
+ * Submit nothing more: wait for every batch in flight and deliver it.
+ * Returns the pipeline's status.
+ */
+int
+pipeline_finish(struct pipeline *p)
+{
+	while (pipeline_inflight(p) > 0)
+		pipeline_deliver(p, 1);
+	return (pipeline_status(p));
+}
+
+/* Add a delivered batch's counts to the source's. */
+static void
+pipeline_count(struct pipeline *p, struct plbatch *b)
+{
+	struct pl_counts	*ct = &p->ct;
+	struct verdict		*v;
+	size_t			 i;
+
+	ct->records += b->records;
+	ct->bytes += b->inbytes;
+	ct->invalid += b->invalid;
+	ct->too_long += b->too_long;
+	ct->batches++;
+	ct->batch_seconds += b->seconds;
+	ct->batch_last = b->seconds;
+	if (b->seconds > ct->batch_max)
+		ct->batch_max = b->seconds;
+	p->fst = b->fst;
+	if (b->rc != 0) {
+		ct->failed += b->records - b->invalid - b->too_long;
+		return;
+	}
+	for (i = 0; i < b->n; i++) {
+		v = &b->vs[i];
+		switch (v->kind) {
+		case V_UNIQUE:
+			ct->unique++;
+			ct->replayed += v->replay;
+			break;
+		case V_DUPLICATE:
+			ct->duplicates++;
+			break;
+		case V_EMPTY:
+			ct->empty++;
+			break;
+		}
+	}
+}
+
+/*
+ * Write a committed batch's records: all but the skipped ones and the bad
+ * ones that --on-bad-input does not pass.
+ */
+static int
+pipeline_write(struct pipeline *p, struct plbatch *b, char **cause)
+{
+	struct verdict	*v;
+	size_t		 i;
+
+	if (p->out == NULL)
+		return (0);
+	for (i = 0; i < b->n; i++) {
+		v = &b->vs[i];
+		if (v->kind == V_SKIP || b->recs[i].recno == 0 ||
+		    (v->kind == V_BAD && p->o.policy != POLICY_PASS))
+			continue;
+		if (output_record(p->out, &b->recs[i], v, cause) != 0)
+			return (-1);
+	}
+	return (output_flush(p->out, cause));
+}
+
+/* Free the memory of big records, or the slots would hoard it. */
+static void
+pipeline_recycle(struct plbatch *b)
+{
+	size_t	 i;
+
+	for (i = 0; i < b->n; i++) {
+		if (b->recs[i].raw.size > KEEP_BYTES ||
+		    b->recs[i].text.size > KEEP_BYTES)
+			record_free(&b->recs[i]);
+	}
+	free(b->cause);
+	b->cause = NULL;
+}
+
+/* Parse a record in phase 1, in a worker thread. */
+static int
+pipeline_parse(struct record *r, void *arg, char **cause)
+{
+	struct pipeline	*p = arg;
+	char		 id[80];
+	int		 rc;
+
+	rc = record_parse_timed(r, p->o.format, p->o.text_field,
+	    p->o.id_field, p->o.time_field, cause);
+	if (r->id.len == 0 && r->conn != 0) {
+		/* A daemon client's record: RUN:CONN:RECNO. */
+		snprintf(id, sizeof id, "%" PRIu64 ":%" PRIu64 ":%" PRIu64,
+		    index_run_start(p->ix), r->conn, r->line);
+		buf_append(&r->id, id, strlen(id));
+	}
+	return (rc);
+}
+
+/* Has a bad record under fail stopped this connection?  (Writer.) */
+static int
+pipeline_conn_failed(struct pipeline *p, uint64_t conn)
+{
+	size_t	 i, n = p->nfailed < FAILED_CONNS ? p->nfailed : FAILED_CONNS;
+
+	for (i = 0; i < n; i++) {
+		if (p->failed[i] == conn)
+			return (1);
+	}
+	return (0);
+}
+
+/* Say what --on-bad-input does with a bad record. */
+static void
+pipeline_warn(struct pipeline *p, const struct record *r,
+    const struct verdict *v, int policy)
+{
+	char	 where[128];
+
+	if (p->o.quiet && policy != POLICY_FAIL)
+		return;
+	if (r->conn != 0) {
+		/* The client has its error line: the log says it quietly. */
+		log_debug("connection %" PRIu64 ", record %" PRIu64 ": %s",
+		    r->conn, r->line, v->error);
+		return;
+	}
+	snprintf(where, sizeof where, "%s:%" PRIu64,
+	    r->file != NULL ? r->file : "-", r->line);
+	log_warnx("%s: %s: %s", where, v->error, policy == POLICY_SKIP ?
+	    "skipped" : policy == POLICY_PASS ? "passed through" : "stopping");
+}
+
+/*
+ * After phase 1, in input order: count the records that were too long or
+ * did not parse, warn about them, and apply --on-bad-input.  Under fail,
+ * with stop_on_error (the stream), the batch ends before the bad record and
+ * the pipeline stops; otherwise (the daemon) that connection's later
+ * records are skipped unanswered, as if never read: the daemon closes it.
+ */
+static void
+pipeline_screen(struct pipeline *p, struct plbatch *b)
+{
+	struct verdict	*v;
+	struct record	*r;
+	size_t		 i;
+	int		 policy;
+
+	b->records = b->inbytes = b->invalid = b->too_long = 0;
+	for (i = 0; i < b->n; i++) {
+		v = &b->vs[i];
+		r = &b->recs[i];
+		if (r->recno == 0)
+			continue;	/* a place holder */
+		if (r->conn != 0 && p->o.policy == POLICY_FAIL &&
+		    pipeline_conn_failed(p, r->conn)) {
+			fbatch_skip(b->fb, i);
+			verdict_reset(v);
+			v->kind = V_SKIP;
+			continue;
+		}
+		b->records++;
+		b->inbytes += r->inlen;
+		if (v->kind != V_BAD && v->kind != V_TOOLONG)
+			continue;
+		policy = p->o.policy;
+		if (v->kind == V_TOOLONG) {
+			b->too_long++;
+			/* Passing one would need unbounded memory. */
+			if (policy == POLICY_PASS)
+				policy = POLICY_SKIP;
+		} else
+			b->invalid++;
+		pipeline_warn(p, r, v, policy);
+		if (policy == POLICY_SKIP)
+			v->kind = V_SKIP;
+		if (policy != POLICY_FAIL)
+			continue;
+		if (!p->o.stop_on_error) {
+			p->failed[p->nfailed++ % FAILED_CONNS] = r->conn;
+			continue;
+		}
+		fbatch_truncate(b->fb, i);
+		b->n = i;
+		pthread_mutex_lock(&p->lock);
+		p->stopped = 1;
+		p->status = EXIT_DATA;
+		pthread_mutex_unlock(&p->lock);
+		return;
+	}
+}
+
+/* Screen, decide and commit a batch whose phase 1 is done (writer). */
+static void
+pipeline_decide(struct pipeline *p, struct plbatch *b)
+{
+	char	*cause;
+	double	 t0;
+
+	pipeline_screen(p, b);
+	t0 = now_seconds();
+	b->rc = filter_decide(b->fb, p->ix, &cause) != 0 ? PL_FAILED : 0;
+	b->seconds = now_seconds() - t0;
+	filter_stats(p->f, &b->fst);
+	if (b->rc != 0) {
+		b->cause = cause;
+		if (p->o.stop_on_error) {
+			log_warnx("%s", cause);
+			pthread_mutex_lock(&p->lock);
+			p->stopped = 1;
+			p->status = EXIT_ERROR;
+			pthread_mutex_unlock(&p->lock);
+		}
+	}
+}
+
+/*
+ * The writer thread: take the oldest submitted batch, finish its phase 1
+ * (helping), start the next one's, decide and commit, and mark it done.
+ */
+static void *
+pipeline_run(void *arg)
+{
+	struct pipeline		*p = arg;
+	struct plbatch		*b;
+	struct index_stats	 is;
+	char			*cause;
+	int			 stopped, idle, rc;
+
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		while (p->queue == NULL && !p->closing)
+			pthread_cond_wait(&p->work, &p->lock);
+		if ((b = p->queue) == NULL)
+			break;
+		pthread_mutex_unlock(&p->lock);
+		filter_prepare_wait(b->fb);
+
+		pthread_mutex_lock(&p->lock);
+		p->queue = b->next;
+		p->phase1 = p->queue;
+		if (p->phase1 != NULL)
+			filter_prepare_start(p->phase1->fb, p->phase1->recs,
+			    p->phase1->vs, p->phase1->n);
+		stopped = p->stopped;
+		pthread_mutex_unlock(&p->lock);
+
+		if (stopped)
+			b->rc = PL_DROPPED;
+		else
+			pipeline_decide(p, b);
+
+		/* The index's statistics, for the source thread. */
+		pthread_mutex_lock(&p->lock);
+		idle = p->queue == NULL;
+		pthread_mutex_unlock(&p->lock);
+		if (!stopped && (idle || now_seconds() - p->is_time >=
+		    STATS_SECS)) {
+			rc = index_stats(p->ix, &is, &cause);
+			if (rc != 0)
+				free(cause);
+			p->is_time = now_seconds();
+			pthread_mutex_lock(&p->lock);
+			if (rc == 0) {
+				p->is = is;
+				p->have_is = 1;
+			}
+			pthread_mutex_unlock(&p->lock);
+		}
+
+		pthread_mutex_lock(&p->lock);
+		b->seq = ++p->seq;
+		b->state = B_DONE;
+		pthread_cond_broadcast(&p->done);
+		if (write(p->notify[1], "", 1) == -1 && errno != EAGAIN)
+			log_warn("pipeline: notify");
+	}
+	pthread_mutex_unlock(&p->lock);
+	return (NULL);
+}
