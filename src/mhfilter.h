@@ -5,6 +5,7 @@
  *
  *   input.c     bytes -> raw records (line, NUL, with a size limit)
  *   record.c    raw record -> (id, text) for the line, tsv and jsonl formats
+ *   mail.c      a mail message (-f mail) -> (id, text, time), with GMime
  *   normalize.c text -> normalised text (case fold, NFKC, spaces, punctuation)
  *   shingle.c   normalised text -> shingle hashes (XXH3)
  *   minhash.c   shingle hashes -> K-value signature
