@@ -281,7 +281,7 @@ mail_html_text(const char *html, size_t len, struct buf *out)
 		return;
 	doc = htmlReadMemory(html, (int)len, NULL, "UTF-8",
 	    HTML_PARSE_RECOVER|HTML_PARSE_NOERROR|HTML_PARSE_NOWARNING|
-	    HTML_PARSE_NONET|HTML_PARSE_COMPACT);
+	    HTML_PARSE_NONET|HTML_PARSE_COMPACT|HTML_PARSE_IGNORE_ENC);
 	if (doc == NULL)
 		return;
 	if (out->len > 0 && out->data[out->len - 1] != '\n')

@@ -707,6 +707,8 @@ apply_options(int argc, char **argv, struct options *o)
 	if (src == 2 && o->mda && o->db == NULL)
 		usage_error("--mda needs --db (a temporary index remembers "
 		    "nothing)");
+	if (src == 2 && o->mda && o->nlisten > 0)
+		usage_error("--mda and --listen are exclusive");
 }
 
 /*

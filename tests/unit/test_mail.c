@@ -69,6 +69,10 @@ static const struct mcase {
 	    "</head><body><p>One &amp; two</p><script>var x;</script>"
 	    "<div>three<br>four</div></body></html>\n", 0, MAIL_STRIP_DEFAULT,
 	    NULL, "One & two", "var x" },
+	{ "html meta charset ignored", HDR MIME "Subject: h\nContent-Type: "
+	    "text/html; charset=utf-8\n\n<html><head><meta charset=\"iso-8859-1"
+	    "\"></head><body>caf\xc3\xa9</body></html>\n", 0,
+	    MAIL_STRIP_DEFAULT, NULL, "café", NULL },
 	{ "alternative prefers plain", HDR MIME "Subject: a\nContent-Type: "
 	    "multipart/alternative; boundary=XX\n\n--XX\nContent-Type: "
 	    "text/plain\n\nplain text\n--XX\nContent-Type: text/html\n\n"
