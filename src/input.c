@@ -11,6 +11,8 @@
  * directory, as one message a file from cur/ and new/ in file-name order;
  * INPUT_SINGLE reads each input as one message.  Messages are kept byte for
  * byte, From_ line and >From quoting included; mail.c undoes the quoting.
+ * A message's "line" (for warnings) is the line of its From_ line in the
+ * mbox, so that an editor finds it; in a Maildir, the file names it.
  *
  * stdio is not used because the filter must know whether more input is
  * ready, or becomes ready within a few milliseconds (input_wait), to close
@@ -55,6 +57,8 @@ struct input {
 	char		 *whole;	/* by file: one message, not an mbox */
 	char		**owned;	/* the file list, Maildirs expanded */
 	char		 *error;	/* a Maildir that could not be listed */
+	uint64_t	  nl;		/* newlines before start in this file */
+	uint64_t	  skipline;	/* the line an over-long message began */
 };
 
 static int	input_advance(struct input *, char **);
@@ -193,6 +197,20 @@ input_take(struct input *in, struct rawrec *rr, size_t len, int delimited,
 	in->skipped = 0;
 }
 
+/* The newlines in [p, p + len). */
+static uint64_t
+input_count_nl(const char *p, size_t len)
+{
+	const char	*end = p + len;
+	uint64_t	 n = 0;
+
+	while (p < end && (p = memchr(p, '\n', end - p)) != NULL) {
+		n++;
+		p++;
+	}
+	return (n);
+}
+
 /* Is this (between two mbox separators) only blank lines? */
 static int
 input_blank(const char *p, size_t len)
@@ -213,9 +231,10 @@ input_blank(const char *p, size_t len)
 static int
 input_mail_next(struct input *in, struct rawrec *rr, char **cause)
 {
-	char	*p;
-	size_t	 len, keep, next;
-	int	 rv;
+	char		*p;
+	size_t		 len, keep, next;
+	uint64_t	 line;
+	int		 rv;
 
 	for (;;) {
 		if (in->fd == -1) {
@@ -247,13 +266,22 @@ input_mail_next(struct input *in, struct rawrec *rr, char **cause)
 					return (rv);
 				continue;
 			}
+			/* Its position: the line of its From_ line. */
+			line = in->skipping ? in->skipline : in->nl + 1;
+			in->nl += input_count_nl(in->buf + in->start,
+			    next - in->start);
 			input_take(in, rr, len, p != NULL, next);
+			rr->line = line;
 			return (1);
 		}
 		in->scanned = in->end;
 		if (in->end - in->start > in->max) {
 			/* Over the limit: drop it, but not a separator's start. */
 			keep = in->whole[in->next - 1] ? 0 : 6;
+			if (!in->skipping)
+				in->skipline = in->nl + 1;
+			in->nl += input_count_nl(in->buf + in->start,
+			    in->end - in->start - keep);
 			in->skipping = 1;
 			in->skipped += in->end - in->start - keep;
 			in->start = in->scanned = in->end - keep;
@@ -289,6 +317,7 @@ input_advance(struct input *in, char **cause)
 	in->regular = fstat(in->fd, &st) == 0 && S_ISREG(st.st_mode);
 	in->eof = 0;
 	in->line = 0;
+	in->nl = 0;
 	return (1);
 }
 

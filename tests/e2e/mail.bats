@@ -188,7 +188,9 @@ make_mbox() {
 	assert_status 0
 	assert_stat records 4
 	assert_stat invalid 1
-	assert_err_has "in.mbox:2: not a mail message"
+	# The position is the line of the message's From_ line.
+	assert_err_has "in.mbox:12: not a mail message"
+	[ "$(sed -n 12p in.mbox)" = 'From junk Tue Jul  1 10:00:00 2025' ]
 	# The truncated one was read: its text is the NUL one's, nearly.
 	grep -q "^b3@example.org	b4@example.org	" "$T/out"
 	mhrun -f mail --on-bad-input fail in.mbox
@@ -215,6 +217,12 @@ Content-Type: multipart/mixed; boundary=zz'
 	assert_stat too_long 1
 	assert_err_has "in.mbox:1: record of"
 	assert_err_has "over --max-bytes"
+	# The next message is still read, with its own position.
+	mhrun -f mail --max-bytes 1M -p in.mbox
+	assert_status 0
+	[ ! -s "$T/out" ]
+	{ head -c 300 in.mbox; echo; } | mhrun -f mail --max-bytes 100 --stats
+	assert_err_has "stdin:1: record of"
 	mhrun -f mail --max-bytes 64M --stats -p in.mbox
 	assert_status 0
 	assert_stat too_long 0
