@@ -282,3 +282,17 @@ Content-Type: multipart/mixed; boundary=zz'
 	grep -l '^Message-ID: <p1@example.org>' mail/inbox/new/*
 	grep -l '^Message-ID: <p3@example.org>' mail/inbox/new/*
 }
+
+@test "--retain goes by the Date of a message; one without a Date is as old as its reading" {
+	msg old@example.org 'Old' "$BODY1" | sed 's/^Date: .*/Date: Mon, 1 Jan 2001 10:00:00 +0000/' >old
+	msg new@example.org 'New' "$BODY2" | sed '/^Date: /d' >new
+	mhrun -f mail --db db old new
+	assert_status 0
+	mhrun --db db --info
+	grep -q '^documents: 2$' "$T/out" || fail "$(cat "$T/out")"
+	grep -q '^oldest: 2001-01-01T10:00:00Z$' "$T/out" || fail "$(cat "$T/out")"
+	mhrun --db db --expire --retain 30d
+	assert_status 0
+	mhrun --db db --info
+	grep -q '^documents: 1$' "$T/out" || fail "$(cat "$T/out")"
+}
