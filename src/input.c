@@ -58,7 +58,7 @@ struct input {
 	char		**owned;	/* the file list, Maildirs expanded */
 	char		 *error;	/* a Maildir that could not be listed */
 	uint64_t	  nl;		/* newlines before start in this file */
-	uint64_t	  skipline;	/* the line an over-long message began */
+	uint64_t	  skipline;	/* where an over-long message began */
 };
 
 static int	input_advance(struct input *, char **);
@@ -276,7 +276,7 @@ input_mail_next(struct input *in, struct rawrec *rr, char **cause)
 		}
 		in->scanned = in->end;
 		if (in->end - in->start > in->max) {
-			/* Over the limit: drop it, but not a separator's start. */
+			/* Over the limit: drop it, not a separator's start. */
 			keep = in->whole[in->next - 1] ? 0 : 6;
 			if (!in->skipping)
 				in->skipline = in->nl + 1;

@@ -55,14 +55,14 @@ mail_init_once(void)
 	xmlInitParser();
 }
 
-/* Initialise the libraries; safe to call from any thread, any number of times. */
+/* Initialise the libraries; from any thread, any number of times. */
 void
 mail_init(void)
 {
 	pthread_once(&mail_once, mail_init_once);
 }
 
-/* Set the MAIL_* flags that record_parse uses for FORMAT_MAIL (before threads). */
+/* Set the MAIL_* flags of FORMAT_MAIL records (before any thread starts). */
 void
 mail_set_flags(int flags)
 {
@@ -122,7 +122,7 @@ mail_exit_status(uint64_t unique, uint64_t duplicates, int status)
 	return (MAIL_EXIT_UNIQUE);
 }
 
-/* Append src to out, valid UTF-8 without NULs; invalid bytes are Latin-1. */
+/* Append s to out as valid UTF-8 without NULs; invalid bytes are Latin-1. */
 static void
 mail_append_utf8(struct buf *out, const char *s, size_t len)
 {
@@ -148,7 +148,7 @@ mail_append_utf8(struct buf *out, const char *s, size_t len)
 	}
 }
 
-/* Is this charset's text ASCII-compatible bytes (so that UTF-8 is a fair guess)? */
+/* Is cs single-byte and ASCII-compatible (so UTF-8 bytes mislabel it)? */
 static int
 mail_charset_8bit(const char *cs)
 {
@@ -380,7 +380,10 @@ mail_walk(struct mailwalk *w, GMimeObject *o)
 	w->depth--;
 }
 
-/* Is the n bytes at s, case aside, a prefix of the Subject to drop? */
+/*
+ * The length of a prefix of the Subject at s to drop: a reply or forward
+ * marker with its colon (Re:, Fwd:, AW:, Re[2]:, ...) or a [tag]; 0 if none.
+ */
 static size_t
 mail_prefix(const char *s)
 {

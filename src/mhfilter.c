@@ -696,8 +696,8 @@ apply_options(int argc, char **argv, struct options *o)
 		if (o->mda) {
 			if (modes > 0 || (o->mode != OUT_UNIQUE &&
 			    o->mode != OUT_NONE))
-				usage_error("--mda writes nothing: no --duplicates, "
-				    "--annotate or --pairs");
+				usage_error("--mda writes nothing: no "
+				    "--duplicates, --annotate or --pairs");
 			o->mode = OUT_NONE;
 			mail_set_flags(mail_flags() | MAIL_NO_ID);
 		}
