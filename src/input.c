@@ -133,8 +133,9 @@ input_maildir(struct input *in, const char *dir, int *n)
 	if (!found && in->error == NULL)
 		xasprintf(&in->error, "%s: a directory but not a Maildir (no "
 		    "cur/ or new/)", dir);
-	qsort(in->owned + first, *n - first, sizeof *in->owned,
-	    input_name_cmp);
+	if (*n > first)
+		qsort(in->owned + first, *n - first, sizeof *in->owned,
+		    input_name_cmp);
 }
 
 /* The file list for mail: Maildirs expanded, each file's framing noted. */

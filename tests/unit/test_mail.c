@@ -277,6 +277,45 @@ test_same_text(void **state)
 	buf_free(&id);
 }
 
+/* Every prefix of a rich message, and bytes flipped: read, never a crash. */
+static void
+test_truncated(void **state)
+{
+	static const char msg[] = "From x Tue Jul  1 10:00:00 2025\n" HDR
+	    MIME "Subject: =?UTF-8?B?w6k=?= t\nContent-Type: multipart/mixed;"
+	    " boundary=\"o\"\n\n--o\nContent-Type: multipart/alternative; "
+	    "boundary=i\n\n--i\nContent-Type: text/plain; charset=latin1\n"
+	    "Content-Transfer-Encoding: quoted-printable\n\ncaf=E9 =\nok\n"
+	    ">From x\n--i\nContent-Type: text/html\n\n<p>caf&eacute;<b>x"
+	    "\n--i--\n--o\nContent-Type: message/rfc822\n\nSubject: in\n\n"
+	    "inner\n--o\nContent-Type: application/pdf\n"
+	    "Content-Transfer-Encoding: base64\n\nJVBERi0=\n--o--\n";
+	struct buf	 text = { 0 }, id = { 0 };
+	char		 copy[sizeof msg], *cause;
+	int64_t		 t;
+	size_t		 len, i;
+	int		 rv;
+
+	for (len = 0; len < sizeof msg; len++) {
+		cause = NULL;
+		rv = mail_extract(msg, len, MAIL_STRIP_DEFAULT, &text, &id, &t,
+		    &cause);
+		assert_true(rv == 0 || (rv == -1 && cause != NULL));
+		free(cause);
+	}
+	for (i = 0; i < sizeof msg - 1; i++) {
+		memcpy(copy, msg, sizeof msg);
+		copy[i] = (i % 3 == 0) ? '\0' : (i % 3 == 1) ? '\n' : '\xff';
+		cause = NULL;
+		rv = mail_extract(copy, sizeof msg - 1, MAIL_STRIP_DEFAULT,
+		    &text, &id, &t, &cause);
+		assert_true(rv == 0 || (rv == -1 && cause != NULL));
+		free(cause);
+	}
+	buf_free(&text);
+	buf_free(&id);
+}
+
 /* --mail-strip's list, and the MDA exit statuses. */
 static void
 test_options(void **state)
@@ -304,6 +343,7 @@ main(void)
 		cmocka_unit_test(test_id_time),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_same_text),
+		cmocka_unit_test(test_truncated),
 		cmocka_unit_test(test_options),
 	};
 
