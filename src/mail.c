@@ -594,13 +594,61 @@ mail_list_marks(GMimeObject *o, char **marks, size_t max)
 }
 
 /*
+ * Does an Outlook reply header ("From: ..." then "Sent: ..." within three
+ * lines) start at l?  What follows it is the message replied to.
+ */
+static int
+mail_outlook(const struct mline *l, size_t n)
+{
+	static const char *const sent[] = {
+		"Sent:", "Gesendet:", "Envoy", "Enviado", "Inviato:", NULL
+	};
+	size_t	 i;
+	int	 k;
+
+	if (l[0].len < 6 || strncasecmp(l[0].s, "From:", 5) != 0)
+		return (0);
+	for (i = 1; i < n && i <= 3; i++) {
+		for (k = 0; sent[k] != NULL; k++) {
+			if (l[i].len > strlen(sent[k]) &&
+			    strncasecmp(l[i].s, sent[k], strlen(sent[k])) == 0)
+				return (1);
+		}
+	}
+	return (0);
+}
+
+/* Is the Subject a forward's (Fwd:, Fw:, WG:, TR:, Enc:, after any tags)? */
+static int
+mail_forward(const char *subj)
+{
+	size_t	 n;
+
+	while (subj != NULL) {
+		while (isspace((unsigned char)*subj))
+			subj++;
+		if ((n = mail_prefix(subj)) == 0)
+			return (0);
+		if (strncasecmp(subj, "fw", 2) == 0 ||
+		    strncasecmp(subj, "wg", 2) == 0 ||
+		    strncasecmp(subj, "tr", 2) == 0 ||
+		    strncasecmp(subj, "enc", 3) == 0)
+			return (1);
+		subj += n;
+	}
+	return (0);
+}
+
+/*
  * Cut what the flags say from the body text t: the list footer (a rule in
  * the last 20 lines followed by list words), the signature (from the last
- * "-- " line), quoted lines with their attribution and an Outlook-style
- * "Original Message" with everything after it.  The rest goes onto out.
+ * "-- " line), quoted lines with their attribution, and (unless the message
+ * is a forward, whose point is the message below) an Outlook-style
+ * "Original Message" or reply header with everything after it.  The rest
+ * goes onto out.
  */
 static void
-mail_strip(const char *t, size_t len, int flags, char **marks,
+mail_strip(const char *t, size_t len, int flags, int forward, char **marks,
     struct buf *out)
 {
 	struct mline	*l;
@@ -629,11 +677,15 @@ mail_strip(const char *t, size_t len, int flags, char **marks,
 			}
 		}
 	}
-	if (flags & MAIL_STRIP_QUOTES) {
+	if ((flags & MAIL_STRIP_QUOTES) && !forward) {
 		for (i = 0; i < end; i++) {
-			if (mail_has(&l[i], "original message") &&
-			    l[i].len > 0 && l[i].s[0] == '-') {
+			if ((mail_has(&l[i], "original message") &&
+			    l[i].len > 0 && l[i].s[0] == '-') ||
+			    mail_outlook(l + i, end - i)) {
 				end = i;
+				/* And the rule Outlook draws above it. */
+				if (i > 0 && mail_rule(&l[i - 1]))
+					end--;
 				break;
 			}
 		}
@@ -770,7 +822,7 @@ mail_extract(const char *msg, size_t len, int flags, struct buf *text,
 	const char	*nl;
 	char		*copy, *marks[8];
 	size_t		 copylen, i;
-	int		 rv = -1;
+	int		 forward, rv = -1;
 
 	mail_init();
 	text->len = id->len = 0;
@@ -819,12 +871,15 @@ mail_extract(const char *msg, size_t len, int flags, struct buf *text,
 	*time = mail_time(m);
 
 	mail_subject(g_mime_message_get_subject(m), text);
+	forward = mail_forward(g_mime_message_get_subject(m));
 	buf_append(text, "\n", 1);
 	mail_list_marks(GMIME_OBJECT(m), marks, sizeof marks / sizeof *marks);
 	if (w.plain.len > 0)
-		mail_strip(w.plain.data, w.plain.len, flags, marks, text);
+		mail_strip(w.plain.data, w.plain.len, flags, forward, marks,
+		    text);
 	else if (w.html.len > 0)
-		mail_strip(w.html.data, w.html.len, flags, marks, text);
+		mail_strip(w.html.data, w.html.len, flags, forward, marks,
+		    text);
 	for (i = 0; marks[i] != NULL; i++)
 		free(marks[i]);
 	/* Only a newline: nothing to compare (the filter passes it). */

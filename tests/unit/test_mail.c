@@ -103,6 +103,14 @@ static const struct mcase {
 	{ "outlook original message", HDR "Subject: q\n\nnew\n\n"
 	    "-----Original Message-----\nFrom: x\nold\n", 0,
 	    MAIL_STRIP_DEFAULT, "q\nnew\n\n", NULL, NULL },
+	{ "outlook reply header", HDR "Subject: RE: q\n\nnew\n\n"
+	    "________________________________\nFrom: Bob <b@example.org>\n"
+	    "Sent: Tuesday, July 1, 2025 10:00 AM\nTo: a\nSubject: q\n\nold\n",
+	    0, MAIL_STRIP_DEFAULT, "q\nnew\n\n", NULL, NULL },
+	{ "outlook forward kept", HDR "Subject: [x] FW: q\n\nFYI\n\n"
+	    "-----Original Message-----\nFrom: Bob <b@example.org>\n"
+	    "Sent: Tuesday, July 1, 2025 10:00 AM\nSubject: q\n\nold text\n",
+	    0, MAIL_STRIP_DEFAULT, NULL, "old text", NULL },
 	{ "mailman footer", HDR "List-Id: Users <users.lists.example.org>\n"
 	    "Subject: [users] f\n\ntext\n\n"
 	    "_______________________________________________\nusers mailing "
