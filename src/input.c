@@ -8,7 +8,8 @@
  * For mail (-f mail) the delimiter is a framing mode instead: INPUT_MBOX
  * cuts mbox files before each "From " line that follows a blank line (the
  * blank line belongs to neither message) and reads a Maildir, given as a
- * directory, as one message a file from cur/ and new/ in file-name order;
+ * directory, as one message a file from cur/ and new/ in file-name order
+ * (an MH folder or a news spool: its numbered files, in numeric order);
  * INPUT_SINGLE reads each input as one message.  Messages are kept byte for
  * byte, From_ line and >From quoting included; mail.c undoes the quoting.
  * A message's "line" (for warnings) is the line of its From_ line in the
@@ -92,47 +93,71 @@ input_open(char **files, int nfiles, int delim, size_t max)
 	return (in);
 }
 
-/* Order Maildir paths by file name (delivery order). */
+/*
+ * Order message paths by file name (a Maildir's delivery order), numbers
+ * by value (an MH folder or a news spool: 9 before 10).
+ */
 static int
 input_name_cmp(const void *a, const void *b)
 {
 	const char	*x = *(char *const *)a, *y = *(char *const *)b;
+	size_t		 nx, ny;
 
-	return (strcmp(strrchr(x, '/') + 1, strrchr(y, '/') + 1));
+	x = strrchr(x, '/') + 1;
+	y = strrchr(y, '/') + 1;
+	nx = strlen(x);
+	ny = strlen(y);
+	if (strspn(x, "0123456789") == nx && strspn(y, "0123456789") == ny &&
+	    nx != ny)
+		return (nx < ny ? -1 : 1);
+	return (strcmp(x, y));
 }
 
-/* Append the messages of Maildir dir (cur/ and new/) to the file list. */
+/* Append the files of sub named by digits only, or any name (all). */
+static int
+input_dir_files(struct input *in, const char *sub, int all, int *n)
+{
+	struct dirent	*de;
+	DIR		*d;
+
+	if ((d = opendir(sub)) == NULL)
+		return (0);
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.' || (!all &&
+		    strspn(de->d_name, "0123456789") != strlen(de->d_name)))
+			continue;
+		in->owned = xreallocarray(in->owned, *n + 1,
+		    sizeof *in->owned);
+		in->whole = xreallocarray(in->whole, *n + 1, 1);
+		xasprintf(&in->owned[*n], "%s/%s", sub, de->d_name);
+		in->whole[(*n)++] = 1;
+	}
+	closedir(d);
+	return (1);
+}
+
+/*
+ * Append the messages of directory dir to the file list: a Maildir's cur/
+ * and new/, else the numbered files of an MH folder or a news spool.
+ */
 static void
 input_maildir(struct input *in, const char *dir, int *n)
 {
 	static const char *const subs[] = { "cur", "new" };
-	struct dirent	*de;
-	DIR		*d;
 	char		*sub;
 	int		 k, first = *n, found = 0;
 
 	for (k = 0; k < 2; k++) {
 		xasprintf(&sub, "%s/%s", dir, subs[k]);
-		if ((d = opendir(sub)) == NULL) {
-			free(sub);
-			continue;
-		}
-		found = 1;
-		while ((de = readdir(d)) != NULL) {
-			if (de->d_name[0] == '.')
-				continue;
-			in->owned = xreallocarray(in->owned, *n + 1,
-			    sizeof *in->owned);
-			in->whole = xreallocarray(in->whole, *n + 1, 1);
-			xasprintf(&in->owned[*n], "%s/%s", sub, de->d_name);
-			in->whole[(*n)++] = 1;
-		}
-		closedir(d);
+		found |= input_dir_files(in, sub, 1, n);
 		free(sub);
 	}
-	if (!found && in->error == NULL)
+	if (!found)
+		input_dir_files(in, dir, 0, n);
+	if (*n == first && !found && in->error == NULL)
 		xasprintf(&in->error, "%s: a directory but not a Maildir (no "
-		    "cur/ or new/)", dir);
+		    "cur/ or new/), MH folder or news spool (no numbered "
+		    "files)", dir);
 	if (*n > first)
 		qsort(in->owned + first, *n - first, sizeof *in->owned,
 		    input_name_cmp);

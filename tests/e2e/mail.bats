@@ -121,9 +121,21 @@ make_mbox() {
 	    grep -q '^Message-ID: <d1Message-ID: <d2Message-ID: <d3$'
 	# A directory that is not a Maildir is an error.
 	mkdir plain
+	touch plain/notes.txt
 	mhrun -f mail plain
 	assert_status 1
 	assert_err_has "not a Maildir"
+}
+
+@test "an MH folder or a news spool: numbered files in numeric order" {
+	mkdir spool
+	msg n1@example.org 'Release notes' "$BODY1" >spool/9
+	msg n2@example.org 'Re: Release notes' "$BODY1" >spool/10
+	msg n3@example.org 'Lunch' "$BODY2" >spool/100
+	echo 'not an article' >spool/.overview
+	mhrun -f mail -p spool
+	assert_status 0
+	printf 'n1@example.org\tn2@example.org\t1.0000\n' | assert_out
 }
 
 @test "a single message on stdin: written as read, with the header" {
