@@ -3,9 +3,12 @@
  * the filter compares, its id and its time.  Pure: no I/O.
  *
  * The text is the Subject, without reply and forward prefixes and list tags,
- * a newline, and the body: the text/plain parts (text/plain preferred in a
- * multipart/alternative), or when there is none the text/html parts turned
- * into text with libxml2's HTML parser.  Transfer encodings are undone and
+ * a newline, and the body: its text parts in order, text/plain as it is and
+ * text/html turned into text with libxml2's HTML parser, where of a
+ * multipart/alternative only the text/plain alternative is read (the last
+ * one when none is plain).  So HTML is read only where it is the only form
+ * of its text: an HTML-only message, or an HTML body beside which a list
+ * manager put its plain-text footer.  Transfer encodings are undone and
  * charsets converted to UTF-8 by GMime; a charset that is wrong or unknown
  * falls back to UTF-8 when the bytes are valid UTF-8, else to Windows-1252.
  * Attachments, signature parts and other non-text parts are never decoded:
@@ -37,8 +40,7 @@
 
 /* What the walk over the MIME tree collects. */
 struct mailwalk {
-	struct buf	 plain;		/* text/plain parts, in UTF-8 */
-	struct buf	 html;		/* text/html parts, as text */
+	struct buf	 body;		/* the text parts, in UTF-8, in order */
 	int		 depth;
 };
 
@@ -369,10 +371,10 @@ mail_walk(struct mailwalk *w, GMimeObject *o)
 	} else if (GMIME_IS_PART(o) && ct != NULL &&
 	    !g_mime_part_is_attachment(GMIME_PART(o))) {
 		if (g_mime_content_type_is_type(ct, "text", "plain"))
-			mail_part_text(GMIME_PART(o), &w->plain);
+			mail_part_text(GMIME_PART(o), &w->body);
 		else if (g_mime_content_type_is_type(ct, "text", "html")) {
 			mail_part_text(GMIME_PART(o), &html);
-			mail_html_text(html.data, html.len, &w->html);
+			mail_html_text(html.data, html.len, &w->body);
 			buf_free(&html);
 		}
 		/* Anything else (signatures, images, ...) is not decoded. */
@@ -874,19 +876,13 @@ mail_extract(const char *msg, size_t len, int flags, struct buf *text,
 	forward = mail_forward(g_mime_message_get_subject(m));
 	buf_append(text, "\n", 1);
 	mail_list_marks(GMIME_OBJECT(m), marks, sizeof marks / sizeof *marks);
-	if (w.plain.len > 0)
-		mail_strip(w.plain.data, w.plain.len, flags, forward, marks,
-		    text);
-	else if (w.html.len > 0)
-		mail_strip(w.html.data, w.html.len, flags, forward, marks,
-		    text);
+	mail_strip(w.body.data, w.body.len, flags, forward, marks, text);
 	for (i = 0; marks[i] != NULL; i++)
 		free(marks[i]);
 	/* Only a newline: nothing to compare (the filter passes it). */
 	if (text->len == 1)
 		text->len = 0;
-	buf_free(&w.plain);
-	buf_free(&w.html);
+	buf_free(&w.body);
 	rv = 0;
 out:
 	if (m != NULL)

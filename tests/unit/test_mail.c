@@ -78,6 +78,13 @@ static const struct mcase {
 	    "text/plain\n\nplain text\n--XX\nContent-Type: text/html\n\n"
 	    "<p>html text</p>\n--XX--\n", 0, MAIL_STRIP_DEFAULT,
 	    "a\nplain text\n", NULL, NULL },
+	{ "html body and a list's plain footer part", HDR MIME "Subject: m\n"
+	    "Content-Type: multipart/mixed; boundary=XX\n\n--XX\n"
+	    "Content-Type: text/html\n\n<p>the html body</p>\n--XX\n"
+	    "Content-Type: text/plain\nContent-Disposition: inline\n\n"
+	    "_______________________________________________\nusers mailing "
+	    "list\n--XX--\n", 0, MAIL_STRIP_DEFAULT, NULL, "the html body",
+	    "mailing list" },
 	{ "attachment skipped", HDR MIME "Subject: t\nContent-Type: "
 	    "multipart/mixed; boundary=XX\n\n--XX\nContent-Type: text/plain\n"
 	    "\nsee attached\n--XX\nContent-Type: text/plain; name=a.txt\n"
