@@ -39,6 +39,9 @@ struct options {
 	int			 listen_src;	/* 1 config, 2 command line */
 	int			 maint;		/* MAINT_* */
 	const char		*maint_arg;	/* its FILE or DIR */
+	/* Mail (-f mail). */
+	int			 mail_single;	/* --single */
+	int			 mda;		/* --mda */
 };
 
 enum {
@@ -58,6 +61,11 @@ enum {
 enum {
 	OPT_RETAIN = 768, OPT_MAX_DOCS, OPT_TIME_FIELD, OPT_INFO, OPT_EXPIRE,
 	OPT_REMOVE, OPT_CHECK, OPT_COMPACT, OPT_EXPORT, OPT_IMPORT
+};
+
+/* Mail's options (a range of their own). */
+enum {
+	OPT_SINGLE = 1024, OPT_MDA, OPT_MAIL_STRIP
 };
 
 /* The maintenance modes' options, by MAINT_*, for messages. */
@@ -120,6 +128,9 @@ static const struct option long_opts[] = {
 	{ "compact", required_argument, NULL, OPT_COMPACT },
 	{ "export", required_argument, NULL, OPT_EXPORT },
 	{ "import", required_argument, NULL, OPT_IMPORT },
+	{ "single", no_argument, NULL, OPT_SINGLE },
+	{ "mda", no_argument, NULL, OPT_MDA },
+	{ "mail-strip", required_argument, NULL, OPT_MAIL_STRIP },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 }
@@ -160,13 +171,19 @@ usage(FILE *f)
 "\n"
 "Input:\n"
 "  -z, --null               records end with NUL, not newline\n"
-"  -f, --format FMT         line (default), tsv (id TAB text) or jsonl\n"
+"  -f, --format FMT         line (default), tsv (id TAB text), jsonl or mail\n"
+"                           (mbox files, Maildir directories, news articles)\n"
 "      --text-field NAME    jsonl: field with the text (default text)\n"
 "      --id-field NAME      jsonl: field with the id (default id)\n"
 "      --time-field NAME    jsonl: field with the document time (RFC 3339\n"
 "                           or epoch seconds; default: insertion time)\n"
 "      --max-bytes SIZE     longest record (default 8M)\n"
 "      --on-bad-input P     skip (default), pass or fail\n"
+"Mail (-f mail):\n"
+"      --single             the input is one message (written as read)\n"
+"      --mda                one message on stdin, nothing written; exit 0 if\n"
+"                           a duplicate, 1 if not (needs --db)\n"
+"      --mail-strip LIST    cut quotes,signature,footer (default) or none\n"
 "Algorithm:\n"
 "  -t, --threshold T        Jaccard similarity of a duplicate (default 0.8)\n"
 "  -k, --perms K            signature length (default 128)\n"
@@ -319,6 +336,7 @@ apply_options(int argc, char **argv, struct options *o)
 	char		 name[32], *cause;
 	uint64_t	 u;
 	int		 ch, idx, modes = 0, src = conf_file != NULL ? 1 : 2;
+	int		 mf;
 
 	for (;;) {
 		idx = -1;	/* getopt_long sets it for long options only */
@@ -343,9 +361,12 @@ apply_options(int argc, char **argv, struct options *o)
 			else if (strcmp(optarg, "jsonl") == 0 ||
 			    strcmp(optarg, "json") == 0)
 				o->pl.format = FORMAT_JSONL;
+			else if (strcmp(optarg, "mail") == 0 ||
+			    strcmp(optarg, "news") == 0)
+				o->pl.format = FORMAT_MAIL;
 			else
 				usage_error("%s: unknown format '%s' (use line, "
-				    "tsv or jsonl)", name, optarg);
+				    "tsv, jsonl or mail)", name, optarg);
 			break;
 		case OPT_TEXT_FIELD:
 			o->pl.text_field = optarg;
@@ -556,6 +577,18 @@ apply_options(int argc, char **argv, struct options *o)
 		case OPT_IMPORT:
 			set_maint(o, MAINT_IMPORT, optarg);
 			break;
+		case OPT_SINGLE:
+			o->mail_single = 1;
+			break;
+		case OPT_MDA:
+			o->mda = o->mail_single = 1;
+			break;
+		case OPT_MAIL_STRIP:
+			mf = mail_flags();
+			if (mail_strip_parse(optarg, &mf, &cause) != 0)
+				usage_error("%s: %s", name, cause);
+			mail_set_flags(mf);
+			break;
 		case 'h':
 			usage(stdout);
 			exit(EXIT_OK);
@@ -573,6 +606,31 @@ apply_options(int argc, char **argv, struct options *o)
 	if (modes > 1)
 		usage_error("--duplicates, --annotate and --pairs are "
 		    "exclusive");
+
+	/*
+	 * Mail: the delimiter becomes input.c's framing (mbox and Maildir,
+	 * or one message an input) unless -z asks for NUL-terminated
+	 * messages; --mda writes nothing and leaves ids out (mail.c).
+	 */
+	if (o->pl.format == FORMAT_MAIL) {
+		if (o->pl.delim != '\0')
+			o->pl.delim = o->mail_single ? INPUT_SINGLE : INPUT_MBOX;
+		if (o->mda) {
+			if (modes > 0 || (o->pl.mode != OUT_UNIQUE &&
+			    o->pl.mode != OUT_NONE))
+				usage_error("--mda writes nothing: no "
+				    "--duplicates, --annotate or --pairs");
+			o->pl.mode = OUT_NONE;
+			mail_set_flags(mail_flags() | MAIL_NO_ID);
+		}
+		mail_init();
+	} else if (src == 2 && (o->mail_single || o->mda))
+		usage_error("--single and --mda go with --format mail");
+	if (src == 2 && o->mda && o->db == NULL)
+		usage_error("--mda needs --db (a temporary index remembers "
+		    "nothing)");
+	if (src == 2 && o->mda && o->d.nlisten > 0)
+		usage_error("--mda and --listen are exclusive");
 }
 
 /*
@@ -848,6 +906,10 @@ main(int argc, char **argv)
 		status = daemon_run(&o.d, p);
 	else
 		status = stream_run(&o.s, p, argv, argc);
+	/* Mail: --mda's exit status says duplicate or not (mail.c). */
+	if (o.mda)
+		status = mail_exit_status(pipeline_counts(p)->unique,
+		    pipeline_counts(p)->duplicates, status);
 	pipeline_free(p);
 	free(o.d.listen);
 	cleanup();

@@ -5,6 +5,7 @@
  *
  *   input.c     bytes -> raw records (line, NUL, with a size limit)
  *   record.c    raw record -> (id, text) for the line, tsv and jsonl formats
+ *   mail.c      a mail message (-f mail) -> (id, text, time), with GMime
  *   normalize.c text -> normalised text (case fold, NFKC, spaces, punctuation)
  *   shingle.c   normalised text -> shingle hashes (XXH3)
  *   minhash.c   shingle hashes -> K-value signature
@@ -196,6 +197,14 @@ void		 lsh_keys(const uint32_t *, unsigned, unsigned, uint64_t,
 		    uint64_t *);
 void		 lsh_explain(FILE *, unsigned, double, const struct lsh_choice *);
 
+/*
+ * input.c framing modes for mail, given as the delimiter: mbox files (a
+ * Maildir directory argument: one message a file), or each input one
+ * message.
+ */
+#define INPUT_MBOX	0x100
+#define INPUT_SINGLE	0x101
+
 /* input.c: records from a list of files, delimited, with a size limit. */
 struct input;
 struct rawrec {
@@ -217,6 +226,7 @@ void		 input_close(struct input *);
 #define FORMAT_LINE	0
 #define FORMAT_TSV	1
 #define FORMAT_JSONL	2
+#define FORMAT_MAIL	3	/* RFC 5322/5536 messages (mail.c) */
 struct record {
 	struct buf	 raw;		/* the bytes as read */
 	struct buf	 text;		/* the text to compare (decoded) */
@@ -602,6 +612,7 @@ void		 verdict_free(struct verdict *);
 #define OUT_DUPLICATES	1	/* the duplicate records, as read */
 #define OUT_ANNOTATE	2	/* every record with its verdict */
 #define OUT_PAIRS	3	/* earlier id, later id, similarity */
+#define OUT_NONE	4	/* nothing: the exit status says it (--mda) */
 struct output;
 struct output	*output_open(int, int, int, int);
 int		 output_record(struct output *, const struct record *,
@@ -609,6 +620,23 @@ int		 output_record(struct output *, const struct record *,
 int		 output_flush(struct output *, char **);
 void		 output_close(struct output *);
 void		 output_field(struct buf *, const char *, size_t);
+
+/* mail.c: a mail message or news article to (text, id, time). */
+#define MAIL_STRIP_QUOTES 0x1	/* quoted reply text and its attribution */
+#define MAIL_STRIP_SIG	0x2	/* the signature after "-- " */
+#define MAIL_STRIP_FOOTER 0x4	/* a mailing list's footer */
+#define MAIL_STRIP_ALL	0x7
+#define MAIL_STRIP_DEFAULT MAIL_STRIP_ALL
+#define MAIL_NO_ID	0x100	/* leave the id empty (--mda) */
+#define MAIL_EXIT_DUPLICATE 0	/* --mda: the message is a duplicate */
+#define MAIL_EXIT_UNIQUE 1	/* --mda: deliver it as usual */
+void		 mail_init(void);
+void		 mail_set_flags(int);
+int		 mail_flags(void);
+int		 mail_strip_parse(const char *, int *, char **);
+int		 mail_extract(const char *, size_t, int, struct buf *,
+		    struct buf *, int64_t *, char **);
+int		 mail_exit_status(uint64_t, uint64_t, int);
 
 /* conf.c: the configuration file, "key = value" lines. */
 struct conf_entry {

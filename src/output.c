@@ -4,6 +4,13 @@
  * except for JSON objects, which get one more field before their closing
  * brace so that the output is still one JSON object a line.
  *
+ * Mail (-f mail) is written as mbox: a message read from an mbox keeps its
+ * From_ line and quoting; one from a Maildir gets a From_ line and mboxrd
+ * quoting (">From ", ">>From ", ...); --annotate adds an X-Mhfilter header
+ * field at the top of the header.  With --single the message is written as
+ * read (so that mhfilter can be a procmail filter), and with -z each
+ * message as read, then a NUL.
+ *
  * Output is buffered here and written with write(2); every failure (a full
  * disk, a closed pipe) is returned to the caller, which ends the run.
  */
@@ -14,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -41,6 +49,8 @@ static void	output_annotate(struct output *, const struct record *,
 static void	output_json(struct output *, const struct record *,
 		    const struct verdict *);
 static void	output_jsonstr(struct buf *, const char *, size_t);
+static void	output_mail(struct output *, const struct record *,
+		    const struct verdict *);
 
 /* Start writing to fd in one of the OUT_* modes. */
 struct output *
@@ -181,6 +191,87 @@ output_annotate(struct output *o, const struct record *r,
 	buf_append(&o->b, r->raw.data, r->raw.len);
 }
 
+/* The X-Mhfilter header field of a verdict, ending with eol. */
+static void
+output_mail_header(struct buf *b, const struct verdict *v, const char *eol)
+{
+	char	 sim[32];
+	size_t	 i, start;
+
+	buf_append(b, "X-Mhfilter: ", 12);
+	buf_append(b, verdict_names[v->kind], strlen(verdict_names[v->kind]));
+	if (v->kind == V_DUPLICATE) {
+		buf_append(b, "; of=<", 6);
+		/* An id is one line of printable text in a header. */
+		start = b->len;
+		buf_append(b, v->match.data, v->match.len);
+		for (i = start; i < b->len; i++) {
+			if ((unsigned char)b->data[i] < 0x20 ||
+			    b->data[i] == 0x7f || b->data[i] == '>')
+				b->data[i] = '?';
+		}
+		snprintf(sim, sizeof sim, ">; similarity=%.2f", v->sim);
+		buf_append(b, sim, strlen(sim));
+	}
+	buf_append(b, eol, strlen(eol));
+}
+
+/*
+ * A mail message: as mbox (a From_ line, mboxrd quoting of a message that
+ * had none, a blank line after it), as read (--single) or NUL-terminated
+ * (-z); with v, the X-Mhfilter header field first.
+ */
+static void
+output_mail(struct output *o, const struct record *r, const struct verdict *v)
+{
+	const char	*p = r->raw.data, *end = p + r->raw.len, *nl, *q;
+	const char	*eol = "\n";
+	char		 from[80];
+	struct tm	 tm;
+	time_t		 t;
+	int		 mbox = o->delim == INPUT_MBOX, had;
+
+	had = r->raw.len >= 5 && memcmp(p, "From ", 5) == 0;
+	if (had) {
+		nl = memchr(p, '\n', end - p);
+		nl = nl != NULL ? nl + 1 : end;
+		buf_append(&o->b, p, nl - p);
+		p = nl;
+	} else if (mbox) {
+		t = r->time != 0 ? (time_t)r->time : time(NULL);
+		gmtime_r(&t, &tm);
+		strftime(from, sizeof from, "From MAILER-DAEMON %a %b %e "
+		    "%H:%M:%S %Y\n", &tm);
+		buf_append(&o->b, from, strlen(from));
+	}
+	if ((nl = memchr(p, '\n', end - p)) != NULL && nl > p && nl[-1] == '\r')
+		eol = "\r\n";
+	if (v != NULL)
+		output_mail_header(&o->b, v, eol);
+	if (!mbox || had)
+		buf_append(&o->b, p, end - p);
+	else {
+		/* mboxrd: one more '>' before every ">*From " line. */
+		while (p < end) {
+			nl = memchr(p, '\n', end - p);
+			nl = nl != NULL ? nl + 1 : end;
+			for (q = p; q < nl && *q == '>'; q++)
+				;
+			if (nl - q >= 5 && memcmp(q, "From ", 5) == 0)
+				buf_append(&o->b, ">", 1);
+			buf_append(&o->b, p, nl - p);
+			p = nl;
+		}
+	}
+	if (o->delim == '\0')
+		buf_append(&o->b, "", 1);
+	else if (mbox) {
+		if (r->raw.len > 0 && end[-1] != '\n')
+			buf_append(&o->b, "\n", 1);
+		buf_append(&o->b, "\n", 1);
+	}
+}
+
 /* Queue what the mode says of one record; flush past the high-water mark. */
 int
 output_record(struct output *o, const struct record *r,
@@ -189,7 +280,17 @@ output_record(struct output *o, const struct record *r,
 	char	 c = o->delim, sim[32];
 	size_t	 i;
 
+	if (o->format == FORMAT_MAIL && o->mode != OUT_PAIRS) {
+		if (o->mode == OUT_NONE || (o->mode == OUT_UNIQUE &&
+		    v->kind == V_DUPLICATE) || (o->mode == OUT_DUPLICATES &&
+		    v->kind != V_DUPLICATE))
+			return (0);
+		output_mail(o, r, o->mode == OUT_ANNOTATE ? v : NULL);
+		goto check;
+	}
 	switch (o->mode) {
+	case OUT_NONE:
+		return (0);
 	case OUT_UNIQUE:
 		if (v->kind == V_DUPLICATE)
 			return (0);

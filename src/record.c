@@ -433,6 +433,7 @@ record_parse(struct record *r, int format, const char *text_field,
 /*
  * record_parse, and with a time_field (jsonl only) r->time from that
  * member, which must then be present and valid; otherwise r->time is 0.
+ * Mail (mail.c) takes its id and time from Message-ID and Date.
  */
 int
 record_parse_timed(struct record *r, int format, const char *text_field,
@@ -456,6 +457,9 @@ record_parse_timed(struct record *r, int format, const char *text_field,
 	case FORMAT_JSONL:
 		return (record_jsonl(r, text_field, id_field, time_field,
 		    cause));
+	case FORMAT_MAIL:
+		return (mail_extract(r->raw.data, r->raw.len, mail_flags(),
+		    &r->text, &r->id, &r->time, cause));
 	default:
 		buf_append(&r->text, r->raw.data, r->raw.len);
 		return (0);

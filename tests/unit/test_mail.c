@@ -1,0 +1,366 @@
+/*
+ * Unit tests for mail.c: the text, id and time of a mail message, with
+ * small messages inline: transfer encodings, charsets, RFC 2047 subjects,
+ * HTML, multipart, attachments, signatures, quotes, list footers, missing
+ * headers and malformed MIME.
+ */
+
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "mhfilter.h"
+
+#define HDR	"From: a@example.org\nTo: b@example.org\n" \
+		"Message-ID: <Abc.123@Example.ORG>\n" \
+		"Date: Tue, 1 Jul 2025 10:00:00 +0000\n"
+#define MIME	"MIME-Version: 1.0\n"
+
+/* A message and what must (want) and must not (nowant) be in its text. */
+static const struct mcase {
+	const char	*name;
+	const char	*msg;
+	size_t		 len;		/* 0: strlen(msg) */
+	int		 flags;
+	const char	*want;		/* the whole text, or NULL */
+	const char	*has;		/* a part of the text, or NULL */
+	const char	*hasnot;	/* not in the text, or NULL */
+} mcases[] = {
+	{ "plain", HDR "Subject: Hello\n\nBody line.\n", 0,
+	    MAIL_STRIP_DEFAULT, "Hello\nBody line.\n", NULL, NULL },
+	{ "headers never in the text", HDR "Subject: s\nX-Spam: junk\n\nb\n",
+	    0, MAIL_STRIP_DEFAULT, "s\nb\n", NULL, NULL },
+	{ "subject prefixes", HDR "Subject: Re: AW: [debian-user] Fwd: Re[2]:"
+	    " Fw: SV: boot fails\n\nx\n", 0, MAIL_STRIP_DEFAULT,
+	    "boot fails\nx\n", NULL, NULL },
+	{ "rfc 2047 subject", HDR "Subject: =?ISO-8859-1?Q?Gr=FC=DFe?= "
+	    "=?UTF-8?B?YXVzIEvDtmxu?=\n\nx\n", 0, MAIL_STRIP_DEFAULT,
+	    "Grüßeaus Köln\nx\n", NULL, NULL },
+	{ "base64", HDR MIME "Subject: b\nContent-Type: text/plain; "
+	    "charset=utf-8\nContent-Transfer-Encoding: base64\n\n"
+	    "SGVsbG8sIHfDtnJsZCEK\n", 0, MAIL_STRIP_DEFAULT,
+	    "b\nHello, wörld!\n", NULL, NULL },
+	{ "quoted-printable", HDR MIME "Subject: q\nContent-Type: text/plain;"
+	    " charset=iso-8859-1\nContent-Transfer-Encoding: quoted-printable"
+	    "\n\nSch=F6ne soft=\nbreak =3D ok\n", 0, MAIL_STRIP_DEFAULT,
+	    "q\nSchöne softbreak = ok\n", NULL, NULL },
+	{ "latin-1 8bit", HDR MIME "Subject: l\nContent-Type: text/plain; "
+	    "charset=ISO-8859-1\n\ncaf\xe9\n", 0, MAIL_STRIP_DEFAULT,
+	    "l\ncafé\n", NULL, NULL },
+	{ "wrong charset: utf-8 labelled latin-1", HDR MIME "Subject: w\n"
+	    "Content-Type: text/plain; charset=iso-8859-1\n\ncaf\xc3\xa9\n", 0,
+	    MAIL_STRIP_DEFAULT, "w\ncafé\n", NULL, NULL },
+	{ "wrong charset: latin-1 labelled us-ascii", HDR MIME "Subject: w\n"
+	    "Content-Type: text/plain; charset=us-ascii\n\ncaf\xe9\n", 0,
+	    MAIL_STRIP_DEFAULT, "w\ncafé\n", NULL, NULL },
+	{ "unknown charset", HDR MIME "Subject: w\nContent-Type: text/plain; "
+	    "charset=x-nonesuch\n\ncaf\xe9\n", 0, MAIL_STRIP_DEFAULT,
+	    "w\ncafé\n", NULL, NULL },
+	{ "html only", HDR MIME "Subject: h\nContent-Type: text/html; "
+	    "charset=utf-8\n\n<html><head><title>T</title><style>p{}</style>"
+	    "</head><body><p>One &amp; two</p><script>var x;</script>"
+	    "<div>three<br>four</div></body></html>\n", 0, MAIL_STRIP_DEFAULT,
+	    NULL, "One & two", "var x" },
+	{ "html meta charset ignored", HDR MIME "Subject: h\nContent-Type: "
+	    "text/html; charset=utf-8\n\n<html><head><meta charset=\"iso-8859-1"
+	    "\"></head><body>caf\xc3\xa9</body></html>\n", 0,
+	    MAIL_STRIP_DEFAULT, NULL, "café", NULL },
+	{ "alternative prefers plain", HDR MIME "Subject: a\nContent-Type: "
+	    "multipart/alternative; boundary=XX\n\n--XX\nContent-Type: "
+	    "text/plain\n\nplain text\n--XX\nContent-Type: text/html\n\n"
+	    "<p>html text</p>\n--XX--\n", 0, MAIL_STRIP_DEFAULT,
+	    "a\nplain text\n", NULL, NULL },
+	{ "html body and a list's plain footer part", HDR MIME "Subject: m\n"
+	    "Content-Type: multipart/mixed; boundary=XX\n\n--XX\n"
+	    "Content-Type: text/html\n\n<p>the html body</p>\n--XX\n"
+	    "Content-Type: text/plain\nContent-Disposition: inline\n\n"
+	    "_______________________________________________\nusers mailing "
+	    "list\n--XX--\n", 0, MAIL_STRIP_DEFAULT, NULL, "the html body",
+	    "mailing list" },
+	{ "attachment skipped", HDR MIME "Subject: t\nContent-Type: "
+	    "multipart/mixed; boundary=XX\n\n--XX\nContent-Type: text/plain\n"
+	    "\nsee attached\n--XX\nContent-Type: text/plain; name=a.txt\n"
+	    "Content-Disposition: attachment; filename=a.txt\n\nsecret\n"
+	    "--XX\nContent-Type: application/octet-stream\n"
+	    "Content-Transfer-Encoding: base64\n\nAAAA\n--XX--\n", 0,
+	    MAIL_STRIP_DEFAULT, "t\nsee attached\n", NULL, NULL },
+	{ "pgp signature part skipped", HDR MIME "Subject: g\nContent-Type: "
+	    "multipart/signed; protocol=\"application/pgp-signature\"; "
+	    "micalg=pgp-sha256; boundary=XX\n\n--XX\nContent-Type: text/plain\n"
+	    "\nsigned text\n--XX\nContent-Type: application/pgp-signature\n\n"
+	    "-----BEGIN PGP SIGNATURE-----\nabc\n-----END PGP SIGNATURE-----\n"
+	    "--XX--\n", 0, MAIL_STRIP_DEFAULT, "g\nsigned text\n", NULL, NULL },
+	{ "signature stripped", HDR "Subject: s\n\nbody\n-- \nJane Doe\n"
+	    "Example Corp\n", 0, MAIL_STRIP_DEFAULT, "s\nbody\n", NULL, NULL },
+	{ "signature kept", HDR "Subject: s\n\nbody\n-- \nJane\n", 0, 0,
+	    "s\nbody\n-- \nJane\n", NULL, NULL },
+	{ "quotes stripped", HDR "Subject: q\n\nOn Tue, 1 Jul 2025, Bob "
+	    "wrote:\n> old text\n> more\n\nmy answer\n", 0,
+	    MAIL_STRIP_DEFAULT, "q\n\nmy answer\n", NULL, NULL },
+	{ "quotes kept", HDR "Subject: q\n\n> old\nnew\n", 0,
+	    MAIL_STRIP_SIG, "q\n> old\nnew\n", NULL, NULL },
+	{ "outlook original message", HDR "Subject: q\n\nnew\n\n"
+	    "-----Original Message-----\nFrom: x\nold\n", 0,
+	    MAIL_STRIP_DEFAULT, "q\nnew\n\n", NULL, NULL },
+	{ "outlook reply header", HDR "Subject: RE: q\n\nnew\n\n"
+	    "________________________________\nFrom: Bob <b@example.org>\n"
+	    "Sent: Tuesday, July 1, 2025 10:00 AM\nTo: a\nSubject: q\n\nold\n",
+	    0, MAIL_STRIP_DEFAULT, "q\nnew\n\n", NULL, NULL },
+	{ "outlook forward kept", HDR "Subject: [x] FW: q\n\nFYI\n\n"
+	    "-----Original Message-----\nFrom: Bob <b@example.org>\n"
+	    "Sent: Tuesday, July 1, 2025 10:00 AM\nSubject: q\n\nold text\n",
+	    0, MAIL_STRIP_DEFAULT, NULL, "old text", NULL },
+	{ "mailman footer", HDR "List-Id: Users <users.lists.example.org>\n"
+	    "Subject: [users] f\n\ntext\n\n"
+	    "_______________________________________________\nusers mailing "
+	    "list\nusers@lists.example.org\nhttps://lists.example.org/"
+	    "listinfo/users\n", 0, MAIL_STRIP_DEFAULT, "f\ntext\n\n", NULL,
+	    NULL },
+	{ "footer by list id", HDR "List-Post: <mailto:dev@lists.example.org>"
+	    "\nSubject: f\n\ntext\n==========\nPosted to dev@lists.example.org"
+	    "\n", 0, MAIL_STRIP_DEFAULT, "f\ntext\n", NULL, NULL },
+	{ "rule without list words kept", HDR "Subject: f\n\ntext\n"
+	    "__________\ntable\n", 0, MAIL_STRIP_DEFAULT,
+	    "f\ntext\n__________\ntable\n", NULL, NULL },
+	{ "mbox From_ line and quoting", "From a@example.org Tue Jul  1 "
+	    "10:00:00 2025\n" HDR "Subject: m\n\n>From here\n>>From there\n",
+	    0, 0, "m\nFrom here\n>From there\n", NULL, NULL },
+	{ "truncated MIME", HDR MIME "Subject: t\nContent-Type: multipart/"
+	    "mixed; boundary=XX\n\n--XX\nContent-Type: text/plain\n\npart one"
+	    "\n--XX\nContent-Type: text/plain\nContent-Transfer-Encoding: "
+	    "base64\n\naGVsbG8g", 0, MAIL_STRIP_DEFAULT, NULL, "part one",
+	    NULL },
+	{ "missing boundary", HDR MIME "Subject: t\nContent-Type: multipart/"
+	    "mixed\n\n--XX\nContent-Type: text/plain\n\nlost\n--XX--\n", 0,
+	    MAIL_STRIP_DEFAULT, NULL, "t\n", NULL },
+	{ "NUL bytes", HDR "Subject: n\n\na\0b\0c\n", 19 + sizeof HDR - 1,
+	    MAIL_STRIP_DEFAULT, "n\nabc\n", NULL, NULL },
+	{ "forwarded message/rfc822", HDR MIME "Subject: Fwd: x\n"
+	    "Content-Type: multipart/mixed; boundary=XX\n\n--XX\n"
+	    "Content-Type: text/plain\n\nFYI\n--XX\nContent-Type: "
+	    "message/rfc822\n\nFrom: c@example.org\nSubject: x\n\ninner body"
+	    "\n--XX--\n", 0, MAIL_STRIP_DEFAULT, "x\nFYI\ninner body\n", NULL,
+	    NULL },
+};
+
+/* Each case of the table. */
+static void
+test_cases(void **state)
+{
+	const struct mcase	*c;
+	struct buf		 text = { 0 }, id = { 0 };
+	int64_t			 t;
+	char			*cause;
+	size_t			 i;
+	int			 rv;
+
+	for (i = 0; i < sizeof mcases / sizeof *mcases; i++) {
+		c = &mcases[i];
+		cause = NULL;
+		rv = mail_extract(c->msg, c->len ? c->len : strlen(c->msg),
+		    c->flags, &text, &id, &t, &cause);
+		if (rv != 0)
+			fail_msg("%s: %s", c->name, cause);
+		buf_append(&text, "", 1);
+		if (c->want != NULL && strcmp(text.data, c->want) != 0)
+			fail_msg("%s: got \"%s\"", c->name, text.data);
+		if (c->has != NULL && strstr(text.data, c->has) == NULL)
+			fail_msg("%s: no \"%s\" in \"%s\"", c->name, c->has,
+			    text.data);
+		if (c->hasnot != NULL && strstr(text.data, c->hasnot) != NULL)
+			fail_msg("%s: \"%s\" in \"%s\"", c->name, c->hasnot,
+			    text.data);
+	}
+	buf_free(&text);
+	buf_free(&id);
+}
+
+/* Extract one message that must parse; returns its text as a C string. */
+static char *
+extract(const char *msg, int flags, struct buf *id, int64_t *t)
+{
+	struct buf	 text = { 0 };
+	char		*cause = NULL;
+
+	if (mail_extract(msg, strlen(msg), flags, &text, id, t, &cause) != 0)
+		fail_msg("%s", cause);
+	buf_append(&text, "", 1);
+	return (text.data);
+}
+
+/* Message-ID normalised, Date parsed (also the obsolete forms). */
+static void
+test_id_time(void **state)
+{
+	struct buf	 id = { 0 };
+	int64_t		 t;
+	char		*s;
+
+	s = extract(HDR "Subject: x\n\ny\n", MAIL_STRIP_DEFAULT, &id, &t);
+	assert_int_equal(id.len, strlen("Abc.123@example.org"));
+	assert_memory_equal(id.data, "Abc.123@example.org", id.len);
+	assert_int_equal(t, 1751364000);
+	free(s);
+
+	/* Obsolete: two-digit year, zone name, comments. */
+	s = extract("Message-ID: < x@Y >\nDate: 1 Jul 25 10:00:00 GMT "
+	    "(comment)\nSubject: x\n\ny\n", MAIL_STRIP_DEFAULT, &id, &t);
+	assert_int_equal(id.len, 3);
+	assert_memory_equal(id.data, "x@y", 3);
+	assert_int_equal(t, 1751364000);
+	free(s);
+
+	/* Missing: empty id (the record number is used), time 0 (now). */
+	s = extract("From: a@b\nSubject: x\n\ny\n", MAIL_STRIP_DEFAULT, &id,
+	    &t);
+	assert_int_equal(id.len, 0);
+	assert_int_equal(t, 0);
+	free(s);
+
+	/* Nonsense date: time 0; news: Injection-Date. */
+	s = extract("From: a@b\nDate: yesterday\nSubject: x\n\ny\n",
+	    MAIL_STRIP_DEFAULT, &id, &t);
+	assert_int_equal(t, 0);
+	free(s);
+	s = extract("From: a@b\nInjection-Date: Tue, 1 Jul 2025 10:00:00 "
+	    "+0000\nSubject: x\n\ny\n", MAIL_STRIP_DEFAULT, &id, &t);
+	assert_int_equal(t, 1751364000);
+	free(s);
+
+	/* --mda: no id. */
+	s = extract(HDR "Subject: x\n\ny\n", MAIL_STRIP_DEFAULT | MAIL_NO_ID,
+	    &id, &t);
+	assert_int_equal(id.len, 0);
+	free(s);
+	buf_free(&id);
+}
+
+/* What is not a message at all is an error with a cause. */
+static void
+test_errors(void **state)
+{
+	struct buf	 text = { 0 }, id = { 0 };
+	int64_t		 t;
+	char		*cause = NULL;
+
+	assert_int_equal(mail_extract("", 0, 0, &text, &id, &t, &cause), -1);
+	assert_non_null(strstr(cause, "not a mail message"));
+	free(cause);
+	cause = NULL;
+	assert_int_equal(mail_extract("\0\0\0\n", 4, 0, &text, &id, &t,
+	    &cause), -1);
+	free(cause);
+	cause = NULL;
+	/* Headers but no text: not an error, an empty text. */
+	assert_int_equal(mail_extract("From: a@b\n\n", 11, 0, &text, &id, &t,
+	    &cause), 0);
+	assert_int_equal(text.len, 0);
+	buf_free(&text);
+	buf_free(&id);
+}
+
+/* Re-sent copies (other headers, base64, HTML alternative) give one text. */
+static void
+test_same_text(void **state)
+{
+	struct buf	 id = { 0 };
+	int64_t		 t;
+	char		*a, *b, *c;
+
+	a = extract("Received: from x\nMessage-ID: <1@a>\nDate: Tue, 1 Jul "
+	    "2025 10:00:00 +0000\nSubject: Meeting\n\nSee you at noon.\n",
+	    MAIL_STRIP_DEFAULT, &id, &t);
+	b = extract("Received: from y\nMessage-ID: <2@b>\nSubject: Re: "
+	    "Meeting\n" MIME "Content-Transfer-Encoding: base64\n\n"
+	    "U2VlIHlvdSBhdCBub29uLgo=\n", MAIL_STRIP_DEFAULT, &id, &t);
+	c = extract("Subject: Meeting\n" MIME "Content-Type: multipart/"
+	    "alternative; boundary=B\n\n--B\nContent-Type: text/html\n\n"
+	    "<p>See you at noon.</p>\n--B--\n", MAIL_STRIP_DEFAULT, &id, &t);
+	assert_string_equal(a, b);
+	assert_non_null(strstr(c, "See you at noon."));
+	free(a);
+	free(b);
+	free(c);
+	buf_free(&id);
+}
+
+/* Every prefix of a rich message, and bytes flipped: read, never a crash. */
+static void
+test_truncated(void **state)
+{
+	static const char msg[] = "From x Tue Jul  1 10:00:00 2025\n" HDR
+	    MIME "Subject: =?UTF-8?B?w6k=?= t\nContent-Type: multipart/mixed;"
+	    " boundary=\"o\"\n\n--o\nContent-Type: multipart/alternative; "
+	    "boundary=i\n\n--i\nContent-Type: text/plain; charset=latin1\n"
+	    "Content-Transfer-Encoding: quoted-printable\n\ncaf=E9 =\nok\n"
+	    ">From x\n--i\nContent-Type: text/html\n\n<p>caf&eacute;<b>x"
+	    "\n--i--\n--o\nContent-Type: message/rfc822\n\nSubject: in\n\n"
+	    "inner\n--o\nContent-Type: application/pdf\n"
+	    "Content-Transfer-Encoding: base64\n\nJVBERi0=\n--o--\n";
+	struct buf	 text = { 0 }, id = { 0 };
+	char		 copy[sizeof msg], *cause;
+	int64_t		 t;
+	size_t		 len, i;
+	int		 rv;
+
+	for (len = 0; len < sizeof msg; len++) {
+		cause = NULL;
+		rv = mail_extract(msg, len, MAIL_STRIP_DEFAULT, &text, &id, &t,
+		    &cause);
+		assert_true(rv == 0 || (rv == -1 && cause != NULL));
+		free(cause);
+	}
+	for (i = 0; i < sizeof msg - 1; i++) {
+		memcpy(copy, msg, sizeof msg);
+		copy[i] = (i % 3 == 0) ? '\0' : (i % 3 == 1) ? '\n' : '\xff';
+		cause = NULL;
+		rv = mail_extract(copy, sizeof msg - 1, MAIL_STRIP_DEFAULT,
+		    &text, &id, &t, &cause);
+		assert_true(rv == 0 || (rv == -1 && cause != NULL));
+		free(cause);
+	}
+	buf_free(&text);
+	buf_free(&id);
+}
+
+/* --mail-strip's list, and the MDA exit statuses. */
+static void
+test_options(void **state)
+{
+	int	 f = MAIL_STRIP_DEFAULT;
+	char	*cause;
+
+	assert_int_equal(mail_strip_parse("none", &f, &cause), 0);
+	assert_int_equal(f, 0);
+	assert_int_equal(mail_strip_parse("quotes,footer", &f, &cause), 0);
+	assert_int_equal(f, MAIL_STRIP_QUOTES | MAIL_STRIP_FOOTER);
+	assert_int_equal(mail_strip_parse("quotes,bogus", &f, &cause), -1);
+	free(cause);
+	assert_int_equal(mail_exit_status(0, 1, EXIT_OK), MAIL_EXIT_DUPLICATE);
+	assert_int_equal(mail_exit_status(1, 0, EXIT_OK), MAIL_EXIT_UNIQUE);
+	assert_int_equal(mail_exit_status(0, 0, EXIT_OK), MAIL_EXIT_UNIQUE);
+	assert_int_equal(mail_exit_status(0, 1, EXIT_ERROR), EXIT_ERROR);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_cases),
+		cmocka_unit_test(test_id_time),
+		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_same_text),
+		cmocka_unit_test(test_truncated),
+		cmocka_unit_test(test_options),
+	};
+
+	return (cmocka_run_group_tests(tests, NULL, NULL));
+}
