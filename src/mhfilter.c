@@ -28,6 +28,7 @@ struct options {
 	struct pipeline_opts	 pl;
 	struct stream_opts	 s;
 	struct daemon_opts	 d;
+	struct milter_opts	 m;
 	int			 given;		/* IP_* */
 	const char		*db;
 	double			 max_fn;
@@ -65,7 +66,8 @@ enum {
 
 /* Mail's options (a range of their own). */
 enum {
-	OPT_SINGLE = 1024, OPT_MDA, OPT_MAIL_STRIP
+	OPT_SINGLE = 1024, OPT_MDA, OPT_MAIL_STRIP, OPT_MILTER,
+	OPT_MILTER_ACTION, OPT_MILTER_REPLY
 };
 
 /* The maintenance modes' options, by MAINT_*, for messages. */
@@ -131,6 +133,9 @@ static const struct option long_opts[] = {
 	{ "single", no_argument, NULL, OPT_SINGLE },
 	{ "mda", no_argument, NULL, OPT_MDA },
 	{ "mail-strip", required_argument, NULL, OPT_MAIL_STRIP },
+	{ "milter", required_argument, NULL, OPT_MILTER },
+	{ "milter-action", required_argument, NULL, OPT_MILTER_ACTION },
+	{ "milter-reply", required_argument, NULL, OPT_MILTER_REPLY },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 }
@@ -228,6 +233,12 @@ usage(FILE *f)
 "      --http HOST:PORT     serve /metrics and /healthz\n"
 "      --log-file FILE      log there, not to stderr (reopened on SIGHUP)\n"
 "      --config FILE        read long options from FILE, key = value\n"
+"Milter (a mail filter for Postfix and Sendmail):\n"
+"      --milter SOCKET      serve unix:PATH or inet:PORT@HOST\n"
+"      --milter-action A    what a duplicate gets: header (default),\n"
+"                           quarantine, reject or discard\n"
+"      --milter-reply TEXT  the reply to a rejected duplicate (default\n"
+"                           '550 5.7.1 Duplicate message')\n"
 "Maintenance modes (with --db; one at a time, no files):\n"
 "      --info               parameters, documents, times and sizes\n"
 "      --expire             apply --retain and --max-docs now\n"
@@ -297,6 +308,10 @@ parse_options(int argc, char **argv, struct options *o)
 	o->max_fp = 0.05;
 	o->s.progress = isatty(STDERR_FILENO);
 	o->d.batch_delay = 0.005;
+	snprintf(o->m.reply_code, sizeof o->m.reply_code, "550");
+	snprintf(o->m.reply_xcode, sizeof o->m.reply_xcode, "5.7.1");
+	snprintf(o->m.reply_text, sizeof o->m.reply_text,
+	    "Duplicate message");
 	o->d.idle_timeout = 600;
 	o->d.max_clients = 256;
 
@@ -583,6 +598,22 @@ apply_options(int argc, char **argv, struct options *o)
 		case OPT_MDA:
 			o->mda = o->mail_single = 1;
 			break;
+		case OPT_MILTER:
+			o->m.socket = optarg;
+			o->pl.format = FORMAT_MAIL;
+			break;
+		case OPT_MILTER_ACTION:
+			if (milter_parse_action(optarg, &o->m.action) != 0)
+				usage_error("%s: unknown action '%s' (use header, "
+				    "quarantine, reject or discard)", name,
+				    optarg);
+			break;
+		case OPT_MILTER_REPLY:
+			if (milter_parse_reply(optarg, o->m.reply_code,
+			    o->m.reply_xcode, o->m.reply_text,
+			    sizeof o->m.reply_text, &cause) != 0)
+				usage_error("%s: %s", name, cause);
+			break;
 		case OPT_MAIL_STRIP:
 			mf = mail_flags();
 			if (mail_strip_parse(optarg, &mf, &cause) != 0)
@@ -623,6 +654,8 @@ apply_options(int argc, char **argv, struct options *o)
 			o->pl.mode = OUT_NONE;
 			mail_set_flags(mail_flags() | MAIL_NO_ID);
 		}
+		if (o->m.socket != NULL)	/* ids as for --mda */
+			mail_set_flags(mail_flags() | MAIL_NO_ID);
 		mail_init();
 	} else if (src == 2 && (o->mail_single || o->mda))
 		usage_error("--single and --mda go with --format mail");
@@ -631,6 +664,9 @@ apply_options(int argc, char **argv, struct options *o)
 		    "nothing)");
 	if (src == 2 && o->mda && o->d.nlisten > 0)
 		usage_error("--mda and --listen are exclusive");
+	if (src == 2 && o->m.socket != NULL && (o->d.nlisten > 0 || o->mda))
+		usage_error("--milter and --%s are exclusive", o->mda ? "mda" :
+		    "listen");
 }
 
 /*
@@ -870,7 +906,8 @@ main(int argc, char **argv)
 	argc -= optind;
 	argv += optind;
 	log_verbose(o.verbose);
-	serve = o.d.nlisten > 0 || notify_listen_count() > 0;
+	serve = o.d.nlisten > 0 || notify_listen_count() > 0 ||
+	    o.m.socket != NULL;
 	if (serve && argc > 0 && !o.explain)
 		usage_error("no files in daemon mode: clients send the records");
 
@@ -902,7 +939,11 @@ main(int argc, char **argv)
 	/* One pipeline, whatever the source. */
 	o.pl.stop_on_error = !serve;
 	p = pipeline_create(&o.pl, &o.f, the_index);
-	if (serve)
+	if (o.m.socket != NULL) {
+		o.m.batch_delay = o.d.batch_delay;
+		o.m.stats = o.d.stats;
+		status = milter_run(&o.m, p);
+	} else if (serve)
 		status = daemon_run(&o.d, p);
 	else
 		status = stream_run(&o.s, p, argv, argc);

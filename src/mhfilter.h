@@ -620,6 +620,8 @@ int		 output_record(struct output *, const struct record *,
 int		 output_flush(struct output *, char **);
 void		 output_close(struct output *);
 void		 output_field(struct buf *, const char *, size_t);
+void		 output_mail_header(struct buf *, const struct verdict *,
+		    const char *);
 
 /* mail.c: a mail message or news article to (text, id, time). */
 #define MAIL_STRIP_QUOTES 0x1	/* quoted reply text and its attribution */
@@ -769,6 +771,25 @@ struct daemon_opts {
 };
 int		 daemon_run(const struct daemon_opts *, struct pipeline *);
 int		 daemon_parse_time(const char *, double, double, double *,
+		    char **);
+
+/* milter.c: a mail filter for Postfix and Sendmail, over the pipeline. */
+#define MILTER_HEADER		0	/* --milter-action */
+#define MILTER_QUARANTINE	1
+#define MILTER_REJECT		2
+#define MILTER_DISCARD		3
+struct milter_opts {
+	const char	*socket;	/* libmilter's: unix:PATH, inet:PORT@HOST */
+	int		 action;	/* MILTER_*: what a duplicate gets */
+	char		 reply_code[4];	/* --milter-reply, for MILTER_REJECT */
+	char		 reply_xcode[16];
+	char		 reply_text[256];
+	double		 batch_delay;	/* seconds */
+	int		 stats;
+};
+int		 milter_run(const struct milter_opts *, struct pipeline *);
+int		 milter_parse_action(const char *, int *);
+int		 milter_parse_reply(const char *, char *, char *, char *, size_t,
 		    char **);
 
 /* maint.c: the maintenance modes, one index operation and exit. */

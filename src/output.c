@@ -192,7 +192,7 @@ output_annotate(struct output *o, const struct record *r,
 }
 
 /* The X-Mhfilter header field of a verdict, ending with eol. */
-static void
+void
 output_mail_header(struct buf *b, const struct verdict *v, const char *eol)
 {
 	char	 sim[32];
