@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <libmilter/mfapi.h>
@@ -48,6 +49,7 @@ struct mctx {
 	struct buf	 msg;		/* header fields and body as received */
 	int		 toolong;	/* over --max-bytes: not kept */
 	char		 qid[64];	/* the MTA's queue id, for messages */
+	int		 forged;	/* X-Mhfilter fields it came with */
 	/* Set by milter_deliver. */
 	int		 done;
 	int		 failed;	/* the batch did not commit */
@@ -167,6 +169,7 @@ milter_envfrom(SMFICTX *ctx, char **argv)
 	buf_trim(&m->msg);
 	m->msg.len = 0;
 	m->toolong = 0;
+	m->forged = 0;
 	qid = smfi_getsymval(ctx, "i");
 	snprintf(m->qid, sizeof m->qid, "%s", qid != NULL ? qid : "-");
 	return (SMFIS_CONTINUE);
@@ -195,6 +198,11 @@ milter_header(SMFICTX *ctx, char *name, char *value)
 
 	if (m == NULL)
 		return (SMFIS_TEMPFAIL);
+	if (strcasecmp(name, HEADER_NAME) == 0) {
+		/* A verdict that did not come from us: not kept. */
+		m->forged++;
+		return (SMFIS_CONTINUE);
+	}
 	milter_append(m, name, strlen(name));
 	milter_append(m, ": ", 2);
 	milter_append(m, value, strlen(value));
@@ -273,13 +281,22 @@ milter_decide(struct milter *mt, struct mctx *m)
 		pthread_cond_wait(&mt->cond, &mt->lock);
 }
 
-/* Add the X-Mhfilter header field of the verdict. */
+/*
+ * Add the X-Mhfilter header field of the verdict, removing those the
+ * message came with (a sender could forge a verdict).
+ */
 static void
 milter_add_header(SMFICTX *ctx, struct mctx *m)
 {
 	struct verdict	 v;
 	struct buf	 b = { 0 };
 	char		*value;
+	int		 i;
+
+	for (i = m->forged; i > 0; i--) {
+		if (smfi_chgheader(ctx, HEADER_NAME, i, NULL) != MI_SUCCESS)
+			log_warnx("milter: %s: cannot remove a header", m->qid);
+	}
 
 	memset(&v, 0, sizeof v);
 	v.kind = m->kind;
@@ -482,7 +499,7 @@ milter_run(const struct milter_opts *o, struct pipeline *p)
 	memset(&desc, 0, sizeof desc);
 	desc.xxfi_name = "mhfilter";
 	desc.xxfi_version = SMFI_VERSION;
-	desc.xxfi_flags = SMFIF_ADDHDRS | SMFIF_QUARANTINE;
+	desc.xxfi_flags = SMFIF_ADDHDRS | SMFIF_CHGHDRS | SMFIF_QUARANTINE;
 	desc.xxfi_connect = milter_connect;
 	desc.xxfi_envfrom = milter_envfrom;
 	desc.xxfi_header = milter_header;

@@ -35,6 +35,13 @@ mtsend() {
 	grep -q 'milter stopped after 3 messages' "$T/derr"
 }
 
+@test "an X-Mhfilter field the message came with is removed" {
+	start_daemon --milter "unix:$T/sock" -d db
+	mtsend unique '<one@example.org>' FORGED=1
+	mtsend duplicate '<two@example.org>' FORGED=1
+	stop_daemon
+}
+
 @test "the index is kept: a restart remembers what the milter indexed" {
 	start_daemon --milter "unix:$T/sock" -d db
 	mtsend unique '<one@example.org>'

@@ -20,6 +20,10 @@ assert(mt.header(conn, "From", "Alice <alice@example.org>") == nil)
 assert(mt.header(conn, "Message-ID", MSGID) == nil)
 assert(mt.header(conn, "Date", "Tue, 3 Mar 2026 10:00:00 +0000") == nil)
 assert(mt.header(conn, "Subject", "Re: Quarterly budget") == nil)
+if FORGED then
+	-- A verdict the sender wrote: removed.
+	assert(mt.header(conn, "X-Mhfilter", "unique") == nil)
+end
 assert(mt.eoh(conn) == nil)
 assert(mt.bodystring(conn, body) == nil)
 if BIG then
@@ -55,5 +59,9 @@ elseif EXPECT == "tempfail" then
 	assert(r == SMFIR_TEMPFAIL, "not a temporary failure")
 else
 	error("EXPECT: " .. tostring(EXPECT))
+end
+if FORGED and EXPECT ~= "discard" and EXPECT ~= "reject" then
+	assert(mt.eom_check(conn, MT_HDRDELETE, "X-Mhfilter"),
+	    "the sender's X-Mhfilter field is kept")
 end
 mt.disconnect(conn)
