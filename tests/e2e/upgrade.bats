@@ -37,6 +37,18 @@ assert_first_found() {
 }" ] || fail "query of the first 20 lines:" "$(cut -f 1-3 "$T/out")"
 }
 
+# --info and --check of db succeed and say format $1 and $2 documents.
+assert_info() {
+	mhrun --db db --info
+	assert_status 0
+	grep -qx "format: $1" "$T/out" || fail "--info: $(cat "$T/out")"
+	grep -qx "documents: $2" "$T/out" || fail "--info: $(cat "$T/out")"
+	mhrun --db db --check
+	assert_status 0
+	grep -qx 'problems: 0' "$T/out" || fail "--check: $(cat "$T/out")"
+	grep -qx "documents: $2" "$T/out" || fail "--check: $(cat "$T/out")"
+}
+
 # An upgraded index holds 19 + 20 documents and decides the rest as one run
 # of the whole sample on a new index does.
 assert_upgraded() {
@@ -47,14 +59,7 @@ assert_upgraded() {
 	cmp want got || fail "the rest, on the upgraded index:" "$(diff want got)"
 	grep -q '^duplicate	15	0.9364' got ||
 	    fail "line 23 is not a duplicate of the old document 15"
-	mhrun --db db --info
-	assert_status 0
-	grep -qx 'format: 4' "$T/out" || fail "--info: $(cat "$T/out")"
-	grep -qx 'documents: 39' "$T/out" || fail "--info: $(cat "$T/out")"
-	mhrun --db db --check
-	assert_status 0
-	grep -qx 'problems: 0' "$T/out" || fail "--check: $(cat "$T/out")"
-	grep -qx 'documents: 39' "$T/out" || fail "--check: $(cat "$T/out")"
+	assert_info 4 39
 	mhrun --db db -Q -a first
 	assert_status 0
 	assert_first_found
@@ -62,13 +67,7 @@ assert_upgraded() {
 
 @test "format 3: --info and --check read it as it is" {
 	old_index 3
-	mhrun --db db --info
-	assert_status 0
-	grep -qx 'format: 3' "$T/out" || fail "--info: $(cat "$T/out")"
-	grep -qx 'documents: 19' "$T/out" || fail "--info: $(cat "$T/out")"
-	mhrun --db db --check
-	assert_status 0
-	grep -qx 'problems: 0' "$T/out" || fail "--check: $(cat "$T/out")"
+	assert_info 3 19
 }
 
 @test "format 3: -Q finds its documents (zstd texts verified) and leaves it format 3" {
