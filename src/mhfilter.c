@@ -1096,8 +1096,7 @@ main(int argc, char **argv)
 	struct counts		 ct;
 	struct sigaction	 sa;
 	struct lsh_choice	 c;
-	struct stat		 st;
-	char			*cause, *dbfile;
+	char			*cause;
 	size_t			 i, j;
 	double			 start;
 	int			 rc, status = EXIT_OK, eof = 0, outfd, serve;
@@ -1121,21 +1120,17 @@ main(int argc, char **argv)
 	if (o.explain) {
 		/* With an existing index, explain the parameters it holds. */
 		if (o.db != NULL) {
-			xasprintf(&dbfile, "%s/data.mdb", o.db);
-			if (index_is_remote(o.db) || stat(dbfile, &st) == 0) {
+			if (index_exists(o.db, NULL)) {
 				rc = index_open(&the_index, o.db, INDEX_RDONLY,
 				    &o.f.p, o.given, &cause);
 				if (rc != 0) {
 					log_warnx("%s", cause);
 					free(cause);
-					free(dbfile);
-					return (rc == INDEX_MISMATCH ?
-					    EXIT_MISMATCH : EXIT_ERROR);
+					return (index_exit_status(rc));
 				}
 				index_close(the_index);
 				the_index = NULL;
 			}
-			free(dbfile);
 		}
 		lsh_rate(o.f.p.threshold, o.f.p.bands, o.f.p.rows, &c);
 		lsh_explain(stdout, o.f.p.perms, o.f.p.threshold, &c);
@@ -1147,7 +1142,7 @@ main(int argc, char **argv)
 	if (rc != 0) {
 		log_warnx("%s", cause);
 		free(cause);
-		return (rc == INDEX_MISMATCH ? EXIT_MISMATCH : EXIT_ERROR);
+		return (index_exit_status(rc));
 	}
 	atexit(cleanup);
 	o.f.verify = o.f.p.verify;
