@@ -422,7 +422,8 @@ meta_param(const struct index_params *p, int bit, char *out, size_t len)
 		snprintf(out, len, "%u", p->shingle);
 		break;
 	case IP_UNIT:
-		snprintf(out, len, "%s", p->unit == UNIT_WORD ? "word" : "char");
+		snprintf(out, len, "%s", p->unit == UNIT_WORD ? "word" :
+		    "char");
 		break;
 	case IP_NORM:
 		normalize_name(p->norm, out, len);

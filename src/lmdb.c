@@ -102,7 +102,6 @@
 #include <unistd.h>
 
 #include <lmdb.h>
-#include <zstd.h>
 
 #include "mhfilter.h"
 

@@ -12,9 +12,11 @@
  *   bandrun.c   band entries in memory and in sorted runs (pure; the
  *               memtable and run search/merge that index.c stores)
  *   index.c     band keys -> candidates; documents in and out of the
- *               index, through a backend: lmdb.c (a directory) or
- *               redis.c (a Redis Cluster shared by many processes, over
- *               cluster.c)
+ *               index: a dispatcher over a backend, lmdb.c (a directory)
+ *               or redis.c (a Redis Cluster shared by many processes,
+ *               over cluster.c); both store what codec.c encodes (the
+ *               document record, texts, time keys, meta records, Redis
+ *               keys and values)
  *   filter.c    a batch of records -> verdicts (the algorithm, I/O free
  *               except through index.c); normalising and signing are
  *               shared among worker threads
@@ -28,10 +30,13 @@
  * configuration file whose keys are the long options.
  *
  * The maintenance modes (--info, --expire, --remove, --check, --compact,
- * --export, --import) are maint.c: one index operation, then exit.
+ * --export, --import) are maint.c: one index operation, then exit;
+ * export.c writes and reads exports (JSON Lines) through index.c.
  *
  * normalize, shingle, minhash and lsh are pure functions: they are what the
- * stored index depends on and are pinned by known-answer tests.
+ * stored index depends on and are pinned by known-answer tests, as are the
+ * stored layouts of codec.c and the export format.  Index calls go one
+ * way: callers to index.c, index.c to a backend, a backend to codec.c.
  */
 
 #ifndef MHFILTER_H

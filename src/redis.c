@@ -700,49 +700,18 @@ fetch_docs(struct redis *r, const uint64_t *ids, size_t n, char **cause)
 }
 
 /*
- * The whole batch's writes and lookups, in four rounds (see the top of
- * the file).  Afterwards every candidate of every record is in the cache,
- * decided (kept or gone) unless it belongs to this batch.
+ * Round 2: the batch's records, pending, under the numbers from
+ * first_doc on (a read-only run only notes its records' keys and times).
  */
 static int
-redis_prepare(struct index *base, const struct ixdoc *docs, size_t n,
+write_pending(struct redis *r, const struct ixdoc *docs, size_t n,
     char **cause)
 {
-	struct redis		*r = (struct redis *)base;
-	const redisReply	*rp;
-	struct rslot		*s;
-	struct rdoc		*d;
-	struct u64vec		 want = { 0 }, scratch = { 0 };
-	unsigned		 b = r->base.p.bands, j;
-	unsigned char		 be[8];
-	size_t			 i, k, np = 0, q, e;
-	uint64_t		 docid, maxown;
-	double			 deadline, pause;
-	int			 rdonly = r->base.flags & INDEX_RDONLY, rc = INDEX_ERROR;
+	struct rslot	*s;
+	uint64_t	 docid = r->first_doc;
+	size_t		 i;
+	int		 rdonly = r->base.flags & INDEX_RDONLY;
 
-	if (n > r->slotsize) {
-		r->slotsize = n;
-		r->slots = xreallocarray(r->slots, n, sizeof *r->slots);
-	}
-	r->nslots = n;
-	for (i = 0; i < n; i++) {
-		memset(&r->slots[i], 0, sizeof r->slots[i]);
-		np += docs[i].pending != 0;
-	}
-	if (np == 0)
-		return (0);
-
-	/* 1. Numbers for the batch. */
-	r->first_doc = UINT64_MAX;
-	if (!rdonly && reserve_docs(r, np, &r->first_doc, cause) != 0)
-		return (INDEX_ERROR);
-
-	/* 2. The records, pending. */
-	docid = r->first_doc;
-	if (np > r->ownsize) {
-		r->ownsize = np;
-		r->own = xreallocarray(r->own, np, sizeof *r->own);
-	}
 	for (i = 0; i < n; i++) {
 		s = &r->slots[i];
 		if (!docs[i].pending)
@@ -768,18 +737,65 @@ redis_prepare(struct index *base, const struct ixdoc *docs, size_t n,
 			    len);
 		}
 	}
-	if (!rdonly && cluster_exec(r->c, cause) != 0)
+	if (rdonly)
+		return (0);
+	if (cluster_exec(r->c, cause) != 0)
 		return (redis_fail(r, cause));
-	if (!rdonly && replies_ok(r, 0, np, "writing documents", cause) != 0)
+	if (replies_ok(r, 0, r->nown, "writing documents", cause) != 0)
 		return (INDEX_ERROR);
 	cluster_reset(r->c);
+	return (0);
+}
 
-	/*
-	 * 3. Append to each bucket, then read them all back: every APPEND
-	 * goes before the first GET, to keep the window between numbering
-	 * and appending (see above) short.  A node runs one connection's
-	 * commands in order, so each GET sees its own APPEND.
-	 */
+/*
+ * A bucket read in round 3, into the slot's entries in found: every
+ * document but the slot's own, at most BUCKET_MAX, each once (an APPEND
+ * may have been retried).
+ */
+static int
+take_bucket(struct redis *r, const struct rslot *s, const redisReply *rp,
+    struct u64vec *scratch, char **cause)
+{
+	uint64_t	 docid;
+	size_t		 e, k = r->found.n, m, w;
+
+	if (rp->type == REDIS_REPLY_NIL)
+		return (0);
+	if (rp->type != REDIS_REPLY_STRING || rp->len % 8)
+		return (reply_error(r, rp, "band lookup", cause));
+	for (e = 0; e + 8 <= rp->len && r->found.n - k < BUCKET_MAX; e += 8) {
+		docid = get_be64((unsigned char *)rp->str + e);
+		if (docid == s->docid || docid == 0)
+			continue;
+		u64vec_push(&r->found, docid);
+	}
+	if (r->found.n - k > 1) {
+		sort_u64(r->found.v + k, r->found.n - k, scratch);
+		for (m = w = k + 1; m < r->found.n; m++)
+			if (r->found.v[m] != r->found.v[w - 1])
+				r->found.v[w++] = r->found.v[m];
+		r->found.n = w;
+	}
+	return (0);
+}
+
+/*
+ * Round 3: append to each bucket, then read them all back: every APPEND
+ * goes before the first GET, to keep the window between numbering and
+ * appending (see the top of the file) short.  A node runs one
+ * connection's commands in order, so each GET sees its own APPEND.  Sets
+ * *maxown to the batch's largest number.
+ */
+static int
+read_buckets(struct redis *r, size_t n, uint64_t *maxown, char **cause)
+{
+	struct rslot	*s;
+	struct u64vec	 scratch = { 0 };
+	unsigned	 b = r->base.p.bands, j;
+	unsigned char	 be[8];
+	size_t		 i, q;
+	int		 rdonly = r->base.flags & INDEX_RDONLY, rc = 0;
+
 	for (i = 0; i < n && !rdonly; i++) {
 		s = &r->slots[i];
 		if (s->docid == 0)
@@ -801,48 +817,111 @@ redis_prepare(struct index *base, const struct ixdoc *docs, size_t n,
 	}
 	if (cluster_exec(r->c, cause) != 0)
 		return (redis_fail(r, cause));
-	q = rdonly ? 0 : np * b;	/* past the APPENDs' replies */
+	q = rdonly ? 0 : r->nown * b;	/* past the APPENDs' replies */
 	if (replies_ok(r, 0, q, "band append", cause) != 0)
-		goto out;
-	maxown = 0;
-	for (i = 0; i < n; i++) {
+		return (INDEX_ERROR);
+	*maxown = 0;
+	for (i = 0; i < n && rc == 0; i++) {
 		s = &r->slots[i];
 		if (s->docid == 0)
 			continue;
-		if (s->docid != UINT64_MAX && s->docid > maxown)
-			maxown = s->docid;
+		if (s->docid != UINT64_MAX && s->docid > *maxown)
+			*maxown = s->docid;
 		s->first = r->found.n;
-		for (j = 0; j < b; j++) {
-			rp = cluster_reply(r->c, q++);
-			if (rp->type == REDIS_REPLY_NIL)
-				continue;
-			if (rp->type != REDIS_REPLY_STRING || rp->len % 8) {
-				reply_error(r, rp, "band lookup", cause);
-				goto out;
-			}
-			k = r->found.n;
-			for (e = 0; e + 8 <= rp->len &&
-			    r->found.n - k < BUCKET_MAX; e += 8) {
-				docid = get_be64((unsigned char *)rp->str + e);
-				if (docid == s->docid || docid == 0)
-					continue;
-				u64vec_push(&r->found, docid);
-			}
-			/* Once per band, even if an APPEND was retried. */
-			if (r->found.n - k > 1) {
-				size_t	 m, w = k + 1;
-
-				sort_u64(r->found.v + k, r->found.n - k,
-				    &scratch);
-				for (m = k + 1; m < r->found.n; m++)
-					if (r->found.v[m] != r->found.v[w - 1])
-						r->found.v[w++] = r->found.v[m];
-				r->found.n = w;
-			}
-		}
+		for (j = 0; j < b && rc == 0; j++)
+			rc = take_bucket(r, s, cluster_reply(r->c, q++),
+			    &scratch, cause);
 		s->n = r->found.n - s->first;
 	}
+	u64vec_free(&scratch);
+	if (rc != 0)
+		return (rc);
 	cluster_reset(r->c);
+	return (0);
+}
+
+/*
+ * Round 4b: wait for candidates pending with a smaller number than one of
+ * ours (want is scratch): their writers decide them without waiting for
+ * us.
+ */
+static int
+wait_pending(struct redis *r, uint64_t maxown, struct u64vec *want,
+    char **cause)
+{
+	struct rdoc	*d;
+	double		 deadline, pause;
+	size_t		 i, k;
+
+	deadline = now_seconds() + PENDING_WAIT;
+	pause = 0.001;
+	for (;;) {
+		want->n = 0;
+		for (i = 0; i < r->ndocs; i++) {
+			d = &r->docs[i];
+			if (d->state == ST_PENDING && d->docid < maxown &&
+			    own_slot(r, d->docid) == NULL)
+				u64vec_push(want, d->docid);
+		}
+		if (want->n == 0)
+			return (0);
+		if (now_seconds() > deadline) {
+			/* A writer that died: treat them as gone. */
+			for (k = 0; k < want->n; k++)
+				cache_find(r, want->v[k])->state = ST_PASSED;
+			r->timeouts += want->n;
+			log_warnx("index %s: %zu candidates still pending "
+			    "after %.0f s; passed over", r->base.path, want->n,
+			    PENDING_WAIT);
+			return (0);
+		}
+		r->waits += want->n;
+		usleep(pause * 1e6);
+		if (pause < 0.05)
+			pause *= 2;
+		if (fetch_docs(r, want->v, want->n, cause) != 0)
+			return (INDEX_ERROR);
+	}
+}
+
+/*
+ * The whole batch's writes and lookups, in four rounds (see the top of
+ * the file).  Afterwards every candidate of every record is in the cache,
+ * decided (kept or gone) unless it belongs to this batch.
+ */
+static int
+redis_prepare(struct index *base, const struct ixdoc *docs, size_t n,
+    char **cause)
+{
+	struct redis		*r = (struct redis *)base;
+	struct u64vec		 want = { 0 };
+	size_t			 i, k, np = 0;
+	uint64_t		 docid, maxown;
+	int			 rdonly = r->base.flags & INDEX_RDONLY, rc;
+
+	if (n > r->slotsize) {
+		r->slotsize = n;
+		r->slots = xreallocarray(r->slots, n, sizeof *r->slots);
+	}
+	r->nslots = n;
+	for (i = 0; i < n; i++) {
+		memset(&r->slots[i], 0, sizeof r->slots[i]);
+		np += docs[i].pending != 0;
+	}
+	if (np == 0)
+		return (0);
+	if (np > r->ownsize) {
+		r->ownsize = np;
+		r->own = xreallocarray(r->own, np, sizeof *r->own);
+	}
+
+	/* 1. Numbers for the batch; 2. the records; 3. the buckets. */
+	r->first_doc = UINT64_MAX;
+	if (!rdonly && reserve_docs(r, np, &r->first_doc, cause) != 0)
+		return (INDEX_ERROR);
+	if ((rc = write_pending(r, docs, n, cause)) != 0 ||
+	    (rc = read_buckets(r, n, &maxown, cause)) != 0)
+		return (rc);
 
 	/* 4. The candidates' records, but for this batch's own. */
 	for (k = 0; k < r->found.n; k++) {
@@ -853,46 +932,9 @@ redis_prepare(struct index *base, const struct ixdoc *docs, size_t n,
 			u64vec_push(&want, docid);
 		}
 	}
-	if (fetch_docs(r, want.v, want.n, cause) != 0)
-		goto out;
-
-	/*
-	 * 4b. Wait for candidates pending with a smaller number than one of
-	 * ours: their writers decide them without waiting for us.
-	 */
-	deadline = now_seconds() + PENDING_WAIT;
-	pause = 0.001;
-	for (;;) {
-		want.n = 0;
-		for (i = 0; i < r->ndocs; i++) {
-			d = &r->docs[i];
-			if (d->state == ST_PENDING && d->docid < maxown &&
-			    own_slot(r, d->docid) == NULL)
-				u64vec_push(&want, d->docid);
-		}
-		if (want.n == 0)
-			break;
-		if (now_seconds() > deadline) {
-			/* A writer that died: treat them as gone. */
-			for (k = 0; k < want.n; k++)
-				cache_find(r, want.v[k])->state = ST_PASSED;
-			r->timeouts += want.n;
-			log_warnx("index %s: %zu candidates still pending "
-			    "after %.0f s; passed over", r->base.path, want.n,
-			    PENDING_WAIT);
-			break;
-		}
-		r->waits += want.n;
-		usleep(pause * 1e6);
-		if (pause < 0.05)
-			pause *= 2;
-		if (fetch_docs(r, want.v, want.n, cause) != 0)
-			goto out;
-	}
-	rc = 0;
-out:
+	if ((rc = fetch_docs(r, want.v, want.n, cause)) == 0)
+		rc = wait_pending(r, maxown, &want, cause);
 	u64vec_free(&want);
-	u64vec_free(&scratch);
 	return (rc);
 }
 

@@ -500,8 +500,9 @@ test_export(void **state)
 	assert_non_null(f = open_memstream(&data, &len));
 	assert_int_equal(export_doc(f, &d, 8, &t), 0);
 	assert_int_equal(export_doc(f, &d, 8, NULL), 0);
-	assert_stream(f, &data, &len, "{\"id_hex\":\"ff01\",\"time\":1700000000,"
-	    "\"flags\":2,\"sig\":\"010002003412feff0000ffff00010700\","
+	assert_stream(f, &data, &len, "{\"id_hex\":\"ff01\","
+	    "\"time\":1700000000,\"flags\":2,\"sig\":"
+	    "\"010002003412feff0000ffff00010700\","
 	    "\"text_hex\":\"feff74657874\"}\n"
 	    "{\"id_hex\":\"ff01\",\"time\":1700000000,\"flags\":2,\"sig\":"
 	    "\"010002003412feff0000ffff00010700\"}\n");
