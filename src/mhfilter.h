@@ -291,13 +291,13 @@ size_t		 memtable_entries(struct memtable *);
 /*
  * index.c: the index, over a storage backend (lmdb.c, redis.c).
  *
- * Return convention.  Every index_* function that returns int, and every
- * index_ops member that does, returns 0 (or, for index_text, a
- * non-negative result) on success and one of these negative codes on
- * failure; index_exit_status maps them to mhfilter(1)'s exit statuses.
- * INDEX_AGAIN and INDEX_GONE are conditions the caller handles and come
- * without a cause; every other code comes with *cause set (the caller
- * frees it).
+ * Return convention.  Every index_* function that opens or works on an
+ * index, and every index_ops member but exists, returns 0 (or, for
+ * index_text, a non-negative result) on success and one of these negative
+ * codes on failure; index_exit_status maps them to mhfilter(1)'s exit
+ * statuses.  INDEX_AGAIN, INDEX_GONE and INDEX_NOTFOUND are conditions the
+ * caller handles and come without a cause; INDEX_ERROR and INDEX_MISMATCH
+ * come with *cause set (the caller frees it).
  */
 #define INDEX_ERROR	(-1)	/* I/O, server, corrupt data, resources */
 #define INDEX_AGAIN	(-2)	/* map full: grown by index_abort (which
@@ -493,8 +493,9 @@ uint64_t	 index_run_start(struct index *);
  *			append to out the documents under each of the b
  *			band keys, once per band shared (so a document's
  *			count is its number of shared bands), at most 1,024
- *			per band; slot is the record's place in the
- *			prepared batch, or INDEX_NOSLOT.  0; ERROR.
+ *			per band (but an unprepared Redis lookup); slot is
+ *			the record's place in the prepared batch, or
+ *			INDEX_NOSLOT.  0; ERROR.
  * doc(ix, docid, d, cause)
  *			a document's record into d, its signature valid
  *			until the next call.  0; GONE (removed or expired;
