@@ -2,8 +2,10 @@
 # Known answers for what is stored and exchanged, end to end: two known
 # documents (fixed ids, times and parameters) go into an LMDB index and a
 # Redis one, and what comes out is compared with bytes written down once,
-# from the code of index format 4 and Redis format 3.  A change of what is
-# stored (document records, texts, keys, meta records, the export format)
+# from the code of index format 4 and Redis format 3: the export, LMDB's
+# docs, texts, times and meta records (mdb_dump), Redis's keys and values.
+# A change of what is stored (document records, texts, time keys, meta
+# records, Redis keys and values, the export format)
 # or of what goes into a signature fails here loudly; the pure layouts are
 # pinned one by one in tests/unit/test_codec.c.  doc-2's text is LZ4 as
 # Debian's liblz4 1.9 compresses it: another liblz4 may compress otherwise
@@ -51,6 +53,72 @@ EOF
 	assert_status 0
 	mhrun --db db2 --export -
 	cmp want "$T/out" || fail "export of the import:" "$(diff want "$T/out")"
+}
+
+@test "the LMDB records of known documents are these bytes" {
+	command -v mdb_dump >/dev/null || skip "mdb_dump is not installed"
+	input
+	mhrun --db db "${OPTS[@]}" in.jsonl
+	assert_status 0
+	# mdb_dump -p: a line for each key, then one for its value.
+	dump() {
+		mdb_dump -p -s "$1" db | sed -n '/^HEADER=END/,/^DATA=END/p' |
+		    sed '1d;$d'
+	}
+	cat >want <<'EOF'
+ \00\00\00\00\00\00\00\01
+ \02\01\00\00\05\00\00\00\00\00\00\00eS\f1\00\be\0a\be\0a\be\0a\92\1b\de\8c\92\1b\92\1b\be\0adoc-1
+ \00\00\00\00\00\00\00\02
+ \02\01\00\00\05\00\00\00\00\00\00\00eS\f1\01\f5\04\b8PH\17\f7K\0a\03\8a\8d\ad\04$Mdoc-2
+ \00\00\00\00\00\00\00\01
+ \00\00short text
+ \00\00\00\00\00\00\00\02
+ \02\00n\00\00\00\f0\10the quick brown fox jumps over \1f\00\91lazy dog;\0e\00\0f-\00%P fox.
+ \80\00\00\00eS\f1\00\00\00\00\00\00\00\00\01
+ 
+ \80\00\00\00eS\f1\01\00\00\00\00\00\00\00\02
+ 
+EOF
+	{ dump docs; dump texts; dump times; } >got
+	cmp want got || fail "docs, texts, times:" "$(diff want got)"
+	cat >want <<'EOF'
+ bands
+ 4
+ created
+ NOW
+ format
+ 4
+ l0_next
+ 2
+ l1_entries
+ 0
+ next_doc
+ 3
+ normalize
+ casefold,nfkc,space
+ perms
+ 8
+ rows
+ 2
+ scheme
+ 2 xxh3-oph16-dens-v2
+ seed
+ 42
+ shingle
+ 5
+ sweep
+ 0
+ texts
+ 1
+ threshold
+ 0.80000000000000004
+ unit
+ char
+ verify
+ 0
+EOF
+	dump meta | awk 'prev == " created" { $0 = " NOW" } { print; prev = $0 }' >got
+	cmp want got || fail "meta:" "$(diff want got)"
 }
 
 @test "the Redis keys and values of known documents are these bytes" {
