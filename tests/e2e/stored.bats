@@ -9,7 +9,7 @@
 # or of what goes into a signature fails here loudly; the pure layouts are
 # pinned one by one in tests/unit/test_codec.c.  doc-2's text is LZ4 as
 # Debian's liblz4 1.9 compresses it: another liblz4 may compress otherwise
-# (and still read it), which would show here as a difference in kat:d:2.
+# (and still read it), which would show here in kat:d:2 and in texts.
 
 load helpers
 load redis-helpers
