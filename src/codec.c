@@ -368,25 +368,31 @@ meta_write(const struct index_params *p, int format, int64_t created,
 	return (rc);
 }
 
-/*
- * A stored number: the decimal a value begins with (up to a space, so that
- * "2 xxh3-..." gives 2), at most max, by parse_uint.  0 or -1.
- */
+/* A stored number, at most max, by parse_uint.  0 or -1. */
 int
 meta_number(const char *v, uint64_t max, uint64_t *out)
 {
-	char	 num[32], *cause;
-	size_t	 n = strcspn(v, " ");
+	char	*cause;
 
-	if (n >= sizeof num)
-		return (-1);
-	memcpy(num, v, n);
-	num[n] = '\0';
-	if (parse_uint(num, 0, max, out, &cause) != 0) {
+	if (parse_uint(v, 0, max, out, &cause) != 0) {
 		free(cause);
 		return (-1);
 	}
 	return (0);
+}
+
+/* The number a "scheme" record begins with ("2 xxh3-..." gives 2). */
+static int
+meta_scheme(const char *v, uint64_t *out)
+{
+	char	 num[32];
+	size_t	 n = strcspn(v, " ");
+
+	if (n >= sizeof num || v[n] != ' ')
+		return (-1);
+	memcpy(num, v, n);
+	num[n] = '\0';
+	return (meta_number(num, INT_MAX, out));
 }
 
 /* The parameters meta_read compares, with their options. */
@@ -497,7 +503,7 @@ meta_version(int format, const char *where, meta_get_fn get, void *arg,
 		    "format %d", where, stored, format);
 		return (INDEX_MISMATCH);
 	}
-	if (meta_number(scheme, INT_MAX, &u) != 0 || u != MHF_SCHEME) {
+	if (meta_scheme(scheme, &u) != 0 || u != MHF_SCHEME) {
 		xasprintf(cause, "%s uses signature scheme %s; this mhfilter "
 		    "makes scheme %d %s", where, scheme, MHF_SCHEME,
 		    MHF_SCHEME_NAME);

@@ -322,10 +322,13 @@ test_meta_read(void **state)
 		{ "format", NULL, 0 },
 		{ "scheme", "1 xxh3-old", 0 },
 		{ "scheme", "two", 0 },
+		{ "scheme", "2", 0 },
 		{ "perms", "1025", 0 },
 		{ "perms", "12x", 0 },
 		{ "perms", "-1", 0 },
 		{ "perms", "", 0 },
+		{ "perms", "128 x", 0 },
+		{ "perms", " 128", 0 },
 		{ "perms", NULL, 0 },
 		{ "bands", "99999999999999999999", 0 },
 		{ "rows", "0", 0 },		/* params_ok */
