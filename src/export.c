@@ -293,40 +293,23 @@ import_batch(struct index *ix, char **lines, const size_t *lens, size_t n,
 }
 
 /*
- * Read an export into this index, in transactions of 1,000 documents.
- * The export's parameters must be the index's; an index with no documents
- * yet takes them from the export.  Band keys are recomputed from the
- * signatures.  Returns 0 with the count, or INDEX_ERROR with a cause
- * naming the line.
+ * The header line of an export: its parameters, checked; an index with no
+ * documents yet takes them if they are not its own.  0, or INDEX_ERROR.
  */
-int
-index_import(struct index *ix, FILE *f, uint64_t *count, char **cause)
+static int
+import_header(struct index *ix, const char *line, size_t len, char **cause)
 {
-	struct index_params	 want;
+	struct index_params	 want = ix->p;
 	json_t			*hdr;
 	json_error_t		 jerr;
-	struct buf		 id = { 0 }, text = { 0 };
-	unsigned char		*sb = NULL;
-	uint32_t		*sig = NULL;
-	uint64_t		*keys = NULL, lineno = 0;
-	char			*line = NULL, *batch[IMPORT_BATCH], *c;
-	size_t			 linesize = 0, nb = 0, blen[IMPORT_BATCH];
-	ssize_t			 len;
-	int			 rc = 0, rv = INDEX_ERROR, texts, norm;
+	char			*c;
+	int			 rc = INDEX_ERROR, norm;
 
-	*count = 0;
-	if ((len = getline(&line, &linesize, f)) <= 0) {
-		xasprintf(cause, "import: no header line");
-		free(line);
-		return (INDEX_ERROR);
-	}
-	lineno = 1;
 	if ((hdr = json_loadb(line, len, 0, &jerr)) == NULL ||
 	    json_integer_value(json_object_get(hdr, "mhfilter_export")) != 1) {
 		xasprintf(cause, "import: line 1: not an mhfilter export");
 		goto out;
 	}
-	want = ix->p;
 	if (strcmp(json_str(hdr, "scheme", ""), MHF_SCHEME_NAME) != 0) {
 		xasprintf(cause, "import: line 1: signature scheme is not %s",
 		    MHF_SCHEME_NAME);
@@ -348,16 +331,15 @@ index_import(struct index *ix, FILE *f, uint64_t *count, char **cause)
 		xasprintf(cause, "import: line 1: bad seed");
 		goto out;
 	}
-	texts = json_is_true(json_object_get(hdr, "texts"));
 	if (!params_ok(&want)) {
 		xasprintf(cause, "import: line 1: bad parameters");
 		goto out;
 	}
-	want.texts = texts;
+	want.texts = json_is_true(json_object_get(hdr, "texts"));
 	want.verify = json_integer_value(json_object_get(hdr, "verify"));
 	want.threshold = json_real_value(json_object_get(hdr, "threshold"));
 	if (want.verify < VERIFY_EXACT || want.verify > VERIFY_NONE ||
-	    (want.verify == VERIFY_EXACT && !texts) ||
+	    (want.verify == VERIFY_EXACT && !want.texts) ||
 	    !(want.threshold >= 0.01 && want.threshold <= 1.0)) {
 		xasprintf(cause, "import: line 1: bad verify or threshold");
 		goto out;
@@ -365,9 +347,44 @@ index_import(struct index *ix, FILE *f, uint64_t *count, char **cause)
 	if (want.perms != ix->p.perms || want.bands != ix->p.bands ||
 	    want.rows != ix->p.rows || want.shingle != ix->p.shingle ||
 	    want.unit != ix->p.unit || want.norm != ix->p.norm ||
-	    want.seed != ix->p.seed || ix->p.texts != texts) {
-		if ((rc = ix->ops->adopt(ix, &want, cause)) != 0)
+	    want.seed != ix->p.seed || ix->p.texts != want.texts) {
+		if (ix->ops->adopt(ix, &want, cause) != 0)
 			goto out;
+	}
+	rc = 0;
+out:
+	json_decref(hdr);
+	return (rc);
+}
+
+/*
+ * Read an export into this index, in transactions of 1,000 documents.
+ * The export's parameters must be the index's; an index with no documents
+ * yet takes them from the export.  Band keys are recomputed from the
+ * signatures.  Returns 0 with the count, or INDEX_ERROR with a cause
+ * naming the line.
+ */
+int
+index_import(struct index *ix, FILE *f, uint64_t *count, char **cause)
+{
+	struct buf		 id = { 0 }, text = { 0 };
+	unsigned char		*sb = NULL;
+	uint32_t		*sig = NULL;
+	uint64_t		*keys = NULL, lineno = 1;
+	char			*line = NULL, *batch[IMPORT_BATCH];
+	size_t			 linesize = 0, nb = 0, blen[IMPORT_BATCH];
+	ssize_t			 len;
+	int			 rc = INDEX_ERROR;
+
+	*count = 0;
+	if ((len = getline(&line, &linesize, f)) <= 0) {
+		xasprintf(cause, "import: no header line");
+		free(line);
+		return (INDEX_ERROR);
+	}
+	if (import_header(ix, line, len, cause) != 0) {
+		free(line);
+		return (INDEX_ERROR);
 	}
 	keys = xcalloc(ix->p.bands, sizeof *keys);
 	sb = xmalloc(2 * ix->p.perms);
@@ -395,20 +412,19 @@ index_import(struct index *ix, FILE *f, uint64_t *count, char **cause)
 		while (nb > 0)
 			free(batch[--nb]);
 	}
+	rc = 0;
 	if (ferror(f)) {
 		xasprintf(cause, "import: read error: %s", strerror(errno));
-		goto out;
+		rc = INDEX_ERROR;
 	}
-	rv = 0;
 out:
 	while (nb > 0)
 		free(batch[--nb]);
-	json_decref(hdr);
 	free(line);
 	free(keys);
 	free(sb);
 	free(sig);
 	buf_free(&id);
 	buf_free(&text);
-	return (rv);
+	return (rc);
 }
