@@ -461,27 +461,19 @@ lmdb_remove_dir(const char *path)
 }
 
 /*
- * Open (or create) the index at path; a NULL path makes a temporary one.
- * p holds the parameters wanted and, on return, the ones in force; given
- * says which of them the user set.  Returns 0, -1 on error or
- * INDEX_MISMATCH, with a cause.
+ * The environment of lmdb_open: the directory (made if missing, or a
+ * temporary one for a NULL path), then LMDB's environment in it.  0,
+ * INDEX_MISMATCH (not LMDB) or INDEX_ERROR.
  */
 static int
-lmdb_open(struct index **ixp, const char *path, int flags,
-    struct index_params *p, int given, char **cause)
+lm_env_open(struct lmdb *ix, const char *path, int flags, uint64_t mapsize,
+    char **cause)
 {
-	struct lmdb	*ix;
 	const char	*tmp;
 	MDB_stat	 ms;
-	char		 probe[16];
 	unsigned int	 envflags = MDB_NOTLS;
-	int		 rc, dead, fresh, rv = INDEX_ERROR;
+	int		 rc, dead;
 
-	ix = xcalloc(1, sizeof *ix);
-	ix->format = MHF_INDEX_FORMAT;
-	ix->snap_sweep = UINT64_MAX;
-	ix->base.flags = flags;
-	ix->base.p = *p;
 	if (path == NULL) {
 		if ((tmp = getenv("TMPDIR")) == NULL || *tmp == '\0')
 			tmp = "/tmp";
@@ -489,7 +481,7 @@ lmdb_open(struct index **ixp, const char *path, int flags,
 		if (mkdtemp(ix->base.path) == NULL) {
 			xasprintf(cause, "mkdtemp %s: %s", ix->base.path,
 			    strerror(errno));
-			goto fail;
+			return (INDEX_ERROR);
 		}
 		ix->base.flags |= INDEX_TEMP;
 		/* A crash loses a throwaway index, so never sync it. */
@@ -500,16 +492,16 @@ lmdb_open(struct index **ixp, const char *path, int flags,
 			envflags |= MDB_RDONLY;
 		else if (mkdir(path, 0777) == -1 && errno != EEXIST) {
 			xasprintf(cause, "mkdir %s: %s", path, strerror(errno));
-			goto fail;
+			return (INDEX_ERROR);
 		}
 	}
 
 	if ((rc = mdb_env_create(&ix->env)) != 0 ||
 	    (rc = mdb_env_set_maxdbs(ix->env, 8)) != 0 ||
 	    (rc = mdb_env_set_mapsize(ix->env,
-	    p->mapsize ? p->mapsize : MAP_DEFAULT)) != 0) {
+	    mapsize ? mapsize : MAP_DEFAULT)) != 0) {
 		lm_fail(ix, rc, "create", cause);
-		goto fail;
+		return (INDEX_ERROR);
 	}
 	if ((rc = mdb_env_open(ix->env, ix->base.path, envflags, 0666)) != 0) {
 		if (rc == ENOENT)
@@ -517,49 +509,78 @@ lmdb_open(struct index **ixp, const char *path, int flags,
 		else if (rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH) {
 			xasprintf(cause, "%s is not an LMDB index: %s",
 			    ix->base.path, mdb_strerror(rc));
-			rv = INDEX_MISMATCH;
+			return (INDEX_MISMATCH);
 		} else
 			xasprintf(cause, "open index %s: %s", ix->base.path,
 			    mdb_strerror(rc));
-		goto fail;
+		return (INDEX_ERROR);
 	}
 	if (mdb_env_stat(ix->env, &ms) == 0)
 		ix->inline_max = ms.ms_psize / 2;
 	/* Forget readers left by processes that died (kill -9). */
 	mdb_reader_check(ix->env, &dead);
+	return (0);
+}
+
+/*
+ * The named databases of lmdb_open, in a transaction left open (created
+ * unless read-only).  0, INDEX_MISMATCH (another program's environment)
+ * or INDEX_ERROR.
+ */
+static int
+lm_dbis_open(struct lmdb *ix, int flags, char **cause)
+{
+	unsigned	 dbflags = (flags & INDEX_RDONLY) ? 0 : MDB_CREATE;
+	int		 rc;
 
 	rc = lm_txn(ix, 0, &ix->txn);
 	if (rc == 0 && (rc = lm_foreign(ix)) != 0) {
 		xasprintf(cause, "%s is an LMDB environment but not an "
 		    "mhfilter index", ix->base.path);
-		rv = INDEX_MISMATCH;
-		goto fail;
+		return (INDEX_MISMATCH);
 	}
-	if (rc == 0) {
-		unsigned dbflags = (flags & INDEX_RDONLY) ? 0 : MDB_CREATE;
-
-		if ((rc = mdb_dbi_open(ix->txn, "meta", dbflags,
-		    &ix->meta)) == 0 &&
-		    (rc = mdb_dbi_open(ix->txn, "docs", dbflags,
-		    &ix->docs)) == 0 &&
-		    (rc = mdb_dbi_open(ix->txn, "texts", dbflags,
-		    &ix->texts)) == 0 &&
-		    (rc = mdb_dbi_open(ix->txn, "times", dbflags,
-		    &ix->times)) == 0 &&
-		    (rc = mdb_dbi_open(ix->txn, "l0", dbflags,
-		    &ix->l0)) == 0)
-			rc = mdb_dbi_open(ix->txn, "l1", dbflags, &ix->l1);
-	}
+	if (rc == 0 &&
+	    (rc = mdb_dbi_open(ix->txn, "meta", dbflags, &ix->meta)) == 0 &&
+	    (rc = mdb_dbi_open(ix->txn, "docs", dbflags, &ix->docs)) == 0 &&
+	    (rc = mdb_dbi_open(ix->txn, "texts", dbflags, &ix->texts)) == 0 &&
+	    (rc = mdb_dbi_open(ix->txn, "times", dbflags, &ix->times)) == 0 &&
+	    (rc = mdb_dbi_open(ix->txn, "l0", dbflags, &ix->l0)) == 0)
+		rc = mdb_dbi_open(ix->txn, "l1", dbflags, &ix->l1);
 	if (rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE) {
 		xasprintf(cause, "%s is not an mhfilter index", ix->base.path);
-		rv = INDEX_MISMATCH;
-		goto fail;
+		return (INDEX_MISMATCH);
 	}
 	if (rc != 0) {
 		lm_fail(ix, rc, "open", cause);
-		goto fail;
+		return (INDEX_ERROR);
 	}
+	return (0);
+}
 
+/*
+ * Open (or create) the index at path; a NULL path makes a temporary one.
+ * p holds the parameters wanted and, on return, the ones in force; given
+ * says which of them the user set.  Returns 0, INDEX_ERROR or
+ * INDEX_MISMATCH, with a cause.
+ */
+static int
+lmdb_open(struct index **ixp, const char *path, int flags,
+    struct index_params *p, int given, char **cause)
+{
+	struct lmdb	*ix;
+	char		 probe[16];
+	int		 rc, fresh, rv;
+
+	ix = xcalloc(1, sizeof *ix);
+	ix->format = MHF_INDEX_FORMAT;
+	ix->snap_sweep = UINT64_MAX;
+	ix->base.flags = flags;
+	ix->base.p = *p;
+	if ((rv = lm_env_open(ix, path, flags, p->mapsize, cause)) != 0 ||
+	    (rv = lm_dbis_open(ix, flags, cause)) != 0)
+		goto fail;
+
+	rv = INDEX_ERROR;
 	fresh = lm_meta_get(ix, "format", probe, sizeof probe) ==
 	    INDEX_NOTFOUND;
 	if (fresh && (flags & INDEX_RDONLY)) {
