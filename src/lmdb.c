@@ -4,26 +4,19 @@
  *
  * Six named databases, format 4:
  *
- *   meta   text key -> text value: "format", "scheme", every parameter that
- *          changes signatures or band keys ("perms", "bands", "rows",
- *          "shingle", "unit", "normalize", "seed"), whether texts are kept
- *          ("texts"), the defaults later runs take ("verify", "threshold"),
- *          "created", "next_doc" (the next document number), and the band
- *          index's state: "sweep", "l0_next", "l1_entries" (below).
+ *   meta   text key -> text value: the parameter records (codec.c:
+ *          meta_write), "next_doc" (the next document number), and the
+ *          band index's state: "sweep", "l0_next", "l1_entries" (below),
+ *          all decimal.
  *   docs   8-byte document number (big-endian, so key order is insertion
- *          order) -> a document record:
- *            u8 version (2), u8 flags (DOC_*), u16 0, u32 id length,
- *            i64 document time (big-endian, seconds since the epoch),
- *            K x u16 signature (little-endian), the external id.
+ *          order) -> its document record (codec.c: docrec_encode).
  *   texts  8-byte document number -> the normalised text for exact
- *          verification (textenc_encode): u8 encoding (0 raw, 2 LZ4; 1,
- *          zstd, in indexes made before format 4), u8 flags (DOC_BYTES),
- *          then the bytes, for LZ4 after the text's length (u32).  Apart
- *          from docs so that signature lookups touch fewer pages and its
- *          size can be reported on its own.
- *   times  16 bytes: document time (big-endian, sign bit flipped so that
- *          byte order is time order), document number -> nothing.  What
- *          retention walks, oldest first.
+ *          verification, encoded (codec.c: textenc_encode; zstd in
+ *          indexes made before format 4).  Apart from docs so that
+ *          signature lookups touch fewer pages and its size can be
+ *          reported on its own.
+ *   times  a time key (codec.c: timekey_put, time then document number,
+ *          in time order) -> nothing.  What retention walks, oldest first.
  *   l1     the band entries, chunked: 4-byte chunk number (big-endian) ->
  *          a run, the chunk's entries sorted (bandrun.c: 10 bytes each,
  *          the band key's 40 bits below the chunk's and a 40-bit document
@@ -109,7 +102,6 @@
 #include <unistd.h>
 
 #include <lmdb.h>
-#include <zstd.h>
 
 #include "mhfilter.h"
 
@@ -175,6 +167,7 @@ struct l1ref {
 	size_t			 n;	/* entries */
 };
 
+static int	lmdb_exists(const char *, uint64_t *);
 static int	lmdb_open(struct index **, const char *, int,
 		    struct index_params *, int, char **);
 static void	lmdb_close(struct index *);
@@ -188,25 +181,23 @@ static int	lmdb_text(struct index *, uint64_t, struct buf *, char **);
 static int	lmdb_insert(struct index *, size_t, const uint64_t *,
 		    const uint32_t *, const char *, size_t, const char *,
 		    size_t, const char *, size_t, int, int64_t, char **);
-static int	index_fail(struct lmdb *, int, const char *, char **);
-static int	meta_get(struct lmdb *, const char *, char *, size_t);
-static int	meta_put(struct lmdb *, const char *, const char *);
-static int	meta_create(struct lmdb *, char **);
-static int	meta_check(struct lmdb *, int, int, char **);
+static int	lm_fail(struct lmdb *, int, const char *, char **);
+static int	lm_meta_get(struct lmdb *, const char *, char *, size_t);
+static int	lm_meta_put(struct lmdb *, const char *, const char *);
+static int	lm_meta_create(struct lmdb *, char **);
+static int	lm_meta_check(struct lmdb *, int, int, char **);
 static int	lmdb_upgrade(struct lmdb *, int, int *, char **);
-static int	index_foreign(struct lmdb *);
-static int	index_get(struct lmdb *, MDB_dbi, uint64_t, MDB_val *);
-static int	index_txn(struct lmdb *, unsigned, MDB_txn **);
-static int	meta_u64(struct lmdb *, const char *, uint64_t *, char **);
+static int	lm_foreign(struct lmdb *);
+static int	lm_get(struct lmdb *, MDB_dbi, uint64_t, MDB_val *);
+static int	lm_txn(struct lmdb *, unsigned, MDB_txn **);
+static int	lm_meta_u64(struct lmdb *, const char *, uint64_t *, char **);
 static int	lsm_load(struct lmdb *, char **);
 static int	lsm_rebuild(struct lmdb *, char **);
 static int	lsm_merge(struct lmdb *, unsigned, uint64_t, char **);
 static int	lsm_flush(struct lmdb *, char **);
-static int	index_first_doc(struct lmdb *, uint64_t *, char **);
-static void	time_key(unsigned char *, int64_t, uint64_t);
+static int	lm_first_doc(struct lmdb *, uint64_t *, char **);
 static void	chunk_key(unsigned char *, unsigned, MDB_val *);
-static int64_t	time_of_key(const void *);
-static int	index_candidates1(struct lmdb *, uint64_t, struct u64vec *,
+static int	lm_bucket(struct lmdb *, uint64_t, struct u64vec *,
 		    size_t);
 static void	lmdb_prefetch(struct lmdb *, const uint64_t *, int);
 static int	l1_read(struct lmdb *, MDB_txn *, unsigned, unsigned,
@@ -214,9 +205,12 @@ static int	l1_read(struct lmdb *, MDB_txn *, unsigned, unsigned,
 static void	snap_end(struct lmdb *);
 static size_t	next_pending(const struct lmdb *, size_t);
 
-/* Turn an LMDB error into a cause; MDB_MAP_FULL becomes INDEX_AGAIN. */
+/*
+ * Turn an LMDB error into INDEX_ERROR with a cause; MDB_MAP_FULL becomes
+ * INDEX_AGAIN (the map is grown by the abort).
+ */
 static int
-index_fail(struct lmdb *ix, int rc, const char *what, char **cause)
+lm_fail(struct lmdb *ix, int rc, const char *what, char **cause)
 {
 	if (rc == MDB_MAP_FULL) {
 		ix->map_full = 1;
@@ -228,12 +222,15 @@ index_fail(struct lmdb *ix, int rc, const char *what, char **cause)
 	else
 		xasprintf(cause, "index %s: %s: %s", ix->base.path, what,
 		    mdb_strerror(rc));
-	return (-1);
+	return (INDEX_ERROR);
 }
 
-/* Read a meta value as a string.  0 found, 1 missing, -1 error. */
+/*
+ * Read a meta value as a string (a meta_get_fn): 0 found, INDEX_NOTFOUND,
+ * or INDEX_ERROR (an LMDB error, or len bytes or more).
+ */
 static int
-meta_get(struct lmdb *ix, const char *key, char *out, size_t len)
+lm_meta_get(struct lmdb *ix, const char *key, char *out, size_t len)
 {
 	MDB_val	 k, v;
 	int	 rc;
@@ -242,17 +239,17 @@ meta_get(struct lmdb *ix, const char *key, char *out, size_t len)
 	k.mv_size = strlen(key);
 	rc = mdb_get(ix->txn, ix->meta, &k, &v);
 	if (rc == MDB_NOTFOUND)
-		return (1);
+		return (INDEX_NOTFOUND);
 	if (rc != 0 || v.mv_size >= len)
-		return (-1);
+		return (INDEX_ERROR);
 	memcpy(out, v.mv_data, v.mv_size);
 	out[v.mv_size] = '\0';
 	return (0);
 }
 
-/* Write a meta value. */
+/* Write a meta value; returns an LMDB code. */
 static int
-meta_put(struct lmdb *ix, const char *key, const char *value)
+lm_meta_put(struct lmdb *ix, const char *key, const char *value)
 {
 	MDB_val	 k, v;
 
@@ -263,18 +260,18 @@ meta_put(struct lmdb *ix, const char *key, const char *value)
 	return (mdb_put(ix->txn, ix->meta, &k, &v, 0));
 }
 
-/* meta_put for meta_write. */
+/* lm_meta_put as a meta_put_fn. */
 static int
-meta_put_cb(void *arg, const char *key, const char *value)
+lm_meta_put_cb(void *arg, const char *key, const char *value)
 {
-	return (meta_put(arg, key, value));
+	return (lm_meta_put(arg, key, value));
 }
 
-/* meta_get for meta_read. */
+/* lm_meta_get as a meta_get_fn. */
 static int
-meta_get_cb(void *arg, const char *key, char *out, size_t len)
+lm_meta_get_cb(void *arg, const char *key, char *out, size_t len)
 {
-	return (meta_get(arg, key, out, len));
+	return (lm_meta_get(arg, key, out, len));
 }
 
 /*
@@ -282,19 +279,19 @@ meta_get_cb(void *arg, const char *key, char *out, size_t len)
  * the band index's starting state.
  */
 static int
-meta_create(struct lmdb *ix, char **cause)
+lm_meta_create(struct lmdb *ix, char **cause)
 {
 	int	 rc;
 
-	if ((rc = meta_write(&ix->base.p, MHF_INDEX_FORMAT, meta_put_cb,
-	    ix)) == 0 &&
-	    (rc = meta_put(ix, "next_doc", "1")) == 0 &&
-	    (rc = meta_put(ix, "sweep", "0")) == 0 &&
-	    (rc = meta_put(ix, "l0_next", "1")) == 0)
-		rc = meta_put(ix, "l1_entries", "0");
+	if ((rc = meta_write(&ix->base.p, MHF_INDEX_FORMAT, time(NULL),
+	    lm_meta_put_cb, ix)) == 0 &&
+	    (rc = lm_meta_put(ix, "next_doc", "1")) == 0 &&
+	    (rc = lm_meta_put(ix, "sweep", "0")) == 0 &&
+	    (rc = lm_meta_put(ix, "l0_next", "1")) == 0)
+		rc = lm_meta_put(ix, "l1_entries", "0");
 	ix->next_doc = 1;
 	if (rc != 0)
-		return (index_fail(ix, rc, "writing meta", cause));
+		return (lm_fail(ix, rc, "writing meta", cause));
 	return (0);
 }
 
@@ -323,7 +320,7 @@ l1_upgrade(struct lmdb *ix, char **cause)
 			    ix->base.path, c);
 			free(e);
 			buf_free(&out);
-			return (-1);
+			return (INDEX_ERROR);
 		}
 		n = v.mv_size / BENTRY_SIZE;
 		if (n > size) {
@@ -343,7 +340,7 @@ l1_upgrade(struct lmdb *ix, char **cause)
 	free(e);
 	buf_free(&out);
 	if (rc != 0)
-		return (index_fail(ix, rc, "upgrading l1", cause));
+		return (lm_fail(ix, rc, "upgrading l1", cause));
 	return (0);
 }
 
@@ -354,7 +351,7 @@ l1_upgrade(struct lmdb *ix, char **cause)
  * texts are never LZ4: reading it is reading format 4, and a writable open
  * only writes the new "format" record, so that an older mhfilter refuses
  * the index instead of finding texts it cannot decode.  Sets *format to the
- * format meta_check is to expect.
+ * format lm_meta_check is to expect.
  */
 static int
 lmdb_upgrade(struct lmdb *ix, int flags, int *format, char **cause)
@@ -363,9 +360,9 @@ lmdb_upgrade(struct lmdb *ix, int flags, int *format, char **cause)
 	int	 rc;
 
 	*format = MHF_INDEX_FORMAT;
-	if (meta_get(ix, "format", stored, sizeof stored) != 0 ||
+	if (lm_meta_get(ix, "format", stored, sizeof stored) != 0 ||
 	    (strcmp(stored, "2") != 0 && strcmp(stored, "3") != 0))
-		return (0);	/* meta_check judges the rest */
+		return (0);	/* lm_meta_check judges the rest */
 	if (strcmp(stored, "2") == 0) {
 		if (flags & INDEX_RDONLY) {
 			xasprintf(cause, "%s has index format 2: open it once "
@@ -382,8 +379,8 @@ lmdb_upgrade(struct lmdb *ix, int flags, int *format, char **cause)
 	log_info("%s: upgraded from index format %s to %d", ix->base.path,
 	    stored, MHF_INDEX_FORMAT);
 	snprintf(stored, sizeof stored, "%d", MHF_INDEX_FORMAT);
-	if ((rc = meta_put(ix, "format", stored)) != 0)
-		return (index_fail(ix, rc, "upgrading meta", cause));
+	if ((rc = lm_meta_put(ix, "format", stored)) != 0)
+		return (lm_fail(ix, rc, "upgrading meta", cause));
 	return (0);
 }
 
@@ -392,20 +389,15 @@ lmdb_upgrade(struct lmdb *ix, int flags, int *format, char **cause)
  * ones, and read next_doc.
  */
 static int
-meta_check(struct lmdb *ix, int format, int given, char **cause)
+lm_meta_check(struct lmdb *ix, int format, int given, char **cause)
 {
-	char	 stored[32];
 	int	 rc;
 
 	if ((rc = meta_read(&ix->base.p, format, given,
-	    ix->base.path, meta_get_cb, ix, cause)) != 0)
+	    ix->base.path, lm_meta_get_cb, ix, cause)) != 0)
 		return (rc);
-	if (meta_get(ix, "next_doc", stored, sizeof stored) != 0) {
-		xasprintf(cause, "%s: meta record \"next_doc\" is missing",
-		    ix->base.path);
+	if (lm_meta_u64(ix, "next_doc", &ix->next_doc, cause) != 0)
 		return (INDEX_MISMATCH);
-	}
-	ix->next_doc = strtoull(stored, NULL, 10);
 	return (0);
 }
 
@@ -414,7 +406,7 @@ meta_check(struct lmdb *ix, int format, int given, char **cause)
  * while it is brand new, and then its main database is empty.
  */
 static int
-index_foreign(struct lmdb *ix)
+lm_foreign(struct lmdb *ix)
 {
 	MDB_dbi		 dbi;
 	MDB_stat	 st;
@@ -425,6 +417,29 @@ index_foreign(struct lmdb *ix)
 	    mdb_stat(ix->txn, dbi, &st) != 0)
 		return (1);
 	return (st.ms_entries != 0);
+}
+
+/*
+ * Might path hold an index: does its data file exist?  *size gets its
+ * bytes.
+ */
+static int
+lmdb_exists(const char *path, uint64_t *size)
+{
+	struct stat	 sb;
+	char		*f;
+	int		 rc;
+
+	*size = 0;
+	if (path == NULL)
+		return (0);
+	xasprintf(&f, "%s/data.mdb", path);
+	rc = stat(f, &sb);
+	free(f);
+	if (rc == -1)
+		return (0);
+	*size = sb.st_size;
+	return (1);
 }
 
 /*
@@ -446,27 +461,19 @@ lmdb_remove_dir(const char *path)
 }
 
 /*
- * Open (or create) the index at path; a NULL path makes a temporary one.
- * p holds the parameters wanted and, on return, the ones in force; given
- * says which of them the user set.  Returns 0, -1 on error or
- * INDEX_MISMATCH, with a cause.
+ * The environment of lmdb_open: the directory (made if missing, or a
+ * temporary one for a NULL path), then LMDB's environment in it.  0,
+ * INDEX_MISMATCH (not LMDB) or INDEX_ERROR.
  */
 static int
-lmdb_open(struct index **ixp, const char *path, int flags,
-    struct index_params *p, int given, char **cause)
+lm_env_open(struct lmdb *ix, const char *path, int flags, uint64_t mapsize,
+    char **cause)
 {
-	struct lmdb	*ix;
 	const char	*tmp;
 	MDB_stat	 ms;
-	char		 probe[16];
 	unsigned int	 envflags = MDB_NOTLS;
-	int		 rc, dead, fresh, rv = -1;
+	int		 rc, dead;
 
-	ix = xcalloc(1, sizeof *ix);
-	ix->format = MHF_INDEX_FORMAT;
-	ix->snap_sweep = UINT64_MAX;
-	ix->base.flags = flags;
-	ix->base.p = *p;
 	if (path == NULL) {
 		if ((tmp = getenv("TMPDIR")) == NULL || *tmp == '\0')
 			tmp = "/tmp";
@@ -474,7 +481,7 @@ lmdb_open(struct index **ixp, const char *path, int flags,
 		if (mkdtemp(ix->base.path) == NULL) {
 			xasprintf(cause, "mkdtemp %s: %s", ix->base.path,
 			    strerror(errno));
-			goto fail;
+			return (INDEX_ERROR);
 		}
 		ix->base.flags |= INDEX_TEMP;
 		/* A crash loses a throwaway index, so never sync it. */
@@ -485,16 +492,16 @@ lmdb_open(struct index **ixp, const char *path, int flags,
 			envflags |= MDB_RDONLY;
 		else if (mkdir(path, 0777) == -1 && errno != EEXIST) {
 			xasprintf(cause, "mkdir %s: %s", path, strerror(errno));
-			goto fail;
+			return (INDEX_ERROR);
 		}
 	}
 
 	if ((rc = mdb_env_create(&ix->env)) != 0 ||
 	    (rc = mdb_env_set_maxdbs(ix->env, 8)) != 0 ||
 	    (rc = mdb_env_set_mapsize(ix->env,
-	    p->mapsize ? p->mapsize : MAP_DEFAULT)) != 0) {
-		index_fail(ix, rc, "create", cause);
-		goto fail;
+	    mapsize ? mapsize : MAP_DEFAULT)) != 0) {
+		lm_fail(ix, rc, "create", cause);
+		return (INDEX_ERROR);
 	}
 	if ((rc = mdb_env_open(ix->env, ix->base.path, envflags, 0666)) != 0) {
 		if (rc == ENOENT)
@@ -502,63 +509,93 @@ lmdb_open(struct index **ixp, const char *path, int flags,
 		else if (rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH) {
 			xasprintf(cause, "%s is not an LMDB index: %s",
 			    ix->base.path, mdb_strerror(rc));
-			rv = INDEX_MISMATCH;
+			return (INDEX_MISMATCH);
 		} else
 			xasprintf(cause, "open index %s: %s", ix->base.path,
 			    mdb_strerror(rc));
-		goto fail;
+		return (INDEX_ERROR);
 	}
 	if (mdb_env_stat(ix->env, &ms) == 0)
 		ix->inline_max = ms.ms_psize / 2;
 	/* Forget readers left by processes that died (kill -9). */
 	mdb_reader_check(ix->env, &dead);
+	return (0);
+}
 
-	rc = index_txn(ix, 0, &ix->txn);
-	if (rc == 0 && (rc = index_foreign(ix)) != 0) {
+/*
+ * The named databases of lmdb_open, in a transaction left open (created
+ * unless read-only).  0, INDEX_MISMATCH (another program's environment)
+ * or INDEX_ERROR.
+ */
+static int
+lm_dbis_open(struct lmdb *ix, int flags, char **cause)
+{
+	unsigned	 dbflags = (flags & INDEX_RDONLY) ? 0 : MDB_CREATE;
+	int		 rc;
+
+	rc = lm_txn(ix, 0, &ix->txn);
+	if (rc == 0 && (rc = lm_foreign(ix)) != 0) {
 		xasprintf(cause, "%s is an LMDB environment but not an "
 		    "mhfilter index", ix->base.path);
-		rv = INDEX_MISMATCH;
-		goto fail;
+		return (INDEX_MISMATCH);
 	}
-	if (rc == 0) {
-		unsigned dbflags = (flags & INDEX_RDONLY) ? 0 : MDB_CREATE;
-
-		if ((rc = mdb_dbi_open(ix->txn, "meta", dbflags,
-		    &ix->meta)) == 0 &&
-		    (rc = mdb_dbi_open(ix->txn, "docs", dbflags,
-		    &ix->docs)) == 0 &&
-		    (rc = mdb_dbi_open(ix->txn, "texts", dbflags,
-		    &ix->texts)) == 0 &&
-		    (rc = mdb_dbi_open(ix->txn, "times", dbflags,
-		    &ix->times)) == 0 &&
-		    (rc = mdb_dbi_open(ix->txn, "l0", dbflags,
-		    &ix->l0)) == 0)
-			rc = mdb_dbi_open(ix->txn, "l1", dbflags, &ix->l1);
-	}
+	if (rc == 0 &&
+	    (rc = mdb_dbi_open(ix->txn, "meta", dbflags, &ix->meta)) == 0 &&
+	    (rc = mdb_dbi_open(ix->txn, "docs", dbflags, &ix->docs)) == 0 &&
+	    (rc = mdb_dbi_open(ix->txn, "texts", dbflags, &ix->texts)) == 0 &&
+	    (rc = mdb_dbi_open(ix->txn, "times", dbflags, &ix->times)) == 0 &&
+	    (rc = mdb_dbi_open(ix->txn, "l0", dbflags, &ix->l0)) == 0)
+		rc = mdb_dbi_open(ix->txn, "l1", dbflags, &ix->l1);
 	if (rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE) {
 		xasprintf(cause, "%s is not an mhfilter index", ix->base.path);
-		rv = INDEX_MISMATCH;
-		goto fail;
+		return (INDEX_MISMATCH);
 	}
 	if (rc != 0) {
-		index_fail(ix, rc, "open", cause);
-		goto fail;
+		lm_fail(ix, rc, "open", cause);
+		return (INDEX_ERROR);
 	}
+	return (0);
+}
 
-	fresh = meta_get(ix, "format", probe, sizeof probe) == 1;
+/*
+ * Open (or create) the index at path; a NULL path makes a temporary one.
+ * p holds the parameters wanted and, on return, the ones in force; given
+ * says which of them the user set.  Returns 0, INDEX_ERROR or
+ * INDEX_MISMATCH, with a cause.
+ */
+static int
+lmdb_open(struct index **ixp, const char *path, int flags,
+    struct index_params *p, int given, char **cause)
+{
+	struct lmdb	*ix;
+	char		 probe[16];
+	int		 rc, fresh, rv;
+
+	ix = xcalloc(1, sizeof *ix);
+	ix->format = MHF_INDEX_FORMAT;
+	ix->snap_sweep = UINT64_MAX;
+	ix->base.flags = flags;
+	ix->base.p = *p;
+	if ((rv = lm_env_open(ix, path, flags, p->mapsize, cause)) != 0 ||
+	    (rv = lm_dbis_open(ix, flags, cause)) != 0)
+		goto fail;
+
+	rv = INDEX_ERROR;
+	fresh = lm_meta_get(ix, "format", probe, sizeof probe) ==
+	    INDEX_NOTFOUND;
 	if (fresh && (flags & INDEX_RDONLY)) {
 		xasprintf(cause, "%s is an empty index", ix->base.path);
 		goto fail;
 	}
 	if (fresh) {
-		if ((rc = meta_create(ix, cause)) != 0)
+		if ((rc = lm_meta_create(ix, cause)) != 0)
 			goto fail;
 	} else if ((rv = lmdb_upgrade(ix, flags, &ix->format, cause)) != 0 ||
-	    (rv = meta_check(ix, ix->format, given, cause)) != 0)
+	    (rv = lm_meta_check(ix, ix->format, given, cause)) != 0)
 		goto fail;
 	ix->mt = memtable_create();
 	if (lsm_load(ix, cause) != 0) {
-		rv = -1;
+		rv = INDEX_ERROR;
 		goto fail;
 	}
 	/*
@@ -567,8 +604,8 @@ lmdb_open(struct index **ixp, const char *path, int flags,
 	 */
 	if ((rc = mdb_txn_commit(ix->txn)) != 0) {
 		ix->txn = NULL;
-		rv = -1;
-		index_fail(ix, rc, "commit", cause);
+		rv = INDEX_ERROR;
+		lm_fail(ix, rc, "commit", cause);
 		goto fail;
 	}
 	ix->txn = NULL;
@@ -624,7 +661,7 @@ lmdb_close(struct index *base)
  * another process has grown the map since, adopt its size and retry.
  */
 static int
-index_txn(struct lmdb *ix, unsigned flags, MDB_txn **txn)
+lm_txn(struct lmdb *ix, unsigned flags, MDB_txn **txn)
 {
 	int	 rc;
 
@@ -645,12 +682,11 @@ static int
 lmdb_begin(struct index *base, char **cause)
 {
 	struct lmdb	*ix = (struct lmdb *)base;
-	char	 v[32];
-	int	 rc;
+	int		 rc;
 
-	if ((rc = index_txn(ix, 0, &ix->txn)) != 0) {
+	if ((rc = lm_txn(ix, 0, &ix->txn)) != 0) {
 		ix->txn = NULL;
-		return (index_fail(ix, rc, "begin", cause));
+		return (lm_fail(ix, rc, "begin", cause));
 	}
 	ix->npend = ix->nmerged = 0;
 	ix->l1valid = 0;
@@ -662,12 +698,11 @@ lmdb_begin(struct index *base, char **cause)
 	 * Another writer may have added documents since; a reader needs
 	 * next_doc too, to tell a removed document from a corrupt index.
 	 */
-	if (meta_get(ix, "next_doc", v, sizeof v) != 0) {
+	if (lm_meta_u64(ix, "next_doc", &ix->next_doc, cause) != 0) {
 		lmdb_abort(&ix->base);
-		xasprintf(cause, "%s: no next_doc record", ix->base.path);
-		return (-1);
+		return (INDEX_ERROR);
 	}
-	ix->next_doc = ix->start_doc = strtoull(v, NULL, 10);
+	ix->start_doc = ix->next_doc;
 	ix->now = time(NULL);
 	return (0);
 }
@@ -691,8 +726,8 @@ lmdb_commit(struct index *base, char **cause)
 	}
 	if (ix->next_doc != ix->start_doc) {
 		snprintf(v, sizeof v, "%" PRIu64, ix->next_doc);
-		if ((rc = meta_put(ix, "next_doc", v)) != 0) {
-			rc = index_fail(ix, rc, "writing meta", cause);
+		if ((rc = lm_meta_put(ix, "next_doc", v)) != 0) {
+			rc = lm_fail(ix, rc, "writing meta", cause);
 			lmdb_abort(&ix->base);
 			return (rc);
 		}
@@ -700,7 +735,7 @@ lmdb_commit(struct index *base, char **cause)
 	rc = mdb_txn_commit(ix->txn);
 	ix->txn = NULL;
 	if (rc != 0) {
-		rc = index_fail(ix, rc, "commit", cause);
+		rc = lm_fail(ix, rc, "commit", cause);
 		lmdb_abort(&ix->base);
 		return (rc);
 	}
@@ -739,23 +774,22 @@ lmdb_abort(struct index *base)
 	}
 }
 
-/* Read a meta value as a number. */
+/* Read a meta value as a number (parse_uint).  0, or INDEX_ERROR. */
 static int
-meta_u64(struct lmdb *ix, const char *key, uint64_t *out, char **cause)
+lm_meta_u64(struct lmdb *ix, const char *key, uint64_t *out, char **cause)
 {
-	char	 v[32], *end;
+	char	 v[32], *c;
 
-	if (meta_get(ix, key, v, sizeof v) != 0) {
+	if (lm_meta_get(ix, key, v, sizeof v) != 0) {
 		xasprintf(cause, "%s: meta record \"%s\" is missing or bad",
 		    ix->base.path, key);
-		return (-1);
+		return (INDEX_ERROR);
 	}
-	errno = 0;
-	*out = strtoull(v, &end, 10);
-	if (errno != 0 || *end != '\0' || end == v) {
+	if (parse_uint(v, 0, UINT64_MAX, out, &c) != 0) {
+		free(c);
 		xasprintf(cause, "%s: meta record \"%s\" is bad", ix->base.path,
 		    key);
-		return (-1);
+		return (INDEX_ERROR);
 	}
 	return (0);
 }
@@ -769,10 +803,10 @@ lsm_load(struct lmdb *ix, char **cause)
 {
 	uint64_t	 sweep, l0_next, l1_entries;
 
-	if (meta_u64(ix, "sweep", &sweep, cause) != 0 ||
-	    meta_u64(ix, "l0_next", &l0_next, cause) != 0 ||
-	    meta_u64(ix, "l1_entries", &l1_entries, cause) != 0)
-		return (-1);
+	if (lm_meta_u64(ix, "sweep", &sweep, cause) != 0 ||
+	    lm_meta_u64(ix, "l0_next", &l0_next, cause) != 0 ||
+	    lm_meta_u64(ix, "l1_entries", &l1_entries, cause) != 0)
+		return (INDEX_ERROR);
 	if (!ix->loaded || sweep != ix->lsm.sweep ||
 	    l0_next != ix->lsm.l0_next) {
 		snap_end(ix);		/* l1 moved under it */
@@ -780,7 +814,7 @@ lsm_load(struct lmdb *ix, char **cause)
 		ix->lsm.l0_next = l0_next;
 		if (lsm_rebuild(ix, cause) != 0) {
 			ix->loaded = 0;
-			return (-1);
+			return (INDEX_ERROR);
 		}
 		ix->loaded = 1;
 	}
@@ -807,7 +841,7 @@ lsm_rebuild(struct lmdb *ix, char **cause)
 
 	memtable_clear(ix->mt);
 	if ((rc = mdb_cursor_open(ix->txn, ix->l0, &cur)) != 0)
-		return (index_fail(ix, rc, "reading l0", cause));
+		return (lm_fail(ix, rc, "reading l0", cause));
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		p = v.mv_data;
@@ -816,7 +850,7 @@ lsm_rebuild(struct lmdb *ix, char **cause)
 			mdb_cursor_close(cur);
 			xasprintf(cause, "index %s: an l0 record is corrupt",
 			    ix->base.path);
-			return (-1);
+			return (INDEX_ERROR);
 		}
 		written = get_le64(p);
 		if (written > ix->lsm.sweep)
@@ -837,20 +871,20 @@ lsm_rebuild(struct lmdb *ix, char **cause)
 	mdb_cursor_close(cur);
 	memtable_commit(ix->mt);
 	if (rc != MDB_NOTFOUND)
-		return (index_fail(ix, rc, "reading l0", cause));
+		return (lm_fail(ix, rc, "reading l0", cause));
 	return (0);
 }
 
 /* The oldest document held (next_doc when there is none). */
 static int
-index_first_doc(struct lmdb *ix, uint64_t *docid, char **cause)
+lm_first_doc(struct lmdb *ix, uint64_t *docid, char **cause)
 {
 	MDB_cursor	*cur;
 	MDB_val		 k, v;
 	int		 rc;
 
 	if ((rc = mdb_cursor_open(ix->txn, ix->docs, &cur)) != 0)
-		return (index_fail(ix, rc, "reading docs", cause));
+		return (lm_fail(ix, rc, "reading docs", cause));
 	rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
 	mdb_cursor_close(cur);
 	if (rc == MDB_NOTFOUND) {
@@ -858,7 +892,7 @@ index_first_doc(struct lmdb *ix, uint64_t *docid, char **cause)
 		return (0);
 	}
 	if (rc != 0 || k.mv_size != 8)
-		return (index_fail(ix, rc ? rc : MDB_CORRUPTED, "reading docs",
+		return (lm_fail(ix, rc ? rc : MDB_CORRUPTED, "reading docs",
 		    cause));
 	*docid = get_be64(k.mv_data);
 	return (0);
@@ -885,11 +919,11 @@ lsm_merge(struct lmdb *ix, unsigned c, uint64_t live, char **cause)
 		if (v.mv_size % L1E_SIZE != 0) {
 			xasprintf(cause, "index %s: band chunk %u is corrupt",
 			    ix->base.path, c);
-			return (-1);
+			return (INDEX_ERROR);
 		}
 		nold = v.mv_size / L1E_SIZE;
 	} else if (rc != MDB_NOTFOUND)
-		return (index_fail(ix, rc, "reading l1", cause));
+		return (lm_fail(ix, rc, "reading l1", cause));
 	ix->chunk.len = 0;
 	buf_reserve(&ix->chunk, (nold + nadd) * L1E_SIZE);
 	n = run_merge(c, nold ? v.mv_data : NULL, nold, ix->sorted, nadd,
@@ -910,7 +944,7 @@ lsm_merge(struct lmdb *ix, unsigned c, uint64_t live, char **cause)
 		rc = mdb_put(ix->txn, ix->l1, &k, &v, 0);
 	}
 	if (rc != 0)
-		return (index_fail(ix, rc, "writing l1", cause));
+		return (lm_fail(ix, rc, "writing l1", cause));
 	ix->tx.l1_entries += n;
 	ix->tx.l1_entries -= nold < ix->tx.l1_entries ? nold :
 	    ix->tx.l1_entries;
@@ -946,7 +980,7 @@ lsm_flush(struct lmdb *ix, char **cause)
 		v.mv_data = ix->rec.data;
 		v.mv_size = L0_HEADER + ix->npend * BENTRY_SIZE;
 		if ((rc = mdb_put(ix->txn, ix->l0, &k, &v, MDB_APPEND)) != 0)
-			return (index_fail(ix, rc, "writing l0", cause));
+			return (lm_fail(ix, rc, "writing l0", cause));
 		ix->tx.l0_next++;
 		/* A whole sweep per half budget of new entries. */
 		ix->tx.quota += (double)BAND_CHUNKS * ix->npend /
@@ -959,8 +993,8 @@ lsm_flush(struct lmdb *ix, char **cause)
 	if (q > BAND_CHUNKS)
 		q = BAND_CHUNKS;
 	if (q > 0) {
-		if (index_first_doc(ix, &live, cause) != 0)
-			return (-1);
+		if (lm_first_doc(ix, &live, cause) != 0)
+			return (INDEX_ERROR);
 		/*
 		 * Document numbers start at 1: below 1 nothing is removed,
 		 * and with live 0 run_merge copies runs in spans.
@@ -982,7 +1016,7 @@ lsm_flush(struct lmdb *ix, char **cause)
 		}
 		/* l0 records the sweep has gone all the way round. */
 		if ((rc = mdb_cursor_open(ix->txn, ix->l0, &cur)) != 0)
-			return (index_fail(ix, rc, "reading l0", cause));
+			return (lm_fail(ix, rc, "reading l0", cause));
 		while ((rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST)) == 0) {
 			if (v.mv_size < L0_HEADER ||
 			    ix->tx.sweep - get_le64(v.mv_data) < BAND_CHUNKS)
@@ -992,12 +1026,12 @@ lsm_flush(struct lmdb *ix, char **cause)
 		}
 		mdb_cursor_close(cur);
 		if (rc != 0 && rc != MDB_NOTFOUND)
-			return (index_fail(ix, rc, "trimming l0", cause));
+			return (lm_fail(ix, rc, "trimming l0", cause));
 	}
 #define PUTNUM(key, val) do {						\
 	snprintf(num, sizeof num, "%" PRIu64, (uint64_t)(val));	\
-	if ((rc = meta_put(ix, key, num)) != 0)				\
-		return (index_fail(ix, rc, "writing meta", cause));	\
+	if ((rc = lm_meta_put(ix, key, num)) != 0)				\
+		return (lm_fail(ix, rc, "writing meta", cause));	\
 } while (0)
 	if (ix->tx.sweep != ix->lsm.sweep)
 		PUTNUM("sweep", ix->tx.sweep);
@@ -1033,9 +1067,9 @@ lmdb_candidates(struct index *base, size_t slot, const uint64_t *keys,
 		lmdb_prefetch(ix, keys, 1);
 	}
 	for (j = 0; j < ix->base.p.bands; j++) {
-		if ((rc = index_candidates1(ix, keys[j], out,
+		if ((rc = lm_bucket(ix, keys[j], out,
 		    BUCKET_MAX)) != 0)
-			return (index_fail(ix, rc, "band lookup", cause));
+			return (lm_fail(ix, rc, "band lookup", cause));
 	}
 	if (ix->l1valid && slot != INDEX_NOSLOT && slot < ix->nbatch) {
 		if ((next = next_pending(ix, slot)) < ix->nbatch) {
@@ -1083,7 +1117,7 @@ next_pending(const struct lmdb *ix, size_t slot)
  * them.  Returns an LMDB error.
  */
 static int
-index_candidates1(struct lmdb *ix, uint64_t key, struct u64vec *out,
+lm_bucket(struct lmdb *ix, uint64_t key, struct u64vec *out,
     size_t max)
 {
 	MDB_val		 k, v;
@@ -1195,7 +1229,7 @@ l1_read(struct lmdb *ix, MDB_txn *txn, unsigned from, unsigned to,
 		return (0);
 	memset(ix->l1map + from, 0, (to - from) * sizeof *ix->l1map);
 	if ((rc = mdb_cursor_open(txn, ix->l1, &cur)) != 0)
-		return (index_fail(ix, rc, "reading l1", cause));
+		return (lm_fail(ix, rc, "reading l1", cause));
 	chunk_key(fb, from, &k);
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
@@ -1217,9 +1251,9 @@ l1_read(struct lmdb *ix, MDB_txn *txn, unsigned from, unsigned to,
 		if (rc == 0) {
 			xasprintf(cause, "index %s: l1 is corrupt",
 			    ix->base.path);
-			return (-1);
+			return (INDEX_ERROR);
 		}
-		return (index_fail(ix, rc, "reading l1", cause));
+		return (lm_fail(ix, rc, "reading l1", cause));
 	}
 	return (0);
 }
@@ -1251,24 +1285,9 @@ chunk_key(unsigned char *kb, unsigned c, MDB_val *k)
 	k->mv_size = 4;
 }
 
-/* The times key of a document. */
-static void
-time_key(unsigned char *kb, int64_t t, uint64_t docid)
-{
-	put_be64(kb, (uint64_t)t ^ (1ULL << 63));
-	put_be64(kb + 8, docid);
-}
-
-/* The time in a times key. */
-static int64_t
-time_of_key(const void *kb)
-{
-	return ((int64_t)(get_be64(kb) ^ (1ULL << 63)));
-}
-
 /* Look a document number up in one of the databases keyed by it. */
 static int
-index_get(struct lmdb *ix, MDB_dbi dbi, uint64_t docid, MDB_val *v)
+lm_get(struct lmdb *ix, MDB_dbi dbi, uint64_t docid, MDB_val *v)
 {
 	unsigned char	 kb[8];
 	MDB_val		 k;
@@ -1287,10 +1306,10 @@ lmdb_doc(struct index *base, uint64_t docid, struct docinfo *d, char **cause)
 	MDB_val		 v;
 	int		 rc;
 
-	if ((rc = index_get(ix, ix->docs, docid, &v)) != 0) {
+	if ((rc = lm_get(ix, ix->docs, docid, &v)) != 0) {
 		if (rc == MDB_NOTFOUND && docid != 0 && docid < ix->next_doc)
 			return (INDEX_GONE);	/* removed; entries linger */
-		return (index_fail(ix, rc, "document lookup", cause));
+		return (lm_fail(ix, rc, "document lookup", cause));
 	}
 	if (docrec_decode(v.mv_data, v.mv_size, ix->base.p.perms, ix->sig,
 	    d) != v.mv_size)
@@ -1300,7 +1319,7 @@ lmdb_doc(struct index *base, uint64_t docid, struct docinfo *d, char **cause)
 corrupt:
 	xasprintf(cause, "index %s: document %" PRIu64 " is corrupt",
 	    ix->base.path, docid);
-	return (-1);
+	return (INDEX_ERROR);
 }
 
 /*
@@ -1314,13 +1333,13 @@ lmdb_text(struct index *base, uint64_t docid, struct buf *out, char **cause)
 	MDB_val		 v;
 	int		 rc;
 
-	if ((rc = index_get(ix, ix->texts, docid, &v)) != 0)
-		return (index_fail(ix, rc, "text lookup", cause));
+	if ((rc = lm_get(ix, ix->texts, docid, &v)) != 0)
+		return (lm_fail(ix, rc, "text lookup", cause));
 	if ((rc = text_decode(v.mv_data, v.mv_size, out)) >= 0)
 		return (rc);
 	xasprintf(cause, "index %s: text of document %" PRIu64 " is corrupt",
 	    ix->base.path, docid);
-	return (-1);
+	return (INDEX_ERROR);
 }
 
 /*
@@ -1335,19 +1354,19 @@ lmdb_insert(struct index *base, size_t slot, const uint64_t *keys,
 {
 	struct lmdb	*ix = (struct lmdb *)base;
 	MDB_val		 k, v;
-	unsigned char	 kb[8], tk[16];
+	unsigned char	 kb[8], tk[TIMEKEY_SIZE];
 	unsigned	 j;
 	uint64_t	 docid;
 	int		 rc;
 
 	if (idlen > UINT32_MAX) {
 		xasprintf(cause, "id too long");
-		return (-1);
+		return (INDEX_ERROR);
 	}
 	if (ix->next_doc > L1E_DOCMAX) {
 		xasprintf(cause, "index %s: no document numbers left",
 		    ix->base.path);
-		return (-1);
+		return (INDEX_ERROR);
 	}
 	docid = ix->next_doc++;
 	put_be64(kb, docid);
@@ -1360,15 +1379,15 @@ lmdb_insert(struct index *base, size_t slot, const uint64_t *keys,
 	v.mv_data = ix->rec.data;
 	v.mv_size = ix->rec.len;
 	if ((rc = mdb_put(ix->txn, ix->docs, &k, &v, MDB_APPEND)) != 0)
-		return (index_fail(ix, rc, "insert document", cause));
+		return (lm_fail(ix, rc, "insert document", cause));
 
-	time_key(tk, when, docid);
+	timekey_put(tk, when, docid);
 	k.mv_data = tk;
 	k.mv_size = sizeof tk;
 	v.mv_data = tk;
 	v.mv_size = 0;
 	if ((rc = mdb_put(ix->txn, ix->times, &k, &v, 0)) != 0)
-		return (index_fail(ix, rc, "insert time", cause));
+		return (lm_fail(ix, rc, "insert time", cause));
 	k.mv_data = kb;
 	k.mv_size = sizeof kb;
 
@@ -1382,7 +1401,7 @@ lmdb_insert(struct index *base, size_t slot, const uint64_t *keys,
 		v.mv_size = enclen;
 		if ((rc = mdb_put(ix->txn, ix->texts, &k, &v,
 		    MDB_APPEND)) != 0)
-			return (index_fail(ix, rc, "insert text", cause));
+			return (lm_fail(ix, rc, "insert text", cause));
 	}
 
 	if (ix->npend + ix->base.p.bands > ix->pendsize) {
@@ -1409,8 +1428,8 @@ lmdb_stats(struct index *base, struct index_stats *st, char **cause)
 	int		 rc;
 
 	memset(st, 0, sizeof *st);
-	if ((rc = index_txn(ix, MDB_RDONLY, &txn)) != 0)
-		return (index_fail(ix, rc, "stats", cause));
+	if ((rc = lm_txn(ix, MDB_RDONLY, &txn)) != 0)
+		return (lm_fail(ix, rc, "stats", cause));
 	if (mdb_stat(txn, ix->docs, &ms) == 0)
 		st->docs = ms.ms_entries;
 	st->band_entries = ix->lsm.l1_entries + memtable_entries(ix->mt);
@@ -1423,9 +1442,9 @@ lmdb_stats(struct index *base, struct index_stats *st, char **cause)
 
 /* Delete a document's rows: docs, texts and times. */
 static int
-index_delete(struct lmdb *ix, uint64_t docid, int64_t t, char **cause)
+lm_delete(struct lmdb *ix, uint64_t docid, int64_t t, char **cause)
 {
-	unsigned char	 kb[8], tk[16];
+	unsigned char	 kb[8], tk[TIMEKEY_SIZE];
 	MDB_val		 k;
 	int		 rc;
 
@@ -1434,16 +1453,16 @@ index_delete(struct lmdb *ix, uint64_t docid, int64_t t, char **cause)
 	k.mv_size = sizeof kb;
 	if ((rc = mdb_del(ix->txn, ix->docs, &k, NULL)) != 0 &&
 	    rc != MDB_NOTFOUND)
-		return (index_fail(ix, rc, "removing a document", cause));
+		return (lm_fail(ix, rc, "removing a document", cause));
 	if ((rc = mdb_del(ix->txn, ix->texts, &k, NULL)) != 0 &&
 	    rc != MDB_NOTFOUND)
-		return (index_fail(ix, rc, "removing a text", cause));
-	time_key(tk, t, docid);
+		return (lm_fail(ix, rc, "removing a text", cause));
+	timekey_put(tk, t, docid);
 	k.mv_data = tk;
 	k.mv_size = sizeof tk;
 	if ((rc = mdb_del(ix->txn, ix->times, &k, NULL)) != 0 &&
 	    rc != MDB_NOTFOUND)
-		return (index_fail(ix, rc, "removing a time", cause));
+		return (lm_fail(ix, rc, "removing a time", cause));
 	return (0);
 }
 
@@ -1468,21 +1487,21 @@ lmdb_expire(struct index *base, const struct retention *ret, int64_t now,
 	if (ret->max_age == 0 && ret->max_docs == 0)
 		return (0);
 	if ((rc = mdb_stat(ix->txn, ix->docs, &st)) != 0)
-		return (index_fail(ix, rc, "expire", cause));
+		return (lm_fail(ix, rc, "expire", cause));
 	count = st.ms_entries;
 	if ((rc = mdb_cursor_open(ix->txn, ix->times, &cur)) != 0)
-		return (index_fail(ix, rc, "expire", cause));
+		return (lm_fail(ix, rc, "expire", cause));
 	while (*removed < budget) {
 		rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
-		if (rc != 0 || k.mv_size != 16)
+		if (rc != 0 || k.mv_size != TIMEKEY_SIZE)
 			break;
-		t = time_of_key(k.mv_data);
-		docid = get_be64((unsigned char *)k.mv_data + 8);
+		t = timekey_time(k.mv_data);
+		docid = timekey_doc(k.mv_data);
 		old = (ret->max_docs != 0 && count > ret->max_docs) ||
 		    (ret->max_age != 0 && t < now - ret->max_age);
 		if (!old)
 			break;
-		if ((rc = index_delete(ix, docid, t, cause)) != 0) {
+		if ((rc = lm_delete(ix, docid, t, cause)) != 0) {
 			mdb_cursor_close(cur);
 			return (rc);
 		}
@@ -1491,10 +1510,10 @@ lmdb_expire(struct index *base, const struct retention *ret, int64_t now,
 	}
 	mdb_cursor_close(cur);
 	if (rc != 0 && rc != MDB_NOTFOUND)
-		return (index_fail(ix, rc, "expire", cause));
-	if (rc == 0 && k.mv_size != 16) {
+		return (lm_fail(ix, rc, "expire", cause));
+	if (rc == 0 && k.mv_size != TIMEKEY_SIZE) {
 		xasprintf(cause, "index %s: a times key is corrupt", ix->base.path);
-		return (-1);
+		return (INDEX_ERROR);
 	}
 	return (0);
 }
@@ -1509,36 +1528,34 @@ lmdb_remove(struct index *base, const char *id, size_t idlen,
     uint64_t *removed, char **cause)
 {
 	struct lmdb	*ix = (struct lmdb *)base;
-	MDB_cursor		*cur;
-	MDB_val			 k, v;
-	const unsigned char	*p;
-	size_t			 off = DOC_HEADER + 2 * (size_t)ix->base.p.perms;
-	struct u64vec		 found = { 0 }, times = { 0 };
-	size_t			 i;
-	int			 rc;
+	MDB_cursor	*cur;
+	MDB_val		 k, v;
+	struct docinfo	 d;
+	struct u64vec	 found = { 0 }, times = { 0 };
+	size_t		 i;
+	int		 rc;
 
 	*removed = 0;
 	if ((rc = mdb_cursor_open(ix->txn, ix->docs, &cur)) != 0)
-		return (index_fail(ix, rc, "remove", cause));
+		return (lm_fail(ix, rc, "remove", cause));
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-		p = v.mv_data;
-		if (k.mv_size != 8 || v.mv_size < off)
+		if (k.mv_size != 8 || docrec_decode(v.mv_data, v.mv_size,
+		    ix->base.p.perms, NULL, &d) != v.mv_size)
 			continue;	/* index_check reports it */
-		if (v.mv_size - off == idlen && get_le32(p + 4) == idlen &&
-		    memcmp(p + off, id, idlen) == 0) {
+		if (d.idlen == idlen && memcmp(d.id, id, idlen) == 0) {
 			u64vec_push(&found, get_be64(k.mv_data));
-			u64vec_push(&times, get_be64(p + 8));
+			u64vec_push(&times, (uint64_t)d.time);
 		}
 	}
 	mdb_cursor_close(cur);
 	if (rc != MDB_NOTFOUND) {
 		u64vec_free(&found);
 		u64vec_free(&times);
-		return (index_fail(ix, rc, "remove", cause));
+		return (lm_fail(ix, rc, "remove", cause));
 	}
 	for (i = 0, rc = 0; i < found.n && rc == 0; i++)
-		rc = index_delete(ix, found.v[i], (int64_t)times.v[i], cause);
+		rc = lm_delete(ix, found.v[i], (int64_t)times.v[i], cause);
 	if (rc == 0)
 		*removed = found.n;
 	u64vec_free(&found);
@@ -1568,8 +1585,8 @@ edge_time(MDB_txn *txn, MDB_dbi dbi, MDB_cursor_op op)
 
 	if (mdb_cursor_open(txn, dbi, &cur) != 0)
 		return (0);
-	if (mdb_cursor_get(cur, &k, &v, op) == 0 && k.mv_size == 16)
-		t = time_of_key(k.mv_data);
+	if (mdb_cursor_get(cur, &k, &v, op) == 0 && k.mv_size == TIMEKEY_SIZE)
+		t = timekey_time(k.mv_data);
 	mdb_cursor_close(cur);
 	return (t);
 }
@@ -1581,29 +1598,29 @@ lmdb_info(struct index *base, struct index_info *in, char **cause)
 	struct lmdb	*ix = (struct lmdb *)base;
 	MDB_envinfo	 info;
 	MDB_stat	 st;
-	struct stat	 sb;
-	char		*file, v[32];
+	char		 v[32];
 	uint64_t	 u;
 	int		 rc;
 
 	memset(in, 0, sizeof *in);
 	in->p = ix->base.p;
 	in->format = ix->format;
-	if ((rc = index_txn(ix, MDB_RDONLY, &ix->txn)) != 0) {
+	if ((rc = lm_txn(ix, MDB_RDONLY, &ix->txn)) != 0) {
 		ix->txn = NULL;
-		return (index_fail(ix, rc, "info", cause));
+		return (lm_fail(ix, rc, "info", cause));
 	}
 	if (mdb_stat(ix->txn, ix->docs, &st) == 0)
 		in->docs = st.ms_entries;
-	if (meta_u64(ix, "next_doc", &in->next_doc, cause) != 0 ||
-	    meta_u64(ix, "l1_entries", &u, cause) != 0) {
+	if (lm_meta_u64(ix, "next_doc", &in->next_doc, cause) != 0 ||
+	    lm_meta_u64(ix, "l1_entries", &u, cause) != 0) {
 		mdb_txn_abort(ix->txn);
 		ix->txn = NULL;
-		return (-1);
+		return (INDEX_ERROR);
 	}
 	in->band_entries = u + memtable_entries(ix->mt);
-	if (meta_get(ix, "created", v, sizeof v) == 0)
-		in->created = strtoll(v, NULL, 10);
+	if (lm_meta_get(ix, "created", v, sizeof v) == 0 &&
+	    meta_number(v, INT64_MAX, &u) == 0)
+		in->created = (int64_t)u;
 	in->oldest = edge_time(ix->txn, ix->times, MDB_FIRST);
 	in->newest = edge_time(ix->txn, ix->times, MDB_LAST);
 	in->bands_bytes = dbi_bytes(ix->txn, ix->l1) +
@@ -1616,10 +1633,7 @@ lmdb_info(struct index *base, struct index_info *in, char **cause)
 	in->size = (uint64_t)(info.me_last_pgno + 1) * st.ms_psize;
 	mdb_txn_abort(ix->txn);
 	ix->txn = NULL;
-	xasprintf(&file, "%s/data.mdb", ix->base.path);
-	if (stat(file, &sb) == 0)
-		in->file_size = sb.st_size;
-	free(file);
+	lmdb_exists(ix->base.path, &in->file_size);
 	return (0);
 }
 
@@ -1641,151 +1655,159 @@ problem(FILE *f, uint64_t *problems, const char *fmt, ...)
 	fputc('\n', f);
 }
 
+/* What lmdb_check counts and reports to. */
+struct checking {
+	FILE		*f;
+	uint64_t	*problems;
+	uint64_t	 docs;
+	uint64_t	 l1;		/* entries in l1 runs */
+	uint64_t	*keys;		/* scratch: a document's band keys */
+	struct u64vec	 found;		/* scratch: a bucket */
+	struct buf	 text;		/* scratch */
+};
+
 /*
- * Check the index's internal consistency, in one read transaction: every
- * document record parses and has its time and (when texts are kept) its
- * text; every time and text belongs to a document; the band runs are
- * sorted, in their chunks, and their count matches; and every document can
- * be found under each of its band keys, recomputed from its stored
- * signature.  Writes "problem: ..." lines and a summary to f.
+ * One document of lmdb_check: its record parses, it has its time and (when
+ * texts are kept) its text, and it is under each of its band keys,
+ * recomputed from its stored signature.
  */
-static int
-lmdb_check(struct index *base, FILE *f, uint64_t *problems, char **cause)
+static void
+check_doc(struct lmdb *ix, struct checking *ck, const MDB_val *k,
+    const MDB_val *v)
 {
-	struct lmdb	*ix = (struct lmdb *)base;
+	MDB_val		 k2, v2;
+	struct docinfo	 d;
+	unsigned char	 tk[TIMEKEY_SIZE];
+	uint64_t	 docid;
+	char		*cause = NULL;
+	size_t		 i;
+	unsigned	 j;
+	int		 ok;
+
+	ck->docs++;
+	if (k->mv_size != 8) {
+		problem(ck->f, ck->problems, "a docs key is %zu bytes",
+		    k->mv_size);
+		return;
+	}
+	docid = get_be64(k->mv_data);
+	if (docid == 0 || docid >= ix->next_doc)
+		problem(ck->f, ck->problems, "document %" PRIu64 " is not "
+		    "below next_doc %" PRIu64, docid, ix->next_doc);
+	if (docrec_decode(v->mv_data, v->mv_size, ix->base.p.perms, ix->sig,
+	    &d) != v->mv_size) {
+		problem(ck->f, ck->problems, "document %" PRIu64 ": record "
+		    "is corrupt", docid);
+		return;
+	}
+	timekey_put(tk, d.time, docid);
+	k2.mv_data = tk;
+	k2.mv_size = sizeof tk;
+	if (mdb_get(ix->txn, ix->times, &k2, &v2) != 0)
+		problem(ck->f, ck->problems, "document %" PRIu64 " has no "
+		    "times entry", docid);
+	if (ix->base.p.texts && lmdb_text(&ix->base, docid, &ck->text,
+	    &cause) < 0) {
+		problem(ck->f, ck->problems, "document %" PRIu64 ": %s",
+		    docid, cause);
+		free(cause);
+	}
+	lsh_keys(ix->sig, ix->base.p.bands, ix->base.p.rows, ix->base.p.seed,
+	    ck->keys);
+	for (j = 0; j < ix->base.p.bands; j++) {
+		ck->found.n = 0;
+		if (lm_bucket(ix, ck->keys[j], &ck->found, SIZE_MAX) != 0)
+			break;
+		for (i = 0, ok = 0; i < ck->found.n && !ok; i++)
+			ok = ck->found.v[i] == docid;
+		if (!ok)
+			problem(ck->f, ck->problems, "document %" PRIu64 " is "
+			    "missing from band %u", docid, j);
+	}
+}
+
+/*
+ * The entries of a database keyed by document (texts: 8-byte keys) or
+ * by time key (times) whose document is not there.
+ */
+static void
+check_orphans(struct lmdb *ix, struct checking *ck, MDB_dbi dbi,
+    size_t keysize, const char *what)
+{
+	MDB_cursor	*cur;
+	MDB_val		 k, v, v2;
+	uint64_t	 docid = 0;
+	int		 rc;
+
+	mdb_cursor_open(ix->txn, dbi, &cur);
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		if (k.mv_size == keysize)
+			docid = keysize == 8 ? get_be64(k.mv_data) :
+			    timekey_doc(k.mv_data);
+		if (k.mv_size != keysize || lm_get(ix, ix->docs, docid,
+		    &v2) != 0)
+			problem(ck->f, ck->problems, "%s has no document",
+			    what);
+	}
+	mdb_cursor_close(cur);
+}
+
+/* The l1 runs: in their chunks, sorted, of documents below next_doc. */
+static void
+check_l1(struct lmdb *ix, struct checking *ck)
+{
 	MDB_cursor		*cur;
-	MDB_val			 k, v, k2, v2;
+	MDB_val			 k, v;
 	const unsigned char	*p;
-	unsigned char		 tk[16];
-	struct u64vec		 found = { 0 };
-	struct buf		 text = { 0 };
 	struct bentry		 e, prev;
-	uint64_t		*keys, docid, docs = 0, entries = 0, l1 = 0;
-	uint64_t		 sweep, l0_next;
-	size_t			 off = DOC_HEADER + 2 * (size_t)ix->base.p.perms;
 	size_t			 i, n;
-	unsigned		 j;
-	int			 rc, ok;
+	unsigned		 c;
+	int			 rc;
 
-	*problems = 0;
-	if ((rc = index_txn(ix, MDB_RDONLY, &ix->txn)) != 0) {
-		ix->txn = NULL;
-		return (index_fail(ix, rc, "check", cause));
-	}
-	ix->loaded = 0;		/* rebuild the memtable from this snapshot */
-	if (meta_u64(ix, "next_doc", &ix->next_doc, cause) != 0 ||
-	    lsm_load(ix, cause) != 0 ||
-	    meta_u64(ix, "sweep", &sweep, cause) != 0 ||
-	    meta_u64(ix, "l0_next", &l0_next, cause) != 0) {
-		mdb_txn_abort(ix->txn);
-		ix->txn = NULL;
-		return (-1);
-	}
-	keys = xcalloc(ix->base.p.bands, sizeof *keys);
-
-	/* Documents, their times and texts, and their band entries. */
-	mdb_cursor_open(ix->txn, ix->docs, &cur);
-	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
-	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-		docs++;
-		if (k.mv_size != 8) {
-			problem(f, problems, "a docs key is %zu bytes",
-			    k.mv_size);
-			continue;
-		}
-		docid = get_be64(k.mv_data);
-		p = v.mv_data;
-		if (docid == 0 || docid >= ix->next_doc)
-			problem(f, problems, "document %" PRIu64 " is not "
-			    "below next_doc %" PRIu64, docid, ix->next_doc);
-		if (v.mv_size < off || p[0] != DOC_VERSION ||
-		    v.mv_size != off + get_le32(p + 4)) {
-			problem(f, problems, "document %" PRIu64 ": record "
-			    "is corrupt", docid);
-			continue;
-		}
-		time_key(tk, (int64_t)get_be64(p + 8), docid);
-		k2.mv_data = tk;
-		k2.mv_size = sizeof tk;
-		if (mdb_get(ix->txn, ix->times, &k2, &v2) != 0)
-			problem(f, problems, "document %" PRIu64 " has no "
-			    "times entry", docid);
-		if (ix->base.p.texts && lmdb_text(&ix->base, docid, &text, cause) < 0) {
-			problem(f, problems, "document %" PRIu64 ": %s",
-			    docid, *cause);
-			free(*cause);
-			*cause = NULL;
-		}
-		sig_decode16(p + DOC_HEADER, ix->base.p.perms, ix->sig);
-		lsh_keys(ix->sig, ix->base.p.bands, ix->base.p.rows, ix->base.p.seed, keys);
-		for (j = 0; j < ix->base.p.bands; j++) {
-			found.n = 0;
-			if (index_candidates1(ix, keys[j], &found,
-			    SIZE_MAX) != 0)
-				break;
-			for (i = 0, ok = 0; i < found.n && !ok; i++)
-				ok = found.v[i] == docid;
-			if (!ok)
-				problem(f, problems, "document %" PRIu64 " is "
-				    "missing from band %u", docid, j);
-		}
-	}
-	mdb_cursor_close(cur);
-
-	/* Times and texts of documents that are not there. */
-	mdb_cursor_open(ix->txn, ix->times, &cur);
-	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
-	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-		if (k.mv_size != 16 || index_get(ix, ix->docs,
-		    get_be64((unsigned char *)k.mv_data + 8), &v2) != 0)
-			problem(f, problems, "a times entry has no document");
-	}
-	mdb_cursor_close(cur);
-	mdb_cursor_open(ix->txn, ix->texts, &cur);
-	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
-	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-		if (k.mv_size != 8 || index_get(ix, ix->docs,
-		    get_be64(k.mv_data), &v2) != 0)
-			problem(f, problems, "a text has no document");
-	}
-	mdb_cursor_close(cur);
-
-	/* The chunked run. */
 	mdb_cursor_open(ix->txn, ix->l1, &cur);
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-		unsigned c;
-
 		p = k.mv_data;
 		if (k.mv_size != 4 || v.mv_size % L1E_SIZE != 0) {
-			problem(f, problems, "an l1 record is malformed");
+			problem(ck->f, ck->problems, "an l1 record is "
+			    "malformed");
 			continue;
 		}
 		c = (unsigned)p[0] << 24 | p[1] << 16 | p[2] << 8 | p[3];
 		if (c >= BAND_CHUNKS) {
-			problem(f, problems, "l1 holds chunk %u", c);
+			problem(ck->f, ck->problems, "l1 holds chunk %u", c);
 			continue;
 		}
 		n = v.mv_size / L1E_SIZE;
-		l1 += n;
+		ck->l1 += n;
 		for (i = 0; i < n; i++) {
 			l1_get(v.mv_data, i, c, &e);
 			if (i > 0 && bentry_cmp(&prev, &e) >= 0)
-				problem(f, problems, "chunk %u is not sorted "
-				    "at entry %zu", c, i);
+				problem(ck->f, ck->problems, "chunk %u is not "
+				    "sorted at entry %zu", c, i);
 			if (e.docid == 0 || e.docid >= ix->next_doc)
-				problem(f, problems, "chunk %u: document %"
-				    PRIu64 " is not below next_doc", c,
-				    e.docid);
+				problem(ck->f, ck->problems, "chunk %u: "
+				    "document %" PRIu64 " is not below "
+				    "next_doc", c, e.docid);
 			prev = e;
 		}
 	}
 	mdb_cursor_close(cur);
-	if (l1 != ix->lsm.l1_entries)
-		problem(f, problems, "l1 holds %" PRIu64 " entries; meta says %"
-		    PRIu64, l1, ix->lsm.l1_entries);
+	if (ck->l1 != ix->lsm.l1_entries)
+		problem(ck->f, ck->problems, "l1 holds %" PRIu64 " entries; "
+		    "meta says %" PRIu64, ck->l1, ix->lsm.l1_entries);
+}
 
-	/* The memtable's log. */
+/* The memtable's log: well formed, below l0_next and the sweep. */
+static void
+check_l0(struct lmdb *ix, struct checking *ck, uint64_t sweep,
+    uint64_t l0_next)
+{
+	MDB_cursor	*cur;
+	MDB_val		 k, v;
+	int		 rc;
+
 	mdb_cursor_open(ix->txn, ix->l0, &cur);
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
@@ -1793,22 +1815,66 @@ lmdb_check(struct index *base, FILE *f, uint64_t *problems, char **cause)
 		    v.mv_size < L0_HEADER ||
 		    (v.mv_size - L0_HEADER) % BENTRY_SIZE != 0 ||
 		    get_le64(v.mv_data) > sweep)
-			problem(f, problems, "an l0 record is malformed");
+			problem(ck->f, ck->problems, "an l0 record is "
+			    "malformed");
 	}
 	mdb_cursor_close(cur);
-	entries = l1 + memtable_entries(ix->mt);
+}
+
+/*
+ * Check the index's internal consistency, in one read transaction: every
+ * document (check_doc); every time and text belongs to a document; the
+ * band runs are sorted, in their chunks, and their count matches; the l0
+ * log is well formed.  Writes "problem: ..." lines and a summary to f.
+ */
+static int
+lmdb_check(struct index *base, FILE *f, uint64_t *problems, char **cause)
+{
+	struct lmdb		*ix = (struct lmdb *)base;
+	struct checking		 ck = { f, problems, 0, 0, NULL, { 0 }, { 0 } };
+	MDB_cursor		*cur;
+	MDB_val			 k, v;
+	uint64_t		 sweep, l0_next;
+	int			 rc;
+
+	*problems = 0;
+	if ((rc = lm_txn(ix, MDB_RDONLY, &ix->txn)) != 0) {
+		ix->txn = NULL;
+		return (lm_fail(ix, rc, "check", cause));
+	}
+	ix->loaded = 0;		/* rebuild the memtable from this snapshot */
+	if (lm_meta_u64(ix, "next_doc", &ix->next_doc, cause) != 0 ||
+	    lsm_load(ix, cause) != 0 ||
+	    lm_meta_u64(ix, "sweep", &sweep, cause) != 0 ||
+	    lm_meta_u64(ix, "l0_next", &l0_next, cause) != 0) {
+		mdb_txn_abort(ix->txn);
+		ix->txn = NULL;
+		return (INDEX_ERROR);
+	}
+	ck.keys = xcalloc(ix->base.p.bands, sizeof *ck.keys);
+
+	mdb_cursor_open(ix->txn, ix->docs, &cur);
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
+		check_doc(ix, &ck, &k, &v);
+	mdb_cursor_close(cur);
+	check_orphans(ix, &ck, ix->times, TIMEKEY_SIZE, "a times entry");
+	check_orphans(ix, &ck, ix->texts, 8, "a text");
+	check_l1(ix, &ck);
+	check_l0(ix, &ck, sweep, l0_next);
 
 	mdb_txn_abort(ix->txn);
 	ix->txn = NULL;
 	ix->loaded = 0;
-	free(keys);
-	u64vec_free(&found);
-	buf_free(&text);
+	free(ck.keys);
+	u64vec_free(&ck.found);
+	buf_free(&ck.text);
 	if (*problems > 100)
 		fprintf(f, "problems not shown: %" PRIu64 "\n",
 		    *problems - 100);
-	fprintf(f, "documents: %" PRIu64 "\n", docs);
-	fprintf(f, "band entries: %" PRIu64 "\n", entries);
+	fprintf(f, "documents: %" PRIu64 "\n", ck.docs);
+	fprintf(f, "band entries: %" PRIu64 "\n",
+	    ck.l1 + memtable_entries(ix->mt));
 	fprintf(f, "problems: %" PRIu64 "\n", *problems);
 	return (0);
 }
@@ -1822,22 +1888,22 @@ lmdb_compact(struct index *base, const char *dest, char **cause)
 
 	if (mkdir(dest, 0777) == -1 && errno != EEXIST) {
 		xasprintf(cause, "mkdir %s: %s", dest, strerror(errno));
-		return (-1);
+		return (INDEX_ERROR);
 	}
 	if ((rc = mdb_env_copy2(ix->env, dest, MDB_CP_COMPACT)) != 0) {
 		xasprintf(cause, "copy %s to %s: %s", ix->base.path, dest,
 		    mdb_strerror(rc));
-		return (-1);
+		return (INDEX_ERROR);
 	}
 	return (0);
 }
 
 /*
- * Write the documents as JSON Lines (export_header, export_doc), oldest
- * first.
+ * Call fn for every document, oldest first, in one read transaction; stop
+ * at fn's first non-zero return, and return it.
  */
 static int
-lmdb_export(struct index *base, FILE *f, char **cause)
+lmdb_each(struct index *base, index_each_fn fn, void *arg, char **cause)
 {
 	struct lmdb		*ix = (struct lmdb *)base;
 	MDB_cursor		*cur;
@@ -1845,45 +1911,34 @@ lmdb_export(struct index *base, FILE *f, char **cause)
 	struct docinfo		 d;
 	struct buf		 text = { 0 };
 	uint64_t		 docid;
-	int			 rc, err = 0;
+	int			 rc, rv = 0;
 
-	if ((rc = index_txn(ix, MDB_RDONLY, &ix->txn)) != 0) {
+	if ((rc = lm_txn(ix, MDB_RDONLY, &ix->txn)) != 0) {
 		ix->txn = NULL;
-		return (index_fail(ix, rc, "export", cause));
+		return (lm_fail(ix, rc, "export", cause));
 	}
-	if (export_header(f, &ix->base.p) != 0)
-		err = 1;
 	mdb_cursor_open(ix->txn, ix->docs, &cur);
-	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0 && !err;
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0 && rv == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		docid = k.mv_size == 8 ? get_be64(k.mv_data) : 0;
 		if (k.mv_size != 8 || docrec_decode(v.mv_data, v.mv_size,
 		    ix->base.p.perms, ix->sig, &d) != v.mv_size) {
 			xasprintf(cause, "index %s: document %" PRIu64 " is "
 			    "corrupt (run --check)", ix->base.path, docid);
-			err = 2;
+			rv = INDEX_ERROR;
 			break;
 		}
 		if (ix->base.p.texts &&
-		    lmdb_text(&ix->base, docid, &text, cause) < 0) {
-			err = 2;
+		    (rv = lmdb_text(&ix->base, docid, &text, cause)) < 0)
 			break;
-		}
-		if (export_doc(f, &d, (unsigned char *)v.mv_data + DOC_HEADER,
-		    ix->base.p.perms, ix->base.p.texts ? &text : NULL) != 0)
-			err = 1;
+		d.docid = docid;
+		rv = fn(arg, &d, ix->base.p.texts ? &text : NULL, cause);
 	}
 	mdb_cursor_close(cur);
 	mdb_txn_abort(ix->txn);
 	ix->txn = NULL;
 	buf_free(&text);
-	if (err == 0 && fflush(f) != 0)
-		err = 1;
-	if (err == 1) {
-		xasprintf(cause, "export: write error: %s", strerror(errno));
-		return (-1);
-	}
-	return (err ? -1 : 0);
+	return (rv);
 }
 
 /*
@@ -1904,12 +1959,12 @@ lmdb_adopt(struct index *base, const struct index_params *want,
 	if (in.docs != 0 || in.next_doc != 1) {
 		xasprintf(cause, "import: %s already holds documents made with "
 		    "other parameters than the export's", ix->base.path);
-		return (-1);
+		return (INDEX_ERROR);
 	}
 	if ((rc = lmdb_begin(&ix->base, cause)) != 0)
 		return (rc);
 	params_take(&ix->base.p, want);
-	if ((rc = meta_create(ix, cause)) != 0 ||
+	if ((rc = lm_meta_create(ix, cause)) != 0 ||
 	    (rc = lmdb_commit(&ix->base, cause)) != 0) {
 		lmdb_abort(&ix->base);
 		ix->base.p = saved;
@@ -1922,6 +1977,7 @@ lmdb_adopt(struct index *base, const struct index_params *want,
 
 const struct index_ops lmdb_ops = {
 	.name = "LMDB",
+	.exists = lmdb_exists,
 	.open = lmdb_open,
 	.close = lmdb_close,
 	.begin = lmdb_begin,
@@ -1938,6 +1994,6 @@ const struct index_ops lmdb_ops = {
 	.info = lmdb_info,
 	.check = lmdb_check,
 	.compact = lmdb_compact,
-	.export = lmdb_export,
+	.each = lmdb_each,
 	.adopt = lmdb_adopt,
 };

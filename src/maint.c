@@ -9,9 +9,10 @@
  *	--export FILE	the documents as JSON Lines
  *	--import FILE	documents from an export
  *
- * The work is index.c's; this file opens the index, runs the operation in
- * the transactions it needs, and prints the result on stdout as "key: value"
- * lines.  It returns an exit status of mhfilter(1).
+ * The work is index.c's (export.c's for the last two); this file opens
+ * the index, runs the operation in the transactions it needs, and prints
+ * the result on stdout as "key: value" lines.  It returns an exit status of
+ * mhfilter(1) (index_exit_status for the index's errors).
  */
 
 #include "config.h"
@@ -58,7 +59,7 @@ maint_status(int rc, char *cause)
 		log_warnx("%s", cause);
 		free(cause);
 	}
-	return (rc == INDEX_MISMATCH ? EXIT_MISMATCH : EXIT_ERROR);
+	return (index_exit_status(rc));
 }
 
 /*
@@ -69,18 +70,12 @@ static int
 maint_open(const struct maint_opts *mo, int flags, struct index **ixp)
 {
 	struct index_params	 p = mo->p;
-	struct stat		 st;
-	char			*file, *cause;
+	char			*cause;
 	int			 rc;
 
-	if (mo->mode != MAINT_IMPORT && !index_is_remote(mo->db)) {
-		xasprintf(&file, "%s/data.mdb", mo->db);
-		rc = stat(file, &st);
-		free(file);
-		if (rc == -1) {
-			log_warnx("no index at %s", mo->db);
-			return (EXIT_ERROR);
-		}
+	if (mo->mode != MAINT_IMPORT && !index_exists(mo->db, NULL)) {
+		log_warnx("no index at %s", mo->db);
+		return (EXIT_ERROR);
 	}
 	if ((rc = index_open(ixp, mo->db, flags, &p, mo->given, &cause)) != 0)
 		return (maint_status(rc, cause));
@@ -316,8 +311,8 @@ maint_check(const struct maint_opts *mo, struct index *ix)
 static int
 maint_compact(const struct maint_opts *mo, struct index *ix)
 {
-	struct stat	 st;
-	char		*file, *cause;
+	uint64_t	 size;
+	char		*cause;
 	int		 rc, made = 0;
 
 	if (mkdir(mo->arg, 0777) == 0)
@@ -326,25 +321,19 @@ maint_compact(const struct maint_opts *mo, struct index *ix)
 		log_warn("mkdir %s", mo->arg);
 		return (EXIT_ERROR);
 	}
-	xasprintf(&file, "%s/data.mdb", mo->arg);
-	if (stat(file, &st) == 0) {
+	if (index_exists(mo->arg, NULL)) {
 		log_warnx("%s already holds an index", mo->arg);
-		free(file);
 		return (EXIT_ERROR);
 	}
 	if ((rc = index_compact(ix, mo->arg, &cause)) != 0) {
 		if (made)
 			rmdir(mo->arg);	/* fails, harmlessly, unless empty */
-		free(file);
 		return (maint_status(rc, cause));
 	}
-	if (stat(file, &st) == 0)
-		printf("compacted_size: %" PRIu64 "\n", (uint64_t)st.st_size);
-	free(file);
-	xasprintf(&file, "%s/data.mdb", mo->db);
-	if (stat(file, &st) == 0)
-		printf("file_size: %" PRIu64 "\n", (uint64_t)st.st_size);
-	free(file);
+	if (index_exists(mo->arg, &size))
+		printf("compacted_size: %" PRIu64 "\n", size);
+	if (index_exists(mo->db, &size))
+		printf("file_size: %" PRIu64 "\n", size);
 	return (maint_flush(stdout, "stdout"));
 }
 

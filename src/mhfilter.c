@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "mhfilter.h"
@@ -865,26 +864,19 @@ static int
 run_explain(struct options *o)
 {
 	struct lsh_choice	 c;
-	struct stat		 st;
-	char			*cause, *dbfile;
+	char			*cause;
 	int			 rc;
 
-	if (o->db != NULL) {
-		xasprintf(&dbfile, "%s/data.mdb", o->db);
-		if (index_is_remote(o->db) || stat(dbfile, &st) == 0) {
-			rc = index_open(&the_index, o->db, INDEX_RDONLY,
-			    &o->f.p, o->given, &cause);
-			if (rc != 0) {
-				log_warnx("%s", cause);
-				free(cause);
-				free(dbfile);
-				return (rc == INDEX_MISMATCH ? EXIT_MISMATCH :
-				    EXIT_ERROR);
-			}
-			index_close(the_index);
-			the_index = NULL;
+	if (o->db != NULL && index_exists(o->db, NULL)) {
+		rc = index_open(&the_index, o->db, INDEX_RDONLY, &o->f.p,
+		    o->given, &cause);
+		if (rc != 0) {
+			log_warnx("%s", cause);
+			free(cause);
+			return (index_exit_status(rc));
 		}
-		free(dbfile);
+		index_close(the_index);
+		the_index = NULL;
 	}
 	lsh_rate(o->f.p.threshold, o->f.p.bands, o->f.p.rows, &c);
 	lsh_explain(stdout, o->f.p.perms, o->f.p.threshold, &c);
@@ -924,7 +916,7 @@ main(int argc, char **argv)
 	if (rc != 0) {
 		log_warnx("%s", cause);
 		free(cause);
-		return (rc == INDEX_MISMATCH ? EXIT_MISMATCH : EXIT_ERROR);
+		return (index_exit_status(rc));
 	}
 	atexit(cleanup);
 	o.f.verify = o.f.p.verify;

@@ -13,9 +13,11 @@
  *   bandrun.c   band entries in memory and in sorted runs (pure; the
  *               memtable and run search/merge that index.c stores)
  *   index.c     band keys -> candidates; documents in and out of the
- *               index, through a backend: lmdb.c (a directory) or
- *               redis.c (a Redis Cluster shared by many processes, over
- *               cluster.c)
+ *               index: a dispatcher over a backend, lmdb.c (a directory)
+ *               or redis.c (a Redis Cluster shared by many processes,
+ *               over cluster.c); both store what codec.c encodes (the
+ *               document record, texts, time keys, meta records, Redis
+ *               keys and values)
  *   filter.c    a batch of records -> verdicts (the algorithm, I/O free
  *               except through index.c); phase 1 (parse, normalise, sign)
  *               is shared among worker threads
@@ -33,10 +35,13 @@
  *               maintenance mode
  *
  * The maintenance modes (--info, --expire, --remove, --check, --compact,
- * --export, --import) are maint.c: one index operation, then exit.
+ * --export, --import) are maint.c: one index operation, then exit;
+ * export.c writes and reads exports (JSON Lines) through index.c.
  *
  * normalize, shingle, minhash and lsh are pure functions: they are what the
- * stored index depends on and are pinned by known-answer tests.
+ * stored index depends on and are pinned by known-answer tests, as are the
+ * stored layouts of codec.c and the export format.  Index calls go one
+ * way: callers to index.c, index.c to a backend, a backend to codec.c.
  */
 
 #ifndef MHFILTER_H
@@ -299,7 +304,26 @@ size_t		 memtable_sorted(struct memtable *, unsigned, struct bentry **,
 void		 memtable_drop(struct memtable *, unsigned);
 size_t		 memtable_entries(struct memtable *);
 
-/* index.c: the index, over a storage backend (lmdb.c, redis.c). */
+/*
+ * index.c: the index, over a storage backend (lmdb.c, redis.c).
+ *
+ * Return convention.  Every index_* function that opens or works on an
+ * index, and every index_ops member but exists, returns 0 (or, for
+ * index_text, a non-negative result) on success and one of these negative
+ * codes on failure; index_exit_status maps them to mhfilter(1)'s exit
+ * statuses.  INDEX_AGAIN, INDEX_GONE and INDEX_NOTFOUND are conditions the
+ * caller handles and come without a cause; INDEX_ERROR and INDEX_MISMATCH
+ * come with *cause set (the caller frees it).
+ */
+#define INDEX_ERROR	(-1)	/* I/O, server, corrupt data, resources */
+#define INDEX_AGAIN	(-2)	/* map full: grown by index_abort (which
+				   the caller calls unless index_commit
+				   returned it), redo the transaction */
+#define INDEX_MISMATCH	(-3)	/* not an index, or another format or
+				   other parameters than asked for */
+#define INDEX_GONE	(-4)	/* the document was removed (index_doc) */
+#define INDEX_NOTFOUND	(-5)	/* no such meta record (meta_get_fn) */
+
 #define VERIFY_EXACT	0
 #define VERIFY_SIGNATURE 1
 #define VERIFY_NONE	2
@@ -331,10 +355,6 @@ struct index_params {
 
 #define INDEX_RDONLY	0x1	/* never write (--query-only) */
 #define INDEX_TEMP	0x2	/* a throwaway index: no fsync */
-
-#define INDEX_AGAIN	1	/* map full: grown, redo the transaction */
-#define INDEX_MISMATCH	2	/* incompatible parameters or format */
-#define INDEX_GONE	3	/* the document was removed */
 
 struct index;
 struct docinfo {
@@ -373,6 +393,59 @@ struct ixdoc {
 };
 #define INDEX_NOSLOT	((size_t)-1)	/* a lookup or insert not prepared */
 
+/*
+ * Retention and maintenance.  index_expire and index_remove run inside a
+ * write transaction (between index_begin and index_commit); the others open
+ * their own.  Removed documents leave the docs, texts and times databases
+ * at once; their band entries are dropped when the band runs are next
+ * merged, and lookups skip them meanwhile.
+ */
+struct retention {
+	int64_t		 max_age;	/* seconds; 0: no age limit */
+	uint64_t	 max_docs;	/* 0: no count limit */
+};
+struct index_info {
+	struct index_params p;		/* the stored parameters */
+	int		 format;	/* as opened: MHF_INDEX_FORMAT, or an
+					   older one read as it is */
+	uint64_t	 docs;		/* documents held */
+	uint64_t	 next_doc;	/* the next document number */
+	int64_t		 created;	/* seconds since the epoch */
+	int64_t		 oldest;	/* document times; 0 when empty */
+	int64_t		 newest;
+	uint64_t	 band_entries;	/* including not yet merged-out ones */
+	uint64_t	 size;		/* bytes of the data file in use */
+	uint64_t	 file_size;	/* bytes of the data file on disk */
+	uint64_t	 bands_bytes;	/* pages of each part, in bytes */
+	uint64_t	 docs_bytes;
+	uint64_t	 texts_bytes;
+};
+
+/*
+ * The index API.  Each call is its index_ops member's (below), which says
+ * what it returns; index.c adds only:
+ *
+ * index_is_remote(path)	1 if path is a redis:// URL, else 0.
+ * index_exists(path, size)	see exists.
+ * index_exit_status(rc)	EXIT_OK for rc >= 0, EXIT_MISMATCH for
+ *				INDEX_MISMATCH, else EXIT_ERROR.
+ * index_open			picks the backend by the path, then open.
+ * index_prepare		0 when the backend has no prepare.
+ * index_insert			insert with slot INDEX_NOSLOT, the text
+ *				encoded by the backend.
+ * index_insert_encoded		insert with the text encoded by the caller.
+ * index_compact		INDEX_ERROR when the backend has no compact.
+ * index_export (export.c)	the header, then each document through each:
+ *				0, or INDEX_ERROR (a write error, or each's).
+ * index_import (export.c)	an export read into the index, in
+ *				transactions of 1,000 documents: 0 with the
+ *				count, or INDEX_ERROR naming the line.
+ * index_path, index_run_start	the path as given; the first document
+ *				number this process could have inserted.
+ */
+int		 index_is_remote(const char *);
+int		 index_exists(const char *, uint64_t *);
+int		 index_exit_status(int);
 int		 index_open(struct index **, const char *, int,
 		    struct index_params *, int, char **);
 void		 index_close(struct index *);
@@ -391,39 +464,7 @@ int		 index_insert(struct index *, const uint64_t *,
 int		 index_insert_encoded(struct index *, size_t, const uint64_t *,
 		    const uint32_t *, const char *, size_t, const char *,
 		    size_t, const char *, size_t, int, int64_t, char **);
-struct textenc;
-struct textenc	*textenc_create(void);
-void		 textenc_free(struct textenc *);
-void		 textenc_encode(struct textenc *, const char *, size_t, int,
-		    struct buf *);
 int		 index_stats(struct index *, struct index_stats *, char **);
-
-/*
- * Retention and maintenance.  index_expire and index_remove run inside a
- * write transaction (between index_begin and index_commit); the others open
- * their own.  Removed documents leave the docs, texts and times databases
- * at once; their band entries are dropped when the band runs are next
- * merged, and lookups skip them meanwhile.
- */
-struct retention {
-	int64_t		 max_age;	/* seconds; 0: no age limit */
-	uint64_t	 max_docs;	/* 0: no count limit */
-};
-struct index_info {
-	struct index_params p;		/* the stored parameters */
-	int		 format;	/* MHF_INDEX_FORMAT */
-	uint64_t	 docs;		/* documents held */
-	uint64_t	 next_doc;	/* the next document number */
-	int64_t		 created;	/* seconds since the epoch */
-	int64_t		 oldest;	/* document times; 0 when empty */
-	int64_t		 newest;
-	uint64_t	 band_entries;	/* including not yet merged-out ones */
-	uint64_t	 size;		/* bytes of the data file in use */
-	uint64_t	 file_size;	/* bytes of the data file on disk */
-	uint64_t	 bands_bytes;	/* pages of each part, in bytes */
-	uint64_t	 docs_bytes;
-	uint64_t	 texts_bytes;
-};
 int		 index_expire(struct index *, const struct retention *,
 		    int64_t, uint64_t, uint64_t *, char **);
 int		 index_remove(struct index *, const char *, size_t,
@@ -431,21 +472,91 @@ int		 index_remove(struct index *, const char *, size_t,
 int		 index_info(struct index *, struct index_info *, char **);
 int		 index_check(struct index *, FILE *, uint64_t *, char **);
 int		 index_compact(struct index *, const char *, char **);
-int		 index_export(struct index *, FILE *, char **);
-int		 index_import(struct index *, FILE *, uint64_t *, char **);
 const char	*index_path(struct index *);
-int		 index_is_remote(const char *);
 uint64_t	 index_run_start(struct index *);
 
 /*
  * The storage backends behind index.c's functions: lmdb.c (a directory,
  * the default) and redis.c (--db redis://...).  Each backend's own struct
- * begins with a struct index.  index.c dispatches and holds what both
- * share: the stored text encoding, the document record layout and the
- * parameter records.
+ * begins with a struct index.  Each member, with what it returns (codes as
+ * above; "ERROR" is INDEX_ERROR with a cause):
+ *
+ * exists(path, size)	1 if path may hold an index, with *size the bytes
+ *			of its data file; 0 if not.  LMDB: the data file
+ *			exists; Redis: always 1 (only open can tell), size 0.
+ * open(ixp, path, flags, p, given, cause)
+ *			open or create the index (flags INDEX_*; path NULL:
+ *			a temporary LMDB one).  p holds the parameters
+ *			wanted and, on return, those in force; given
+ *			(IP_*) says which the user set.  0; MISMATCH (not
+ *			an index, another format, a given parameter that
+ *			differs from the stored one, a format 2 LMDB index
+ *			opened read-only); ERROR (no index read-only or
+ *			empty, I/O, connection).  An older format is
+ *			upgraded by a writable open.
+ * close(ix)		free everything; a temporary index is removed.
+ * begin(ix, cause)	start a batch's transaction (read-only if the
+ *			index is).  0; ERROR.
+ * prepare(ix, docs, n, cause)
+ *			the batch's records before their lookups (may be
+ *			NULL).  0; ERROR.  Redis writes and looks up
+ *			everything here; LMDB locates the band runs.
+ * commit(ix, cause)	make the batch durable.  0; AGAIN (the map was
+ *			full: already aborted and grown); ERROR (already
+ *			aborted).  Read-only: ends the transaction.
+ * abort(ix)		throw the batch away (and grow a full map).
+ * candidates(ix, slot, keys, out, cause)
+ *			append to out the documents under each of the b
+ *			band keys, once per band shared (so a document's
+ *			count is its number of shared bands), at most 1,024
+ *			per band (but an unprepared Redis lookup); slot is
+ *			the record's place in the prepared batch, or
+ *			INDEX_NOSLOT.  0; ERROR.
+ * doc(ix, docid, d, cause)
+ *			a document's record into d, its signature valid
+ *			until the next call.  0; GONE (removed or expired;
+ *			Redis: not kept, or another writer's still
+ *			pending); ERROR (no such document, corrupt).
+ * text(ix, docid, out, cause)
+ *			a document's normalised text into out.  Its
+ *			DOC_BYTES flag (0 or DOC_BYTES); ERROR (no text,
+ *			gone, corrupt).
+ * insert(ix, slot, keys, sig, id, idlen, text, textlen, enc, enclen,
+ *     flags, when, cause)
+ *			add a document (flags DOC_*, when 0: now) with its
+ *			text encoded (enc) or to encode (enc NULL).  0;
+ *			AGAIN (the caller aborts and redoes the batch);
+ *			ERROR (id over 4 GB, no document numbers left).
+ * stats(ix, st, cause)	counts for --stats.  0; ERROR.
+ * expire(ix, ret, now, budget, removed, cause)
+ *			remove at most budget of the documents over the
+ *			retention limits, in the write transaction.  0 with
+ *			*removed; AGAIN; ERROR.
+ * remove(ix, id, idlen, removed, cause)
+ *			remove every document with this id, in the write
+ *			transaction.  0 with *removed; AGAIN; ERROR.
+ * info(ix, in, cause)	what --info prints.  0; ERROR.
+ * check(ix, f, problems, cause)
+ *			check the consistency, writing "problem: ..." lines
+ *			and a summary to f.  0 with *problems; ERROR when
+ *			the check itself cannot run.
+ * compact(ix, dest, cause)
+ *			a compacted copy in directory dest (may be NULL).
+ *			0; ERROR.
+ * each(ix, fn, arg, cause)
+ *			call fn(arg, d, text, cause) for every kept
+ *			document (text NULL unless texts are kept), in one
+ *			read transaction for LMDB (oldest first).  0; fn's
+ *			first non-zero return; ERROR (corrupt document).
+ * adopt(ix, want, cause)
+ *			take an export's parameters into an index with no
+ *			documents yet.  0; ERROR (it has documents).
  */
+typedef int	 (*index_each_fn)(void *, const struct docinfo *,
+		    const struct buf *, char **);
 struct index_ops {
 	const char	*name;
+	int		(*exists)(const char *, uint64_t *);
 	int		(*open)(struct index **, const char *, int,
 			    struct index_params *, int, char **);
 	void		(*close)(struct index *);
@@ -472,7 +583,7 @@ struct index_ops {
 	int		(*info)(struct index *, struct index_info *, char **);
 	int		(*check)(struct index *, FILE *, uint64_t *, char **);
 	int		(*compact)(struct index *, const char *, char **);
-	int		(*export)(struct index *, FILE *, char **);
+	int		(*each)(struct index *, index_each_fn, void *, char **);
 	int		(*adopt)(struct index *, const struct index_params *,
 			    char **);
 };
@@ -487,27 +598,72 @@ extern const struct index_ops lmdb_ops;
 int		 lmdb_remove_dir(const char *);
 extern const struct index_ops redis_ops;
 
-/* Shared by the backends (index.c). */
+/* export.c: export and import, JSON Lines (see the top of the file). */
+int		 index_export(struct index *, FILE *, char **);
+int		 index_import(struct index *, FILE *, uint64_t *, char **);
+int		 export_header(FILE *, const struct index_params *);
+int		 export_doc(FILE *, const struct docinfo *, unsigned,
+		    const struct buf *);
+
+/*
+ * codec.c: what both backends store, byte for byte (the layouts are
+ * described at the top of the file).  docrec_decode returns the record's
+ * length or 0 if it is corrupt; text_decode the DOC_BYTES flag or -1;
+ * rval_decode where the text begins or 0.
+ */
 #define DOC_VERSION	2
 #define DOC_HEADER	16
 void		 docrec_encode(struct buf *, unsigned, const uint32_t *,
 		    const char *, size_t, int, int64_t);
+void		 docrec_append(struct buf *, unsigned, const uint32_t *,
+		    const char *, size_t, int, int64_t);
 size_t		 docrec_decode(const unsigned char *, size_t, unsigned,
 		    uint32_t *, struct docinfo *);
-int		 text_decode(const unsigned char *, size_t, struct buf *);
+void		 docrec_set_flags(unsigned char *, int);
 void		 sig_decode16(const unsigned char *, unsigned, uint32_t *);
+void		 sig_encode16(const uint32_t *, unsigned, unsigned char *);
+#define TIMEKEY_SIZE	16
+void		 timekey_put(unsigned char *, int64_t, uint64_t);
+int64_t		 timekey_time(const unsigned char *);
+uint64_t	 timekey_doc(const unsigned char *);
+struct textenc;
+struct textenc	*textenc_create(void);
+void		 textenc_free(struct textenc *);
+void		 textenc_encode(struct textenc *, const char *, size_t, int,
+		    struct buf *);
+int		 text_decode(const unsigned char *, size_t, struct buf *);
 int		 params_ok(const struct index_params *);
 void		 params_take(struct index_params *,
 		    const struct index_params *);
+/* Read a meta record: 0 found, INDEX_NOTFOUND, or INDEX_ERROR. */
 typedef int	 (*meta_get_fn)(void *, const char *, char *, size_t);
+/* Write a meta record: 0, or the backend's error. */
 typedef int	 (*meta_put_fn)(void *, const char *, const char *);
-int		 meta_write(const struct index_params *, int, meta_put_fn,
-		    void *);
+int		 meta_write(const struct index_params *, int, int64_t,
+		    meta_put_fn, void *);
 int		 meta_read(struct index_params *, int, int, const char *,
 		    meta_get_fn, void *, char **);
-int		 export_header(FILE *, const struct index_params *);
-int		 export_doc(FILE *, const struct docinfo *,
-		    const unsigned char *, unsigned, const struct buf *);
+int		 meta_number(const char *, uint64_t, uint64_t *);
+struct metatext {			/* Redis's meta string */
+	const char	*s;		/* for metatext_get */
+	size_t		 len;
+	struct buf	*out;		/* for metatext_put */
+};
+int		 metatext_get(void *, const char *, char *, size_t);
+int		 metatext_put(void *, const char *, const char *);
+void		 metatext_set_format(const struct metatext *, int,
+		    struct buf *);
+#define RVAL_PENDING	'P'	/* a Redis document not yet decided */
+#define RVAL_KEPT	'K'
+void		 rkey_ns(struct buf *, const char *, const char *);
+void		 rkey_doc(struct buf *, const char *, uint64_t);
+void		 rkey_band(struct buf *, const char *, uint64_t);
+uint64_t	 rkey_docid(const char *, size_t, const char *);
+void		 rval_encode(struct buf *, int, unsigned, const uint32_t *,
+		    const char *, size_t, int, int64_t, const char *, size_t);
+void		 rval_mark(char *, int, int);
+size_t		 rval_decode(const char *, size_t, unsigned, uint32_t *,
+		    struct docinfo *, int *);
 
 /*
  * cluster.c: a Redis Cluster client (or a single Redis) over hiredis, for

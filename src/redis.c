@@ -4,17 +4,17 @@
  * --db redis://host:port[,host:port...][/namespace]; the namespace, "mhf"
  * by default, lets several indexes share a cluster.
  *
- * Keys (NS is the namespace):
+ * Keys (NS is the namespace; codec.c has their bytes and the values'):
  *
  *   {NS}:meta   the parameter records (meta_write), "key=value" lines in
- *               one string, created with SET NX so that two processes
- *               starting at once agree;
+ *               one string (metatext_put), created with SET NX so that two
+ *               processes starting at once agree;
  *   {NS}:seq    the last document number handed out (INCRBY): the global
  *               order of documents;
  *   {NS}:floor  documents below it were expired by --max-docs;
  *   {NS}:docs   documents kept, roughly (see redis_stats);
- *   NS:d:N      document N: a state byte ('P' pending, 'K' kept), the
- *               document record (docrec_encode), the encoded text;
+ *   NS:d:N      document N (rval_encode): a state byte ('P' pending, 'K'
+ *               kept), the document record, the encoded text;
  *   NS:b:HEX    a band bucket: the numbers of the documents under band key
  *               HEX, 8 bytes big-endian each, in the order they came.
  *
@@ -78,8 +78,8 @@
 #define CLEAN_MAX	1024	/* stale bucket entries removed per batch */
 #define REPLICA_WAIT_MS	2000	/* WAIT for one replica, when there is one */
 
-#define ST_PENDING	'P'
-#define ST_KEPT		'K'
+#define ST_PENDING	RVAL_PENDING
+#define ST_KEPT		RVAL_KEPT
 #define ST_GONE		0	/* read back missing: its entries go */
 #define ST_PASSED	1	/* pending too long: passed over, kept */
 #define ST_CLEANED	2	/* gone, and its entries queued for removal */
@@ -199,44 +199,25 @@ static int	fetch_docs(struct redis *, const uint64_t *, size_t,
 static int	redis_scan(struct redis *, int (*)(struct redis *, uint64_t,
 		    const char *, size_t, void *), void *, char **);
 
-/* Keys. */
+/* {NS}:what, one of the namespace's own keys. */
 static void
 ns_key(struct redis *r, const char *what, struct buf *k)
 {
-	k->len = 0;
-	buf_append(k, "{", 1);
-	buf_append(k, r->ns, strlen(r->ns));
-	buf_append(k, "}:", 2);
-	buf_append(k, what, strlen(what));
-}
-
-/* NS then a suffix. */
-static void
-item_key(struct redis *r, const char *suffix, struct buf *k)
-{
-	k->len = 0;
-	buf_append(k, r->ns, strlen(r->ns));
-	buf_append(k, suffix, strlen(suffix));
+	rkey_ns(k, r->ns, what);
 }
 
 /* NS:d:N, a document. */
 static void
 doc_key(struct redis *r, uint64_t docid, struct buf *k)
 {
-	char	 name[32];
-
-	snprintf(name, sizeof name, ":d:%" PRIu64, docid);
-	item_key(r, name, k);
+	rkey_doc(k, r->ns, docid);
 }
 
 /* NS:b:HEX, a band bucket. */
 static void
 band_key(struct redis *r, uint64_t key, struct buf *k)
 {
-	char	 name[32];
-
-	snprintf(name, sizeof name, ":b:%016" PRIx64, key);
-	item_key(r, name, k);
+	rkey_band(k, r->ns, key);
 }
 
 /* Queue a one-argument command on key k. */
@@ -269,7 +250,7 @@ redis_fail(struct redis *r, char **cause)
 	xasprintf(cause, "index %s: %s", r->base.path, c);
 	free(c);
 	cluster_reset(r->c);
-	return (-1);
+	return (INDEX_ERROR);
 }
 
 /* A reply that is an error: the cause.  Returns -1 for convenience. */
@@ -281,7 +262,7 @@ reply_error(struct redis *r, const redisReply *rp, const char *what,
 	    rp == NULL ? "no reply" : rp->type == REDIS_REPLY_ERROR ?
 	    rp->str : "unexpected reply");
 	cluster_reset(r->c);
-	return (-1);
+	return (INDEX_ERROR);
 }
 
 /* Fail on the first error reply among replies [from, to). */
@@ -414,7 +395,7 @@ parse_url(const char *url, char **hosts, char **ns, double *timeout,
 			free(c);
 		xasprintf(cause, "%s: the only option is ?timeout=SECONDS "
 		    "(0.1 to 86400)", url);
-		return (-1);
+		return (INDEX_ERROR);
 	}
 	if ((slash = memchr(h, '/', q - h)) == NULL) {
 		*hosts = xstrndup(h, q - h);
@@ -443,70 +424,7 @@ fail:
 	free(*hosts);
 	free(*ns);
 	*hosts = *ns = NULL;
-	return (-1);
-}
-
-/* The meta string, as lines, for meta_read. */
-struct metatext {
-	const char	*s;
-	size_t		 len;
-	struct buf	*out;		/* for meta_write */
-};
-
-static int
-meta_get_text(void *arg, const char *key, char *out, size_t size)
-{
-	struct metatext	*m = arg;
-	const char	*p = m->s, *end = m->s + m->len, *nl;
-	size_t		 kl = strlen(key);
-
-	while (p < end) {
-		if ((nl = memchr(p, '\n', end - p)) == NULL)
-			nl = end;
-		if ((size_t)(nl - p) > kl && memcmp(p, key, kl) == 0 &&
-		    p[kl] == '=') {
-			if ((size_t)(nl - p - kl - 1) >= size)
-				return (-1);
-			memcpy(out, p + kl + 1, nl - p - kl - 1);
-			out[nl - p - kl - 1] = '\0';
-			return (0);
-		}
-		p = nl + 1;
-	}
-	return (1);
-}
-
-/* The meta string with its "format" line saying format, into out. */
-static void
-meta_set_format(const struct metatext *m, int format, struct buf *out)
-{
-	const char	*p = m->s, *end = m->s + m->len, *nl;
-	char		 line[32];
-
-	while (p < end) {
-		if ((nl = memchr(p, '\n', end - p)) == NULL)
-			nl = end;
-		if (nl - p > 7 && memcmp(p, "format=", 7) == 0) {
-			snprintf(line, sizeof line, "format=%d", format);
-			buf_append(out, line, strlen(line));
-		} else
-			buf_append(out, p, nl - p);
-		if (nl < end)
-			buf_append(out, "\n", 1);
-		p = nl + 1;
-	}
-}
-
-static int
-meta_put_text(void *arg, const char *key, const char *value)
-{
-	struct metatext	*m = arg;
-
-	buf_append(m->out, key, strlen(key));
-	buf_append(m->out, "=", 1);
-	buf_append(m->out, value, strlen(value));
-	buf_append(m->out, "\n", 1);
-	return (0);
+	return (INDEX_ERROR);
 }
 
 /* GET a {NS} counter; 0 when it does not exist. */
@@ -514,6 +432,7 @@ static int
 get_counter(struct redis *r, const char *what, uint64_t *v, char **cause)
 {
 	const redisReply	*rp;
+	char			*c;
 
 	ns_key(r, what, &r->key);
 	q1(r, &r->key, "GET");
@@ -522,10 +441,14 @@ get_counter(struct redis *r, const char *what, uint64_t *v, char **cause)
 	rp = cluster_reply(r->c, 0);
 	if (rp->type == REDIS_REPLY_NIL)
 		*v = 0;
-	else if (rp->type == REDIS_REPLY_STRING)
-		*v = strtoll(rp->str, NULL, 10) > 0 ?
-		    strtoull(rp->str, NULL, 10) : 0;
-	else
+	else if (rp->type == REDIS_REPLY_STRING && rp->str[0] == '-')
+		*v = 0;		/* "docs" counts down below 0 at times */
+	else if (rp->type == REDIS_REPLY_STRING) {
+		if (parse_uint(rp->str, 0, INT64_MAX, v, &c) != 0) {
+			free(c);
+			return (reply_error(r, rp, what, cause));
+		}
+	} else
 		return (reply_error(r, rp, what, cause));
 	cluster_reset(r->c);
 	return (0);
@@ -533,6 +456,15 @@ get_counter(struct redis *r, const char *what, uint64_t *v, char **cause)
 
 static void	redis_close(struct index *);
 static void	redis_abort(struct index *);
+
+/* A Redis index may exist wherever the URL points: only opening tells. */
+static int
+redis_exists(const char *path, uint64_t *size)
+{
+	(void)path;
+	*size = 0;
+	return (1);
+}
 
 /*
  * Connect, and create or check the parameter records.  The arguments are
@@ -549,7 +481,7 @@ redis_open(struct index **ixp, const char *path, int flags,
 	uint64_t		 seq;
 	double			 timeout;
 	char			 stored[16];
-	int			 rc, old, rv = -1;
+	int			 rc, old, rv = INDEX_ERROR;
 
 	r = xcalloc(1, sizeof *r);
 	r->base.flags = flags;
@@ -568,7 +500,7 @@ redis_open(struct index **ixp, const char *path, int flags,
 		size_t		 len[4];
 
 		m.out = &text;
-		meta_write(p, MHF_REDIS_FORMAT, meta_put_text, &m);
+		meta_write(p, MHF_REDIS_FORMAT, time(NULL), metatext_put, &m);
 		argv[0] = "SET";
 		len[0] = 3;
 		argv[1] = r->key.data;
@@ -598,23 +530,23 @@ redis_open(struct index **ixp, const char *path, int flags,
 	}
 	m.s = rp->str;
 	m.len = rp->len;
-	old = meta_get_text(&m, "format", stored, sizeof stored) == 0 &&
+	old = metatext_get(&m, "format", stored, sizeof stored) == 0 &&
 	    strcmp(stored, "2") == 0;
 	r->format = old && (flags & INDEX_RDONLY) ? 2 : MHF_REDIS_FORMAT;
 	if ((rc = meta_read(&r->base.p, old ? 2 : MHF_REDIS_FORMAT, given,
-	    path, meta_get_text, &m, cause)) != 0) {
+	    path, metatext_get, &m, cause)) != 0) {
 		rv = rc;
 		goto fail;
 	}
 	/*
-	 * Format 2 differs only in that its texts are never LZ4 (index.c):
+	 * Format 2 differs only in that its texts are never LZ4 (codec.c):
 	 * read as it is, and upgraded by a writable open, which rewrites its
 	 * "format" line so that an older mhfilter refuses the index instead
 	 * of finding texts it cannot decode.
 	 */
 	if (old && !(flags & INDEX_RDONLY)) {
 		text.len = 0;
-		meta_set_format(&m, MHF_REDIS_FORMAT, &text);
+		metatext_set_format(&m, MHF_REDIS_FORMAT, &text);
 		cluster_reset(r->c);
 		q2(r, &r->key, "SET", text.data, text.len);
 		if (cluster_exec(r->c, cause) != 0) {
@@ -711,16 +643,9 @@ static void
 slot_value(struct redis *r, const struct ixdoc *d, int64_t when,
     struct buf *out)
 {
-	struct buf	 rec = { 0 };
-
-	docrec_encode(&rec, r->base.p.perms, d->sig, d->id, d->idlen,
-	    d->flags, when);
 	out->len = 0;
-	buf_append(out, "P", 1);
-	buf_append(out, rec.data, rec.len);
-	if (r->base.p.texts && d->enc != NULL)
-		buf_append(out, d->enc, d->enclen);
-	buf_free(&rec);
+	rval_encode(out, ST_PENDING, r->base.p.perms, d->sig, d->id, d->idlen,
+	    d->flags, when, r->base.p.texts ? d->enc : NULL, d->enclen);
 }
 
 /* Is docid one of this batch's? */
@@ -767,7 +692,7 @@ fetch_docs(struct redis *r, const uint64_t *ids, size_t n, char **cause)
 			xasprintf(cause, "index %s: document %" PRIu64 " is "
 			    "corrupt", r->base.path, ids[i]);
 			cluster_reset(r->c);
-			return (-1);
+			return (INDEX_ERROR);
 		}
 	}
 	cluster_reset(r->c);
@@ -775,49 +700,18 @@ fetch_docs(struct redis *r, const uint64_t *ids, size_t n, char **cause)
 }
 
 /*
- * The whole batch's writes and lookups, in four rounds (see the top of
- * the file).  Afterwards every candidate of every record is in the cache,
- * decided (kept or gone) unless it belongs to this batch.
+ * Round 2: the batch's records, pending, under the numbers from
+ * first_doc on (a read-only run only notes its records' keys and times).
  */
 static int
-redis_prepare(struct index *base, const struct ixdoc *docs, size_t n,
+write_pending(struct redis *r, const struct ixdoc *docs, size_t n,
     char **cause)
 {
-	struct redis		*r = (struct redis *)base;
-	const redisReply	*rp;
-	struct rslot		*s;
-	struct rdoc		*d;
-	struct u64vec		 want = { 0 }, scratch = { 0 };
-	unsigned		 b = r->base.p.bands, j;
-	unsigned char		 be[8];
-	size_t			 i, k, np = 0, q, e;
-	uint64_t		 docid, maxown;
-	double			 deadline, pause;
-	int			 rdonly = r->base.flags & INDEX_RDONLY, rc = -1;
+	struct rslot	*s;
+	uint64_t	 docid = r->first_doc;
+	size_t		 i;
+	int		 rdonly = r->base.flags & INDEX_RDONLY;
 
-	if (n > r->slotsize) {
-		r->slotsize = n;
-		r->slots = xreallocarray(r->slots, n, sizeof *r->slots);
-	}
-	r->nslots = n;
-	for (i = 0; i < n; i++) {
-		memset(&r->slots[i], 0, sizeof r->slots[i]);
-		np += docs[i].pending != 0;
-	}
-	if (np == 0)
-		return (0);
-
-	/* 1. Numbers for the batch. */
-	r->first_doc = UINT64_MAX;
-	if (!rdonly && reserve_docs(r, np, &r->first_doc, cause) != 0)
-		return (-1);
-
-	/* 2. The records, pending. */
-	docid = r->first_doc;
-	if (np > r->ownsize) {
-		r->ownsize = np;
-		r->own = xreallocarray(r->own, np, sizeof *r->own);
-	}
 	for (i = 0; i < n; i++) {
 		s = &r->slots[i];
 		if (!docs[i].pending)
@@ -843,18 +737,65 @@ redis_prepare(struct index *base, const struct ixdoc *docs, size_t n,
 			    len);
 		}
 	}
-	if (!rdonly && cluster_exec(r->c, cause) != 0)
+	if (rdonly)
+		return (0);
+	if (cluster_exec(r->c, cause) != 0)
 		return (redis_fail(r, cause));
-	if (!rdonly && replies_ok(r, 0, np, "writing documents", cause) != 0)
-		return (-1);
+	if (replies_ok(r, 0, r->nown, "writing documents", cause) != 0)
+		return (INDEX_ERROR);
 	cluster_reset(r->c);
+	return (0);
+}
 
-	/*
-	 * 3. Append to each bucket, then read them all back: every APPEND
-	 * goes before the first GET, to keep the window between numbering
-	 * and appending (see above) short.  A node runs one connection's
-	 * commands in order, so each GET sees its own APPEND.
-	 */
+/*
+ * A bucket read in round 3, into the slot's entries in found: every
+ * document but the slot's own, at most BUCKET_MAX, each once (an APPEND
+ * may have been retried).
+ */
+static int
+take_bucket(struct redis *r, const struct rslot *s, const redisReply *rp,
+    struct u64vec *scratch, char **cause)
+{
+	uint64_t	 docid;
+	size_t		 e, k = r->found.n, m, w;
+
+	if (rp->type == REDIS_REPLY_NIL)
+		return (0);
+	if (rp->type != REDIS_REPLY_STRING || rp->len % 8)
+		return (reply_error(r, rp, "band lookup", cause));
+	for (e = 0; e + 8 <= rp->len && r->found.n - k < BUCKET_MAX; e += 8) {
+		docid = get_be64((unsigned char *)rp->str + e);
+		if (docid == s->docid || docid == 0)
+			continue;
+		u64vec_push(&r->found, docid);
+	}
+	if (r->found.n - k > 1) {
+		sort_u64(r->found.v + k, r->found.n - k, scratch);
+		for (m = w = k + 1; m < r->found.n; m++)
+			if (r->found.v[m] != r->found.v[w - 1])
+				r->found.v[w++] = r->found.v[m];
+		r->found.n = w;
+	}
+	return (0);
+}
+
+/*
+ * Round 3: append to each bucket, then read them all back: every APPEND
+ * goes before the first GET, to keep the window between numbering and
+ * appending (see the top of the file) short.  A node runs one
+ * connection's commands in order, so each GET sees its own APPEND.  Sets
+ * *maxown to the batch's largest number.
+ */
+static int
+read_buckets(struct redis *r, size_t n, uint64_t *maxown, char **cause)
+{
+	struct rslot	*s;
+	struct u64vec	 scratch = { 0 };
+	unsigned	 b = r->base.p.bands, j;
+	unsigned char	 be[8];
+	size_t		 i, q;
+	int		 rdonly = r->base.flags & INDEX_RDONLY, rc = 0;
+
 	for (i = 0; i < n && !rdonly; i++) {
 		s = &r->slots[i];
 		if (s->docid == 0)
@@ -876,48 +817,111 @@ redis_prepare(struct index *base, const struct ixdoc *docs, size_t n,
 	}
 	if (cluster_exec(r->c, cause) != 0)
 		return (redis_fail(r, cause));
-	q = rdonly ? 0 : np * b;	/* past the APPENDs' replies */
+	q = rdonly ? 0 : r->nown * b;	/* past the APPENDs' replies */
 	if (replies_ok(r, 0, q, "band append", cause) != 0)
-		goto out;
-	maxown = 0;
-	for (i = 0; i < n; i++) {
+		return (INDEX_ERROR);
+	*maxown = 0;
+	for (i = 0; i < n && rc == 0; i++) {
 		s = &r->slots[i];
 		if (s->docid == 0)
 			continue;
-		if (s->docid != UINT64_MAX && s->docid > maxown)
-			maxown = s->docid;
+		if (s->docid != UINT64_MAX && s->docid > *maxown)
+			*maxown = s->docid;
 		s->first = r->found.n;
-		for (j = 0; j < b; j++) {
-			rp = cluster_reply(r->c, q++);
-			if (rp->type == REDIS_REPLY_NIL)
-				continue;
-			if (rp->type != REDIS_REPLY_STRING || rp->len % 8) {
-				reply_error(r, rp, "band lookup", cause);
-				goto out;
-			}
-			k = r->found.n;
-			for (e = 0; e + 8 <= rp->len &&
-			    r->found.n - k < BUCKET_MAX; e += 8) {
-				docid = get_be64((unsigned char *)rp->str + e);
-				if (docid == s->docid || docid == 0)
-					continue;
-				u64vec_push(&r->found, docid);
-			}
-			/* Once per band, even if an APPEND was retried. */
-			if (r->found.n - k > 1) {
-				size_t	 m, w = k + 1;
-
-				sort_u64(r->found.v + k, r->found.n - k,
-				    &scratch);
-				for (m = k + 1; m < r->found.n; m++)
-					if (r->found.v[m] != r->found.v[w - 1])
-						r->found.v[w++] = r->found.v[m];
-				r->found.n = w;
-			}
-		}
+		for (j = 0; j < b && rc == 0; j++)
+			rc = take_bucket(r, s, cluster_reply(r->c, q++),
+			    &scratch, cause);
 		s->n = r->found.n - s->first;
 	}
+	u64vec_free(&scratch);
+	if (rc != 0)
+		return (rc);
 	cluster_reset(r->c);
+	return (0);
+}
+
+/*
+ * Round 4b: wait for candidates pending with a smaller number than one of
+ * ours (want is scratch): their writers decide them without waiting for
+ * us.
+ */
+static int
+wait_pending(struct redis *r, uint64_t maxown, struct u64vec *want,
+    char **cause)
+{
+	struct rdoc	*d;
+	double		 deadline, pause;
+	size_t		 i, k;
+
+	deadline = now_seconds() + PENDING_WAIT;
+	pause = 0.001;
+	for (;;) {
+		want->n = 0;
+		for (i = 0; i < r->ndocs; i++) {
+			d = &r->docs[i];
+			if (d->state == ST_PENDING && d->docid < maxown &&
+			    own_slot(r, d->docid) == NULL)
+				u64vec_push(want, d->docid);
+		}
+		if (want->n == 0)
+			return (0);
+		if (now_seconds() > deadline) {
+			/* A writer that died: treat them as gone. */
+			for (k = 0; k < want->n; k++)
+				cache_find(r, want->v[k])->state = ST_PASSED;
+			r->timeouts += want->n;
+			log_warnx("index %s: %zu candidates still pending "
+			    "after %.0f s; passed over", r->base.path, want->n,
+			    PENDING_WAIT);
+			return (0);
+		}
+		r->waits += want->n;
+		usleep(pause * 1e6);
+		if (pause < 0.05)
+			pause *= 2;
+		if (fetch_docs(r, want->v, want->n, cause) != 0)
+			return (INDEX_ERROR);
+	}
+}
+
+/*
+ * The whole batch's writes and lookups, in four rounds (see the top of
+ * the file).  Afterwards every candidate of every record is in the cache,
+ * decided (kept or gone) unless it belongs to this batch.
+ */
+static int
+redis_prepare(struct index *base, const struct ixdoc *docs, size_t n,
+    char **cause)
+{
+	struct redis		*r = (struct redis *)base;
+	struct u64vec		 want = { 0 };
+	size_t			 i, k, np = 0;
+	uint64_t		 docid, maxown;
+	int			 rdonly = r->base.flags & INDEX_RDONLY, rc;
+
+	if (n > r->slotsize) {
+		r->slotsize = n;
+		r->slots = xreallocarray(r->slots, n, sizeof *r->slots);
+	}
+	r->nslots = n;
+	for (i = 0; i < n; i++) {
+		memset(&r->slots[i], 0, sizeof r->slots[i]);
+		np += docs[i].pending != 0;
+	}
+	if (np == 0)
+		return (0);
+	if (np > r->ownsize) {
+		r->ownsize = np;
+		r->own = xreallocarray(r->own, np, sizeof *r->own);
+	}
+
+	/* 1. Numbers for the batch; 2. the records; 3. the buckets. */
+	r->first_doc = UINT64_MAX;
+	if (!rdonly && reserve_docs(r, np, &r->first_doc, cause) != 0)
+		return (INDEX_ERROR);
+	if ((rc = write_pending(r, docs, n, cause)) != 0 ||
+	    (rc = read_buckets(r, n, &maxown, cause)) != 0)
+		return (rc);
 
 	/* 4. The candidates' records, but for this batch's own. */
 	for (k = 0; k < r->found.n; k++) {
@@ -928,46 +932,9 @@ redis_prepare(struct index *base, const struct ixdoc *docs, size_t n,
 			u64vec_push(&want, docid);
 		}
 	}
-	if (fetch_docs(r, want.v, want.n, cause) != 0)
-		goto out;
-
-	/*
-	 * 4b. Wait for candidates pending with a smaller number than one of
-	 * ours: their writers decide them without waiting for us.
-	 */
-	deadline = now_seconds() + PENDING_WAIT;
-	pause = 0.001;
-	for (;;) {
-		want.n = 0;
-		for (i = 0; i < r->ndocs; i++) {
-			d = &r->docs[i];
-			if (d->state == ST_PENDING && d->docid < maxown &&
-			    own_slot(r, d->docid) == NULL)
-				u64vec_push(&want, d->docid);
-		}
-		if (want.n == 0)
-			break;
-		if (now_seconds() > deadline) {
-			/* A writer that died: treat them as gone. */
-			for (k = 0; k < want.n; k++)
-				cache_find(r, want.v[k])->state = ST_PASSED;
-			r->timeouts += want.n;
-			log_warnx("index %s: %zu candidates still pending "
-			    "after %.0f s; passed over", r->base.path, want.n,
-			    PENDING_WAIT);
-			break;
-		}
-		r->waits += want.n;
-		usleep(pause * 1e6);
-		if (pause < 0.05)
-			pause *= 2;
-		if (fetch_docs(r, want.v, want.n, cause) != 0)
-			goto out;
-	}
-	rc = 0;
-out:
+	if ((rc = fetch_docs(r, want.v, want.n, cause)) == 0)
+		rc = wait_pending(r, maxown, &want, cause);
 	u64vec_free(&want);
-	u64vec_free(&scratch);
 	return (rc);
 }
 
@@ -1026,10 +993,11 @@ redis_doc(struct index *base, uint64_t docid, struct docinfo *d,
 	struct rdoc	*rd;
 	struct rslot	*s;
 	size_t		 len;
+	int		 state;
 
 	if ((rd = cache_find(r, docid)) == NULL) {
 		if (fetch_docs(r, &docid, 1, cause) != 0)
-			return (-1);
+			return (INDEX_ERROR);
 		rd = cache_find(r, docid);
 	}
 	if ((s = own_slot(r, docid)) != NULL) {
@@ -1037,12 +1005,12 @@ redis_doc(struct index *base, uint64_t docid, struct docinfo *d,
 			return (INDEX_GONE);
 	} else if (rd->state != ST_KEPT)
 		return (INDEX_GONE);
-	len = docrec_decode((unsigned char *)r->cache.data + rd->off + 1,
-	    rd->len - 1, r->base.p.perms, r->sig, d);
+	len = rval_decode(r->cache.data + rd->off, rd->len, r->base.p.perms,
+	    r->sig, d, &state);
 	if (len == 0) {
 		xasprintf(cause, "index %s: document %" PRIu64 " is corrupt",
 		    r->base.path, docid);
-		return (-1);
+		return (INDEX_ERROR);
 	}
 	d->docid = docid;
 	if (s != NULL)
@@ -1058,23 +1026,23 @@ redis_text(struct index *base, uint64_t docid, struct buf *out,
 	struct redis		*r = (struct redis *)base;
 	struct docinfo		 d;
 	struct rdoc		*rd;
-	const unsigned char	*p;
 	size_t			 len;
-	int			 rc;
+	int			 rc, state;
 
 	if ((rc = redis_doc(base, docid, &d, cause)) != 0) {
 		if (rc == INDEX_GONE)
 			xasprintf(cause, "index %s: document %" PRIu64 " is "
 			    "gone", r->base.path, docid);
-		return (-1);
+		return (INDEX_ERROR);
 	}
 	rd = cache_find(r, docid);
-	p = (unsigned char *)r->cache.data + rd->off + 1;
-	len = (const unsigned char *)d.id + d.idlen - p;	/* the record */
-	if ((rc = text_decode(p + len, rd->len - 1 - len, out)) < 0) {
+	len = rval_decode(r->cache.data + rd->off, rd->len, r->base.p.perms,
+	    NULL, &d, &state);
+	if ((rc = text_decode((const unsigned char *)r->cache.data + rd->off +
+	    len, rd->len - len, out)) < 0) {
 		xasprintf(cause, "index %s: text of document %" PRIu64 " is "
 		    "corrupt", r->base.path, docid);
-		return (-1);
+		return (INDEX_ERROR);
 	}
 	return (rc);
 }
@@ -1091,11 +1059,11 @@ redis_insert(struct index *base, size_t slot, const uint64_t *keys,
 {
 	struct redis	*r = (struct redis *)base;
 	struct later	*l;
-	struct buf	 rec = { 0 }, tbuf = { 0 };
+	struct buf	 tbuf = { 0 };
 
 	if (idlen > UINT32_MAX) {
 		xasprintf(cause, "id too long");
-		return (-1);
+		return (INDEX_ERROR);
 	}
 	if (slot != INDEX_NOSLOT && slot < r->nslots &&
 	    r->slots[slot].docid != 0 && r->slots[slot].docid != UINT64_MAX) {
@@ -1112,15 +1080,12 @@ redis_insert(struct index *base, size_t slot, const uint64_t *keys,
 		enc = tbuf.data;
 		enclen = tbuf.len;
 	}
-	docrec_encode(&rec, r->base.p.perms, sig, id, idlen, flags, when);
 	l = xmalloc(sizeof *l + r->base.p.bands * sizeof *keys);
 	memcpy(l->keys, keys, r->base.p.bands * sizeof *keys);
 	l->time = when;
 	l->off = r->lbuf.len;
-	buf_append(&r->lbuf, "K", 1);
-	buf_append(&r->lbuf, rec.data, rec.len);
-	if (r->base.p.texts)
-		buf_append(&r->lbuf, enc, enclen);
+	rval_encode(&r->lbuf, ST_KEPT, r->base.p.perms, sig, id, idlen, flags,
+	    when, r->base.p.texts ? enc : NULL, enclen);
 	l->len = r->lbuf.len - l->off;
 	if (r->nlater == r->latersize) {
 		r->latersize = r->latersize ? 2 * r->latersize : 64;
@@ -1128,7 +1093,6 @@ redis_insert(struct index *base, size_t slot, const uint64_t *keys,
 		    sizeof *r->later);
 	}
 	r->later[r->nlater++] = l;
-	buf_free(&rec);
 	buf_free(&tbuf);
 	return (0);
 }
@@ -1210,8 +1174,7 @@ commit_batch(struct index *base, char **cause)
 			rd = cache_find(r, s->docid);
 			r->val.len = 0;
 			buf_append(&r->val, r->cache.data + rd->off, rd->len);
-			r->val.data[0] = ST_KEPT;
-			r->val.data[2] = s->flags;
+			rval_mark(r->val.data, ST_KEPT, s->flags);
 			queue_set(r, &r->key, &r->val, s->time);
 			kept++;
 			continue;
@@ -1249,10 +1212,10 @@ commit_batch(struct index *base, char **cause)
 		if (cluster_exec(r->c, cause) != 0)
 			return (redis_fail(r, cause));
 		if (replies_ok(r, 0, cluster_queued(r->c), "commit", cause) != 0)
-			return (-1);
+			return (INDEX_ERROR);
 		cluster_reset(r->c);
 		if (reserve_docs(r, r->nlater, &docid, cause) != 0)
-			return (-1);
+			return (INDEX_ERROR);
 		for (i = 0; i < r->nlater; i++, docid++) {
 			l = r->later[i];
 			doc_key(r, docid, &r->key);
@@ -1263,7 +1226,7 @@ commit_batch(struct index *base, char **cause)
 		if (cluster_exec(r->c, cause) != 0)
 			return (redis_fail(r, cause));
 		if (replies_ok(r, 0, cluster_queued(r->c), "insert", cause) != 0)
-			return (-1);
+			return (INDEX_ERROR);
 		cluster_reset(r->c);
 		docid -= r->nlater;
 		for (i = 0; i < r->nlater; i++, docid++) {
@@ -1284,7 +1247,7 @@ send:
 	if (cluster_exec(r->c, cause) != 0)
 		return (redis_fail(r, cause));
 	if (replies_ok(r, 0, cluster_queued(r->c), "commit", cause) != 0)
-		return (-1);
+		return (INDEX_ERROR);
 	cluster_reset(r->c);
 	batch_reset(r);
 	return (0);
@@ -1344,7 +1307,7 @@ redis_stats(struct index *base, struct index_stats *st, char **cause)
 
 	memset(st, 0, sizeof *st);
 	if (get_counter(r, "docs", &docs, cause) != 0)
-		return (-1);
+		return (INDEX_ERROR);
 	st->docs = docs;
 	st->roundtrips = cluster_roundtrips(r->c);
 	return (0);
@@ -1371,7 +1334,7 @@ redis_expire(struct index *base, const struct retention *ret, int64_t now,
 		return (0);
 	if (get_counter(r, "seq", &seq, cause) != 0 ||
 	    get_counter(r, "floor", &floor, cause) != 0)
-		return (-1);
+		return (INDEX_ERROR);
 	if (floor == 0)
 		floor = 1;
 	r->floor = floor;
@@ -1434,7 +1397,8 @@ redis_scan(struct redis *r, int (*fn)(struct redis *, uint64_t, const char *,
 	struct u64vec		 ids = { 0 };
 	char			*val;
 	unsigned		 m, nm = cluster_masters(r->c);
-	size_t			 i, plen = strlen(r->ns) + 3;
+	size_t			 i;
+	uint64_t		 id;
 	int			 rc = 0;
 
 	buf_append(&pat, r->ns, strlen(r->ns));
@@ -1467,10 +1431,9 @@ redis_scan(struct redis *r, int (*fn)(struct redis *, uint64_t, const char *,
 			keys = rp->element[1];
 			ids.n = 0;
 			for (i = 0; i < keys->elements; i++) {
-				if (keys->element[i]->len > plen)
-					u64vec_push(&ids, strtoull(
-					    keys->element[i]->str + plen,
-					    NULL, 10));
+				if ((id = rkey_docid(keys->element[i]->str,
+				    keys->element[i]->len, r->ns)) != 0)
+					u64vec_push(&ids, id);
 			}
 			cluster_reset(r->c);
 			for (i = 0; i < ids.n; i++) {
@@ -1499,14 +1462,18 @@ redis_scan(struct redis *r, int (*fn)(struct redis *, uint64_t, const char *,
 	return (rc);
 }
 
-/* Decode a scanned value; 0 if it is not a kept document's. */
+/*
+ * Decode a scanned value; returns where its text begins, or 0 if it is not
+ * a kept document's.
+ */
 static size_t
 scan_decode(struct redis *r, const char *v, size_t len, struct docinfo *d)
 {
-	if (len < 1 || v[0] != ST_KEPT)
-		return (0);
-	return (docrec_decode((const unsigned char *)v + 1, len - 1,
-	    r->base.p.perms, r->sig, d));
+	size_t	 n;
+	int	 state;
+
+	n = rval_decode(v, len, r->base.p.perms, r->sig, d, &state);
+	return (state == ST_KEPT ? n : 0);
 }
 
 /* Append the band keys of the signature last decoded (r->sig) to out. */
@@ -1598,8 +1565,8 @@ info_one(struct redis *r, uint64_t docid, const char *v, size_t len,
 		return (0);
 	in->docs++;
 	in->band_entries += r->base.p.bands;
-	in->docs_bytes += 1 + n;
-	in->texts_bytes += len - 1 - n;
+	in->docs_bytes += n;
+	in->texts_bytes += len - n;
 	if (in->oldest == 0 || d.time < in->oldest)
 		in->oldest = d.time;
 	if (d.time > in->newest)
@@ -1615,13 +1582,13 @@ redis_info(struct index *base, struct index_info *in, char **cause)
 	const redisReply	*rp;
 	struct metatext		 m;
 	char			 v[32];
-	uint64_t		 seq;
+	uint64_t		 seq, created;
 
 	memset(in, 0, sizeof *in);
 	in->p = r->base.p;
 	in->format = r->format;
 	if (get_counter(r, "seq", &seq, cause) != 0)
-		return (-1);
+		return (INDEX_ERROR);
 	in->next_doc = seq + 1;
 	ns_key(r, "meta", &r->key);
 	q1(r, &r->key, "GET");
@@ -1631,12 +1598,13 @@ redis_info(struct index *base, struct index_info *in, char **cause)
 	if (rp->type == REDIS_REPLY_STRING) {
 		m.s = rp->str;
 		m.len = rp->len;
-		if (meta_get_text(&m, "created", v, sizeof v) == 0)
-			in->created = strtoll(v, NULL, 10);
+		if (metatext_get(&m, "created", v, sizeof v) == 0 &&
+		    meta_number(v, INT64_MAX, &created) == 0)
+			in->created = (int64_t)created;
 	}
 	cluster_reset(r->c);
 	if (redis_scan(r, info_one, in, cause) != 0)
-		return (-1);
+		return (INDEX_ERROR);
 	in->size = in->docs_bytes + in->texts_bytes +
 	    in->band_entries * 8;
 	in->bands_bytes = in->band_entries * 8;
@@ -1656,16 +1624,15 @@ check_one(struct redis *r, uint64_t docid, const char *v, size_t len,
 	struct checkscan	*cs = arg;
 	struct docinfo		 d;
 	unsigned		 j;
+	int			 state;
 
-	if (len < 1 || (v[0] != ST_KEPT && v[0] != ST_PENDING) ||
-	    docrec_decode((const unsigned char *)v + 1, len - 1,
-	    r->base.p.perms, r->sig, &d) == 0) {
+	if (rval_decode(v, len, r->base.p.perms, r->sig, &d, &state) == 0) {
 		if ((*cs->problems)++ < 100)
 			fprintf(cs->f, "document %" PRIu64 ": corrupt "
 			    "record\n", docid);
 		return (0);
 	}
-	if (v[0] != ST_KEPT)
+	if (state != ST_KEPT)
 		return (0);
 	doc_bands(r, &cs->keys);
 	for (j = 0; j < r->base.p.bands; j++)
@@ -1723,41 +1690,46 @@ out:
 	return (rc);
 }
 
+/* What redis_each's scan calls. */
+struct eachscan {
+	index_each_fn	 fn;
+	void		*arg;
+	char		**cause;
+};
+
+/* One document of redis_each: kept ones whose text decodes. */
 static int
-export_one(struct redis *r, uint64_t docid, const char *v, size_t len,
+each_one(struct redis *r, uint64_t docid, const char *v, size_t len,
     void *arg)
 {
-	FILE		*f = arg;
+	struct eachscan	*es = arg;
 	struct docinfo	 d;
 	struct buf	 text = { 0 };
 	size_t		 n;
 	int		 rc;
 
-	(void)docid;
 	if ((n = scan_decode(r, v, len, &d)) == 0)
 		return (0);
-	if (r->base.p.texts && text_decode((const unsigned char *)v + 1 + n,
-	    len - 1 - n, &text) < 0)
+	if (r->base.p.texts && text_decode((const unsigned char *)v + n,
+	    len - n, &text) < 0)
 		return (0);
-	rc = export_doc(f, &d, (const unsigned char *)v + 1 + DOC_HEADER,
-	    r->base.p.perms, r->base.p.texts ? &text : NULL);
+	d.docid = docid;
+	rc = es->fn(es->arg, &d, r->base.p.texts ? &text : NULL, es->cause);
 	buf_free(&text);
-	return (rc != 0 ? 1 : 0);
+	return (rc);
 }
 
-/* Export (index_export's format), in no particular order. */
+/*
+ * Call fn for every kept document, in no particular order; stop at its
+ * first non-zero return, and return it.
+ */
 static int
-redis_export(struct index *base, FILE *f, char **cause)
+redis_each(struct index *base, index_each_fn fn, void *arg, char **cause)
 {
 	struct redis	*r = (struct redis *)base;
-	int		 rc;
+	struct eachscan	 es = { fn, arg, cause };
 
-	if (export_header(f, &r->base.p) != 0 ||
-	    (rc = redis_scan(r, export_one, f, cause)) > 0 || fflush(f) != 0) {
-		xasprintf(cause, "export: write error: %s", strerror(errno));
-		return (-1);
-	}
-	return (rc);
+	return (redis_scan(r, each_one, &es, cause));
 }
 
 /* Rewrite the parameters of an index that holds no documents yet. */
@@ -1771,15 +1743,16 @@ redis_adopt(struct index *base, const struct index_params *want,
 	uint64_t	 seq;
 
 	if (get_counter(r, "seq", &seq, cause) != 0)
-		return (-1);
+		return (INDEX_ERROR);
 	if (seq != 0) {
 		xasprintf(cause, "import: %s already holds documents made "
 		    "with other parameters than the export's", r->base.path);
-		return (-1);
+		return (INDEX_ERROR);
 	}
 	params_take(&r->base.p, want);
 	m.out = &text;
-	meta_write(&r->base.p, MHF_REDIS_FORMAT, meta_put_text, &m);
+	meta_write(&r->base.p, MHF_REDIS_FORMAT, time(NULL), metatext_put,
+	    &m);
 	ns_key(r, "meta", &r->key);
 	q2(r, &r->key, "SET", text.data, text.len);
 	buf_free(&text);
@@ -1793,6 +1766,7 @@ redis_adopt(struct index *base, const struct index_params *want,
 
 const struct index_ops redis_ops = {
 	.name = "Redis",
+	.exists = redis_exists,
 	.open = redis_open,
 	.close = redis_close,
 	.begin = redis_begin,
@@ -1809,6 +1783,6 @@ const struct index_ops redis_ops = {
 	.info = redis_info,
 	.check = redis_check,
 	.compact = NULL,
-	.export = redis_export,
+	.each = redis_each,
 	.adopt = redis_adopt,
 };

@@ -1,9 +1,10 @@
 /*
- * Unit tests for index.c, each in its own mkdtemp directory: creating and
- * reopening an index, documents and texts (raw, LZ4, and zstd as older
- * formats wrote them), band candidates, the parameter check, abort, a full
- * map, read-only and temporary indexes, and the upgrades of format 2 and 3
- * indexes.
+ * Unit tests for index.c over LMDB, each in its own mkdtemp directory:
+ * creating and reopening an index, documents and texts (raw, LZ4, and zstd
+ * as older formats wrote them), band candidates, the parameter check,
+ * abort, a full map, read-only and temporary indexes, and the upgrades of
+ * format 2 and 3 indexes (made here by today's writer; upgrade.bats opens
+ * real old ones).  The stored layouts' known answers are test_codec.c's.
  */
 
 #include "config.h"
@@ -242,9 +243,9 @@ test_docs(void **state)
 		assert_memory_equal(d.id, docs[i].id, d.idlen);
 		assert_in_range(d.time, t0, t1);
 	}
-	assert_int_equal(index_doc(f->ix, NDOCS + 1, &d, &f->cause), -1);
+	assert_int_equal(index_doc(f->ix, NDOCS + 1, &d, &f->cause), INDEX_ERROR);
 	check_cause(f, "document");
-	assert_int_equal(index_doc(f->ix, 0, &d, &f->cause), -1);
+	assert_int_equal(index_doc(f->ix, 0, &d, &f->cause), INDEX_ERROR);
 	check_cause(f, "document");
 	CHECK(f, index_commit(f->ix, &f->cause));
 	close_ix(f);
@@ -270,7 +271,7 @@ test_texts(void **state)
 		assert_int_equal(f->text.data[f->text.len], '\0');
 	}
 	assert_int_equal(index_text(f->ix, NDOCS + 1, &f->text, &f->cause),
-	    -1);
+	    INDEX_ERROR);
 	check_cause(f, "text");
 	index_abort(f->ix);
 	close_ix(f);
@@ -696,7 +697,7 @@ test_abort(void **state)
 	CHECK(f, index_begin(f->ix, &f->cause));
 	CHECK(f, index_candidates(f->ix, INDEX_NOSLOT, keys, &f->out, &f->cause));
 	assert_int_equal(f->out.n, 0);
-	assert_int_equal(index_doc(f->ix, NDOCS + 1, &d, &f->cause), -1);
+	assert_int_equal(index_doc(f->ix, NDOCS + 1, &d, &f->cause), INDEX_ERROR);
 	check_cause(f, "document");
 	CHECK(f, index_insert(f->ix, keys, docs[1].sig, "kept", 4, "t", 1, 0,
 	    0, &f->cause));
@@ -708,7 +709,7 @@ test_abort(void **state)
 	CHECK(f, index_doc(f->ix, NDOCS + 1, &d, &f->cause));
 	assert_int_equal(d.idlen, 4);
 	assert_memory_equal(d.id, "kept", 4);
-	assert_int_equal(index_doc(f->ix, NDOCS + 2, &d, &f->cause), -1);
+	assert_int_equal(index_doc(f->ix, NDOCS + 2, &d, &f->cause), INDEX_ERROR);
 	check_cause(f, "document");
 	index_abort(f->ix);
 	close_ix(f);
@@ -780,7 +781,7 @@ test_map_full(void **state)
 	snprintf(id, sizeof id, "doc-%zu", n - 1);
 	assert_int_equal(d.idlen, strlen(id));
 	assert_memory_equal(d.id, id, d.idlen);
-	assert_int_equal(index_doc(f->ix, n + 1, &d, &f->cause), -1);
+	assert_int_equal(index_doc(f->ix, n + 1, &d, &f->cause), INDEX_ERROR);
 	check_cause(f, "document");
 	index_abort(f->ix);
 	close_ix(f);
@@ -796,7 +797,7 @@ test_rdonly_missing(void **state)
 
 	params(&p);
 	assert_int_equal(index_open(&f->ix, f->path, INDEX_RDONLY, &p, 0,
-	    &f->cause), -1);
+	    &f->cause), INDEX_ERROR);
 	assert_null(f->ix);
 	check_cause(f, "no index");
 	assert_int_equal(stat(f->path, &sb), -1);

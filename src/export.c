@@ -1,0 +1,430 @@
+/*
+ * Export and import: an index's documents as JSON Lines, independent of
+ * the backend (mhfilter --export, --import).  The first line holds the
+ * parameters (export_header), each other line one document (export_doc):
+ *
+ *   {"mhfilter_export":1,"scheme":"xxh3-oph16-dens-v2","perms":128,...}
+ *   {"id":"doc-1","time":1700000000,"flags":1,"sig":"be0a...","text":"..."}
+ *
+ * "sig" is the stored 16-bit signature values (little-endian) in hex;
+ * "text", the normalised text, only when texts are kept; an id or text that
+ * is not UTF-8 goes under "id_hex" or "text_hex".  An export walks the
+ * documents through the backend (index_ops.each); an import inserts them
+ * through index.c, band keys recomputed from the signatures.
+ * tests/unit/test_codec.c and tests/e2e/stored.bats pin the format.
+ */
+
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "mhfilter.h"
+
+/* Hex of bytes, into a new string. */
+static char *
+hexstr(const unsigned char *p, size_t n)
+{
+	static const char	 digits[] = "0123456789abcdef";
+	char			*s;
+	size_t			 i;
+
+	s = xmalloc(2 * n + 1);
+	for (i = 0; i < n; i++) {
+		s[2 * i] = digits[p[i] >> 4];
+		s[2 * i + 1] = digits[p[i] & 0xf];
+	}
+	s[2 * n] = '\0';
+	return (s);
+}
+
+/* A JSON string if the bytes are UTF-8, else under key "<name>_hex". */
+static void
+json_bytes(json_t *o, const char *name, const char *p, size_t n)
+{
+	json_t	*j;
+	char	*h, *hk;
+
+	if ((j = json_stringn(p, n)) != NULL) {
+		json_object_set_new(o, name, j);
+		return;
+	}
+	h = hexstr((const unsigned char *)p, n);
+	xasprintf(&hk, "%s_hex", name);
+	json_object_set_new(o, hk, json_string(h));
+	free(hk);
+	free(h);
+}
+
+/* The parameters an export carries, as a JSON object. */
+static json_t *
+params_json(const struct index_params *p)
+{
+	char	 norm[64];
+
+	normalize_name(p->norm, norm, sizeof norm);
+	return (json_pack("{s:i, s:s, s:I, s:I, s:I, s:I, s:s, s:s, s:b,"
+	    " s:i, s:f}",
+	    "mhfilter_export", 1,
+	    "scheme", MHF_SCHEME_NAME,
+	    "perms", (json_int_t)p->perms,
+	    "bands", (json_int_t)p->bands,
+	    "rows", (json_int_t)p->rows,
+	    "shingle", (json_int_t)p->shingle,
+	    "unit", p->unit == UNIT_WORD ? "word" : "char",
+	    "normalize", norm,
+	    "texts", p->texts,
+	    "verify", p->verify,
+	    "threshold", p->threshold));
+}
+
+/* Write a JSON object as one line, and free it.  -1 on a write error. */
+static int
+json_line(FILE *f, json_t *o)
+{
+	char	*line;
+	int	 rc = 0;
+
+	line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	json_decref(o);
+	if (line == NULL || fprintf(f, "%s\n", line) < 0)
+		rc = -1;
+	free(line);
+	return (rc);
+}
+
+/* The header line of an export: the parameters. */
+int
+export_header(FILE *f, const struct index_params *p)
+{
+	json_t	*o;
+	char	 seed[32];
+
+	o = params_json(p);
+	snprintf(seed, sizeof seed, "%" PRIu64, p->seed);
+	json_object_set_new(o, "seed", json_string(seed));
+	return (json_line(f, o));
+}
+
+/*
+ * One document of an export: id, time, flags, sig and, when text is not
+ * NULL, the normalised text.  Returns -1 on a write error.
+ */
+int
+export_doc(FILE *f, const struct docinfo *d, unsigned K,
+    const struct buf *text)
+{
+	json_t		*o;
+	unsigned char	 sb[2 * MHF_MAX_PERMS];
+	char		*h;
+
+	o = json_object();
+	json_bytes(o, "id", d->id, d->idlen);
+	json_object_set_new(o, "time", json_integer((json_int_t)d->time));
+	json_object_set_new(o, "flags", json_integer(d->flags));
+	sig_encode16(d->sig, K, sb);
+	h = hexstr(sb, 2 * (size_t)K);
+	json_object_set_new(o, "sig", json_string(h));
+	free(h);
+	if (text != NULL)
+		json_bytes(o, "text", text->data, text->len);
+	return (json_line(f, o));
+}
+
+/* What index_export's walk writes to. */
+struct exporting {
+	FILE		*f;
+	unsigned	 K;
+};
+
+/* Write one document of the walk (an index_each_fn). */
+static int
+export_one(void *arg, const struct docinfo *d, const struct buf *text,
+    char **cause)
+{
+	struct exporting	*ex = arg;
+
+	if (export_doc(ex->f, d, ex->K, text) != 0) {
+		xasprintf(cause, "export: write error: %s", strerror(errno));
+		return (INDEX_ERROR);
+	}
+	return (0);
+}
+
+/*
+ * Write the index as an export to f: the header, then every document, in
+ * the backend's order (LMDB: oldest first).  Returns 0, or INDEX_ERROR with
+ * a cause (a write error, or one of the walk).
+ */
+int
+index_export(struct index *ix, FILE *f, char **cause)
+{
+	struct exporting	 ex = { f, ix->p.perms };
+	int			 rc;
+
+	if (export_header(f, &ix->p) != 0) {
+		xasprintf(cause, "export: write error: %s", strerror(errno));
+		return (INDEX_ERROR);
+	}
+	if ((rc = ix->ops->each(ix, export_one, &ex, cause)) != 0)
+		return (rc);
+	if (fflush(f) != 0) {
+		xasprintf(cause, "export: write error: %s", strerror(errno));
+		return (INDEX_ERROR);
+	}
+	return (0);
+}
+
+/* A string member of a JSON object, or dflt. */
+static const char *
+json_str(json_t *o, const char *key, const char *dflt)
+{
+	const char	*v = json_string_value(json_object_get(o, key));
+
+	return (v != NULL ? v : dflt);
+}
+
+/* Bytes from hex; -1 if it is not hex of the expected length. */
+static int
+unhex(const char *h, unsigned char *out, size_t n)
+{
+	size_t	 i;
+	int	 hi, lo;
+
+	if (strlen(h) != 2 * n)
+		return (-1);
+	for (i = 0; i < n; i++) {
+		hi = h[2 * i];
+		lo = h[2 * i + 1];
+		hi = hi >= '0' && hi <= '9' ? hi - '0' :
+		    hi >= 'a' && hi <= 'f' ? hi - 'a' + 10 : -1;
+		lo = lo >= '0' && lo <= '9' ? lo - '0' :
+		    lo >= 'a' && lo <= 'f' ? lo - 'a' + 10 : -1;
+		if (hi < 0 || lo < 0)
+			return (-1);
+		out[i] = hi << 4 | lo;
+	}
+	return (0);
+}
+
+/* A string or "<name>_hex" member of an exported document, as bytes. */
+static int
+json_getbytes(json_t *o, const char *name, struct buf *out)
+{
+	json_t	*j;
+	char	*hk;
+	size_t	 n;
+
+	out->len = 0;
+	if ((j = json_object_get(o, name)) != NULL && json_is_string(j)) {
+		buf_append(out, json_string_value(j), json_string_length(j));
+		return (0);
+	}
+	xasprintf(&hk, "%s_hex", name);
+	j = json_object_get(o, hk);
+	free(hk);
+	if (j == NULL || !json_is_string(j))
+		return (1);
+	n = json_string_length(j) / 2;
+	buf_reserve(out, n);
+	if (unhex(json_string_value(j), (unsigned char *)out->data, n) != 0)
+		return (-1);
+	out->len = n;
+	return (0);
+}
+
+#define IMPORT_BATCH	1000
+
+/*
+ * Insert n exported document lines (the first is line first+1) in one
+ * transaction.  0, INDEX_AGAIN (the map was grown: do it again), or
+ * another INDEX_* code with a cause.
+ */
+static int
+import_batch(struct index *ix, char **lines, const size_t *lens, size_t n,
+    uint64_t first, uint64_t *keys, unsigned char *sb, uint32_t *sig,
+    struct buf *id, struct buf *text, char **cause)
+{
+	json_t		*o;
+	json_error_t	 jerr;
+	size_t		 i;
+	int		 rc, flags;
+
+	if ((rc = index_begin(ix, cause)) != 0)
+		return (rc);
+	for (i = 0; i < n; i++) {
+		if ((o = json_loadb(lines[i], lens[i], 0, &jerr)) == NULL) {
+			xasprintf(cause, "import: line %" PRIu64 ": %s",
+			    first + i + 1, jerr.text);
+			index_abort(ix);
+			return (INDEX_ERROR);
+		}
+		if (json_getbytes(o, "id", id) != 0 ||
+		    !json_is_string(json_object_get(o, "sig")) ||
+		    unhex(json_string_value(json_object_get(o, "sig")), sb,
+		    2 * ix->p.perms) != 0 ||
+		    (ix->p.texts && json_getbytes(o, "text", text) != 0)) {
+			json_decref(o);
+			xasprintf(cause, "import: line %" PRIu64 ": not a "
+			    "document of this export", first + i + 1);
+			index_abort(ix);
+			return (INDEX_ERROR);
+		}
+		sig_decode16(sb, ix->p.perms, sig);
+		lsh_keys(sig, ix->p.bands, ix->p.rows, ix->p.seed, keys);
+		flags = json_integer_value(json_object_get(o, "flags")) &
+		    (DOC_UNIQUE | DOC_BYTES);
+		rc = index_insert(ix, keys, sig, id->data, id->len,
+		    ix->p.texts ? text->data : "", ix->p.texts ? text->len : 0,
+		    flags, json_integer_value(json_object_get(o, "time")),
+		    cause);
+		json_decref(o);
+		if (rc != 0) {
+			index_abort(ix);
+			return (rc);
+		}
+	}
+	return (index_commit(ix, cause));
+}
+
+/*
+ * The header line of an export: its parameters, checked; an index with no
+ * documents yet takes them if they are not its own.  0, or INDEX_ERROR.
+ */
+static int
+import_header(struct index *ix, const char *line, size_t len, char **cause)
+{
+	struct index_params	 want = ix->p;
+	json_t			*hdr;
+	json_error_t		 jerr;
+	char			*c;
+	int			 rc = INDEX_ERROR, norm;
+
+	if ((hdr = json_loadb(line, len, 0, &jerr)) == NULL ||
+	    json_integer_value(json_object_get(hdr, "mhfilter_export")) != 1) {
+		xasprintf(cause, "import: line 1: not an mhfilter export");
+		goto out;
+	}
+	if (strcmp(json_str(hdr, "scheme", ""), MHF_SCHEME_NAME) != 0) {
+		xasprintf(cause, "import: line 1: signature scheme is not %s",
+		    MHF_SCHEME_NAME);
+		goto out;
+	}
+	want.perms = json_integer_value(json_object_get(hdr, "perms"));
+	want.bands = json_integer_value(json_object_get(hdr, "bands"));
+	want.rows = json_integer_value(json_object_get(hdr, "rows"));
+	want.shingle = json_integer_value(json_object_get(hdr, "shingle"));
+	want.unit = strcmp(json_str(hdr, "unit", ""), "word") == 0 ?
+	    UNIT_WORD : UNIT_CHAR;
+	if (normalize_parse(json_str(hdr, "normalize", ""), &norm,
+	    cause) != 0)
+		goto out;
+	want.norm = norm;
+	if (parse_uint(json_str(hdr, "seed", "0"), 0, UINT64_MAX, &want.seed,
+	    &c) != 0) {
+		free(c);
+		xasprintf(cause, "import: line 1: bad seed");
+		goto out;
+	}
+	if (!params_ok(&want)) {
+		xasprintf(cause, "import: line 1: bad parameters");
+		goto out;
+	}
+	want.texts = json_is_true(json_object_get(hdr, "texts"));
+	want.verify = json_integer_value(json_object_get(hdr, "verify"));
+	want.threshold = json_real_value(json_object_get(hdr, "threshold"));
+	if (want.verify < VERIFY_EXACT || want.verify > VERIFY_NONE ||
+	    (want.verify == VERIFY_EXACT && !want.texts) ||
+	    !(want.threshold >= 0.01 && want.threshold <= 1.0)) {
+		xasprintf(cause, "import: line 1: bad verify or threshold");
+		goto out;
+	}
+	if (want.perms != ix->p.perms || want.bands != ix->p.bands ||
+	    want.rows != ix->p.rows || want.shingle != ix->p.shingle ||
+	    want.unit != ix->p.unit || want.norm != ix->p.norm ||
+	    want.seed != ix->p.seed || ix->p.texts != want.texts) {
+		if (ix->ops->adopt(ix, &want, cause) != 0)
+			goto out;
+	}
+	rc = 0;
+out:
+	json_decref(hdr);
+	return (rc);
+}
+
+/*
+ * Read an export into this index, in transactions of 1,000 documents.
+ * The export's parameters must be the index's; an index with no documents
+ * yet takes them from the export.  Band keys are recomputed from the
+ * signatures.  Returns 0 with the count, or INDEX_ERROR with a cause
+ * naming the line.
+ */
+int
+index_import(struct index *ix, FILE *f, uint64_t *count, char **cause)
+{
+	struct buf		 id = { 0 }, text = { 0 };
+	unsigned char		*sb = NULL;
+	uint32_t		*sig = NULL;
+	uint64_t		*keys = NULL, lineno = 1;
+	char			*line = NULL, *batch[IMPORT_BATCH];
+	size_t			 linesize = 0, nb = 0, blen[IMPORT_BATCH];
+	ssize_t			 len;
+	int			 rc = INDEX_ERROR;
+
+	*count = 0;
+	if ((len = getline(&line, &linesize, f)) <= 0) {
+		xasprintf(cause, "import: no header line");
+		free(line);
+		return (INDEX_ERROR);
+	}
+	if (import_header(ix, line, len, cause) != 0) {
+		free(line);
+		return (INDEX_ERROR);
+	}
+	keys = xcalloc(ix->p.bands, sizeof *keys);
+	sb = xmalloc(2 * ix->p.perms);
+	sig = xcalloc(ix->p.perms, sizeof *sig);
+
+	/*
+	 * A thousand lines at a time, kept until committed: when the map
+	 * fills up, index_abort has grown it and the block is redone.
+	 */
+	for (;;) {
+		while (nb < IMPORT_BATCH &&
+		    (len = getline(&line, &linesize, f)) > 0) {
+			batch[nb] = xstrndup(line, len);
+			blen[nb++] = len;
+		}
+		if (nb == 0)
+			break;
+		while ((rc = import_batch(ix, batch, blen, nb, lineno, keys,
+		    sb, sig, &id, &text, cause)) == INDEX_AGAIN)
+			;
+		if (rc != 0)
+			goto out;
+		*count += nb;
+		lineno += nb;
+		while (nb > 0)
+			free(batch[--nb]);
+	}
+	rc = 0;
+	if (ferror(f)) {
+		xasprintf(cause, "import: read error: %s", strerror(errno));
+		rc = INDEX_ERROR;
+	}
+out:
+	while (nb > 0)
+		free(batch[--nb]);
+	free(line);
+	free(keys);
+	free(sb);
+	free(sig);
+	buf_free(&id);
+	buf_free(&text);
+	return (rc);
+}
