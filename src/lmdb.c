@@ -515,6 +515,12 @@ lm_env_open(struct lmdb *ix, const char *path, int flags, uint64_t mapsize,
 			    mdb_strerror(rc));
 		return (INDEX_ERROR);
 	}
+	/*
+	 * A throwaway index goes from the file system at once: LMDB keeps
+	 * its files open, and a crash (kill -9) leaves nothing behind.
+	 */
+	if (ix->base.flags & INDEX_TEMP)
+		lmdb_remove_dir(ix->base.path);
 	if (mdb_env_stat(ix->env, &ms) == 0)
 		ix->inline_max = ms.ms_psize / 2;
 	/* Forget readers left by processes that died (kill -9). */
@@ -629,7 +635,7 @@ fail:
 	return (rv);
 }
 
-/* Close the index; a temporary one is removed. */
+/* Close the index; a temporary one is removed (lm_env_open did). */
 static void
 lmdb_close(struct index *base)
 {
@@ -641,6 +647,7 @@ lmdb_close(struct index *base)
 	snap_end(ix);
 	if (ix->env != NULL)
 		mdb_env_close(ix->env);
+	/* (Gone already unless lm_env_open failed.) */
 	if ((ix->base.flags & INDEX_TEMP) && ix->base.path != NULL)
 		lmdb_remove_dir(ix->base.path);
 	textenc_free(ix->enc);

@@ -894,6 +894,7 @@ main(int argc, char **argv)
 	int			 rc, status, serve;
 
 	log_init("mhfilter");
+	argv[0] = (char *)"mhfilter";	/* getopt's messages name it so */
 	parse_options(argc, argv, &o);
 	argc -= optind;
 	argv += optind;

@@ -773,6 +773,7 @@ struct output;
 struct output	*output_open(int, int, int, int);
 int		 output_record(struct output *, const struct record *,
 		    const struct verdict *, char **);
+#define OUTPUT_CLOSED	(-2)	/* output_flush: EPIPE, no cause */
 int		 output_flush(struct output *, char **);
 void		 output_close(struct output *);
 void		 output_field(struct buf *, const char *, size_t);

@@ -335,6 +335,11 @@ output_flush(struct output *o, char **cause)
 		if (n == -1) {
 			if (errno == EINTR)
 				continue;
+			if (errno == EPIPE) {
+				/* The reader is gone, as for head(1). */
+				*cause = NULL;
+				return (OUTPUT_CLOSED);
+			}
 			xasprintf(cause, "write error: %s", strerror(errno));
 			return (-1);
 		}

@@ -37,6 +37,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +94,7 @@ static void	 pipeline_screen(struct pipeline *, struct plbatch *);
 static void	 pipeline_decide(struct pipeline *, struct plbatch *);
 static void	 pipeline_count(struct pipeline *, struct plbatch *);
 static int	 pipeline_write(struct pipeline *, struct plbatch *, char **);
+static void	 pipeline_write_failed(struct pipeline *, int, char *);
 static void	 pipeline_recycle(struct plbatch *);
 static struct plbatch *pipeline_next_done(struct pipeline *);
 static int	 pipeline_busy(struct pipeline *);
@@ -405,6 +407,25 @@ pipeline_next_done(struct pipeline *p)
 }
 
 /*
+ * The output failed: nothing more is decided (the index would hold what
+ * the output lacks).  A reader that went away (a closed pipe) ends the run
+ * quietly with the status of a process killed by SIGPIPE, as grep's.
+ */
+static void
+pipeline_write_failed(struct pipeline *p, int rc, char *cause)
+{
+	if (rc != OUTPUT_CLOSED && p->outname != NULL)
+		log_warnx("output %s: %s", p->outname, cause);
+	else if (rc != OUTPUT_CLOSED)
+		log_warnx("%s", cause);
+	free(cause);
+	pthread_mutex_lock(&p->lock);
+	p->stopped = 1;
+	p->status = rc == OUTPUT_CLOSED ? 128 + SIGPIPE : EXIT_ERROR;
+	pthread_mutex_unlock(&p->lock);
+}
+
+/*
  * Deliver the decided batches, oldest first, in the calling (source)
  * thread: count them, write their records, then call the source's deliver.
  * With wait, waits for one if none is decided yet and some are in flight.
@@ -416,6 +437,7 @@ pipeline_deliver(struct pipeline *p, int wait)
 	struct plbatch	*b;
 	char		 drain[64], *cause;
 	size_t		 n = 0;
+	int		 rc;
 
 	while (read(p->notify[0], drain, sizeof drain) > 0)
 		;
@@ -429,19 +451,9 @@ pipeline_deliver(struct pipeline *p, int wait)
 			break;
 		if (b->rc != PL_DROPPED) {
 			pipeline_count(p, b);
-			if (b->rc == 0 && pipeline_write(p, b, &cause) != 0) {
-				if (p->outname != NULL)
-					log_warnx("output %s: %s", p->outname,
-					    cause);
-				else
-					log_warnx("%s", cause);
-				free(cause);
-				pthread_mutex_lock(&p->lock);
-				/* The index holds what the output lacks. */
-				p->stopped = 1;
-				p->status = EXIT_ERROR;
-				pthread_mutex_unlock(&p->lock);
-			}
+			if (b->rc == 0 &&
+			    (rc = pipeline_write(p, b, &cause)) != 0)
+				pipeline_write_failed(p, rc, cause);
 		}
 		if (p->deliver != NULL)
 			p->deliver(p->deliver_arg, b);
@@ -514,6 +526,7 @@ pipeline_write(struct pipeline *p, struct plbatch *b, char **cause)
 {
 	struct verdict	*v;
 	size_t		 i;
+	int		 rc;
 
 	if (p->out == NULL)
 		return (0);
@@ -522,8 +535,8 @@ pipeline_write(struct pipeline *p, struct plbatch *b, char **cause)
 		if (v->kind == V_SKIP || b->recs[i].recno == 0 ||
 		    (v->kind == V_BAD && p->o.policy != POLICY_PASS))
 			continue;
-		if (output_record(p->out, &b->recs[i], v, cause) != 0)
-			return (-1);
+		if ((rc = output_record(p->out, &b->recs[i], v, cause)) != 0)
+			return (rc);
 	}
 	return (output_flush(p->out, cause));
 }

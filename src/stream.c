@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "mhfilter.h"
@@ -45,6 +46,7 @@ struct stream {
 static volatile sig_atomic_t	 stop_signal;
 static volatile sig_atomic_t	 want_stats;
 
+static int	stream_is_input(const char *, char **, int);
 static int	stream_read(struct stream *, struct plbatch *);
 static void	stream_deliver(void *, struct plbatch *);
 static void	stream_progress(struct stream *, int);
@@ -205,6 +207,30 @@ stream_print_stats(struct pipeline *p, double secs)
 }
 
 /*
+ * Is path a regular file that is also one of the inputs (none: standard
+ * input)?  Opening it for output would empty it before it is read.
+ */
+static int
+stream_is_input(const char *path, char **files, int nfiles)
+{
+	struct stat	 out, in;
+	int		 i, rc;
+
+	if (stat(path, &out) == -1 || !S_ISREG(out.st_mode))
+		return (0);
+	for (i = 0; i < (nfiles > 0 ? nfiles : 1); i++) {
+		if (nfiles == 0 || strcmp(files[i], "-") == 0)
+			rc = fstat(STDIN_FILENO, &in);
+		else
+			rc = stat(files[i], &in);
+		if (rc == 0 && in.st_dev == out.st_dev &&
+		    in.st_ino == out.st_ino)
+			return (1);
+	}
+	return (0);
+}
+
+/*
  * Filter the files (none: standard input) to the output through the
  * pipeline.  Returns the exit status.
  */
@@ -219,6 +245,12 @@ stream_run(const struct stream_opts *o, struct pipeline *p, char **files,
 	struct sigaction		 sa;
 	int				 outfd = STDOUT_FILENO, status, rc;
 
+	if (o->output != NULL && stream_is_input(o->output, files, nfiles)) {
+		log_warnx("--output %s is also an input: it would be emptied "
+		    "before it is read (write to another file, then rename "
+		    "it)", o->output);
+		return (EXIT_USAGE);
+	}
 	if (o->output != NULL && strcmp(o->output, "-") != 0 &&
 	    (outfd = open(o->output, O_WRONLY|O_CREAT|O_TRUNC|O_CLOEXEC,
 	    0666)) == -1) {
