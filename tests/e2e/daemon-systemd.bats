@@ -34,7 +34,7 @@ wait_note() {
 	grep -q '^STATUS=ready' "$T/notes"
 	# READY=1 comes once the sockets accept connections.
 	printf 'x\n' | dsend "unix:$T/sock" | grep -q '^unique'
-	! grep -qx STOPPING=1 "$T/notes"
+	! grep -qx STOPPING=1 "$T/notes" || fail "STOPPING=1 before the stop"
 	stop_daemon
 	wait_note STOPPING=1
 	grep -q '^STATUS=stopping on SIGTERM' "$T/notes"
@@ -62,7 +62,7 @@ wait_note() {
 @test "sd_notify: no NOTIFY_SOCKET, nothing sent and nothing logged; a bad one is warned about once" {
 	start_daemon --listen "unix:$T/sock"
 	stop_daemon
-	! grep -q NOTIFY "$T/derr"
+	! grep -q NOTIFY "$T/derr" || fail "logged:" "$(cat "$T/derr")"
 	NOTIFY_SOCKET="$T/nobody-listens" start_daemon --listen "unix:$T/sock2"
 	stop_daemon
 	[ "$(grep -c 'NOTIFY_SOCKET' "$T/derr")" -eq 1 ]
