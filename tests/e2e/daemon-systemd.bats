@@ -125,8 +125,10 @@ wait_note() {
 }
 
 @test "contrib: every setting of the unit files has a comment above it" {
-	for u in "$TESTDIR/../contrib/mhfilter.service" \
-	    "$TESTDIR/../contrib/mhfilter.socket"; do
+	for u in "$TESTDIR/../contrib/mhfilter.service.in" \
+	    "$TESTDIR/../contrib/mhfilter.socket.in" \
+	    "$TESTDIR/../contrib/mhfilter-expire.service.in" \
+	    "$TESTDIR/../contrib/mhfilter-expire.timer"; do
 		[ -f "$u" ] || fail "$u missing"
 		awk -v f="$u" '
 			/^[A-Za-z]+=/ && prev !~ /^#/ { print f ": " NR ": " $0; bad = 1 }
@@ -134,10 +136,10 @@ wait_note() {
 			/^$/ || /^\[/ { prev = "" }
 			END { exit bad }' "$u" || fail "settings without a comment in $u"
 	done
-	grep -qx 'Type=notify' "$TESTDIR/../contrib/mhfilter.service"
-	grep -qx 'StateDirectory=mhfilter' "$TESTDIR/../contrib/mhfilter.service"
-	grep -qx 'ProtectSystem=strict' "$TESTDIR/../contrib/mhfilter.service"
-	grep -qx 'NoNewPrivileges=yes' "$TESTDIR/../contrib/mhfilter.service"
+	grep -qx 'Type=notify' "$TESTDIR/../contrib/mhfilter.service.in"
+	grep -qx 'StateDirectory=mhfilter' "$TESTDIR/../contrib/mhfilter.service.in"
+	grep -qx 'ProtectSystem=strict' "$TESTDIR/../contrib/mhfilter.service.in"
+	grep -qx 'NoNewPrivileges=yes' "$TESTDIR/../contrib/mhfilter.service.in"
 }
 
 @test "JOURNAL_STREAM naming stderr: messages carry syslog priorities; otherwise not" {
