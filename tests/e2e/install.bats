@@ -7,7 +7,8 @@ load helpers
 
 # A make in the build directory, outside the make check that runs us.
 bmake() {
-	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C "$BUILDDIR" "$@"
+	env -u MAKEFLAGS -u MFLAGS -u MAKEOVERRIDES -u MAKELEVEL \
+	    make -s -C "$BUILDDIR" "$@"
 }
 
 # The value of a variable of the build's Makefile, such as bindir.
@@ -59,22 +60,27 @@ dirs() {
 	    skip "systemd-analyze is not installed (Debian package systemd)"
 	dirs
 	# Verified in a copy of the installation with the system's targets
-	# and slices, so that ExecStart is looked for where it was installed.
+	# and slices, so that ExecStart is looked for where it was installed;
+	# the units in its /etc/systemd/system, where systemd looks whatever
+	# the unit directory (make distcheck's is under its prefix).
 	cp -a "$INST" root
-	mkdir -p "root$unitdir" root/bin
-	cp /lib/systemd/system/*.target /lib/systemd/system/*.slice "root$unitdir"/
+	units=root/etc/systemd/system
+	mkdir -p "$units" root/lib/systemd/system root/bin
+	cp /lib/systemd/system/*.target /lib/systemd/system/*.slice \
+	    root/lib/systemd/system/
+	cp "$INST$unitdir"/mhfilter* "$units"/
 	cp /bin/kill root/bin/kill
 	for u in mhfilter.service mhfilter.socket mhfilter-expire.service \
 	    mhfilter-expire.timer; do
 		systemd-analyze verify --man=no --root="$T/root" \
-		    "root$unitdir/$u" >out 2>&1 || fail "$u:" "$(cat out)"
+		    "$units/$u" >out 2>&1 || fail "$u:" "$(cat out)"
 		[ ! -s out ] || fail "$u:" "$(cat out)"
 	done
 	# And it can fail: a unit whose binary is elsewhere does not pass.
 	sed -i "s|^ExecStart=$bindir/|ExecStart=/nonexistent/|" \
-	    "root$unitdir/mhfilter.service"
+	    "$units/mhfilter.service"
 	! systemd-analyze verify --man=no --root="$T/root" \
-	    "root$unitdir/mhfilter.service" >out 2>&1 || fail "verify passed"
+	    "$units/mhfilter.service" >out 2>&1 || fail "verify passed"
 	grep -q 'not executable' out
 }
 
@@ -158,4 +164,24 @@ dirs() {
 	bmake uninstall DESTDIR="$T/i" >log 2>&1 || fail "$(cat log)"
 	[ "$(find "$T/i" -type f)" = "$T/i$sysconfdir/mhfilter.conf" ] ||
 	    fail "left:" "$(find "$T/i" -type f)"
+}
+
+@test "the expiry unit's command, its variables expanded as systemd does, expires" {
+	dirs
+	u="$INST$unitdir/mhfilter-expire.service"
+	grep -qx 'Type=oneshot' "$u"
+	grep -qx 'OnCalendar=daily' "$INST$unitdir/mhfilter-expire.timer"
+	printf '{"id":"old","text":"a document from long ago, to expire","time":"2001-01-01T00:00:00Z"}\n{"id":"new","text":"a document of today that stays in the index"}\n' |
+	    mhf -f jsonl --time-field time -d db >/dev/null
+	limits="$(sed -n 's/^Environment=MHFILTER_LIMITS=//p' "$u")"
+	[ -n "$limits" ] || fail "no MHFILTER_LIMITS in $u"
+	cmd="$(sed -n 's/^ExecStart=//p' "$u")"
+	cmd="${cmd//\$\{MHFILTER_DB\}/$T/db}"
+	# $MHFILTER_LIMITS unquoted: split into words, as systemd does.
+	cmd="${cmd//\$MHFILTER_LIMITS/$limits}"
+	read -r -a argv <<<"$cmd"
+	[ "${argv[0]}" = "$bindir/mhfilter" ]
+	argv[0]="$MHFILTER"
+	timeout 60 "${argv[@]}" >out 2>err || fail "${argv[*]}:" "$(cat err)"
+	grep -qx 'expired: 1' out || fail "$(cat out)"
 }
