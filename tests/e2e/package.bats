@@ -38,6 +38,7 @@ clean_sources() {
 	# Not under the make check that runs us: its MAKEFLAGS would carry
 	# TEST_LOGS (every test, this one too) into the package's make check.
 	timeout 1200 env -u MAKEFLAGS -u MFLAGS -u MAKEOVERRIDES -u MAKELEVEL \
+	    -u DEB_BUILD_OPTIONS -u DEB_BUILD_PROFILES \
 	    dpkg-buildpackage -us -uc -b >"$T/build.log" 2>&1 ||
 	    fail "dpkg-buildpackage failed:" "$(tail -n 60 "$T/build.log")"
 	cd "$T"
