@@ -32,7 +32,7 @@ make_bad_jsonl() {
 	# -a does not show skipped records either.
 	mhrun -f jsonl -a in.jsonl
 	[ "$(wc -l <"$T/out")" -eq 3 ]
-	! grep -q '"r3"' "$T/out"
+	! grep -q '"r3"' "$T/out" || fail "the skipped record is shown"
 }
 
 @test "the warning names stdin, and the file of a later input" {

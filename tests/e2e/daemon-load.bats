@@ -65,7 +65,8 @@ annotate_verdicts() {
 		[ "$(wc -l <"r$k")" -eq 2000 ] || fail "client $k: $(wc -l <"r$k") replies"
 		cut -f2 "r$k" | cmp - <(cut -f1 "c$k.tsv") ||
 		    fail "client $k: replies out of order"
-		! grep -qv '^\(unique	[^	]*\|duplicate	[^	]*	[^	]*	[01]\.[0-9]*\)$' "r$k"
+		! grep -qv '^\(unique	[^	]*\|duplicate	[^	]*	[^	]*	[01]\.[0-9]*\)$' "r$k" ||
+		    fail "client $k: odd reply:" "$(grep -v '^\(unique\|duplicate\)	' "r$k" | head -n 3)"
 	done
 	[ "$(dstat "unix:$T/sock" records)" -eq 8000 ]
 	batches="$(dstat "unix:$T/sock" batches)"
@@ -166,7 +167,7 @@ annotate_verdicts() {
 	    2>err || status=$?
 	[ "$status" -eq 1 ] || fail "exit status $status" "$(cat err)"
 	grep -q "db.*Permission denied" err || fail "$(cat err)"
-	! grep -q 'ready:' err
+	! grep -q 'ready:' err || fail "it said ready:" "$(cat err)"
 	[ ! -e "$T/sock" ]
 	[ "$(cat db/* | md5sum)" = "$before" ]
 	# Writable again, the index is intact.
@@ -201,7 +202,8 @@ annotate_verdicts() {
 	grep -q '^error	[^	]*	index	index db: commit: ' replies ||
 	    fail "no index errors: $(sort replies | cut -f1 | uniq -c)"
 	grep -q '^unique	' replies
-	! grep -qv '^\(unique	[^	]*\|error	[^	]*	index	.*\)$' replies
+	! grep -qv '^\(unique	[^	]*\|error	[^	]*	index	.*\)$' replies ||
+	    fail "odd reply:" "$(grep -v '^\(unique\|error\)	' replies | head -n 3)"
 	# It keeps running, and /healthz says whether the last batch (the
 	# last records, from this one client) failed.
 	kill -0 "$DPID"

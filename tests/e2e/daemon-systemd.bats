@@ -34,7 +34,7 @@ wait_note() {
 	grep -q '^STATUS=ready' "$T/notes"
 	# READY=1 comes once the sockets accept connections.
 	printf 'x\n' | dsend "unix:$T/sock" | grep -q '^unique'
-	! grep -qx STOPPING=1 "$T/notes"
+	! grep -qx STOPPING=1 "$T/notes" || fail "STOPPING=1 before the stop"
 	stop_daemon
 	wait_note STOPPING=1
 	grep -q '^STATUS=stopping on SIGTERM' "$T/notes"
@@ -62,7 +62,7 @@ wait_note() {
 @test "sd_notify: no NOTIFY_SOCKET, nothing sent and nothing logged; a bad one is warned about once" {
 	start_daemon --listen "unix:$T/sock"
 	stop_daemon
-	! grep -q NOTIFY "$T/derr"
+	! grep -q NOTIFY "$T/derr" || fail "logged:" "$(cat "$T/derr")"
 	NOTIFY_SOCKET="$T/nobody-listens" start_daemon --listen "unix:$T/sock2"
 	stop_daemon
 	[ "$(grep -c 'NOTIFY_SOCKET' "$T/derr")" -eq 1 ]
@@ -125,8 +125,10 @@ wait_note() {
 }
 
 @test "contrib: every setting of the unit files has a comment above it" {
-	for u in "$TESTDIR/../contrib/mhfilter.service" \
-	    "$TESTDIR/../contrib/mhfilter.socket"; do
+	for u in "$TESTDIR/../contrib/mhfilter.service.in" \
+	    "$TESTDIR/../contrib/mhfilter.socket.in" \
+	    "$TESTDIR/../contrib/mhfilter-expire.service.in" \
+	    "$TESTDIR/../contrib/mhfilter-expire.timer"; do
 		[ -f "$u" ] || fail "$u missing"
 		awk -v f="$u" '
 			/^[A-Za-z]+=/ && prev !~ /^#/ { print f ": " NR ": " $0; bad = 1 }
@@ -134,10 +136,10 @@ wait_note() {
 			/^$/ || /^\[/ { prev = "" }
 			END { exit bad }' "$u" || fail "settings without a comment in $u"
 	done
-	grep -qx 'Type=notify' "$TESTDIR/../contrib/mhfilter.service"
-	grep -qx 'StateDirectory=mhfilter' "$TESTDIR/../contrib/mhfilter.service"
-	grep -qx 'ProtectSystem=strict' "$TESTDIR/../contrib/mhfilter.service"
-	grep -qx 'NoNewPrivileges=yes' "$TESTDIR/../contrib/mhfilter.service"
+	grep -qx 'Type=notify' "$TESTDIR/../contrib/mhfilter.service.in"
+	grep -qx 'StateDirectory=mhfilter' "$TESTDIR/../contrib/mhfilter.service.in"
+	grep -qx 'ProtectSystem=strict' "$TESTDIR/../contrib/mhfilter.service.in"
+	grep -qx 'NoNewPrivileges=yes' "$TESTDIR/../contrib/mhfilter.service.in"
 }
 
 @test "JOURNAL_STREAM naming stderr: messages carry syslog priorities; otherwise not" {

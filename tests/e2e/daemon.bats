@@ -232,7 +232,8 @@ sys.stdout.buffer.write(bytes(r.randrange(256) for _ in range(300000)))' >garbag
 	start_daemon --listen "unix:$T/sock"
 	dsend "unix:$T/sock" garbage >replies
 	[ "$(wc -l <replies)" -eq "$n" ] || fail "$(wc -l <replies) replies for $n records"
-	! grep -qv '^\(unique\|duplicate\|empty\)	' replies
+	! grep -qv '^\(unique\|duplicate\|empty\)	' replies ||
+	    fail "odd reply:" "$(grep -v '^\(unique\|duplicate\|empty\)	' replies | head -n 3)"
 	# In jsonl, garbage is malformed: one error each.
 	stop_daemon
 	start_daemon -f jsonl --listen "unix:$T/sock"

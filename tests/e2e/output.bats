@@ -181,7 +181,7 @@ V='Voters in the northern province head to the polls on Sunday'
 	assert_same in out
 	grep -q 'mhfilter: 3000 records, 3000 unique' tty
 	script -qec "timeout 60 '$MHFILTER' -f tsv --no-progress in 2>&1 >out" /dev/null >tty
-	! grep -q 'records' tty
+	! grep -q 'records' tty || fail "progress with --no-progress:" "$(cat tty)"
 }
 
 @test "-p and -a escape TAB, newline and backslash in ids" {
