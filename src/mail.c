@@ -343,6 +343,7 @@ mail_walk(struct mailwalk *w, GMimeObject *o)
 	GMimeMultipart		*mp;
 	GMimeMessage		*inner;
 	struct buf		 html = { 0 };
+	const char		*pro;
 	int			 i, n;
 
 	if (o == NULL || w->depth > 32)
@@ -362,6 +363,10 @@ mail_walk(struct mailwalk *w, GMimeObject *o)
 			n = g_mime_multipart_get_count(mp);
 			for (i = 0; i < n; i++)
 				mail_walk(w, g_mime_multipart_get_part(mp, i));
+			/* No parts (no boundary): the text is all prologue. */
+			if (n == 0 && (pro = g_mime_multipart_get_prologue(mp))
+			    != NULL)
+				mail_convert(&w->body, pro, strlen(pro), NULL);
 		}
 	} else if (GMIME_IS_MESSAGE_PART(o)) {
 		/* A forwarded message: its body is part of the text. */

@@ -195,11 +195,25 @@ make_mbox() {
 		echo 'From c@example.org Tue Jul  1 10:00:00 2025'
 		printf 'Message-ID: <b4@example.org>\nSubject: Nul\n\nA\0B\0 %s\n' \
 		    "$BODY2"
+		echo
+		# Latin-1 bytes labelled UTF-8, then a multipart without its
+		# boundary parameter: both read.
+		echo 'From d@example.org Tue Jul  1 10:00:00 2025'
+		printf 'Message-ID: <b5@example.org>\nSubject: Caf\xe9\n'
+		printf 'Content-Type: text/plain; charset=utf-8\n\n'
+		printf 'Le caf\xe9 ferme \xe0 midi pour travaux, d\xe9sol\xe9s.\n'
+		echo
+		echo 'From e@example.org Tue Jul  1 10:00:00 2025'
+		printf 'Message-ID: <b6@example.org>\nSubject: Café\n'
+		printf 'MIME-Version: 1.0\nContent-Type: multipart/mixed\n\n'
+		printf 'Le café ferme à midi pour travaux, désolés.\n'
 	} >in.mbox
 	mhrun -f mail --stats -p in.mbox
 	assert_status 0
-	assert_stat records 4
+	assert_stat records 6
 	assert_stat invalid 1
+	# The Latin-1 text became UTF-8: the same as the other.
+	grep -q "^b5@example.org	b6@example.org	" "$T/out" || fail "$(cat "$T/out")"
 	# The position is the line of the message's From_ line.
 	assert_err_has "in.mbox:12: not a mail message"
 	[ "$(sed -n 12p in.mbox)" = 'From junk Tue Jul  1 10:00:00 2025' ]

@@ -139,8 +139,8 @@ static const struct mcase {
 	    "base64\n\naGVsbG8g", 0, MAIL_STRIP_DEFAULT, NULL, "part one",
 	    NULL },
 	{ "missing boundary", HDR MIME "Subject: t\nContent-Type: multipart/"
-	    "mixed\n\n--XX\nContent-Type: text/plain\n\nlost\n--XX--\n", 0,
-	    MAIL_STRIP_DEFAULT, NULL, "t\n", NULL },
+	    "mixed\n\n--XX\nContent-Type: text/plain\n\nfound\n--XX--\n", 0,
+	    MAIL_STRIP_DEFAULT, NULL, "found", NULL },
 	{ "NUL bytes", HDR "Subject: n\n\na\0b\0c\n", 19 + sizeof HDR - 1,
 	    MAIL_STRIP_DEFAULT, "n\nabc\n", NULL, NULL },
 	{ "forwarded message/rfc822", HDR MIME "Subject: Fwd: x\n"
