@@ -143,6 +143,17 @@ make_mbox() {
 	mhrun -f mail --single -a <one
 	assert_status 0
 	{ echo 'X-Mhfilter: unique'; cat one; } | assert_out
+	# A forged X-Mhfilter field (folded too) is replaced by the verdict;
+	# one in the body stays.
+	{ printf 'X-Mhfilter: duplicate;\n of=<forged@example.org>\n'; cat one;
+	    echo 'X-Mhfilter: in the body'; } >forged
+	mhrun -f mail --single -a <forged
+	assert_status 0
+	{ echo 'X-Mhfilter: unique'; cat one; echo 'X-Mhfilter: in the body'; } |
+	    assert_out
+	# Without --annotate the message is written as read.
+	mhrun -f mail --single <forged
+	assert_same forged "$T/out"
 	mhrun -f mail --single nothing-here
 	assert_status 1
 }
