@@ -4,6 +4,7 @@
 # copies found; bad input; the MDA hook, through procmail for real.
 
 load helpers
+load daemon-helpers
 
 # A message on stdout: $1 Message-ID, $2 Subject, $3 body, more headers
 # from $4 (lines), no From_ line.
@@ -337,4 +338,18 @@ Content-Type: multipart/mixed; boundary=zz'
 	assert_status 0
 	mhrun --db db --info
 	grep -q '^documents: 1$' "$T/out" || fail "$(cat "$T/out")"
+}
+
+@test "daemon: -f mail reads NUL-terminated messages, answers by Message-ID, writes mbox" {
+	msg k1@example.org 'Release notes' "$BODY1" >a
+	msg k2@example.org 'Re: Release notes' "$BODY1" 'Received: from x' >b
+	{ cat a; printf '\0'; cat b; printf '\0'; } >in
+	start_daemon -f mail --listen "unix:$T/sock" -o out.mbox
+	dsend "unix:$T/sock" in >replies
+	printf 'unique\tk1@example.org\nduplicate\tk2@example.org\tk1@example.org\t1.0000\n' \
+	    >expected
+	assert_same expected replies
+	stop_daemon
+	[ "$(grep -c '^From MAILER-DAEMON ' out.mbox)" -eq 1 ]
+	grep -q '^Message-ID: <k1@example.org>' out.mbox
 }
