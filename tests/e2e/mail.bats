@@ -353,3 +353,24 @@ Content-Type: multipart/mixed; boundary=zz'
 	[ "$(grep -c '^From MAILER-DAEMON ' out.mbox)" -eq 1 ]
 	grep -q '^Message-ID: <k1@example.org>' out.mbox
 }
+
+@test "maildrop with the contrib recipe (skipped without maildrop)" {
+	command -v maildrop >/dev/null || skip "maildrop is not installed"
+	mkdir -p Maildir/cur Maildir/new Maildir/tmp
+	mkdir -p Maildir/.Duplicates/cur Maildir/.Duplicates/new \
+	    Maildir/.Duplicates/tmp
+	# maildrop takes $HOME from the password file, not the environment.
+	{ sed -e "s|^MHFILTER=.*|MHFILTER=\"$MHFILTER\"|" -e "s|\\\$HOME|$T|g" \
+	    "$TESTDIR/../contrib/mailfilter"; echo "to \"$T/Maildir/\""; } >mf
+	grep -q "MHFILTER_DB=\"$T/.mhfilter\"" mf || fail "$(cat mf)"
+	chmod 600 mf
+	msg w1@example.org 'Release notes' "$BODY1" >m1
+	msg w2@example.org 'Fwd: Release notes' "$BODY1" 'Received: from x' >m2
+	for m in m1 m2; do
+		timeout 60 maildrop mf <$m ||
+		    fail "maildrop $m: $?"
+	done
+	[ "$(ls Maildir/new | wc -l)" -eq 1 ]
+	[ "$(ls Maildir/.Duplicates/new | wc -l)" -eq 1 ]
+	grep -q '^Message-ID: <w2@example.org>' Maildir/.Duplicates/new/*
+}
