@@ -73,6 +73,13 @@ static const struct mcase {
 	    "text/html; charset=utf-8\n\n<html><head><meta charset=\"iso-8859-1"
 	    "\"></head><body>caf\xc3\xa9</body></html>\n", 0,
 	    MAIL_STRIP_DEFAULT, NULL, "café", NULL },
+	{ "html blockquote is quoted text", HDR MIME "Subject: h\n"
+	    "Content-Type: text/html\n\n<div>my answer</div><div>On Tue, Bob "
+	    "wrote:<br></div><blockquote type=cite>old text</blockquote>\n", 0,
+	    MAIL_STRIP_DEFAULT, NULL, "my answer", "old text" },
+	{ "html blockquote kept", HDR MIME "Subject: h\n"
+	    "Content-Type: text/html\n\n<blockquote>old text</blockquote>\n",
+	    0, MAIL_STRIP_SIG, NULL, "old text", NULL },
 	{ "alternative prefers plain", HDR MIME "Subject: a\nContent-Type: "
 	    "multipart/alternative; boundary=XX\n\n--XX\nContent-Type: "
 	    "text/plain\n\nplain text\n--XX\nContent-Type: text/html\n\n"
