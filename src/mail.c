@@ -41,6 +41,7 @@
 /* What the walk over the MIME tree collects. */
 struct mailwalk {
 	struct buf	 body;		/* the text parts, in UTF-8, in order */
+	int		 flags;		/* MAIL_* */
 	int		 depth;
 };
 
@@ -243,9 +244,12 @@ mail_html_block(const char *name)
 	return (0);
 }
 
-/* The text of an HTML subtree onto out; script, style and head left out. */
+/*
+ * The text of an HTML subtree onto out; script, style and head left out,
+ * and with noquote blockquote (HTML's quoted reply text).
+ */
 static void
-mail_html_walk(xmlNode *n, struct buf *out, int depth)
+mail_html_walk(xmlNode *n, struct buf *out, int noquote, int depth)
 {
 	const char	*name;
 	int		 block;
@@ -263,11 +267,12 @@ mail_html_walk(xmlNode *n, struct buf *out, int depth)
 		name = (const char *)n->name;
 		if (strcasecmp(name, "script") == 0 ||
 		    strcasecmp(name, "style") == 0 ||
-		    strcasecmp(name, "head") == 0)
+		    strcasecmp(name, "head") == 0 ||
+		    (noquote && strcasecmp(name, "blockquote") == 0))
 			continue;
 		if ((block = mail_html_block(name)))
 			buf_append(out, "\n", 1);
-		mail_html_walk(n->children, out, depth + 1);
+		mail_html_walk(n->children, out, noquote, depth + 1);
 		if (block)
 			buf_append(out, "\n", 1);
 	}
@@ -275,7 +280,7 @@ mail_html_walk(xmlNode *n, struct buf *out, int depth)
 
 /* HTML (UTF-8) to text with libxml2's HTML parser, onto out. */
 static void
-mail_html_text(const char *html, size_t len, struct buf *out)
+mail_html_text(const char *html, size_t len, int noquote, struct buf *out)
 {
 	htmlDocPtr	 doc;
 
@@ -288,7 +293,7 @@ mail_html_text(const char *html, size_t len, struct buf *out)
 		return;
 	if (out->len > 0 && out->data[out->len - 1] != '\n')
 		buf_append(out, "\n", 1);
-	mail_html_walk(xmlDocGetRootElement(doc), out, 0);
+	mail_html_walk(xmlDocGetRootElement(doc), out, noquote, 0);
 	xmlFreeDoc(doc);
 }
 
@@ -343,6 +348,7 @@ mail_walk(struct mailwalk *w, GMimeObject *o)
 	GMimeMultipart		*mp;
 	GMimeMessage		*inner;
 	struct buf		 html = { 0 };
+	const char		*pro;
 	int			 i, n;
 
 	if (o == NULL || w->depth > 32)
@@ -362,6 +368,10 @@ mail_walk(struct mailwalk *w, GMimeObject *o)
 			n = g_mime_multipart_get_count(mp);
 			for (i = 0; i < n; i++)
 				mail_walk(w, g_mime_multipart_get_part(mp, i));
+			/* No parts (no boundary): the text is all prologue. */
+			if (n == 0 && (pro = g_mime_multipart_get_prologue(mp))
+			    != NULL)
+				mail_convert(&w->body, pro, strlen(pro), NULL);
 		}
 	} else if (GMIME_IS_MESSAGE_PART(o)) {
 		/* A forwarded message: its body is part of the text. */
@@ -374,7 +384,8 @@ mail_walk(struct mailwalk *w, GMimeObject *o)
 			mail_part_text(GMIME_PART(o), &w->body);
 		else if (g_mime_content_type_is_type(ct, "text", "html")) {
 			mail_part_text(GMIME_PART(o), &html);
-			mail_html_text(html.data, html.len, &w->body);
+			mail_html_text(html.data, html.len,
+			    w->flags & MAIL_STRIP_QUOTES, &w->body);
 			buf_free(&html);
 		}
 		/* Anything else (signatures, images, ...) is not decoded. */
@@ -867,6 +878,7 @@ mail_extract(const char *msg, size_t len, int flags, struct buf *text,
 		goto out;
 	}
 	memset(&w, 0, sizeof w);
+	w.flags = flags;
 	mail_walk(&w, g_mime_message_get_mime_part(m));
 	if (!(flags & MAIL_NO_ID))
 		mail_id(m, id);

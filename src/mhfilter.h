@@ -205,7 +205,8 @@ void		 lsh_explain(FILE *, unsigned, double, const struct lsh_choice *);
 /*
  * input.c framing modes for mail, given as the delimiter: mbox files (a
  * Maildir directory argument: one message a file), or each input one
- * message.
+ * message.  Their low byte is NUL, the delimiter of the messages that
+ * daemon.c reads from its sockets (it takes the delimiter as a char).
  */
 #define INPUT_MBOX	0x100
 #define INPUT_SINGLE	0x101

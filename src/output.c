@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -217,6 +218,49 @@ output_mail_header(struct buf *b, const struct verdict *v, const char *eol)
 }
 
 /*
+ * Copy the message [p, end) onto b: with quote, mboxrd quoting (one more
+ * '>' before every ">*From " line); with strip, without the X-Mhfilter
+ * header fields it came with, so that only mhfilter's own verdict is there
+ * (a sender could forge one).
+ */
+static void
+output_mail_copy(struct buf *b, const char *p, const char *end, int quote,
+    int strip)
+{
+	const char	*nl, *q;
+	int		 header = strip, skip = 0;
+
+	while (p < end) {
+		if (!header && !quote) {
+			buf_append(b, p, end - p);
+			return;
+		}
+		nl = memchr(p, '\n', end - p);
+		nl = nl != NULL ? nl + 1 : end;
+		if (header && (*p == '\n' || (*p == '\r' && nl - p == 2)))
+			header = 0;	/* the blank line after the header */
+		else if (header) {
+			/* A continuation line goes with its field. */
+			if (*p != ' ' && *p != '\t')
+				skip = nl - p >= 11 &&
+				    strncasecmp(p, "X-Mhfilter:", 11) == 0;
+			if (skip) {
+				p = nl;
+				continue;
+			}
+		}
+		if (quote) {
+			for (q = p; q < nl && *q == '>'; q++)
+				;
+			if (nl - q >= 5 && memcmp(q, "From ", 5) == 0)
+				buf_append(b, ">", 1);
+		}
+		buf_append(b, p, nl - p);
+		p = nl;
+	}
+}
+
+/*
  * A mail message: as mbox (a From_ line, mboxrd quoting of a message that
  * had none, a blank line after it), as read (--single) or NUL-terminated
  * (-z); with v, the X-Mhfilter header field first.
@@ -224,7 +268,7 @@ output_mail_header(struct buf *b, const struct verdict *v, const char *eol)
 static void
 output_mail(struct output *o, const struct record *r, const struct verdict *v)
 {
-	const char	*p = r->raw.data, *end = p + r->raw.len, *nl, *q;
+	const char	*p = r->raw.data, *end = p + r->raw.len, *nl;
 	const char	*eol = "\n";
 	char		 from[80];
 	struct tm	 tm;
@@ -248,21 +292,7 @@ output_mail(struct output *o, const struct record *r, const struct verdict *v)
 		eol = "\r\n";
 	if (v != NULL)
 		output_mail_header(&o->b, v, eol);
-	if (!mbox || had)
-		buf_append(&o->b, p, end - p);
-	else {
-		/* mboxrd: one more '>' before every ">*From " line. */
-		while (p < end) {
-			nl = memchr(p, '\n', end - p);
-			nl = nl != NULL ? nl + 1 : end;
-			for (q = p; q < nl && *q == '>'; q++)
-				;
-			if (nl - q >= 5 && memcmp(q, "From ", 5) == 0)
-				buf_append(&o->b, ">", 1);
-			buf_append(&o->b, p, nl - p);
-			p = nl;
-		}
-	}
+	output_mail_copy(&o->b, p, end, mbox && !had, v != NULL);
 	if (o->delim == '\0')
 		buf_append(&o->b, "", 1);
 	else if (mbox) {

@@ -4,6 +4,7 @@
 # copies found; bad input; the MDA hook, through procmail for real.
 
 load helpers
+load daemon-helpers
 
 # A message on stdout: $1 Message-ID, $2 Subject, $3 body, more headers
 # from $4 (lines), no From_ line.
@@ -143,6 +144,17 @@ make_mbox() {
 	mhrun -f mail --single -a <one
 	assert_status 0
 	{ echo 'X-Mhfilter: unique'; cat one; } | assert_out
+	# A forged X-Mhfilter field (folded too) is replaced by the verdict;
+	# one in the body stays.
+	{ printf 'X-Mhfilter: duplicate;\n of=<forged@example.org>\n'; cat one;
+	    echo 'X-Mhfilter: in the body'; } >forged
+	mhrun -f mail --single -a <forged
+	assert_status 0
+	{ echo 'X-Mhfilter: unique'; cat one; echo 'X-Mhfilter: in the body'; } |
+	    assert_out
+	# Without --annotate the message is written as read.
+	mhrun -f mail --single <forged
+	assert_same forged "$T/out"
 	mhrun -f mail --single nothing-here
 	assert_status 1
 }
@@ -195,11 +207,25 @@ make_mbox() {
 		echo 'From c@example.org Tue Jul  1 10:00:00 2025'
 		printf 'Message-ID: <b4@example.org>\nSubject: Nul\n\nA\0B\0 %s\n' \
 		    "$BODY2"
+		echo
+		# Latin-1 bytes labelled UTF-8, then a multipart without its
+		# boundary parameter: both read.
+		echo 'From d@example.org Tue Jul  1 10:00:00 2025'
+		printf 'Message-ID: <b5@example.org>\nSubject: Caf\xe9\n'
+		printf 'Content-Type: text/plain; charset=utf-8\n\n'
+		printf 'Le caf\xe9 ferme \xe0 midi pour travaux, d\xe9sol\xe9s.\n'
+		echo
+		echo 'From e@example.org Tue Jul  1 10:00:00 2025'
+		printf 'Message-ID: <b6@example.org>\nSubject: Café\n'
+		printf 'MIME-Version: 1.0\nContent-Type: multipart/mixed\n\n'
+		printf 'Le café ferme à midi pour travaux, désolés.\n'
 	} >in.mbox
 	mhrun -f mail --stats -p in.mbox
 	assert_status 0
-	assert_stat records 4
+	assert_stat records 6
 	assert_stat invalid 1
+	# The Latin-1 text became UTF-8: the same as the other.
+	grep -q "^b5@example.org	b6@example.org	" "$T/out" || fail "$(cat "$T/out")"
 	# The position is the line of the message's From_ line.
 	assert_err_has "in.mbox:12: not a mail message"
 	[ "$(sed -n 12p in.mbox)" = 'From junk Tue Jul  1 10:00:00 2025' ]
@@ -312,4 +338,39 @@ Content-Type: multipart/mixed; boundary=zz'
 	assert_status 0
 	mhrun --db db --info
 	grep -q '^documents: 1$' "$T/out" || fail "$(cat "$T/out")"
+}
+
+@test "daemon: -f mail reads NUL-terminated messages, answers by Message-ID, writes mbox" {
+	msg k1@example.org 'Release notes' "$BODY1" >a
+	msg k2@example.org 'Re: Release notes' "$BODY1" 'Received: from x' >b
+	{ cat a; printf '\0'; cat b; printf '\0'; } >in
+	start_daemon -f mail --listen "unix:$T/sock" -o out.mbox
+	dsend "unix:$T/sock" in >replies
+	printf 'unique\tk1@example.org\nduplicate\tk2@example.org\tk1@example.org\t1.0000\n' \
+	    >expected
+	assert_same expected replies
+	stop_daemon
+	[ "$(grep -c '^From MAILER-DAEMON ' out.mbox)" -eq 1 ]
+	grep -q '^Message-ID: <k1@example.org>' out.mbox
+}
+
+@test "maildrop with the contrib recipe (skipped without maildrop)" {
+	command -v maildrop >/dev/null || skip "maildrop is not installed"
+	mkdir -p Maildir/cur Maildir/new Maildir/tmp
+	mkdir -p Maildir/.Duplicates/cur Maildir/.Duplicates/new \
+	    Maildir/.Duplicates/tmp
+	# maildrop takes $HOME from the password file, not the environment.
+	{ sed -e "s|^MHFILTER=.*|MHFILTER=\"$MHFILTER\"|" -e "s|\\\$HOME|$T|g" \
+	    "$TESTDIR/../contrib/mailfilter"; echo "to \"$T/Maildir/\""; } >mf
+	grep -q "MHFILTER_DB=\"$T/.mhfilter\"" mf || fail "$(cat mf)"
+	chmod 600 mf
+	msg w1@example.org 'Release notes' "$BODY1" >m1
+	msg w2@example.org 'Fwd: Release notes' "$BODY1" 'Received: from x' >m2
+	for m in m1 m2; do
+		timeout 60 maildrop mf <$m ||
+		    fail "maildrop $m: $?"
+	done
+	[ "$(ls Maildir/new | wc -l)" -eq 1 ]
+	[ "$(ls Maildir/.Duplicates/new | wc -l)" -eq 1 ]
+	grep -q '^Message-ID: <w2@example.org>' Maildir/.Duplicates/new/*
 }

@@ -73,6 +73,13 @@ static const struct mcase {
 	    "text/html; charset=utf-8\n\n<html><head><meta charset=\"iso-8859-1"
 	    "\"></head><body>caf\xc3\xa9</body></html>\n", 0,
 	    MAIL_STRIP_DEFAULT, NULL, "café", NULL },
+	{ "html blockquote is quoted text", HDR MIME "Subject: h\n"
+	    "Content-Type: text/html\n\n<div>my answer</div><div>On Tue, Bob "
+	    "wrote:<br></div><blockquote type=cite>old text</blockquote>\n", 0,
+	    MAIL_STRIP_DEFAULT, NULL, "my answer", "old text" },
+	{ "html blockquote kept", HDR MIME "Subject: h\n"
+	    "Content-Type: text/html\n\n<blockquote>old text</blockquote>\n",
+	    0, MAIL_STRIP_SIG, NULL, "old text", NULL },
 	{ "alternative prefers plain", HDR MIME "Subject: a\nContent-Type: "
 	    "multipart/alternative; boundary=XX\n\n--XX\nContent-Type: "
 	    "text/plain\n\nplain text\n--XX\nContent-Type: text/html\n\n"
@@ -139,8 +146,8 @@ static const struct mcase {
 	    "base64\n\naGVsbG8g", 0, MAIL_STRIP_DEFAULT, NULL, "part one",
 	    NULL },
 	{ "missing boundary", HDR MIME "Subject: t\nContent-Type: multipart/"
-	    "mixed\n\n--XX\nContent-Type: text/plain\n\nlost\n--XX--\n", 0,
-	    MAIL_STRIP_DEFAULT, NULL, "t\n", NULL },
+	    "mixed\n\n--XX\nContent-Type: text/plain\n\nfound\n--XX--\n", 0,
+	    MAIL_STRIP_DEFAULT, NULL, "found", NULL },
 	{ "NUL bytes", HDR "Subject: n\n\na\0b\0c\n", 19 + sizeof HDR - 1,
 	    MAIL_STRIP_DEFAULT, "n\nabc\n", NULL, NULL },
 	{ "forwarded message/rfc822", HDR MIME "Subject: Fwd: x\n"
