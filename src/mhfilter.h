@@ -30,6 +30,8 @@
  *               standard output
  *   daemon.c    a source: socket clients -> the pipeline -> reply lines;
  *               notify.c talks to systemd (sd_notify, LISTEN_FDS)
+ *   milter.c    a source: Postfix or Sendmail (libmilter) -> the
+ *               pipeline -> an action on each message
  *   mhfilter.c  main: options (conf.c reads the configuration file, whose
  *               keys are the long options), then one source or one
  *               maintenance mode

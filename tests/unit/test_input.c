@@ -2,7 +2,7 @@
  * Unit tests for input.c: records cut at the delimiter (newline or NUL),
  * the last record of a file without one, records over the limit (shorter
  * and longer than the read buffer), several files, a missing file, stdin,
- * and input_wait/input_regular on a pipe and on a regular file.
+ * and input_wait/input_wait_or on a pipe and on a regular file.
  */
 
 #include "config.h"
@@ -247,7 +247,6 @@ test_files(void **state)
 	want[2] = (struct want){ "c", 1, 1, paths[2], 1 };
 	want[3] = (struct want){ "d", 1, 1, paths[2], 2 };
 	in = input_open(paths, 3, '\n', 100);
-	assert_true(input_regular(in));
 	expect_records(in, want, 4);
 	input_close(in);
 	files_remove(paths, 3);
@@ -268,7 +267,6 @@ test_missing(void **state)
 	xasprintf(&paths[1], "%s.missing", paths[0]);
 	paths[2] = input_file("b\n", 2);
 	in = input_open(paths, 3, '\n', 100);
-	assert_false(input_regular(in));
 	assert_int_equal(input_next(in, &rr, &cause), 1);
 	assert_memory_equal(rr.data, "a", 1);
 	assert_int_equal(input_next(in, &rr, &cause), -1);
@@ -295,14 +293,13 @@ test_stdin(void **state)
 	struct input	*in;
 	struct rawrec	 rr;
 	char		*cause = NULL, *dash[] = { "-" }, *path;
-	int		 p[2], saved;
+	int		 p[2], q[2], saved;
 
 	saved = dup(STDIN_FILENO);
 	assert_int_equal(pipe(p), 0);
 	assert_int_equal(dup2(p[0], STDIN_FILENO), STDIN_FILENO);
 	close(p[0]);
 	in = input_open(NULL, 0, '\n', 100);
-	assert_false(input_regular(in));
 
 	assert_int_equal(write(p[1], "one\ntw", 6), 6);
 	assert_int_equal(input_next(in, &rr, &cause), 1);
@@ -311,8 +308,15 @@ test_stdin(void **state)
 	assert_memory_equal(rr.data, "one", 3);
 	/* Half a record buffered, nothing in the pipe: not ready. */
 	assert_false(input_wait(in, 10));
+	/* Waiting for it or another descriptor: the other one is ready. */
+	assert_int_equal(pipe(q), 0);
+	assert_int_equal(write(q[1], "x", 1), 1);
+	assert_int_equal(input_wait_or(in, q[0]), 0);
 	assert_int_equal(write(p[1], "o\n", 2), 2);
 	assert_true(input_wait(in, 10));
+	assert_int_equal(input_wait_or(in, q[0]), 1);
+	close(q[0]);
+	close(q[1]);
 	assert_int_equal(input_next(in, &rr, &cause), 1);
 	assert_int_equal(rr.len, 3);
 	assert_memory_equal(rr.data, "two", 3);
@@ -330,7 +334,6 @@ test_stdin(void **state)
 	assert_int_equal(dup2(p[0], STDIN_FILENO), STDIN_FILENO);
 	close(p[0]);
 	in = input_open(dash, 1, '\n', 100);
-	assert_true(input_regular(in));
 	assert_int_equal(input_next(in, &rr, &cause), 1);
 	assert_string_equal(rr.file, "stdin");
 	assert_int_equal(rr.delimited, 0);
