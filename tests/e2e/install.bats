@@ -145,7 +145,7 @@ dirs() {
 	[ -z "$missing" ] || fail "not completed:" "$missing"
 	run bash -c '. "$1"; COMP_WORDS=(mhfilter -f ""); COMP_CWORD=2; _mhfilter
 	    echo "${COMPREPLY[*]}"' sh "$comp"
-	[ "$output" = "line tsv jsonl" ] || fail "$output"
+	[ "$output" = "line tsv jsonl mail" ] || fail "$output"
 }
 
 @test "make uninstall removes it all, and keeps a configuration that was changed" {
