@@ -20,8 +20,10 @@
  * Backpressure: a client whose unread replies pass REPLY_HIGH is not read
  * until they fall to REPLY_LOW, and its input buffer holds at most one
  * record (--max-bytes), so memory stays bounded by the clients' count
- * whatever they do.  When every batch is in flight, records stay in the
- * clients' buffers (and then in the kernel's) until one is delivered.  A
+ * whatever they do.  When every batch is in flight, the clients are not
+ * read: their records wait in the kernel's socket buffers, not in ours
+ * (reading them into evbuffers up to --max-bytes each cost more than the
+ * daemon's whole lead), until a batch is delivered.  A
  * client that breaks a limit (an over-long record, idle too long, one too
  * many) gets an "error" line and is disconnected: its pending replies
  * first, then the error, then a half-close, and its further input is read
@@ -92,6 +94,7 @@ struct client {
 	int			 state;		/* C_* */
 	int			 eof;		/* it half-closed: no more input */
 	int			 throttled;	/* not read: replies unread */
+	int			 waiting;	/* not read: no batch free */
 	int			 finish;	/* close it from the reap event */
 	int			 admitted;	/* counts for --max-clients */
 	int			 gone;		/* closed; pending > 0 */
@@ -964,8 +967,16 @@ client_process(struct client *c)
 			    d->po->max_bytes);
 			break;
 		}
-		if (!client_take(c, reclen, dlen))
-			break;	/* every batch is in flight: wait */
+		if (!client_take(c, reclen, dlen)) {
+			/*
+			 * Every batch is in flight: stop reading it (its
+			 * records wait in the kernel, not in our memory)
+			 * until one is delivered (daemon_notified).
+			 */
+			c->waiting = 1;
+			bufferevent_disable(c->bev, EV_READ);
+			break;
+		}
 		client_settle(c);
 	}
 	if (c->state == C_READING && c->eof)
@@ -1192,8 +1203,14 @@ daemon_notified(evutil_socket_t fd, short events, void *arg)
 	d->stalled = 0;
 	for (c = TAILQ_FIRST(&d->clients); c != NULL; c = next) {
 		next = TAILQ_NEXT(c, entry);
-		if (c->state == C_READING)
-			client_process(c);
+		if (!c->waiting)
+			continue;
+		c->waiting = 0;
+		if (c->state != C_READING)
+			continue;
+		if (!c->throttled && !d->stopping)
+			bufferevent_enable(c->bev, EV_READ);
+		client_process(c);
 	}
 }
 

@@ -275,13 +275,12 @@ pipeline_get(struct pipeline *p, int wait)
 	size_t		 i;
 
 	for (;;) {
-		pipeline_deliver(p, 0);
 		pthread_mutex_lock(&p->lock);
 		for (i = 0; i < NBATCH && b == NULL; i++) {
 			if (p->b[i].state == B_FREE)
 				b = &p->b[i];
 		}
-		if (b != NULL || !wait || p->stopped) {
+		if (b != NULL || p->stopped) {
 			if (b != NULL && !p->stopped)
 				b->state = B_FILLING;
 			else
@@ -289,9 +288,14 @@ pipeline_get(struct pipeline *p, int wait)
 			pthread_mutex_unlock(&p->lock);
 			break;
 		}
-		while (pipeline_next_done(p) == NULL)
-			pthread_cond_wait(&p->done, &p->lock);
+		if (wait) {
+			while (pipeline_next_done(p) == NULL)
+				pthread_cond_wait(&p->done, &p->lock);
+		}
 		pthread_mutex_unlock(&p->lock);
+		/* None is free: deliver what is decided, then look again. */
+		if (pipeline_deliver(p, 0) == 0 && !wait)
+			break;
 	}
 	if (b != NULL) {
 		b->n = 0;
