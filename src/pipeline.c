@@ -264,9 +264,10 @@ pipeline_inflight(struct pipeline *p)
 }
 
 /*
- * A free batch for the source to fill, after delivering the decided ones;
- * with wait, waits for one to be decided when none is free.  NULL when none
- * is free (without wait) or the pipeline has stopped.
+ * A free batch for the source to fill.  When none is free: with wait,
+ * wait for one to be decided and deliver it; without (an event loop, which
+ * delivers when pipeline_notify_fd is readable), NULL.  NULL too when the
+ * pipeline has stopped.
  */
 struct plbatch *
 pipeline_get(struct pipeline *p, int wait)
@@ -288,14 +289,16 @@ pipeline_get(struct pipeline *p, int wait)
 			pthread_mutex_unlock(&p->lock);
 			break;
 		}
-		if (wait) {
-			while (pipeline_next_done(p) == NULL)
-				pthread_cond_wait(&p->done, &p->lock);
+		if (!wait) {
+			/* An event loop delivers when notified, not here. */
+			pthread_mutex_unlock(&p->lock);
+			break;
 		}
+		while (pipeline_next_done(p) == NULL)
+			pthread_cond_wait(&p->done, &p->lock);
 		pthread_mutex_unlock(&p->lock);
 		/* None is free: deliver what is decided, then look again. */
-		if (pipeline_deliver(p, 0) == 0 && !wait)
-			break;
+		pipeline_deliver(p, 0);
 	}
 	if (b != NULL) {
 		b->n = 0;
