@@ -254,13 +254,51 @@ textenc_encode(struct textenc *te, const char *text, size_t len, int flags,
 #define ZSTD_BLOCK_MAX		(128 * 1024)
 
 /*
+ * Each thread's zstd decompression context (made on its first zstd text),
+ * freed when the thread ends: the pipeline's writer thread ends before
+ * the process does.
+ */
+static pthread_key_t	 dctx_key;
+static pthread_once_t	 dctx_once = PTHREAD_ONCE_INIT;
+
+/* Free a thread's context at its end (pthread_key_create). */
+static void
+dctx_free(void *dctx)
+{
+	ZSTD_freeDCtx(dctx);
+}
+
+/* Make the key of the contexts, once. */
+static void
+dctx_init(void)
+{
+	if (pthread_key_create(&dctx_key, dctx_free) != 0)
+		fatalx("cannot make a thread key");
+}
+
+/* This thread's zstd decompression context. */
+static ZSTD_DCtx *
+dctx_get(void)
+{
+	ZSTD_DCtx	*dctx;
+
+	pthread_once(&dctx_once, dctx_init);
+	if ((dctx = pthread_getspecific(dctx_key)) == NULL) {
+		if ((dctx = ZSTD_createDCtx()) == NULL)
+			fatalx("zstd: out of memory");
+		if (pthread_setspecific(dctx_key, dctx) != 0)
+			fatalx("cannot set a thread key");
+	}
+	return (dctx);
+}
+
+/*
  * Decode a stored text into out (emptied first).  Returns its DOC_BYTES
  * flag, or -1 if it is corrupt.
  */
 int
 text_decode(const unsigned char *rec, size_t reclen, struct buf *out)
 {
-	static __thread ZSTD_DCtx *dctx;
 	const unsigned char	*p = rec + TEXT_HEADER;
 	unsigned long long	 size;
 	size_t			 n, len;
@@ -293,10 +331,8 @@ text_decode(const unsigned char *rec, size_t reclen, struct buf *out)
 		    size == ZSTD_CONTENTSIZE_UNKNOWN ||
 		    size > ((unsigned long long)len / 3 + 1) * ZSTD_BLOCK_MAX)
 			return (-1);
-		if (dctx == NULL && (dctx = ZSTD_createDCtx()) == NULL)
-			fatalx("zstd: out of memory");
 		buf_reserve(out, size);
-		n = ZSTD_decompressDCtx(dctx, out->data, size, p, len);
+		n = ZSTD_decompressDCtx(dctx_get(), out->data, size, p, len);
 		if (ZSTD_isError(n) || n != size)
 			return (-1);
 		out->len = n;

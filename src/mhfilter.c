@@ -159,6 +159,8 @@ static void	apply_options(int, char **, struct options *);
 static void	load_config(struct options *, const char *);
 static void	choose_bands(struct options *);
 static int	run_explain(struct options *);
+static int	run_filter(struct options *, const struct index_params *, int,
+		    char **, int);
 static void	set_maint(struct options *, int, const char *);
 static void	check_maint(struct options *, int);
 static int	run_maint(struct options *);
@@ -844,7 +846,6 @@ run_maint(struct options *o)
 	mo.ret = o->f.ret;
 	mo.batch = o->pl.batch;
 	mo.quiet = o->pl.quiet;
-	free(o->d.listen);
 	return (maint_run(&mo));
 }
 
@@ -883,15 +884,61 @@ run_explain(struct options *o)
 	return (EXIT_OK);
 }
 
+/*
+ * Filter: open the index, then run the source (the file stream, the
+ * daemon or the milter) through one pipeline.  Returns the exit status.
+ */
+static int
+run_filter(struct options *o, const struct index_params *asked, int serve,
+    char **files, int nfiles)
+{
+	struct pipeline		*p;
+	struct lsh_choice	 c;
+	char			*cause;
+	int			 rc, status;
+
+	rc = index_open(&the_index, o->db, o->f.query_only ? INDEX_RDONLY : 0,
+	    &o->f.p, o->given, &cause);
+	if (rc != 0) {
+		log_warnx("%s", cause);
+		free(cause);
+		return (index_exit_status(rc));
+	}
+	atexit(cleanup);
+	o->f.verify = o->f.p.verify;
+	lsh_rate(o->f.p.threshold, o->f.p.bands, o->f.p.rows, &c);
+	if ((o->given & IP_THRESHOLD) && o->f.p.bands != asked->bands &&
+	    c.fn > o->max_fn)
+		log_warnx("the index's bands (%u x %u rows) miss %.1f%% of the "
+		    "pairs at similarity %.2f; an index made with -t %.2f "
+		    "would not", c.b, c.r, 100 * c.fn, o->f.p.threshold,
+		    o->f.p.threshold);
+
+	o->pl.stop_on_error = !serve;
+	p = pipeline_create(&o->pl, &o->f, the_index);
+	if (o->m.socket != NULL) {
+		o->m.batch_delay = o->d.batch_delay;
+		o->m.stats = o->d.stats;
+		status = milter_run(&o->m, p);
+	} else if (serve)
+		status = daemon_run(&o->d, p);
+	else
+		status = stream_run(&o->s, p, files, nfiles);
+	/* Mail: --mda's exit status says duplicate or not (mail.c). */
+	if (o->mda)
+		status = mail_exit_status(pipeline_counts(p)->unique,
+		    pipeline_counts(p)->duplicates, status);
+	pipeline_free(p);
+	cleanup();
+	return (status);
+}
+
 int
 main(int argc, char **argv)
 {
 	struct options		 o;
 	struct index_params	 asked;
-	struct pipeline		*p;
-	struct lsh_choice	 c;
-	char			*cause;
-	int			 rc, status, serve;
+	int			 status, serve;
 
 	log_init("mhfilter");
 	argv[0] = (char *)"mhfilter";	/* getopt's messages name it so */
@@ -908,44 +955,11 @@ main(int argc, char **argv)
 	o.f.p.texts = o.f.verify == VERIFY_EXACT;
 	o.f.p.verify = o.f.verify;
 	if (o.maint != MAINT_NONE)
-		return (run_maint(&o));
-	if (o.explain)
-		return (run_explain(&o));
-
-	rc = index_open(&the_index, o.db, o.f.query_only ? INDEX_RDONLY : 0,
-	    &o.f.p, o.given, &cause);
-	if (rc != 0) {
-		log_warnx("%s", cause);
-		free(cause);
-		return (index_exit_status(rc));
-	}
-	atexit(cleanup);
-	o.f.verify = o.f.p.verify;
-	lsh_rate(o.f.p.threshold, o.f.p.bands, o.f.p.rows, &c);
-	if ((o.given & IP_THRESHOLD) && o.f.p.bands != asked.bands &&
-	    c.fn > o.max_fn)
-		log_warnx("the index's bands (%u x %u rows) miss %.1f%% of the "
-		    "pairs at similarity %.2f; an index made with -t %.2f "
-		    "would not", c.b, c.r, 100 * c.fn, o.f.p.threshold,
-		    o.f.p.threshold);
-
-	/* One pipeline, whatever the source. */
-	o.pl.stop_on_error = !serve;
-	p = pipeline_create(&o.pl, &o.f, the_index);
-	if (o.m.socket != NULL) {
-		o.m.batch_delay = o.d.batch_delay;
-		o.m.stats = o.d.stats;
-		status = milter_run(&o.m, p);
-	} else if (serve)
-		status = daemon_run(&o.d, p);
+		status = run_maint(&o);
+	else if (o.explain)
+		status = run_explain(&o);
 	else
-		status = stream_run(&o.s, p, argv, argc);
-	/* Mail: --mda's exit status says duplicate or not (mail.c). */
-	if (o.mda)
-		status = mail_exit_status(pipeline_counts(p)->unique,
-		    pipeline_counts(p)->duplicates, status);
-	pipeline_free(p);
+		status = run_filter(&o, &asked, serve, argv, argc);
 	free(o.d.listen);
-	cleanup();
 	return (status);
 }
