@@ -50,8 +50,10 @@ dirs() {
 	    "$INST$unitdir/mhfilter.service" || fail "ExecStart of mhfilter.service"
 	grep -q "^ExecStart=$bindir/mhfilter --db .* --expire" \
 	    "$INST$unitdir/mhfilter-expire.service" || fail "ExecStart of the expiry"
-	! grep -n '@[a-z_]*@' "$INST$unitdir"/mhfilter* \
-	    "$INST$sysconfdir/mhfilter.conf" || fail "unsubstituted paths"
+	if grep -n '@[a-z_]*@' "$INST$unitdir"/mhfilter* \
+	    "$INST$sysconfdir/mhfilter.conf"; then
+		fail "unsubstituted paths"
+	fi
 	grep -q '^u mhfilter ' "$INST$sysusersdir/mhfilter.conf"
 }
 
@@ -79,8 +81,10 @@ dirs() {
 	# And it can fail: a unit whose binary is elsewhere does not pass.
 	sed -i "s|^ExecStart=$bindir/|ExecStart=/nonexistent/|" \
 	    "$units/mhfilter.service"
-	! systemd-analyze verify --man=no --root="$T/root" \
-	    "$units/mhfilter.service" >out 2>&1 || fail "verify passed"
+	if systemd-analyze verify --man=no --root="$T/root" \
+	    "$units/mhfilter.service" >out 2>&1; then
+		fail "verify passed"
+	fi
 	grep -q 'not executable' out
 }
 
@@ -110,8 +114,10 @@ dirs() {
 	grep -qx 'RuntimeDirectoryPreserve=yes' "$INST$unitdir/mhfilter.service"
 	# The documentation says the same path, and no other.
 	src="$TESTDIR/.."
-	! grep -rn 'mhfilter\.sock\b' "$src/README.md" "$src/man" "$src/contrib" \
-	    "$INST$sysconfdir/mhfilter.conf" || fail "another socket path"
+	if grep -rn 'mhfilter\.sock\b' "$src/README.md" "$src/man" \
+	    "$src/contrib" "$INST$sysconfdir/mhfilter.conf"; then
+		fail "another socket path"
+	fi
 	grep -q '/run/mhfilter/sock' "$src/man/mhfilter.conf.5"
 	grep -q '/run/mhfilter/sock' "$INST$sysconfdir/mhfilter.conf"
 }
