@@ -731,12 +731,7 @@ client_free(struct client *c)
 static void
 client_id(struct client *c, struct buf *b)
 {
-	char	 id[80];
-
-	snprintf(id, sizeof id, "%" PRIu64 ":%" PRIu64 ":%" PRIu64,
-	    c->d->run, c->conn, c->recno);
-	b->len = 0;
-	buf_append(b, id, strlen(id));
+	record_connid(b, c->d->run, c->conn, c->recno);
 }
 
 /* Queue a reply line. */

@@ -253,6 +253,7 @@ int		 record_parse_timed(struct record *, int, const char *,
 void		 record_reset(struct record *);
 void		 record_free(struct record *);
 void		 record_idstr(const struct record *, struct buf *);
+void		 record_connid(struct buf *, uint64_t, uint64_t, uint64_t);
 
 /*
  * bandrun.c: band entries in memory (the memtable) and in sorted runs; the

@@ -568,16 +568,14 @@ static int
 pipeline_parse(struct record *r, void *arg, char **cause)
 {
 	struct pipeline	*p = arg;
-	char		 id[80];
 	int		 rc;
 
 	rc = record_parse_timed(r, p->o.format, p->o.text_field,
 	    p->o.id_field, p->o.time_field, cause);
 	if (r->id.len == 0 && r->conn != 0) {
-		/* A daemon client's record: RUN:CONN:RECNO. */
-		snprintf(id, sizeof id, "%" PRIu64 ":%" PRIu64 ":%" PRIu64,
-		    index_run_start(p->ix), r->conn, r->line);
-		buf_append(&r->id, id, strlen(id));
+		/* A daemon client's record. */
+		record_connid(&r->id, index_run_start(p->ix), r->conn,
+		    r->line);
 	}
 	return (rc);
 }

@@ -501,3 +501,19 @@ record_idstr(const struct record *r, struct buf *out)
 	snprintf(num, sizeof num, "%" PRIu64, r->recno);
 	buf_append(out, num, strlen(num));
 }
+
+/*
+ * The id of a daemon client's record that has none of its own:
+ * RUN:CONN:RECNO (the run's first document number, the connection, the
+ * record's number on it), into out (emptied first).
+ */
+void
+record_connid(struct buf *out, uint64_t run, uint64_t conn, uint64_t recno)
+{
+	char	 id[80];
+
+	snprintf(id, sizeof id, "%" PRIu64 ":%" PRIu64 ":%" PRIu64, run, conn,
+	    recno);
+	out->len = 0;
+	buf_append(out, id, strlen(id));
+}
