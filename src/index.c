@@ -227,3 +227,36 @@ index_path(struct index *ix)
 {
 	return (ix->path);
 }
+
+/* The document numbers [first, end) the last commit inserted. */
+void
+index_batch_range(struct index *ix, uint64_t *first, uint64_t *end)
+{
+	*first = ix->batch_first;
+	*end = ix->batch_end;
+}
+
+/*
+ * Might an earlier run's document be missing from that run's output (its
+ * batch committed, its output never marked delivered)?  1, 0, or
+ * INDEX_ERROR.  A backend that cannot tell says 1: at least once.
+ */
+int
+index_undelivered(struct index *ix, uint64_t docid, char **cause)
+{
+	if (ix->ops->undelivered == NULL)
+		return (1);
+	return (ix->ops->undelivered(ix, docid, cause));
+}
+
+/*
+ * The output of these ranges of documents ([first, end) pairs) and of
+ * these replays was delivered: the next commit forgets them.
+ */
+void
+index_delivered(struct index *ix, const uint64_t *ranges, size_t nranges,
+    const uint64_t *replays, size_t nreplays)
+{
+	if (ix->ops->delivered != NULL)
+		ix->ops->delivered(ix, ranges, nranges, replays, nreplays);
+}

@@ -7,7 +7,7 @@
  *   meta   text key -> text value: the parameter records (codec.c:
  *          meta_write), "next_doc" (the next document number), and the
  *          band index's state: "sweep", "l0_next", "l1_entries" (below),
- *          all decimal.
+ *          all decimal; and the undelivered ranges (below).
  *   docs   8-byte document number (big-endian, so key order is insertion
  *          order) -> its document record (codec.c: docrec_encode).
  *   texts  8-byte document number -> the normalised text for exact
@@ -76,6 +76,19 @@
  * The cost of a sweep grows with l1 while the memtable does not, so the
  * write volume per document grows with the index (l1 / memtable); a third
  * level would bound it, at the price of a second read per band.
+ *
+ * Undelivered ranges.  A run that marks its output (INDEX_TRACK: a stream
+ * with --replay undelivered) records, in each batch's own commit, the
+ * documents the batch inserted as a meta record "undelivered:" and the
+ * range's end as 16 hex digits (so that key order is document order) ->
+ * its first document, decimal.  Once the source has written (and synced)
+ * that batch's output, the record is deleted in a later commit
+ * (index_delivered); a replay, an earlier run's document written again,
+ * is cut out of its range the same way.  So after a crash the ranges left
+ * are exactly the documents that may be missing from the output, and a
+ * later run writes their records again (filter.c).  Formats before these
+ * records have none, which means everything was delivered; older versions
+ * of mhfilter ignore them.
  *
  * Writes happen in one write transaction per batch (index_begin ...
  * index_commit), band merges included, so a crash leaves either all of a
@@ -159,6 +172,10 @@ struct lmdb {
 	const struct ixdoc *batch;	/* the prepared batch, for prefetch */
 	size_t		 nbatch;
 	size_t		 ahead;		/* its slot whose loads are started */
+
+	/* Delivery marks for the next commit (lm_undelivered_apply). */
+	struct u64vec	 dranges;	/* [first, end) pairs delivered */
+	struct u64vec	 dreplays;	/* earlier documents written again */
 };
 
 /* A chunk's l1 run, as the transaction sees it. */
@@ -176,6 +193,9 @@ static int	lmdb_prepare(struct index *, const struct ixdoc *, size_t,
 		    char **);
 static int	lmdb_commit(struct index *, char **);
 static void	lmdb_abort(struct index *);
+static int	lmdb_undelivered(struct index *, uint64_t, char **);
+static void	lmdb_delivered(struct index *, const uint64_t *, size_t,
+		    const uint64_t *, size_t);
 static int	lmdb_info(struct index *, struct index_info *, char **);
 static int	lmdb_text(struct index *, uint64_t, struct buf *, char **);
 static int	lmdb_insert(struct index *, size_t, const uint64_t *,
@@ -204,6 +224,9 @@ static int	l1_read(struct lmdb *, MDB_txn *, unsigned, unsigned,
 		    char **);
 static void	snap_end(struct lmdb *);
 static size_t	next_pending(const struct lmdb *, size_t);
+static int	lm_undelivered_find(struct lmdb *, uint64_t, uint64_t *,
+		    uint64_t *, char **);
+static int	lm_undelivered_apply(struct lmdb *, char **);
 
 /*
  * Turn an LMDB error into INDEX_ERROR with a cause; MDB_MAP_FULL becomes
@@ -659,6 +682,8 @@ lmdb_close(struct index *base)
 	free(ix->sorted);
 	free(ix->sig);
 	free(ix->l1map);
+	u64vec_free(&ix->dranges);
+	u64vec_free(&ix->dreplays);
 	free(ix->base.path);
 	free(ix);
 }
@@ -739,6 +764,10 @@ lmdb_commit(struct index *base, char **cause)
 			return (rc);
 		}
 	}
+	if ((rc = lm_undelivered_apply(ix, cause)) != 0) {
+		lmdb_abort(&ix->base);
+		return (rc);
+	}
 	rc = mdb_txn_commit(ix->txn);
 	ix->txn = NULL;
 	if (rc != 0) {
@@ -746,6 +775,9 @@ lmdb_commit(struct index *base, char **cause)
 		lmdb_abort(&ix->base);
 		return (rc);
 	}
+	ix->dranges.n = ix->dreplays.n = 0;
+	ix->base.batch_first = ix->start_doc;
+	ix->base.batch_end = ix->next_doc;
 	/* Durable: keep the additions, forget what the sweep merged. */
 	memtable_commit(ix->mt);
 	while (ix->nmerged > 0)
@@ -1982,6 +2014,134 @@ lmdb_adopt(struct index *base, const struct index_params *want,
 	return (0);
 }
 
+/* The meta key of the undelivered range that ends at end (exclusive). */
+#define UD_PREFIX	"undelivered:"
+#define UD_KEYLEN	(sizeof UD_PREFIX - 1 + 16)
+static void
+ud_key(char *kb, uint64_t end, MDB_val *k)
+{
+	snprintf(kb, UD_KEYLEN + 1, UD_PREFIX "%016" PRIx64, end);
+	k->mv_data = kb;
+	k->mv_size = UD_KEYLEN;
+}
+
+/* Write the undelivered range [first, end); an LMDB code. */
+static int
+ud_put(struct lmdb *ix, uint64_t first, uint64_t end)
+{
+	char	 kb[UD_KEYLEN + 1], num[24];
+	MDB_val	 k, v;
+
+	ud_key(kb, end, &k);
+	v.mv_size = (size_t)snprintf(num, sizeof num, "%" PRIu64, first);
+	v.mv_data = num;
+	return (mdb_put(ix->txn, ix->meta, &k, &v, 0));
+}
+
+/*
+ * The undelivered range holding docid, in the transaction: 1 with
+ * [*first, *end), 0 if none, INDEX_ERROR (a bad record).
+ */
+static int
+lm_undelivered_find(struct lmdb *ix, uint64_t docid, uint64_t *first,
+    uint64_t *end, char **cause)
+{
+	MDB_cursor	*c;
+	MDB_val		 k, v;
+	char		 kb[UD_KEYLEN + 1], num[24], *bad;
+	int		 rc;
+
+	if ((rc = mdb_cursor_open(ix->txn, ix->meta, &c)) != 0)
+		return (lm_fail(ix, rc, "cursor", cause));
+	ud_key(kb, docid + 1, &k);	/* the first range ending after docid */
+	rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+	mdb_cursor_close(c);
+	if (rc == MDB_NOTFOUND || (rc == 0 && (k.mv_size != UD_KEYLEN ||
+	    memcmp(k.mv_data, UD_PREFIX, sizeof UD_PREFIX - 1) != 0)))
+		return (0);
+	if (rc != 0)
+		return (lm_fail(ix, rc, "reading meta", cause));
+	memcpy(kb, k.mv_data, UD_KEYLEN);
+	kb[UD_KEYLEN] = '\0';
+	*end = strtoull(kb + sizeof UD_PREFIX - 1, &bad, 16);
+	if (*bad != '\0' || v.mv_size >= sizeof num)
+		goto corrupt;
+	memcpy(num, v.mv_data, v.mv_size);
+	num[v.mv_size] = '\0';
+	if (meta_number(num, UINT64_MAX, first) != 0 || *first >= *end)
+		goto corrupt;
+	return (*first <= docid);
+
+corrupt:
+	xasprintf(cause, "%s: meta record \"%s\" is bad", ix->base.path, kb);
+	return (INDEX_ERROR);
+}
+
+/* Is docid in an undelivered range?  1, 0, or INDEX_ERROR. */
+static int
+lmdb_undelivered(struct index *base, uint64_t docid, char **cause)
+{
+	struct lmdb	*ix = (struct lmdb *)base;
+	uint64_t	 first, end;
+
+	return (lm_undelivered_find(ix, docid, &first, &end, cause));
+}
+
+/* Queue delivery marks for the next commit. */
+static void
+lmdb_delivered(struct index *base, const uint64_t *ranges, size_t nranges,
+    const uint64_t *replays, size_t nreplays)
+{
+	struct lmdb	*ix = (struct lmdb *)base;
+	size_t		 i;
+
+	if (ix->base.flags & INDEX_RDONLY)
+		return;
+	for (i = 0; i < 2 * nranges; i++)
+		u64vec_push(&ix->dranges, ranges[i]);
+	for (i = 0; i < nreplays; i++)
+		u64vec_push(&ix->dreplays, replays[i]);
+}
+
+/*
+ * In the commit: record this batch's documents as undelivered (with
+ * INDEX_TRACK), delete the ranges delivered since, and cut the replays
+ * delivered since out of their ranges.
+ */
+static int
+lm_undelivered_apply(struct lmdb *ix, char **cause)
+{
+	char		 kb[UD_KEYLEN + 1];
+	MDB_val		 k;
+	uint64_t	 d, first, end;
+	size_t		 i;
+	int		 rc = 0, found;
+
+	if ((ix->base.flags & INDEX_TRACK) && ix->next_doc != ix->start_doc &&
+	    (rc = ud_put(ix, ix->start_doc, ix->next_doc)) != 0)
+		return (lm_fail(ix, rc, "writing meta", cause));
+	for (i = 0; i + 1 < ix->dranges.n; i += 2) {
+		ud_key(kb, ix->dranges.v[i + 1], &k);
+		rc = mdb_del(ix->txn, ix->meta, &k, NULL);
+		if (rc != 0 && rc != MDB_NOTFOUND)
+			return (lm_fail(ix, rc, "writing meta", cause));
+	}
+	for (i = 0; i < ix->dreplays.n; i++) {
+		d = ix->dreplays.v[i];
+		found = lm_undelivered_find(ix, d, &first, &end, cause);
+		if (found < 0)
+			return (found);
+		if (found == 0)
+			continue;
+		ud_key(kb, end, &k);
+		if ((rc = mdb_del(ix->txn, ix->meta, &k, NULL)) != 0 ||
+		    (first < d && (rc = ud_put(ix, first, d)) != 0) ||
+		    (d + 1 < end && (rc = ud_put(ix, d + 1, end)) != 0))
+			return (lm_fail(ix, rc, "writing meta", cause));
+	}
+	return (0);
+}
+
 const struct index_ops lmdb_ops = {
 	.name = "LMDB",
 	.exists = lmdb_exists,
@@ -2003,4 +2163,6 @@ const struct index_ops lmdb_ops = {
 	.compact = lmdb_compact,
 	.each = lmdb_each,
 	.adopt = lmdb_adopt,
+	.undelivered = lmdb_undelivered,
+	.delivered = lmdb_delivered,
 };

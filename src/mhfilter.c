@@ -42,6 +42,7 @@ struct options {
 	/* Mail (-f mail). */
 	int			 mail_single;	/* --single */
 	int			 mda;		/* --mda */
+	int			 replay_given;	/* --replay */
 };
 
 enum {
@@ -67,6 +68,11 @@ enum {
 enum {
 	OPT_SINGLE = 1024, OPT_MDA, OPT_MAIL_STRIP, OPT_MILTER,
 	OPT_MILTER_ACTION, OPT_MILTER_REPLY
+};
+
+/* Feed semantics (a range of their own). */
+enum {
+	OPT_REPLAY = 1536
 };
 
 /* The maintenance modes' options, by MAINT_*, for messages. */
@@ -96,6 +102,7 @@ static const struct option long_opts[] = {
 	{ "verify", required_argument, NULL, OPT_VERIFY },
 	{ "max-candidates", required_argument, NULL, OPT_MAX_CAND },
 	{ "no-chain", no_argument, NULL, OPT_NO_CHAIN },
+	{ "replay", required_argument, NULL, OPT_REPLAY },
 	{ "db", required_argument, NULL, 'd' },
 	{ "query-only", no_argument, NULL, 'Q' },
 	{ "batch", required_argument, NULL, OPT_BATCH },
@@ -209,6 +216,9 @@ usage(FILE *f)
 "  -d, --db DIR             persistent index (default: a temporary one)\n"
 "  -Q, --query-only         compare with the index, insert nothing\n"
 "      --batch N            records per transaction (default 4000)\n"
+"      --replay WHICH       rewrite an earlier run's records only if they\n"
+"                           were not delivered: undelivered (default), or\n"
+"                           all of them\n"
 "      --map-size SIZE      initial index map size (default 1G)\n"
 "      --memtable SIZE      memory for band entries not yet merged\n"
 "                           (default 64M)\n"
@@ -480,6 +490,16 @@ apply_options(int argc, char **argv, struct options *o)
 		case 'Q':
 			o->f.query_only = 1;
 			break;
+		case OPT_REPLAY:
+			if (strcmp(optarg, "undelivered") == 0)
+				o->f.replay = REPLAY_UNDELIVERED;
+			else if (strcmp(optarg, "all") == 0)
+				o->f.replay = REPLAY_ALL;
+			else
+				usage_error("--replay: use undelivered or all, "
+				    "not %s", optarg);
+			o->replay_given = 1;
+			break;
 		case OPT_BATCH:
 			NUMBER(parse_uint, 1, 1000000, &u);
 			o->pl.batch = u;
@@ -653,9 +673,14 @@ apply_options(int argc, char **argv, struct options *o)
 				usage_error("--mda writes nothing: no "
 				    "--duplicates, --annotate or --pairs");
 			o->pl.mode = OUT_NONE;
-			mail_set_flags(mail_flags() | MAIL_NO_ID);
 		}
-		if (o->m.socket != NULL)	/* ids as for --mda */
+		/*
+		 * The milter answers a message sent again with the same
+		 * Message-ID as a replay (REPLAY_ALL, as the daemon does):
+		 * its ids are record numbers, so that a copy of a message
+		 * is a duplicate of it.
+		 */
+		if (o->m.socket != NULL)
 			mail_set_flags(mail_flags() | MAIL_NO_ID);
 		mail_init();
 	} else if (src == 2 && (o->mail_single || o->mda))
@@ -665,6 +690,10 @@ apply_options(int argc, char **argv, struct options *o)
 		    "nothing)");
 	if (src == 2 && o->mda && o->d.nlisten > 0)
 		usage_error("--mda and --listen are exclusive");
+	if (src == 2 && o->replay_given && (o->d.nlisten > 0 ||
+	    o->m.socket != NULL))
+		usage_error("--replay goes with files and standard input: the "
+		    "daemon and the milter answer every replay");
 	if (src == 2 && o->m.socket != NULL && (o->d.nlisten > 0 || o->mda))
 		usage_error("--milter and --%s are exclusive", o->mda ? "mda" :
 		    "listen");
@@ -897,8 +926,18 @@ run_filter(struct options *o, const struct index_params *asked, int serve,
 	char			*cause;
 	int			 rc, status;
 
-	rc = index_open(&the_index, o->db, o->f.query_only ? INDEX_RDONLY : 0,
-	    &o->f.p, o->given, &cause);
+	/*
+	 * A client that never got its answer gets it again: a server
+	 * replays every earlier record.  The stream writes an earlier run's
+	 * record again only if that run may not have (see filter.c), so it
+	 * marks what it delivered in a persistent index.
+	 */
+	if (serve)
+		o->f.replay = REPLAY_ALL;
+	o->pl.track = !serve && o->db != NULL && !o->f.query_only &&
+	    o->f.replay == REPLAY_UNDELIVERED;
+	rc = index_open(&the_index, o->db, (o->f.query_only ? INDEX_RDONLY :
+	    0) | (o->pl.track ? INDEX_TRACK : 0), &o->f.p, o->given, &cause);
 	if (rc != 0) {
 		log_warnx("%s", cause);
 		free(cause);

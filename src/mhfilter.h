@@ -359,6 +359,8 @@ struct index_params {
 
 #define INDEX_RDONLY	0x1	/* never write (--query-only) */
 #define INDEX_TEMP	0x2	/* a throwaway index: no fsync */
+#define INDEX_TRACK	0x4	/* keep each batch's documents undelivered
+				   until index_delivered (lmdb.c) */
 
 struct index;
 struct docinfo {
@@ -446,6 +448,13 @@ struct index_info {
  *				count, or INDEX_ERROR naming the line.
  * index_path, index_run_start	the path as given; the first document
  *				number this process could have inserted.
+ * index_batch_range		the document numbers [first, end) that the
+ *				last committed transaction inserted (first
+ *				== end: none, or a backend that cannot say).
+ * index_undelivered		see undelivered; 1 (unknown, so at least
+ *				once) when the backend has none.
+ * index_delivered		see delivered; nothing when the backend has
+ *				none.
  */
 int		 index_is_remote(const char *);
 int		 index_exists(const char *, uint64_t *);
@@ -478,6 +487,10 @@ int		 index_check(struct index *, FILE *, uint64_t *, char **);
 int		 index_compact(struct index *, const char *, char **);
 const char	*index_path(struct index *);
 uint64_t	 index_run_start(struct index *);
+void		 index_batch_range(struct index *, uint64_t *, uint64_t *);
+int		 index_undelivered(struct index *, uint64_t, char **);
+void		 index_delivered(struct index *, const uint64_t *, size_t,
+		    const uint64_t *, size_t);
 
 /*
  * The storage backends behind index.c's functions: lmdb.c (a directory,
@@ -555,6 +568,18 @@ uint64_t	 index_run_start(struct index *);
  * adopt(ix, want, cause)
  *			take an export's parameters into an index with no
  *			documents yet.  0; ERROR (it has documents).
+ * undelivered(ix, docid, cause)
+ *			in a transaction: is the document in a range that
+ *			a committed batch inserted (INDEX_TRACK) and whose
+ *			output was never marked delivered?  1, 0; ERROR.
+ *			May be NULL (Redis: every earlier document may be
+ *			undelivered).
+ * delivered(ix, ranges, nranges, replays, nreplays)
+ *			the output of these ranges ([first, end) pairs) was
+ *			delivered, and these earlier documents were written
+ *			again as replays: forget them as undelivered in the
+ *			next commit (kept and retried if it fails).  May be
+ *			NULL.
  */
 typedef int	 (*index_each_fn)(void *, const struct docinfo *,
 		    const struct buf *, char **);
@@ -590,6 +615,9 @@ struct index_ops {
 	int		(*each)(struct index *, index_each_fn, void *, char **);
 	int		(*adopt)(struct index *, const struct index_params *,
 			    char **);
+	int		(*undelivered)(struct index *, uint64_t, char **);
+	void		(*delivered)(struct index *, const uint64_t *, size_t,
+			    const uint64_t *, size_t);
 };
 struct index {
 	const struct index_ops *ops;
@@ -597,6 +625,8 @@ struct index {
 	int		 flags;		/* INDEX_* */
 	struct index_params p;		/* in force */
 	uint64_t	 run_doc;	/* the first document number of this run */
+	uint64_t	 batch_first;	/* what the last commit inserted */
+	uint64_t	 batch_end;
 };
 extern const struct index_ops lmdb_ops;
 int		 lmdb_remove_dir(const char *);
@@ -717,6 +747,14 @@ int		 cluster_parse_redirect(const char *, size_t, unsigned *,
 #define V_BAD		3	/* malformed: passed or skipped by policy */
 #define V_TOOLONG	4	/* over --max-bytes: skipped */
 #define V_SKIP		5	/* left out by --on-bad-input: not written */
+/*
+ * --replay: a record whose own copy (same id, same text) an earlier run
+ * indexed as unique is written again (a replay) only if that copy's batch
+ * was never marked delivered (REPLAY_UNDELIVERED; otherwise it is seen),
+ * or always (REPLAY_ALL: at least once, as the daemon answers).
+ */
+#define REPLAY_UNDELIVERED 0
+#define REPLAY_ALL	1
 struct filter_opts {
 	struct index_params p;
 	int		 verify;	/* VERIFY_* */
@@ -725,6 +763,7 @@ struct filter_opts {
 	int		 want_pairs;
 	unsigned	 max_candidates;
 	unsigned	 threads;	/* for normalising, shingling, signing */
+	int		 replay;	/* REPLAY_*: which copies are replays */
 	/* Parses V_UNPARSED records in phase 1; 0 or -1 and a cause. */
 	int		(*parse)(struct record *, void *, char **);
 	void		*parse_arg;
@@ -738,6 +777,8 @@ struct pair {
 struct verdict {
 	int		 kind;		/* V_* */
 	int		 replay;	/* same id seen before: reported again */
+	int		 seen;		/* V_DUPLICATE of its own delivered copy */
+	uint64_t	 self;		/* replay: the earlier copy's docid */
 	char		*error;		/* V_BAD, V_TOOLONG: why */
 	double		 sim;		/* of the best match */
 	struct buf	 match;		/* the best match's external id */
@@ -779,6 +820,8 @@ int		 output_record(struct output *, const struct record *,
 		    const struct verdict *, char **);
 #define OUTPUT_CLOSED	(-2)	/* output_flush: EPIPE, no cause */
 int		 output_flush(struct output *, char **);
+int		 output_sync(struct output *, char **);
+const char	*verdict_name(const struct verdict *);
 void		 output_close(struct output *);
 void		 output_field(struct buf *, const char *, size_t);
 void		 output_mail_header(struct buf *, const struct verdict *,
@@ -841,6 +884,7 @@ struct pipeline_opts {
 	int		 policy;	/* POLICY_* */
 	int		 mode;		/* OUT_* */
 	size_t		 batch;		/* records per batch (--batch) */
+	int		 track;		/* mark batches delivered (INDEX_TRACK) */
 	int		 quiet;
 	int		 stop_on_error;	/* a failure stops it all (stream) */
 };
@@ -850,6 +894,7 @@ struct pl_counts {
 	uint64_t	 unique;
 	uint64_t	 replayed;
 	uint64_t	 duplicates;
+	uint64_t	 seen;		/* of the duplicates: already delivered */
 	uint64_t	 empty;
 	uint64_t	 invalid;
 	uint64_t	 too_long;
@@ -870,6 +915,8 @@ struct plbatch {
 	void		*arg;		/* the source's, kept with the batch */
 	int		 rc;		/* 0: committed, or PL_* */
 	char		*cause;		/* PL_FAILED: why */
+	uint64_t	 first;		/* the documents its commit inserted */
+	uint64_t	 end;
 	/* The pipeline's. */
 	double		 seconds;
 	uint64_t	 records;

@@ -17,6 +17,8 @@
 
 #include "config.h"
 
+#include <sys/stat.h>
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +41,7 @@ struct output {
 	int		 delim;
 	struct buf	 b;
 	struct buf	 id;
+	int		 file;		/* fd is a regular file: output_sync */
 };
 
 static const char *verdict_names[] = {
@@ -58,13 +61,24 @@ struct output *
 output_open(int fd, int mode, int format, int delim)
 {
 	struct output	*o;
+	struct stat	 st;
 
 	o = xcalloc(1, sizeof *o);
 	o->fd = fd;
 	o->mode = mode;
 	o->format = format;
 	o->delim = delim;
+	o->file = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
 	return (o);
+}
+
+/* A verdict's name, as --annotate and mail headers give it. */
+const char *
+verdict_name(const struct verdict *v)
+{
+	if (v->kind == V_DUPLICATE && v->seen)
+		return ("seen");
+	return (verdict_names[v->kind]);
 }
 
 /*
@@ -156,8 +170,7 @@ output_json(struct output *o, const struct record *r, const struct verdict *v)
 	}
 	buf_append(&o->b, raw, close - raw);
 	buf_append(&o->b, ",\"mhfilter\":{\"verdict\":\"", 24);
-	buf_append(&o->b, verdict_names[v->kind],
-	    strlen(verdict_names[v->kind]));
+	buf_append(&o->b, verdict_name(v), strlen(verdict_name(v)));
 	buf_append(&o->b, "\"", 1);
 	if (v->kind == V_DUPLICATE) {
 		buf_append(&o->b, ",\"match\":", 9);
@@ -175,7 +188,7 @@ output_annotate(struct output *o, const struct record *r,
     const struct verdict *v)
 {
 	char	 sim[32];
-	const char *name = verdict_names[v->kind];
+	const char *name = verdict_name(v);
 
 	if (o->format == FORMAT_JSONL) {
 		output_json(o, r, v);
@@ -200,7 +213,7 @@ output_mail_header(struct buf *b, const struct verdict *v, const char *eol)
 	size_t	 i, start;
 
 	buf_append(b, "X-Mhfilter: ", 12);
-	buf_append(b, verdict_names[v->kind], strlen(verdict_names[v->kind]));
+	buf_append(b, verdict_name(v), strlen(verdict_name(v)));
 	if (v->kind == V_DUPLICATE) {
 		buf_append(b, "; of=<", 6);
 		/* An id is one line of printable text in a header. */
@@ -376,6 +389,21 @@ output_flush(struct output *o, char **cause)
 		off += n;
 	}
 	buf_trim(&o->b);
+	return (0);
+}
+
+/*
+ * Make what was written durable when it went to a regular file (before
+ * its records are marked delivered); a pipe or a terminal has nothing to
+ * sync.
+ */
+int
+output_sync(struct output *o, char **cause)
+{
+	if (o->file && fdatasync(o->fd) == -1 && errno != EINVAL) {
+		xasprintf(cause, "sync error: %s", strerror(errno));
+		return (-1);
+	}
 	return (0);
 }
 

@@ -178,6 +178,7 @@ stream_print_stats(struct pipeline *p, double secs)
 	STAT("unique", "%" PRIu64, ct->unique);
 	STAT("replayed", "%" PRIu64, ct->replayed);
 	STAT("duplicates", "%" PRIu64, ct->duplicates);
+	STAT("seen", "%" PRIu64, ct->seen);
 	STAT("empty", "%" PRIu64, ct->empty);
 	STAT("invalid", "%" PRIu64, ct->invalid);
 	STAT("too_long", "%" PRIu64, ct->too_long);

@@ -85,6 +85,7 @@ V='Voters in the northern province head to the polls on Sunday'
 	assert_stat bytes "$(stat -c %s in)"
 	assert_stat index_documents 5
 	assert_stat replayed 0
+	assert_stat seen 0
 	for key in candidates verified records_per_second max_rss_kb; do
 		stat_of "$key" | grep -qE '^[0-9]+$' || fail "$key: $(stat_of "$key")"
 	done
@@ -97,7 +98,7 @@ V='Voters in the northern province head to the polls on Sunday'
 	! grep -vE '^mhfilter: [a-z_0-9]+: [0-9.]+$' "$T/err" || fail "odd line"
 	# Each key once, in the documented order.
 	cut -d: -f2 "$T/err" | tr -d ' ' >keys
-	printf '%s\n' records unique replayed duplicates empty invalid \
+	printf '%s\n' records unique replayed duplicates seen empty invalid \
 	    too_long invalid_utf8 candidates verified expired batches bytes \
 	    seconds \
 	    records_per_second mb_per_second index_documents \
