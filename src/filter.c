@@ -594,6 +594,32 @@ filter_exact(struct filter *f, struct index *ix, const struct slot *s,
 }
 
 /*
+ * The group of a duplicate of docid: the first document of docid's group
+ * into *group, and its id into v->group unless that is docid itself (the
+ * caller has its id).  A group whose first document was removed is
+ * docid's own.  0, or an INDEX_* code.
+ */
+static int
+filter_group(struct index *ix, struct verdict *v, uint64_t docid,
+    uint64_t *group, char **cause)
+{
+	struct docinfo	 d;
+	int		 rc;
+
+	if ((rc = index_group(ix, docid, group, cause)) != 0)
+		return (rc);
+	if (*group == docid)
+		return (0);
+	if ((rc = index_doc(ix, *group, &d, cause)) == INDEX_GONE) {
+		*group = docid;
+		return (0);
+	}
+	if (rc == 0)
+		buf_append(&v->group, d.id, d.idlen);
+	return (rc);
+}
+
+/*
  * Is candidate d, of estimated similarity 1, the record's own copy?  With
  * an explicit id: a document with that id (with REPLAY_ALL, from an
  * earlier run only).  Without one: a unique document of an earlier run
@@ -631,7 +657,8 @@ static int
 filter_copy(struct filter *f, struct index *ix, const struct record *r,
     struct verdict *v, uint64_t self, int self_unique, char **cause)
 {
-	int	 pending = 1;
+	uint64_t	 group;
+	int		 pending = 1, rc;
 
 	if (self >= index_run_start(ix) || (f->o.replay != REPLAY_ALL &&
 	    replayed_has(f, self)))
@@ -647,12 +674,20 @@ filter_copy(struct filter *f, struct index *ix, const struct record *r,
 			replayed_add(f, self);
 		return (1);
 	}
-	if (pending || f->o.replay == REPLAY_ALL)
+	if (pending) {
+		v->self = self;		/* decided again: delivered with it */
 		return (0);
+	}
+	if (f->o.replay == REPLAY_ALL)
+		return (0);
+	if ((rc = filter_group(ix, v, self, &group, cause)) != 0)
+		return (rc);
 	v->kind = V_DUPLICATE;
 	v->seen = 1;
 	v->sim = 1.0;
 	buf_append(&v->match, r->id.data, r->id.len);
+	if (group == self)
+		buf_append(&v->group, r->id.data, r->id.len);
 	return (1);
 }
 
@@ -684,7 +719,7 @@ filter_one(struct filter *f, struct index *ix, struct fbatch *fb, size_t i,
 	struct docinfo	 d;
 	struct cand	*cd;
 	size_t		 c, n, kept;
-	uint64_t	 best_doc = 0, self = 0;
+	uint64_t	 best_doc = 0, self = 0, group = 0;
 	int		 rc, flags, self_unique = 0, indexed = 0;
 
 	f->found.n = 0;
@@ -768,20 +803,26 @@ filter_one(struct filter *f, struct index *ix, struct fbatch *fb, size_t i,
 		v->kind = V_UNIQUE;
 		flags |= DOC_UNIQUE;
 	} else {
-		if ((rc = index_doc(ix, best_doc, &d, cause)) != 0)
+		if ((rc = filter_group(ix, v, best_doc, &group, cause)) != 0 ||
+		    (rc = index_doc(ix, best_doc, &d, cause)) != 0)
 			return (rc);
 		v->kind = V_DUPLICATE;
 		v->sim = best;
 		buf_append(&v->match, d.id, d.idlen);
+		if (group == best_doc)
+			buf_append(&v->group, d.id, d.idlen);
 		if (best >= 1.0 || !f->o.chain)
 			return (0);	/* nothing new to index */
 	}
 	if (f->o.query_only || indexed)
 		return (0);
-	return (index_insert_encoded(ix, i, keys, sig,
+	rc = index_insert_encoded(ix, i, keys, sig,
 	    fb->ids[i].data, fb->ids[i].len, s->norm.data, s->norm.len,
 	    f->o.p.texts ? s->enc.data : NULL, s->enc.len, flags, r->time,
-	    cause));
+	    cause);
+	if (rc == 0 && v->kind == V_DUPLICATE)
+		rc = index_set_group(ix, group, cause);
+	return (rc);
 }
 
 /*
@@ -851,6 +892,7 @@ verdict_reset(struct verdict *v)
 	v->error = NULL;
 	v->sim = 0;
 	buf_trim(&v->match);
+	buf_trim(&v->group);
 	v->npairs = 0;
 }
 
@@ -865,5 +907,6 @@ verdict_free(struct verdict *v)
 	free(v->pairs);
 	free(v->error);
 	buf_free(&v->match);
+	buf_free(&v->group);
 	memset(v, 0, sizeof *v);
 }

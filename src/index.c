@@ -260,3 +260,26 @@ index_delivered(struct index *ix, const uint64_t *ranges, size_t nranges,
 	if (ix->ops->delivered != NULL)
 		ix->ops->delivered(ix, ranges, nranges, replays, nreplays);
 }
+
+/*
+ * The first document of docid's group: where a chain of duplicates
+ * started.  0, or INDEX_ERROR.
+ */
+int
+index_group(struct index *ix, uint64_t docid, uint64_t *group, char **cause)
+{
+	if (ix->ops->group == NULL) {
+		*group = docid;
+		return (0);
+	}
+	return (ix->ops->group(ix, docid, group, cause));
+}
+
+/* The document just inserted is a duplicate in group. */
+int
+index_set_group(struct index *ix, uint64_t group, char **cause)
+{
+	if (ix->ops->set_group == NULL)
+		return (0);
+	return (ix->ops->set_group(ix, group, cause));
+}

@@ -2,7 +2,7 @@
  * The index: an LMDB environment (a directory with data.mdb and lock.mdb).
  * This is the only file that talks to LMDB.
  *
- * Six named databases, format 4:
+ * Seven named databases, format 4 (groups below):
  *
  *   meta   text key -> text value: the parameter records (codec.c:
  *          meta_write), "next_doc" (the next document number), and the
@@ -77,6 +77,15 @@
  * write volume per document grows with the index (l1 / memtable); a third
  * level would bound it, at the price of a second read per band.
  *
+ * Groups.  A seventh database, groups: 8-byte document number -> the
+ * 8-byte number of the first document of its group (both big-endian), for
+ * each duplicate inserted (chains): if C duplicates B and B duplicates A,
+ * both B and C map to A.  A unique document has no record: it is its own
+ * group.  It came without a format change: older versions of mhfilter
+ * ignore it, and a duplicate they insert is its own group, which is what a
+ * missing record means; an index opened read-only that has none yet (made
+ * before it) reads as all unique documents their own groups.
+ *
  * Undelivered ranges.  A run that marks its output (INDEX_TRACK: a stream
  * with --replay undelivered) records, in each batch's own commit, the
  * documents the batch inserted as a meta record "undelivered:" and the
@@ -142,6 +151,8 @@ struct lmdb {
 	MDB_dbi		 times;
 	MDB_dbi		 l0;
 	MDB_dbi		 l1;
+	MDB_dbi		 groups;
+	int		 have_groups;	/* groups exists (read-only: may not) */
 	size_t		 inline_max;	/* larger values go to overflow pages */
 	MDB_txn		*txn;
 	uint64_t	 next_doc;
@@ -573,8 +584,13 @@ lm_dbis_open(struct lmdb *ix, int flags, char **cause)
 	    (rc = mdb_dbi_open(ix->txn, "docs", dbflags, &ix->docs)) == 0 &&
 	    (rc = mdb_dbi_open(ix->txn, "texts", dbflags, &ix->texts)) == 0 &&
 	    (rc = mdb_dbi_open(ix->txn, "times", dbflags, &ix->times)) == 0 &&
-	    (rc = mdb_dbi_open(ix->txn, "l0", dbflags, &ix->l0)) == 0)
-		rc = mdb_dbi_open(ix->txn, "l1", dbflags, &ix->l1);
+	    (rc = mdb_dbi_open(ix->txn, "l0", dbflags, &ix->l0)) == 0 &&
+	    (rc = mdb_dbi_open(ix->txn, "l1", dbflags, &ix->l1)) == 0) {
+		rc = mdb_dbi_open(ix->txn, "groups", dbflags, &ix->groups);
+		ix->have_groups = rc == 0;
+		if (rc == MDB_NOTFOUND && !(dbflags & MDB_CREATE))
+			rc = 0;		/* older, read-only: no duplicates */
+	}
 	if (rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE) {
 		xasprintf(cause, "%s is not an mhfilter index", ix->base.path);
 		return (INDEX_MISMATCH);
@@ -1496,6 +1512,9 @@ lm_delete(struct lmdb *ix, uint64_t docid, int64_t t, char **cause)
 	if ((rc = mdb_del(ix->txn, ix->texts, &k, NULL)) != 0 &&
 	    rc != MDB_NOTFOUND)
 		return (lm_fail(ix, rc, "removing a text", cause));
+	if (ix->have_groups && (rc = mdb_del(ix->txn, ix->groups, &k,
+	    NULL)) != 0 && rc != MDB_NOTFOUND)
+		return (lm_fail(ix, rc, "removing a group", cause));
 	timekey_put(tk, t, docid);
 	k.mv_data = tk;
 	k.mv_size = sizeof tk;
@@ -2142,6 +2161,53 @@ lm_undelivered_apply(struct lmdb *ix, char **cause)
 	return (0);
 }
 
+/* The first document of docid's group. */
+static int
+lmdb_group(struct index *base, uint64_t docid, uint64_t *group, char **cause)
+{
+	struct lmdb	*ix = (struct lmdb *)base;
+	int		 rc;
+	MDB_val		 v;
+
+	*group = docid;
+	if (!ix->have_groups)
+		return (0);
+	if ((rc = lm_get(ix, ix->groups, docid, &v)) == MDB_NOTFOUND)
+		return (0);
+	if (rc != 0)
+		return (lm_fail(ix, rc, "reading a group", cause));
+	if (v.mv_size != 8 || (*group = get_be64(v.mv_data)) > docid) {
+		xasprintf(cause, "%s: the group of document %" PRIu64 " is "
+		    "damaged", ix->base.path, docid);
+		return (INDEX_ERROR);
+	}
+	return (0);
+}
+
+/* The document just inserted is a duplicate in group. */
+static int
+lmdb_set_group(struct index *base, uint64_t group, char **cause)
+{
+	struct lmdb	*ix = (struct lmdb *)base;
+	unsigned char	 kb[8], vb[8];
+	MDB_val		 k, v;
+	uint64_t	 docid = ix->next_doc - 1;
+	int		 rc;
+
+	if (!ix->have_groups || ix->next_doc == ix->start_doc ||
+	    group >= docid)
+		return (0);
+	put_be64(kb, docid);
+	put_be64(vb, group);
+	k.mv_data = kb;
+	k.mv_size = sizeof kb;
+	v.mv_data = vb;
+	v.mv_size = sizeof vb;
+	if ((rc = mdb_put(ix->txn, ix->groups, &k, &v, MDB_APPEND)) != 0)
+		return (lm_fail(ix, rc, "insert group", cause));
+	return (0);
+}
+
 const struct index_ops lmdb_ops = {
 	.name = "LMDB",
 	.exists = lmdb_exists,
@@ -2165,4 +2231,6 @@ const struct index_ops lmdb_ops = {
 	.adopt = lmdb_adopt,
 	.undelivered = lmdb_undelivered,
 	.delivered = lmdb_delivered,
+	.group = lmdb_group,
+	.set_group = lmdb_set_group,
 };

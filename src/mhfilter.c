@@ -43,6 +43,7 @@ struct options {
 	int			 mail_single;	/* --single */
 	int			 mda;		/* --mda */
 	int			 replay_given;	/* --replay */
+	int			 group;		/* --group */
 };
 
 enum {
@@ -72,7 +73,7 @@ enum {
 
 /* Feed semantics (a range of their own). */
 enum {
-	OPT_REPLAY = 1536
+	OPT_REPLAY = 1536, OPT_CLUSTERS, OPT_GROUP
 };
 
 /* The maintenance modes' options, by MAINT_*, for messages. */
@@ -112,6 +113,8 @@ static const struct option long_opts[] = {
 	{ "duplicates", no_argument, NULL, 'D' },
 	{ "annotate", no_argument, NULL, 'a' },
 	{ "pairs", no_argument, NULL, 'p' },
+	{ "clusters", no_argument, NULL, OPT_CLUSTERS },
+	{ "group", no_argument, NULL, OPT_GROUP },
 	{ "stats", no_argument, NULL, OPT_STATS },
 	{ "progress", no_argument, NULL, OPT_PROGRESS },
 	{ "no-progress", no_argument, NULL, OPT_NO_PROGRESS },
@@ -230,6 +233,8 @@ usage(FILE *f)
 "  -D, --duplicates         write the duplicates, not the unique records\n"
 "  -a, --annotate           write every record with its verdict\n"
 "  -p, --pairs              write every verified pair\n"
+"      --clusters           write each record's id and its group's\n"
+"      --group              -a, -p: add the group (its first document)\n"
 "      --stats              print a summary on stderr at the end\n"
 "      --[no-]progress      progress on stderr (default: if a terminal)\n"
 "  -q, --quiet              no warnings about bad records\n"
@@ -529,6 +534,13 @@ apply_options(int argc, char **argv, struct options *o)
 			o->f.want_pairs = 1;
 			modes++;
 			break;
+		case OPT_CLUSTERS:
+			o->pl.mode = OUT_CLUSTERS;
+			modes++;
+			break;
+		case OPT_GROUP:
+			o->group = 1;
+			break;
 		case OPT_STATS:
 			o->s.stats = o->d.stats = 1;
 			break;
@@ -656,8 +668,10 @@ apply_options(int argc, char **argv, struct options *o)
 		}
 	}
 	if (modes > 1)
-		usage_error("--duplicates, --annotate and --pairs are "
-		    "exclusive");
+		usage_error("--duplicates, --annotate, --pairs and --clusters "
+		    "are exclusive");
+	if (o->group && o->pl.mode != OUT_ANNOTATE && o->pl.mode != OUT_PAIRS)
+		usage_error("--group goes with --annotate or --pairs");
 
 	/*
 	 * Mail: the delimiter becomes input.c's framing (mbox and Maildir,
@@ -690,6 +704,8 @@ apply_options(int argc, char **argv, struct options *o)
 		    "nothing)");
 	if (src == 2 && o->mda && o->d.nlisten > 0)
 		usage_error("--mda and --listen are exclusive");
+	if (o->group)
+		o->pl.mode |= OUT_GROUP;
 	if (src == 2 && o->replay_given && (o->d.nlisten > 0 ||
 	    o->m.socket != NULL))
 		usage_error("--replay goes with files and standard input: the "

@@ -455,6 +455,10 @@ struct index_info {
  *				once) when the backend has none.
  * index_delivered		see delivered; nothing when the backend has
  *				none.
+ * index_group			see group; the document itself when the
+ *				backend keeps no groups.
+ * index_set_group		see set_group; 0 when the backend keeps no
+ *				groups.
  */
 int		 index_is_remote(const char *);
 int		 index_exists(const char *, uint64_t *);
@@ -491,6 +495,8 @@ void		 index_batch_range(struct index *, uint64_t *, uint64_t *);
 int		 index_undelivered(struct index *, uint64_t, char **);
 void		 index_delivered(struct index *, const uint64_t *, size_t,
 		    const uint64_t *, size_t);
+int		 index_group(struct index *, uint64_t, uint64_t *, char **);
+int		 index_set_group(struct index *, uint64_t, char **);
 
 /*
  * The storage backends behind index.c's functions: lmdb.c (a directory,
@@ -580,6 +586,14 @@ void		 index_delivered(struct index *, const uint64_t *, size_t,
  *			again as replays: forget them as undelivered in the
  *			next commit (kept and retried if it fails).  May be
  *			NULL.
+ * group(ix, docid, group, cause)
+ *			the first document of docid's group (docid itself
+ *			for a unique one) into *group.  0; ERROR.  May be
+ *			NULL (Redis).
+ * set_group(ix, group, cause)
+ *			in the write transaction: the document the last
+ *			insert added is a duplicate in group.  0; AGAIN;
+ *			ERROR.  May be NULL.
  */
 typedef int	 (*index_each_fn)(void *, const struct docinfo *,
 		    const struct buf *, char **);
@@ -618,6 +632,8 @@ struct index_ops {
 	int		(*undelivered)(struct index *, uint64_t, char **);
 	void		(*delivered)(struct index *, const uint64_t *, size_t,
 			    const uint64_t *, size_t);
+	int		(*group)(struct index *, uint64_t, uint64_t *, char **);
+	int		(*set_group)(struct index *, uint64_t, char **);
 };
 struct index {
 	const struct index_ops *ops;
@@ -778,10 +794,13 @@ struct verdict {
 	int		 kind;		/* V_* */
 	int		 replay;	/* same id seen before: reported again */
 	int		 seen;		/* V_DUPLICATE of its own delivered copy */
-	uint64_t	 self;		/* replay: the earlier copy's docid */
+	uint64_t	 self;		/* an undelivered earlier copy that it
+					   was decided again for (a replay, or
+					   a duplicate judged again) */
 	char		*error;		/* V_BAD, V_TOOLONG: why */
 	double		 sim;		/* of the best match */
 	struct buf	 match;		/* the best match's external id */
+	struct buf	 group;		/* V_DUPLICATE: its group's first id */
 	struct pair	*pairs;		/* every verified match (--pairs) */
 	size_t		 npairs;
 	size_t		 pairsize;
@@ -814,6 +833,9 @@ void		 verdict_free(struct verdict *);
 #define OUT_ANNOTATE	2	/* every record with its verdict */
 #define OUT_PAIRS	3	/* earlier id, later id, similarity */
 #define OUT_NONE	4	/* nothing: the exit status says it (--mda) */
+#define OUT_CLUSTERS	5	/* record id, group id */
+#define OUT_MODE	0xff
+#define OUT_GROUP	0x100	/* with the group (--group) */
 struct output;
 struct output	*output_open(int, int, int, int);
 int		 output_record(struct output *, const struct record *,
@@ -824,7 +846,7 @@ int		 output_sync(struct output *, char **);
 const char	*verdict_name(const struct verdict *);
 void		 output_close(struct output *);
 void		 output_field(struct buf *, const char *, size_t);
-void		 output_mail_header(struct buf *, const struct verdict *,
+void		 output_mail_header(struct buf *, const struct verdict *, int,
 		    const char *);
 
 /* mail.c: a mail message or news article to (text, id, time). */
@@ -882,7 +904,7 @@ struct pipeline_opts {
 	const char	*time_field;	/* jsonl: the document time, or NULL */
 	uint64_t	 max_bytes;
 	int		 policy;	/* POLICY_* */
-	int		 mode;		/* OUT_* */
+	int		 mode;		/* OUT_*, OUT_GROUP */
 	size_t		 batch;		/* records per batch (--batch) */
 	int		 track;		/* mark batches delivered (INDEX_TRACK) */
 	int		 quiet;

@@ -42,6 +42,7 @@ struct output {
 	struct buf	 b;
 	struct buf	 id;
 	int		 file;		/* fd is a regular file: output_sync */
+	int		 group;		/* OUT_GROUP: say each record's group */
 };
 
 static const char *verdict_names[] = {
@@ -65,11 +66,27 @@ output_open(int fd, int mode, int format, int delim)
 
 	o = xcalloc(1, sizeof *o);
 	o->fd = fd;
-	o->mode = mode;
+	o->mode = mode & OUT_MODE;
+	o->group = (mode & OUT_GROUP) != 0;
 	o->format = format;
 	o->delim = delim;
 	o->file = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
 	return (o);
+}
+
+/*
+ * The id of a record's group into o->id: a duplicate's group, or the
+ * record's own id.
+ */
+static void
+output_group_id(struct output *o, const struct record *r,
+    const struct verdict *v)
+{
+	if (v->kind == V_DUPLICATE) {
+		o->id.len = 0;
+		buf_append(&o->id, v->group.data, v->group.len);
+	} else
+		record_idstr(r, &o->id);
 }
 
 /* A verdict's name, as --annotate and mail headers give it. */
@@ -178,6 +195,11 @@ output_json(struct output *o, const struct record *r, const struct verdict *v)
 		snprintf(sim, sizeof sim, ",\"similarity\":%.4f", v->sim);
 		buf_append(&o->b, sim, strlen(sim));
 	}
+	if (o->group && (v->kind == V_DUPLICATE || v->kind == V_UNIQUE)) {
+		output_group_id(o, r, v);
+		buf_append(&o->b, ",\"group\":", 9);
+		output_jsonstr(&o->b, o->id.data, o->id.len);
+	}
 	buf_append(&o->b, "}", 1);
 	buf_append(&o->b, close, len - (close - raw));
 }
@@ -202,30 +224,52 @@ output_annotate(struct output *o, const struct record *r,
 		buf_append(&o->b, sim, strlen(sim));
 	} else
 		buf_append(&o->b, "\t-\t-\t", 5);
+	if (o->group && v->kind != V_DUPLICATE && v->kind != V_UNIQUE)
+		buf_append(&o->b, "-\t", 2);
+	else if (o->group) {
+		output_group_id(o, r, v);
+		output_field(&o->b, o->id.data, o->id.len);
+		buf_append(&o->b, "\t", 1);
+	}
 	buf_append(&o->b, r->raw.data, r->raw.len);
 }
 
-/* The X-Mhfilter header field of a verdict, ending with eol. */
+/* An id as one line of printable text in a header field. */
+static void
+output_header_id(struct buf *b, const char *id, size_t len)
+{
+	size_t	 i, start = b->len;
+
+	buf_append(b, id, len);
+	for (i = start; i < b->len; i++) {
+		if ((unsigned char)b->data[i] < 0x20 || b->data[i] == 0x7f ||
+		    b->data[i] == '>')
+			b->data[i] = '?';
+	}
+}
+
+/*
+ * The X-Mhfilter header field of a verdict, with group its group, ending
+ * with eol.
+ */
 void
-output_mail_header(struct buf *b, const struct verdict *v, const char *eol)
+output_mail_header(struct buf *b, const struct verdict *v, int group,
+    const char *eol)
 {
 	char	 sim[32];
-	size_t	 i, start;
 
 	buf_append(b, "X-Mhfilter: ", 12);
 	buf_append(b, verdict_name(v), strlen(verdict_name(v)));
 	if (v->kind == V_DUPLICATE) {
 		buf_append(b, "; of=<", 6);
-		/* An id is one line of printable text in a header. */
-		start = b->len;
-		buf_append(b, v->match.data, v->match.len);
-		for (i = start; i < b->len; i++) {
-			if ((unsigned char)b->data[i] < 0x20 ||
-			    b->data[i] == 0x7f || b->data[i] == '>')
-				b->data[i] = '?';
-		}
+		output_header_id(b, v->match.data, v->match.len);
 		snprintf(sim, sizeof sim, ">; similarity=%.2f", v->sim);
 		buf_append(b, sim, strlen(sim));
+		if (group) {
+			buf_append(b, "; group=<", 9);
+			output_header_id(b, v->group.data, v->group.len);
+			buf_append(b, ">", 1);
+		}
 	}
 	buf_append(b, eol, strlen(eol));
 }
@@ -304,7 +348,7 @@ output_mail(struct output *o, const struct record *r, const struct verdict *v)
 	if ((nl = memchr(p, '\n', end - p)) != NULL && nl > p && nl[-1] == '\r')
 		eol = "\r\n";
 	if (v != NULL)
-		output_mail_header(&o->b, v, eol);
+		output_mail_header(&o->b, v, o->group, eol);
 	output_mail_copy(&o->b, p, end, mbox && !had, v != NULL);
 	if (o->delim == '\0')
 		buf_append(&o->b, "", 1);
@@ -323,7 +367,8 @@ output_record(struct output *o, const struct record *r,
 	char	 c = o->delim, sim[32];
 	size_t	 i;
 
-	if (o->format == FORMAT_MAIL && o->mode != OUT_PAIRS) {
+	if (o->format == FORMAT_MAIL && o->mode != OUT_PAIRS &&
+	    o->mode != OUT_CLUSTERS) {
 		if (o->mode == OUT_NONE || (o->mode == OUT_UNIQUE &&
 		    v->kind == V_DUPLICATE) || (o->mode == OUT_DUPLICATES &&
 		    v->kind != V_DUPLICATE))
@@ -354,9 +399,25 @@ output_record(struct output *o, const struct record *r,
 			    v->pairs[i].id.len);
 			buf_append(&o->b, "\t", 1);
 			output_field(&o->b, o->id.data, o->id.len);
-			snprintf(sim, sizeof sim, "\t%.4f\n", v->pairs[i].sim);
+			snprintf(sim, sizeof sim, "\t%.4f", v->pairs[i].sim);
 			buf_append(&o->b, sim, strlen(sim));
+			if (o->group) {
+				buf_append(&o->b, "\t", 1);
+				output_field(&o->b, v->group.data,
+				    v->group.len);
+			}
+			buf_append(&o->b, "\n", 1);
 		}
+		goto check;
+	case OUT_CLUSTERS:
+		if (v->kind != V_UNIQUE && v->kind != V_DUPLICATE)
+			return (0);
+		record_idstr(r, &o->id);
+		output_field(&o->b, o->id.data, o->id.len);
+		buf_append(&o->b, "\t", 1);
+		output_group_id(o, r, v);
+		output_field(&o->b, o->id.data, o->id.len);
+		buf_append(&o->b, "\n", 1);
 		goto check;
 	}
 	buf_append(&o->b, &c, 1);

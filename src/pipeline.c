@@ -578,7 +578,7 @@ pipeline_mark(struct pipeline *p, struct plbatch *b, char **cause)
 	if (!p->o.track)
 		return (0);
 	for (i = 0; i < b->n; i++)
-		n += b->vs[i].replay && b->vs[i].self != 0;
+		n += b->vs[i].self != 0;
 	if (b->first == b->end && n == 0)
 		return (0);
 	if (p->out != NULL && (rc = output_sync(p->out, cause)) != 0)
@@ -589,7 +589,7 @@ pipeline_mark(struct pipeline *p, struct plbatch *b, char **cause)
 		u64vec_push(&p->mranges, b->end);
 	}
 	for (i = 0; i < b->n; i++) {
-		if (b->vs[i].replay && b->vs[i].self != 0)
+		if (b->vs[i].self != 0)
 			u64vec_push(&p->mreplays, b->vs[i].self);
 	}
 	pthread_cond_signal(&p->work);

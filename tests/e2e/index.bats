@@ -578,3 +578,38 @@ mismatch() {
 	assert_status 4
 	assert_err_has "invalid"
 }
+
+@test "groups: a chain's first document is the group of every later one, across runs" {
+	B="$A!"
+	C="$A!!"
+	printf 'a\t%s\nb\t%s\nz\tan unrelated record of its own\n' "$A" "$B" >run1
+	printf 'c\t%s\n' "$C" >run2
+	mhrun -f tsv -d db -t 0.9 --clusters run1
+	assert_status 0
+	printf 'a\ta\nb\ta\nz\tz\n' | assert_out
+	# A later run: c's best match is b (chained in by run 1), its group
+	# is still a.
+	mhrun -f tsv -d db -t 0.9 -a --group run2
+	assert_status 0
+	cut -f1,2,4,5 "$T/out" >got
+	printf 'duplicate\tb\ta\tc\n' | assert_same - got
+	printf 'e\t%s\n' "$C" | mhrun -f tsv -d db -t 0.9 -p --group
+	assert_status 0
+	awk -F'\t' '{ print $1 "\t" $2 "\t" $4 }' "$T/out" | sort >got
+	printf 'a\te\ta\nb\te\ta\nc\te\ta\n' | assert_same - got
+	# jsonl: a "group" member.
+	printf '{"id":"d","text":"%s!!!"}\n' "$A" >run3
+	mhrun -f jsonl -d db -t 0.9 -a --group run3
+	grep -q '"verdict":"duplicate".*"group":"a"' "$T/out" || fail "$(cat "$T/out")"
+	# Seen records keep their group.
+	mhrun -f tsv -d db -t 0.9 --clusters run1
+	printf 'a\ta\nb\ta\nz\tz\n' | assert_out
+}
+
+@test "groups: --group needs -a or -p; --clusters excludes the other modes" {
+	mhrun --group </dev/null
+	assert_status 2
+	assert_err_has "--group goes with --annotate or --pairs"
+	mhrun --clusters -a </dev/null
+	assert_status 2
+}
