@@ -41,6 +41,7 @@ struct stream {
 	uint64_t			 recno;
 	int				 eof;
 	double				 start;
+	uint64_t			 skipped_files;	/* input_next -2 */
 };
 
 static volatile sig_atomic_t	 stop_signal;
@@ -102,6 +103,15 @@ stream_read(struct stream *s, struct plbatch *b)
 				stream_print_stats(s->p,
 				    now_seconds() - s->start);
 			}
+			continue;
+		}
+		if (rc == -2) {
+			/* A file not text or corrupt: the others are read. */
+			log_warnx("%s", cause);
+			free(cause);
+			s->skipped_files++;
+			if (s->po->policy == POLICY_FAIL)
+				return (EXIT_DATA);
 			continue;
 		}
 		if (rc < 0) {
@@ -292,6 +302,8 @@ stream_run(const struct stream_opts *o, struct pipeline *p, char **files,
 	rc = pipeline_finish(p);
 	if (status == EXIT_OK)
 		status = rc;
+	if (s.skipped_files > 0 && status == EXIT_OK)
+		status = EXIT_ERROR;
 	if (o->progress)
 		stream_progress(&s, 1);
 	if (stop_signal && status == EXIT_OK) {
