@@ -95,6 +95,7 @@ struct input {
 	int		  sniff;	/* the file's first bytes are not read */
 	int		  textcheck;	/* its first data is not looked at */
 	int		  failed;	/* the file is abandoned (input_next -2) */
+	int		  bomcheck;	/* a byte-order mark may come first */
 	unsigned char	 *zbuf;
 	size_t		  zsize;
 	size_t		  zstart;	/* unused compressed bytes */
@@ -111,6 +112,7 @@ struct input {
 static int	input_advance(struct input *, char **);
 static int	input_fill(struct input *, char **);
 static int	input_failed(struct input *);
+static void	input_bom(struct input *);
 static void	input_codec_end(struct input *);
 static ssize_t	input_decode(struct input *, char **);
 static int	input_fail(struct input *, char **, const char *, ...)
@@ -398,6 +400,7 @@ input_advance(struct input *in, char **cause)
 	in->nl = 0;
 	in->sniff = 1;
 	in->textcheck = in->framing == 0 && in->delim != '\0';
+	in->bomcheck = 1;
 	in->failed = 0;
 	return (1);
 }
@@ -712,7 +715,29 @@ input_fill(struct input *in, char **cause)
 	if (n == 0)
 		in->eof = 1;
 	in->end += n;
+	if (in->bomcheck)
+		input_bom(in);
 	return (0);
+}
+
+/*
+ * A UTF-8 byte-order mark at the start of a file (some Windows tools write
+ * one) is not part of the first record: skip it.  Its bytes may come in
+ * more than one read from a pipe.
+ */
+static void
+input_bom(struct input *in)
+{
+	static const char	 bom[] = "\xef\xbb\xbf";
+	size_t			 have = in->end - in->start;
+
+	if (have > 3)
+		have = 3;
+	if (memcmp(in->buf + in->start, bom, have) != 0 || have == 3 ||
+	    in->eof)
+		in->bomcheck = 0;
+	if (have == 3 && memcmp(in->buf + in->start, bom, 3) == 0)
+		in->start = in->scanned = in->start + 3;
 }
 
 /*

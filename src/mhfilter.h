@@ -854,6 +854,7 @@ struct pl_counts {
 	uint64_t	 invalid;
 	uint64_t	 too_long;
 	uint64_t	 failed;	/* in a batch that did not commit */
+	uint64_t	 blank;		/* blank lines left out (stream.c) */
 	uint64_t	 bytes;
 	uint64_t	 batches;
 	double		 batch_seconds;	/* deciding and committing */

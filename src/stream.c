@@ -48,6 +48,7 @@ static volatile sig_atomic_t	 stop_signal;
 static volatile sig_atomic_t	 want_stats;
 
 static int	stream_is_input(const char *, char **, int);
+static int	stream_blank(struct stream *, const struct rawrec *);
 static int	stream_read(struct stream *, struct plbatch *);
 static void	stream_deliver(void *, struct plbatch *);
 static void	stream_progress(struct stream *, int);
@@ -65,6 +66,31 @@ stream_signal(int sig)
 		want_stats = 1;
 	else if (stop_signal == 0)
 		stop_signal = sig;
+}
+
+/*
+ * Is this a blank line of TSV or JSON Lines, left out?  Nothing but JSON's
+ * white space (for TSV spaces and a CR: a tab makes an empty record).
+ */
+static int
+stream_blank(struct stream *s, const struct rawrec *rr)
+{
+	const char	*ws;
+	size_t		 i;
+
+	if (s->po->delim != '\n' || rr->toolong)
+		return (0);
+	if (s->po->format == FORMAT_JSONL)
+		ws = " \t\r";
+	else if (s->po->format == FORMAT_TSV)
+		ws = " \r";
+	else
+		return (0);
+	for (i = 0; i < rr->len; i++) {
+		if (rr->data[i] == '\0' || strchr(ws, rr->data[i]) == NULL)
+			return (0);
+	}
+	return (1);
 }
 
 /*
@@ -118,6 +144,12 @@ stream_read(struct stream *s, struct plbatch *b)
 			log_warnx("%s", cause);
 			free(cause);
 			return (EXIT_ERROR);
+		}
+		if (stream_blank(s, &rr)) {
+			/* A blank line: no record, no warning; counted. */
+			s->recno++;
+			pipeline_counts(s->p)->blank++;
+			continue;
 		}
 		inlen = (rr.toolong ? rr.fulllen : rr.len) + rr.delimited;
 		if (rr.toolong) {
@@ -191,6 +223,7 @@ stream_print_stats(struct pipeline *p, double secs)
 	STAT("empty", "%" PRIu64, ct->empty);
 	STAT("invalid", "%" PRIu64, ct->invalid);
 	STAT("too_long", "%" PRIu64, ct->too_long);
+	STAT("blank", "%" PRIu64, ct->blank);
 	STAT("invalid_utf8", "%" PRIu64, fs.invalid_utf8);
 	STAT("candidates", "%" PRIu64, fs.candidates);
 	STAT("verified", "%" PRIu64, fs.verified);

@@ -369,3 +369,40 @@ open("bad.gz", "wb").write(b)'
 	assert_status 0
 	assert_same stray "$T/out"
 }
+
+@test "a UTF-8 byte-order mark at the start of a file is skipped" {
+	printf '\357\273\277{"id":"a","text":"the first text of words"}\n' >bom.jsonl
+	printf '{"id":"b","text":"the first text of words"}\n' >>bom.jsonl
+	mhrun -f jsonl --stats bom.jsonl
+	assert_status 0
+	assert_stat invalid 0
+	assert_stat duplicates 1
+	printf '{"id":"a","text":"the first text of words"}\n' | assert_out
+	# In every file, and on stdin; the BOM is not part of a TSV id.
+	printf '\357\273\277x\tsome words here\n' >bom.tsv
+	mhrun -f tsv -a bom.tsv bom.tsv
+	printf 'unique\t-\t-\tx\tsome words here\nduplicate\tx\t1.0000\tx\tsome words here\n' |
+	    assert_out
+	mhrun -f tsv <bom.tsv
+	printf 'x\tsome words here\n' | assert_out
+}
+
+@test "blank lines in JSON Lines and TSV are skipped without a warning, counted as blank" {
+	printf '{"text":"one two three four"}\n\n  \r\n{"text":"five six seven eight"}\n' >b.jsonl
+	mhrun -f jsonl --stats b.jsonl
+	assert_status 0
+	assert_stat blank 2
+	assert_stat records 2
+	assert_stat invalid 0
+	[ -z "$(grep -v '^mhfilter: [a-z_0-9]*: ' "$T/err")" ] || fail "$(cat "$T/err")"
+	grep -v '^ *.\?$' b.jsonl | assert_out
+	printf 'a\tone two three four\n\n2\tfive six seven\n' >b.tsv
+	mhrun -f tsv --stats b.tsv
+	assert_status 0
+	assert_stat blank 1
+	assert_stat invalid 0
+	# Record numbers count the blank lines: the original is record 2.
+	printf '\n{"text":"one two three four"}\n{"text":"one two three four"}\n' |
+	    mhf -f jsonl -a >out
+	grep -q '"verdict":"duplicate","match":"2"' out || fail "$(cat out)"
+}
