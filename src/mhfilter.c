@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "mhfilter.h"
@@ -164,6 +165,7 @@ static int	run_filter(struct options *, const struct index_params *, int,
 static void	set_maint(struct options *, int, const char *);
 static void	check_maint(struct options *, int);
 static int	run_maint(struct options *);
+static void	check_service(const struct options *);
 static void	cleanup(void);
 
 /* Print the usage summary. */
@@ -933,6 +935,35 @@ run_filter(struct options *o, const struct index_params *asked, int serve,
 	return (status);
 }
 
+/*
+ * A configuration file without listen makes a filter of standard input.
+ * Started by systemd (a service's environment) with no socket either, and
+ * with nothing to read (not a pipe, file or terminal: /dev/null), that is
+ * a daemon whose configuration lacks its address: refuse, saying so,
+ * rather than filter nothing and exit 0 for the unit to be restarted.
+ */
+static void
+check_service(const struct options *o)
+{
+	static const char *const vars[] = {
+		"NOTIFY_SOCKET", "LISTEN_FDS", "INVOCATION_ID"
+	};
+	struct stat	 st;
+	size_t		 i;
+
+	if (o->config == NULL || isatty(STDIN_FILENO) ||
+	    (fstat(STDIN_FILENO, &st) == 0 && (S_ISFIFO(st.st_mode) ||
+	    S_ISREG(st.st_mode) || S_ISSOCK(st.st_mode))))
+		return;
+	for (i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+		if (getenv(vars[i]) != NULL)
+			usage_error("started by systemd (%s is set) with no "
+			    "socket: %s has no listen key and systemd passed "
+			    "no sockets (add \"listen = ADDRESS\" there, or "
+			    "a .socket unit)", vars[i], o->config);
+	}
+}
+
 int
 main(int argc, char **argv)
 {
@@ -950,6 +981,9 @@ main(int argc, char **argv)
 	    o.m.socket != NULL;
 	if (serve && argc > 0 && !o.explain)
 		usage_error("no files in daemon mode: clients send the records");
+	if (!serve && argc == 0 && o.maint == MAINT_NONE && !o.explain &&
+	    !o.mda)
+		check_service(&o);
 
 	asked = o.f.p;
 	o.f.p.texts = o.f.verify == VERIFY_EXACT;
