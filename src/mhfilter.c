@@ -260,11 +260,12 @@ static void
 usage_error(const char *fmt, ...)
 {
 	va_list	 ap;
-	char	 msg[512];
+	char	 raw[512], msg[4 * sizeof raw];
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
+	vsnprintf(raw, sizeof raw, fmt, ap);
 	va_end(ap);
+	log_escape(raw, msg, sizeof msg);
 	if (conf_file != NULL && optind >= 2)	/* one entry per argument */
 		fprintf(stderr, "mhfilter: %s:%u: %s\n", conf_file,
 		    conf_lines[optind - 2], msg);
@@ -487,11 +488,11 @@ apply_options(int argc, char **argv, struct options *o)
 			o->pl.batch = u;
 			break;
 		case OPT_MAP_SIZE:
-			NUMBER(parse_size, 1 << 20, UINT64_MAX >> 1,
+			NUMBER(parse_size, 1 << 20, 1ULL << 44,
 			    &o->f.p.mapsize);
 			break;
 		case OPT_MEMTABLE:
-			NUMBER(parse_size, 1 << 16, UINT64_MAX >> 1,
+			NUMBER(parse_size, 1 << 16, 1ULL << 40,
 			    &o->f.p.memtable);
 			break;
 		case OPT_THREADS:
@@ -883,6 +884,15 @@ run_explain(struct options *o)
 	}
 	lsh_rate(o->f.p.threshold, o->f.p.bands, o->f.p.rows, &c);
 	lsh_explain(stdout, o->f.p.perms, o->f.p.threshold, &c);
+	/* The bounds asked for, when no bands and rows meet them. */
+	if (c.fn > o->max_fn || c.fp > o->max_fp)
+		putchar('\n');
+	if (c.fn > o->max_fn)
+		printf("--max-fn %g is not met: fn is %.6f (more --perms "
+		    "would help)\n", o->max_fn, c.fn);
+	if (c.fp > o->max_fp)
+		printf("--max-fp %g is not met: fp is %.6f (more --perms, or "
+		    "a larger --max-fn, would help)\n", o->max_fp, c.fp);
 	return (EXIT_OK);
 }
 

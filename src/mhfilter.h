@@ -124,6 +124,7 @@ void		 log_warn(const char *, ...)
 void		 log_warnx(const char *, ...)
 		    __attribute__((format(printf, 1, 2)));
 void		 log_verbose(int);
+void		 log_escape(const char *, char *, size_t);
 void		 log_info(const char *, ...)
 		    __attribute__((format(printf, 1, 2)));
 void		 log_debug(const char *, ...)
