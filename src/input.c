@@ -96,6 +96,9 @@ struct input {
 	int		  textcheck;	/* its first data is not looked at */
 	int		  failed;	/* the file is abandoned (input_next -2) */
 	int		  bomcheck;	/* a byte-order mark may come first */
+	/* For progress: bytes read of all files, and their total size. */
+	uint64_t	  done;
+	uint64_t	  total;	/* 0: unknown (not all regular files) */
 	unsigned char	 *zbuf;
 	size_t		  zsize;
 	size_t		  zstart;	/* unused compressed bytes */
@@ -113,6 +116,7 @@ static int	input_advance(struct input *, char **);
 static int	input_fill(struct input *, char **);
 static int	input_failed(struct input *);
 static void	input_bom(struct input *);
+static uint64_t	input_total(struct input *);
 static void	input_codec_end(struct input *);
 static ssize_t	input_decode(struct input *, char **);
 static int	input_fail(struct input *, char **, const char *, ...)
@@ -143,6 +147,7 @@ input_open(char **files, int nfiles, int delim, size_t max)
 		in->framing = delim;
 		input_mail_files(in);
 	}
+	in->total = input_total(in);
 	return (in);
 }
 
@@ -518,6 +523,7 @@ input_sniff(struct input *in, char **cause)
 		if (n == -1)
 			return (-1);
 		got += n;
+		in->done += n;
 		prefix = 0;
 		for (k = 1; k < sizeof codecs / sizeof codecs[0]; k++) {
 			if (memcmp(p, codecs[k].magic, (size_t)got <
@@ -589,6 +595,7 @@ input_decode(struct input *in, char **cause)
 			n = read(in->fd, in->zbuf, in->zsize);
 			if (n == -1)
 				return (-1);
+			in->done += n;
 			in->zstart = 0;
 			in->zend = n;
 			in->zeof = n == 0;
@@ -693,8 +700,8 @@ input_fill(struct input *in, char **cause)
 		n = input_sniff(in, cause);
 	else if (in->codec != CODEC_NONE)
 		n = input_decode(in, cause);
-	else
-		n = read(in->fd, in->buf + in->end, in->size - in->end);
+	else if ((n = read(in->fd, in->buf + in->end, in->size - in->end)) > 0)
+		in->done += n;
 	if (n == -1) {
 		if (in->failed)
 			return (-1);
@@ -827,6 +834,36 @@ input_wait_or(struct input *in, int fd)
 	if (poll(pfd, 2, -1) == -1)
 		return (1);
 	return (pfd[0].revents != 0 || pfd[1].revents == 0);
+}
+
+/*
+ * How far the reading is: bytes read of all the inputs (compressed ones as
+ * they are stored) and, when every input is a regular file, their size;
+ * 0 when not known.
+ */
+void
+input_progress(struct input *in, uint64_t *done, uint64_t *total)
+{
+	*done = in->done;
+	*total = in->total;
+}
+
+/* The size of all the inputs, if they are all regular files; else 0. */
+static uint64_t
+input_total(struct input *in)
+{
+	struct stat	 st;
+	uint64_t	 total = 0;
+	int		 i;
+
+	for (i = 0; i < in->nfiles; i++) {
+		if ((strcmp(in->files[i], "-") == 0 ? fstat(STDIN_FILENO,
+		    &st) : stat(in->files[i], &st)) != 0 ||
+		    !S_ISREG(st.st_mode))
+			return (0);
+		total += st.st_size;
+	}
+	return (total);
 }
 
 /* Close the current file and free the reader. */

@@ -229,6 +229,7 @@ struct input	*input_open(char **, int, int, size_t);
 int		 input_next(struct input *, struct rawrec *, char **);
 int		 input_wait(struct input *, int);
 int		 input_wait_or(struct input *, int);
+void		 input_progress(struct input *, uint64_t *, uint64_t *);
 void		 input_close(struct input *);
 
 /* record.c: a raw record to (id, text) for the chosen format. */

@@ -32,6 +32,7 @@
  * 30,000 records/s where a file given as an argument went at 80,000.
  */
 #define INPUT_GRACE	2
+#define PROGRESS_HZ	4	/* progress line redraws a second, at most */
 
 struct stream {
 	const struct stream_opts	*o;
@@ -183,21 +184,34 @@ stream_deliver(void *arg, struct plbatch *b)
 	}
 }
 
-/* Redraw the progress line on stderr, at most once a second. */
+/*
+ * Redraw the progress line on stderr, at most PROGRESS_HZ times a second:
+ * the counts, the bytes read and their rate, and when the inputs are
+ * regular files (their size known) the share read and the time left.
+ */
 static void
 stream_progress(struct stream *s, int last)
 {
 	static double		 shown;
 	const struct pl_counts	*ct = pipeline_counts(s->p);
-	double			 now = now_seconds();
+	double			 now = now_seconds(), secs, eta;
+	uint64_t		 done, total;
 
-	if (!last && now - shown < 1.0)
+	if (!last && now - shown < 1.0 / PROGRESS_HZ)
 		return;
 	shown = now;
+	secs = now - s->start > 0 ? now - s->start : 1e-9;
+	input_progress(s->in, &done, &total);
 	fprintf(stderr, "\rmhfilter: %" PRIu64 " records, %" PRIu64
-	    " unique, %" PRIu64 " duplicates, %.0f records/s\033[K",
-	    ct->records, ct->unique, ct->duplicates,
-	    ct->records / (now - s->start > 0 ? now - s->start : 1));
+	    " unique, %" PRIu64 " duplicates, %.0f records/s, %.1f MB, "
+	    "%.1f MB/s", ct->records, ct->unique, ct->duplicates,
+	    ct->records / secs, done / 1e6, done / secs / 1e6);
+	if (total > 0 && done <= total) {
+		eta = done > 0 ? (total - done) * secs / done : 0;
+		fprintf(stderr, ", %.0f%%, %d:%02d left", 100.0 * done / total,
+		    (int)(eta / 60), (int)eta % 60);
+	}
+	fputs("\033[K", stderr);
 	if (last)
 		fputc('\n', stderr);
 }

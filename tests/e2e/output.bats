@@ -208,3 +208,25 @@ assert o["mhfilter"]["verdict"] == "duplicate", o
 assert o["mhfilter"]["match"] == "\ufffd\ufffdid", o' "$T/out" ||
 	    fail "not the expected JSON" "$(cat "$T/out")"
 }
+
+@test "progress on a terminal: bytes, rate, and for files the share read and the time left, at most 4 a second" {
+	command -v script >/dev/null || skip "script(1) is not installed"
+	gen_tsv 20000 >in
+	gzip -c in >in.gz
+	start=$(date +%s.%N)
+	script -qec "timeout 60 '$MHFILTER' -f tsv --batch 10 in.gz 2>&1 >out" /dev/null >tty
+	end=$(date +%s.%N)
+	assert_same in out
+	tr '\r' '\n' <tty | grep 'mhfilter: 20000 records' >last
+	grep -qE ' records/s, [0-9.]+ MB, [0-9.]+ MB/s, 100%, 0:00 left' last ||
+	    fail "$(cat tty)"
+	# 2000 batches, but not 2000 redraws.
+	n=$(tr '\r' '\n' <tty | grep -c 'mhfilter: [0-9]* records')
+	max=$(python3 -c "print(int(($end - $start) * 4) + 2)")
+	[ "$n" -le "$max" ] || fail "$n redraws in $(python3 -c "print($end - $start)") s"
+	# From a pipe the size is not known: no share, no time left.
+	script -qec "cat in | timeout 60 '$MHFILTER' -f tsv 2>&1 >out" /dev/null >tty
+	tr '\r' '\n' <tty | grep -q 'mhfilter: 20000 records.* MB/s' ||
+	    fail "$(cat tty)"
+	run ! grep -q 'left' tty
+}
