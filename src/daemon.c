@@ -70,6 +70,8 @@
 #define REPLY_HIGH	(256 * 1024)	/* stop reading a client above this */
 #define REPLY_LOW	(64 * 1024)	/* and read it again below this */
 #define LINGER_SECS	5		/* read and drop after an error line */
+/* Refused clients held to be told "busy" and linger: a burst's worth. */
+#define REFUSED_MAX(max) ((size_t)((max) > 256 ? (max) : 256))
 #define DRAIN_SECS	10		/* at exit, for clients to read replies */
 #define STATUS_SECS	1.0		/* systemd STATUS= at most this often */
 #define COMMAND		"#mhfilter "	/* a record starting so is a command */
@@ -201,6 +203,7 @@ static void	daemon_healthz(struct evhttp_request *, void *);
 static void	daemon_notfound(struct evhttp_request *, void *);
 
 static struct client *client_new(struct daemon *, int, const char *);
+static void	daemon_refuse(struct daemon *, int);
 static void	client_free(struct client *);
 static void	client_read(struct bufferevent *, void *);
 static void	client_write(struct bufferevent *, void *);
@@ -644,10 +647,9 @@ daemon_accept(struct evconnlistener *l, evutil_socket_t fd,
 	else
 		snprintf(peer, sizeof peer, "?");
 
-	if (d->nclients >= 2 * (size_t)d->o->max_clients) {
-		/* Not even room to say so. */
-		close(fd);
-		d->rejected++;
+	if (d->nclients - d->nadmitted >= REFUSED_MAX(d->o->max_clients)) {
+		/* Too many refused ones still lingering: say so briefly. */
+		daemon_refuse(d, fd);
 		return;
 	}
 	c = client_new(d, fd, peer);
@@ -666,6 +668,32 @@ daemon_accept(struct evconnlistener *l, evutil_socket_t fd,
 	c->admitted = 1;
 	d->nadmitted++;
 	log_debug("connection %" PRIu64 " from %s", c->conn, c->peer);
+}
+
+/*
+ * Refuse a connection when even the refused ones are too many to hold:
+ * the busy line written at once (a new socket's buffer takes it), the
+ * write side shut, and what the client sent so far read, so that closing
+ * does not reset the connection (a reset can destroy the line unread).
+ */
+static void
+daemon_refuse(struct daemon *d, int fd)
+{
+	struct buf	 b = { 0 };
+	char		 msg[80], drop[4096];
+	int		 i;
+
+	snprintf(msg, sizeof msg, "too many clients (--max-clients %" PRIu64
+	    ")", d->o->max_clients);
+	reply_error(&b, NULL, 0, "busy", msg);
+	(void)send(fd, b.data, b.len, MSG_DONTWAIT|MSG_NOSIGNAL);
+	buf_free(&b);
+	shutdown(fd, SHUT_WR);
+	for (i = 0; i < 16 && recv(fd, drop, sizeof drop, MSG_DONTWAIT) > 0;
+	    i++)
+		;
+	close(fd);
+	d->rejected++;
 }
 
 /* Make a client for an accepted connection. */

@@ -530,14 +530,29 @@ lm_env_open(struct lmdb *ix, const char *path, int flags, uint64_t mapsize,
 		}
 	}
 
-	if ((rc = mdb_env_create(&ix->env)) != 0 ||
-	    (rc = mdb_env_set_maxdbs(ix->env, 8)) != 0 ||
-	    (rc = mdb_env_set_mapsize(ix->env,
-	    mapsize ? mapsize : MAP_DEFAULT)) != 0) {
-		lm_fail(ix, rc, "create", cause);
-		return (INDEX_ERROR);
+	for (;;) {
+		if ((rc = mdb_env_create(&ix->env)) != 0 ||
+		    (rc = mdb_env_set_maxdbs(ix->env, 8)) != 0 ||
+		    (rc = mdb_env_set_mapsize(ix->env,
+		    mapsize ? mapsize : MAP_DEFAULT)) != 0) {
+			lm_fail(ix, rc, "create", cause);
+			return (INDEX_ERROR);
+		}
+		rc = mdb_env_open(ix->env, ix->base.path, envflags, 0666);
+		/*
+		 * Reading an index one may not write (a read-only file
+		 * system, another user's): without lock.mdb, which a reader
+		 * must be able to write.  A writer at work meanwhile is not
+		 * seen (mhfilter(1), THE INDEX).
+		 */
+		if ((rc != EACCES && rc != EROFS) || !(envflags & MDB_RDONLY) ||
+		    (envflags & MDB_NOLOCK))
+			break;
+		mdb_env_close(ix->env);
+		ix->env = NULL;
+		envflags |= MDB_NOLOCK;
 	}
-	if ((rc = mdb_env_open(ix->env, ix->base.path, envflags, 0666)) != 0) {
+	if (rc != 0) {
 		if (rc == ENOENT)
 			xasprintf(cause, "no index at %s", ix->base.path);
 		else if (rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH) {

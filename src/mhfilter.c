@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "mhfilter.h"
@@ -174,6 +175,7 @@ static int	run_filter(struct options *, const struct index_params *, int,
 static void	set_maint(struct options *, int, const char *);
 static void	check_maint(struct options *, int);
 static int	run_maint(struct options *);
+static void	check_service(const struct options *);
 static void	cleanup(void);
 
 /* Print the usage summary. */
@@ -273,11 +275,12 @@ static void
 usage_error(const char *fmt, ...)
 {
 	va_list	 ap;
-	char	 msg[512];
+	char	 raw[512], msg[4 * sizeof raw];
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
+	vsnprintf(raw, sizeof raw, fmt, ap);
 	va_end(ap);
+	log_escape(raw, msg, sizeof msg);
 	if (conf_file != NULL && optind >= 2)	/* one entry per argument */
 		fprintf(stderr, "mhfilter: %s:%u: %s\n", conf_file,
 		    conf_lines[optind - 2], msg);
@@ -510,11 +513,11 @@ apply_options(int argc, char **argv, struct options *o)
 			o->pl.batch = u;
 			break;
 		case OPT_MAP_SIZE:
-			NUMBER(parse_size, 1 << 20, UINT64_MAX >> 1,
+			NUMBER(parse_size, 1 << 20, 1ULL << 44,
 			    &o->f.p.mapsize);
 			break;
 		case OPT_MEMTABLE:
-			NUMBER(parse_size, 1 << 16, UINT64_MAX >> 1,
+			NUMBER(parse_size, 1 << 16, 1ULL << 40,
 			    &o->f.p.memtable);
 			break;
 		case OPT_THREADS:
@@ -926,6 +929,15 @@ run_explain(struct options *o)
 	}
 	lsh_rate(o->f.p.threshold, o->f.p.bands, o->f.p.rows, &c);
 	lsh_explain(stdout, o->f.p.perms, o->f.p.threshold, &c);
+	/* The bounds asked for, when no bands and rows meet them. */
+	if (c.fn > o->max_fn || c.fp > o->max_fp)
+		putchar('\n');
+	if (c.fn > o->max_fn)
+		printf("--max-fn %g is not met: fn is %.6f (more --perms "
+		    "would help)\n", o->max_fn, c.fn);
+	if (c.fp > o->max_fp)
+		printf("--max-fp %g is not met: fp is %.6f (more --perms, or "
+		    "a larger --max-fn, would help)\n", o->max_fp, c.fp);
 	return (EXIT_OK);
 }
 
@@ -988,6 +1000,35 @@ run_filter(struct options *o, const struct index_params *asked, int serve,
 	return (status);
 }
 
+/*
+ * A configuration file without listen makes a filter of standard input.
+ * Started by systemd (a service's environment) with no socket either, and
+ * with nothing to read (not a pipe, file or terminal: /dev/null), that is
+ * a daemon whose configuration lacks its address: refuse, saying so,
+ * rather than filter nothing and exit 0 for the unit to be restarted.
+ */
+static void
+check_service(const struct options *o)
+{
+	static const char *const vars[] = {
+		"NOTIFY_SOCKET", "LISTEN_FDS", "INVOCATION_ID"
+	};
+	struct stat	 st;
+	size_t		 i;
+
+	if (o->config == NULL || isatty(STDIN_FILENO) ||
+	    (fstat(STDIN_FILENO, &st) == 0 && (S_ISFIFO(st.st_mode) ||
+	    S_ISREG(st.st_mode) || S_ISSOCK(st.st_mode))))
+		return;
+	for (i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+		if (getenv(vars[i]) != NULL)
+			usage_error("started by systemd (%s is set) with no "
+			    "socket: %s has no listen key and systemd passed "
+			    "no sockets (add \"listen = ADDRESS\" there, or "
+			    "a .socket unit)", vars[i], o->config);
+	}
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1005,6 +1046,9 @@ main(int argc, char **argv)
 	    o.m.socket != NULL;
 	if (serve && argc > 0 && !o.explain)
 		usage_error("no files in daemon mode: clients send the records");
+	if (!serve && argc == 0 && o.maint == MAINT_NONE && !o.explain &&
+	    !o.mda)
+		check_service(&o);
 
 	asked = o.f.p;
 	o.f.p.texts = o.f.verify == VERIFY_EXACT;

@@ -124,6 +124,7 @@ void		 log_warn(const char *, ...)
 void		 log_warnx(const char *, ...)
 		    __attribute__((format(printf, 1, 2)));
 void		 log_verbose(int);
+void		 log_escape(const char *, char *, size_t);
 void		 log_info(const char *, ...)
 		    __attribute__((format(printf, 1, 2)));
 void		 log_debug(const char *, ...)
@@ -228,6 +229,7 @@ struct input	*input_open(char **, int, int, size_t);
 int		 input_next(struct input *, struct rawrec *, char **);
 int		 input_wait(struct input *, int);
 int		 input_wait_or(struct input *, int);
+void		 input_progress(struct input *, uint64_t *, uint64_t *);
 void		 input_close(struct input *);
 
 /* record.c: a raw record to (id, text) for the chosen format. */
@@ -921,6 +923,7 @@ struct pl_counts {
 	uint64_t	 invalid;
 	uint64_t	 too_long;
 	uint64_t	 failed;	/* in a batch that did not commit */
+	uint64_t	 blank;		/* blank lines left out (stream.c) */
 	uint64_t	 bytes;
 	uint64_t	 batches;
 	double		 batch_seconds;	/* deciding and committing */

@@ -230,3 +230,18 @@ annotate_verdicts() {
 	cut -f1 resend_e | sed 's/^/unique	/' | assert_same - again_e
 	stop_daemon
 }
+
+@test "--max-clients: a burst of connections over the limit all get the busy line, none a reset" {
+	start_daemon -v --max-clients 1 --listen "unix:$T/sock" \
+	    --listen tcp:127.0.0.1:0
+	: >empty
+	timeout 120 python3 "$CLIENT" raw "unix:$T/sock" empty held &
+	BG_PIDS+=("$!")
+	wait_log "connection 1 from"
+	for addr in "unix:$T/sock" "$(tcp_addr)"; do
+		timeout 120 python3 "$CLIENT" burst "$addr" 100 >outcome
+		printf '100 %s\n' "b'error\\t-\\tbusy\\ttoo many clients (--max-clients 1)\\n'" |
+		    cmp - outcome || fail "$addr: $(cat outcome)"
+	done
+	stop_daemon
+}

@@ -613,3 +613,43 @@ mismatch() {
 	mhrun --clusters -a </dev/null
 	assert_status 2
 }
+
+# Run mhfilter as a user who may read the index but not write it: nobody
+# when the tests run as root, else the caller (the modes do the rest).
+mhrun_reader() {
+	status=0
+	if [ "$(id -u)" -eq 0 ]; then
+		timeout 60 setpriv --reuid=nobody --regid=nogroup \
+		    --clear-groups "$MHFILTER" "$@" >"$T/out" 2>"$T/err" ||
+		    status=$?
+	else
+		timeout 60 "$MHFILTER" "$@" >"$T/out" 2>"$T/err" || status=$?
+	fi
+}
+
+@test "-Q, --info, --check and --export read an index they may not write" {
+	gen_tsv 200 >in
+	mhrun -f tsv --db "$T/db" in
+	assert_status 0
+	chmod 0755 "$T"
+	chmod 0444 "$T/db"/*
+	chmod 0555 "$T/db"
+	mkdir "$T/w"
+	chmod 0777 "$T/w"
+	mhrun_reader -f tsv --db "$T/db" -Q --stats "$T/in"
+	assert_status 0
+	assert_stat seen 200
+	mhrun_reader --db "$T/db" --info
+	assert_status 0
+	grep -q . "$T/out" || fail "no --info output"
+	mhrun_reader --db "$T/db" --check
+	assert_status 0
+	mhrun_reader --db "$T/db" --export "$T/w/export"
+	assert_status 0
+	[ -s "$T/w/export" ] || fail "nothing exported"
+	# Writing it is still refused.
+	mhrun_reader -f tsv --db "$T/db" "$T/in"
+	assert_status 1
+	assert_err_has 'Permission denied'
+	chmod -R u+w "$T/db"
+}

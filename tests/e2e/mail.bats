@@ -374,3 +374,17 @@ Content-Type: multipart/mixed; boundary=zz'
 	[ "$(ls Maildir/.Duplicates/new | wc -l)" -eq 1 ]
 	grep -q '^Message-ID: <w2@example.org>' Maildir/.Duplicates/new/*
 }
+
+@test "mbox: a compressed mailbox is read like the plain one" {
+	make_mbox
+	gzip -c in.mbox >in.mbox.gz
+	mhrun -f mail --stats in.mbox
+	cp "$T/out" plain.out
+	mhrun -f mail --stats in.mbox.gz
+	assert_status 0
+	assert_stat records 3
+	assert_stat duplicates 1
+	assert_same plain.out "$T/out"
+	xz -c in.mbox | mhf -f mail >xz.out
+	assert_same plain.out xz.out
+}
