@@ -211,7 +211,8 @@ start_read() {
 
 	shift
 	mkfifo "in.$i" "out.$i"
-	"$MHFILTER" -f tsv -d db "$@" <"in.$i" >"out.$i" 2>"err.$i" &
+	"$MHFILTER" -f "${FORMAT:-tsv}" -d db "$@" <"in.$i" >"out.$i" \
+	    2>"err.$i" &
 	MPID=$!
 	BG_PIDS+=("$MPID")
 	cat "out.$i" >"got.$i" &
@@ -287,4 +288,22 @@ kill_paused() {
 	# The final run completed: a rerun writes nothing.
 	mhrun -f tsv -d db all
 	[ ! -s "$T/out" ] || fail "$(wc -l <"$T/out") written again"
+}
+
+@test "kill -9 with a slow reader, line records without ids: identical texts are replayed the same way" {
+	gen_tsv "$N" | cut -f2 >all
+	split -l 500 all chunk.
+	FORMAT=line start_read 1 --batch 100
+	wait_lines got.1 30 2000
+	kill_paused 1
+	complete_lines got.1 >written
+	n1="$(wc -l <written)"
+	mhrun -d db -Q --stats /dev/null
+	[ "$(stat_of index_documents)" -gt "$n1" ] || fail "nothing in flight"
+	mhrun -d db --stats all
+	assert_status 0
+	sort -u written "$T/out" | cmp - <(sort -u all) || fail "records missing"
+	repeats=$((n1 + $(wc -l <"$T/out") - $(sort -u all | wc -l)))
+	[ "$repeats" -le 600 ] || fail "$repeats records written twice"
+	[ "$(stat_of replayed)" -gt 0 ] || fail "no replays"
 }
