@@ -691,14 +691,7 @@ apply_options(int argc, char **argv, struct options *o)
 				    "--duplicates, --annotate or --pairs");
 			o->pl.mode = OUT_NONE;
 		}
-		/*
-		 * The milter answers a message sent again with the same
-		 * Message-ID as a replay (REPLAY_ALL, as the daemon does):
-		 * its ids are record numbers, so that a copy of a message
-		 * is a duplicate of it.
-		 */
-		if (o->m.socket != NULL)
-			mail_set_flags(mail_flags() | MAIL_NO_ID);
+
 		mail_init();
 	} else if (src == 2 && (o->mail_single || o->mda))
 		usage_error("--single and --mda go with --format mail");
@@ -709,10 +702,9 @@ apply_options(int argc, char **argv, struct options *o)
 		usage_error("--mda and --listen are exclusive");
 	if (o->group)
 		o->pl.mode |= OUT_GROUP;
-	if (src == 2 && o->replay_given && (o->d.nlisten > 0 ||
-	    o->m.socket != NULL))
-		usage_error("--replay goes with files and standard input: the "
-		    "daemon and the milter answer every replay");
+	if (src == 2 && o->replay_given && o->d.nlisten > 0)
+		usage_error("--replay does not go with --listen: the daemon "
+		    "answers every replay");
 	if (src == 2 && o->m.socket != NULL && (o->d.nlisten > 0 || o->mda))
 		usage_error("--milter and --%s are exclusive", o->mda ? "mda" :
 		    "listen");
@@ -955,14 +947,15 @@ run_filter(struct options *o, const struct index_params *asked, int serve,
 	int			 rc, status;
 
 	/*
-	 * A client that never got its answer gets it again: a server
-	 * replays every earlier record.  The stream writes an earlier run's
-	 * record again only if that run may not have (see filter.c), so it
-	 * marks what it delivered in a persistent index.
+	 * A daemon client that never got its answer gets it again: the
+	 * daemon replays every earlier record.  The stream and the milter
+	 * write (or accept) an earlier run's record again only if that run
+	 * may not have (see filter.c), so they mark what they delivered in
+	 * a persistent index.
 	 */
-	if (serve)
+	if (serve && o->m.socket == NULL)
 		o->f.replay = REPLAY_ALL;
-	o->pl.track = !serve && o->db != NULL && !o->f.query_only &&
+	o->pl.track = o->db != NULL && !o->f.query_only &&
 	    o->f.replay == REPLAY_UNDELIVERED;
 	rc = index_open(&the_index, o->db, (o->f.query_only ? INDEX_RDONLY :
 	    0) | (o->pl.track ? INDEX_TRACK : 0), &o->f.p, o->given, &cause);

@@ -857,7 +857,7 @@ void		 output_mail_header(struct buf *, const struct verdict *, int,
 #define MAIL_STRIP_FOOTER 0x4	/* a mailing list's footer */
 #define MAIL_STRIP_ALL	0x7
 #define MAIL_STRIP_DEFAULT MAIL_STRIP_ALL
-#define MAIL_NO_ID	0x100	/* leave the id empty (--mda) */
+#define MAIL_NO_ID	0x100	/* leave the id empty */
 #define MAIL_EXIT_DUPLICATE 0	/* --mda: the message is a duplicate */
 #define MAIL_EXIT_UNIQUE 1	/* --mda: deliver it as usual */
 void		 mail_init(void);

@@ -258,8 +258,9 @@ output_mail_header(struct buf *b, const struct verdict *v, int group,
 {
 	char	 sim[32];
 
+	/* A message seen before is a duplicate to a mail filter's rules. */
 	buf_append(b, "X-Mhfilter: ", 12);
-	buf_append(b, verdict_name(v), strlen(verdict_name(v)));
+	buf_append(b, verdict_names[v->kind], strlen(verdict_names[v->kind]));
 	if (v->kind == V_DUPLICATE) {
 		buf_append(b, "; of=<", 6);
 		output_header_id(b, v->match.data, v->match.len);

@@ -471,15 +471,19 @@ pipeline_deliver(struct pipeline *p, int wait)
 		pthread_mutex_unlock(&p->lock);
 		if (b == NULL)
 			break;
+		rc = 0;
 		if (b->rc != PL_DROPPED) {
 			pipeline_count(p, b);
 			if (b->rc == 0 &&
-			    ((rc = pipeline_write(p, b, &cause)) != 0 ||
-			    (rc = pipeline_mark(p, b, &cause)) != 0))
+			    (rc = pipeline_write(p, b, &cause)) != 0)
 				pipeline_write_failed(p, rc, cause);
 		}
 		if (p->deliver != NULL)
 			p->deliver(p->deliver_arg, b);
+		/* Written and answered: delivered. */
+		if (b->rc == 0 && rc == 0 &&
+		    (rc = pipeline_mark(p, b, &cause)) != 0)
+			pipeline_write_failed(p, rc, cause);
 		pipeline_recycle(b);
 		pthread_mutex_lock(&p->lock);
 		b->state = B_FREE;
