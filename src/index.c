@@ -228,6 +228,13 @@ index_path(struct index *ix)
 	return (ix->path);
 }
 
+/* The number of the document the last insert added (0: not known). */
+uint64_t
+index_last_doc(struct index *ix)
+{
+	return (ix->last_doc);
+}
+
 /* The document numbers [first, end) the last commit inserted. */
 void
 index_batch_range(struct index *ix, uint64_t *first, uint64_t *end)

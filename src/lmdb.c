@@ -1439,6 +1439,7 @@ lmdb_insert(struct index *base, size_t slot, const uint64_t *keys,
 		return (INDEX_ERROR);
 	}
 	docid = ix->next_doc++;
+	ix->base.last_doc = docid;
 	put_be64(kb, docid);
 	if (when == 0)
 		when = ix->now;

@@ -450,6 +450,8 @@ struct index_info {
  *				count, or INDEX_ERROR naming the line.
  * index_path, index_run_start	the path as given; the first document
  *				number this process could have inserted.
+ * index_last_doc		the number of the document the last insert
+ *				added (0: a backend that cannot say yet).
  * index_batch_range		the document numbers [first, end) that the
  *				last committed transaction inserted (first
  *				== end: none, or a backend that cannot say).
@@ -494,6 +496,7 @@ int		 index_compact(struct index *, const char *, char **);
 const char	*index_path(struct index *);
 uint64_t	 index_run_start(struct index *);
 void		 index_batch_range(struct index *, uint64_t *, uint64_t *);
+uint64_t	 index_last_doc(struct index *);
 int		 index_undelivered(struct index *, uint64_t, char **);
 void		 index_delivered(struct index *, const uint64_t *, size_t,
 		    const uint64_t *, size_t);
@@ -645,6 +648,7 @@ struct index {
 	uint64_t	 run_doc;	/* the first document number of this run */
 	uint64_t	 batch_first;	/* what the last commit inserted */
 	uint64_t	 batch_end;
+	uint64_t	 last_doc;	/* what the last insert added, or 0 */
 };
 extern const struct index_ops lmdb_ops;
 int		 lmdb_remove_dir(const char *);
@@ -655,7 +659,7 @@ int		 index_export(struct index *, FILE *, char **);
 int		 index_import(struct index *, FILE *, uint64_t *, char **);
 int		 export_header(FILE *, const struct index_params *);
 int		 export_doc(FILE *, const struct docinfo *, unsigned,
-		    const struct buf *);
+		    const struct buf *, uint64_t);
 
 /*
  * codec.c: what both backends store, byte for byte (the layouts are

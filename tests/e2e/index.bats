@@ -604,6 +604,20 @@ mismatch() {
 	# Seen records keep their group.
 	mhrun -f tsv -d db -t 0.9 --clusters run1
 	printf 'a\ta\nb\ta\nz\tz\n' | assert_out
+	# An export carries the groups (the position of the group's first
+	# document); an import keeps them.
+	mhrun -d db --export ex
+	assert_status 0
+	[ "$(grep -c '"group":1}' ex)" -eq 3 ] || fail "$(cat ex)"
+	mhrun -d db2 --import ex
+	assert_status 0
+	printf 'f\t%s!!!!\n' "$A" | mhrun -f tsv -d db2 -t 0.9 --clusters
+	printf 'f\ta\n' | assert_out
+	# A group that is not an earlier line is refused.
+	sed '2s/}$/,"group":5}/' ex >bad
+	mhrun -d db3 --import bad
+	assert_status 1
+	assert_err_has "line 2: its group is not an earlier document"
 }
 
 @test "groups: --group needs -a or -p; --clusters excludes the other modes" {
