@@ -309,9 +309,10 @@ output_mail(struct output *o, const struct record *r, const struct verdict *v)
 	if (o->delim == '\0')
 		buf_append(&o->b, "", 1);
 	else if (mbox) {
+		/* Its blank line, "\r\n" after a message read with CRLF. */
 		if (r->raw.len > 0 && end[-1] != '\n')
-			buf_append(&o->b, "\n", 1);
-		buf_append(&o->b, "\n", 1);
+			buf_append(&o->b, eol, strlen(eol));
+		buf_append(&o->b, eol, strlen(eol));
 	}
 }
 

@@ -83,6 +83,34 @@ make_mbox() {
 	assert_same expected got
 }
 
+@test "mbox with CRLF line ends (from Windows): framed, compared and written as read" {
+	make_mbox
+	sed 's/$/\r/' in.mbox >crlf.mbox
+	mhrun -f mail --stats crlf.mbox
+	assert_status 0
+	assert_stat records 3
+	assert_stat duplicates 1
+	# Messages 1 and 3 byte for byte, each with its CRLF blank line.
+	awk '/^From bob/ { skip = 1 } /^From carol/ { skip = 0 } !skip' \
+	    crlf.mbox >expected
+	printf '\r\n' >>expected
+	assert_same expected "$T/out"
+	mhrun -f mail -p crlf.mbox
+	printf 'm1@example.org\tother.2@example.net\t1.0000\n' | assert_out
+	# The header field ends as the message's lines do.
+	mhrun -f mail -a crlf.mbox
+	grep -v '^X-Mhfilter: ' "$T/out" >got
+	{ cat crlf.mbox; printf '\r\n'; } >expected
+	assert_same expected got
+	[ "$(grep -c $'^X-Mhfilter: .*\r$' "$T/out")" -eq 3 ] ||
+	    fail "$(grep '^X-Mhfilter' "$T/out" | cat -A)"
+	# The text has no CR: a CRLF copy of an LF message is identical.
+	{ sed -n '/^From carol/,$p' in.mbox; echo
+	  sed -n '/^From carol/,$p' crlf.mbox | sed 's/m3@/m4@/'; } >mixed.mbox
+	mhrun -f mail -p mixed.mbox
+	printf 'm3@example.org\tm4@example.org\t1.0000\n' | assert_out
+}
+
 @test "mbox: From_ quoting is undone for the text and kept in the output" {
 	{
 		echo 'From a@example.org Tue Jul  1 10:00:00 2025'
