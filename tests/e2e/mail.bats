@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # Mail and news (-f mail): mbox, Maildir and single messages in; mbox,
 # the X-Mhfilter header, Message-ID pairs and duplicates out; re-sent
-# copies found; bad input; the MDA hook, through procmail for real.
+# copies found; bad input; the MDA hook, through procmail for real (and
+# maildrop and Dovecot's Sieve where they are installed).
 
 load helpers
 load daemon-helpers
@@ -401,4 +402,52 @@ Content-Type: multipart/mixed; boundary=zz'
 	[ "$(ls Maildir/new | wc -l)" -eq 1 ]
 	[ "$(ls Maildir/.Duplicates/new | wc -l)" -eq 1 ]
 	grep -q '^Message-ID: <w2@example.org>' Maildir/.Duplicates/new/*
+}
+
+@test "Sieve with the contrib script, through Pigeonhole's vnd.dovecot.execute (skipped without sieve-test)" {
+	local s="$TESTDIR/../contrib/mhfilter.sieve" m
+
+	command -v sieve-test >/dev/null || skip "sieve-test is not" \
+	    "installed (Debian packages dovecot-core and dovecot-sieve)"
+	# The wrapper and the settings that the script's comments give, with
+	# this mhfilter and a program directory of the test's own; a
+	# configuration file of the test's own, not /etc/dovecot's.
+	mkdir bin home
+	sed -n 's/^#\t//p' "$s" | sed -n '1,2p' |
+	    sed "s|^exec mhfilter |exec $MHFILTER |" >bin/mhfilter-mda
+	chmod 755 bin/mhfilter-mda
+	grep -q "^exec $MHFILTER -f mail --mda" bin/mhfilter-mda ||
+	    fail "no wrapper in $s:" "$(cat bin/mhfilter-mda)"
+	{
+		echo 'plugin {'
+		sed -n 's/^#\t\(sieve_[a-z_]* = \)/\1/p' "$s" |
+		    sed "s|^\(sieve_execute_bin_dir = \).*|\1$T/bin|"
+		echo '}'
+		echo "mail_location = maildir:$T/home/Maildir"
+	} >dovecot.conf
+	[ "$(grep -c '^sieve_' dovecot.conf)" -eq 3 ] ||
+	    fail "settings missing in $s:" "$(cat dovecot.conf)"
+	cp "$s" home/
+	# As root, Dovecot delivers (and runs the program) as another user.
+	if [ "$(id -u)" -eq 0 ]; then
+		printf 'mail_uid = nobody\nmail_gid = %s\n' \
+		    "$(id -gn nobody)" >>dovecot.conf
+		chmod 755 "$T"
+		chown -R nobody home
+	fi
+	msg v1@example.org 'Release notes' "$BODY1" >m1
+	msg v2@example.org 'Fwd: Release notes' "$BODY1" \
+	    'Received: from relay.example.net' >m2
+	msg v3@example.org 'Lunch' "$BODY2" >m3
+	for m in m1 m2 m3; do
+		HOME="$T/home" timeout 60 sieve-test -c dovecot.conf -e \
+		    -l "maildir:$T/home/Maildir" home/mhfilter.sieve $m \
+		    >>log 2>&1 || fail "sieve-test $m: $?" "$(cat log)"
+	done
+	[ "$(ls home/Maildir/new | wc -l)" -eq 2 ] || fail "$(cat log)"
+	[ "$(ls home/Maildir/.Duplicates/new | wc -l)" -eq 1 ] ||
+	    fail "$(cat log)"
+	grep -q '^Message-ID: <v2@example.org>' home/Maildir/.Duplicates/new/*
+	grep -q '^Message-ID: <v1@example.org>' home/Maildir/new/*
+	grep -q '^Message-ID: <v3@example.org>' home/Maildir/new/*
 }
