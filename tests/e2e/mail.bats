@@ -430,6 +430,9 @@ Content-Type: multipart/mixed; boundary=zz'
 	cp "$s" home/
 	# As root, Dovecot delivers (and runs the program) as another user.
 	if [ "$(id -u)" -eq 0 ]; then
+		setpriv --reuid=nobody --regid=nogroup --clear-groups \
+		    "$MHFILTER" --version >/dev/null 2>&1 ||
+		    skip "nobody cannot run $MHFILTER (in a private directory?)"
 		printf 'mail_uid = nobody\nmail_gid = %s\n' \
 		    "$(id -gn nobody)" >>dovecot.conf
 		chmod 755 "$T"

@@ -13,13 +13,21 @@ load daemon-helpers
 # postfix(1) is in /usr/sbin, which a user's PATH may lack.
 PATH="$PATH:/usr/sbin"
 
-setup_file() {
+# What the tests need, checked before each (bats 1.8 cannot skip from
+# setup_file).
+eval "$(declare -f setup | sed '1s/setup/helpers_setup/')"
+setup() {
+	helpers_setup
 	command -v postfix >/dev/null ||
 	    skip "Postfix is not installed (Debian package postfix)"
 	[ "$(id -u)" -eq 0 ] ||
 	    skip "Postfix's master must be started as root"
 	getent passwd postfix >/dev/null ||
 	    skip "no postfix user (an incomplete Postfix installation)"
+	# mhfilter runs as nobody, as it would as a user of its own.
+	setpriv --reuid=nobody --regid=postfix --clear-groups "$MHFILTER" \
+	    --version >/dev/null 2>&1 ||
+	    skip "nobody cannot run $MHFILTER (in a private directory?)"
 }
 
 eval "$(declare -f teardown | sed '1s/teardown/helpers_teardown/')"
@@ -101,8 +109,21 @@ pf_start() {
 	scache unix - - n - 1 scache
 	postlog unix-dgram n - n - 1 postlogd
 	EOF
-	start_daemon --milter "unix:$q/mhfilter/milter" -d db "$@"
-	chmod 666 "$q/mhfilter/milter"	# for smtpd, which runs as postfix
+	# mhfilter as README and mhfilter(1) set it up: an unprivileged user
+	# (nobody here) in the postfix group, with umask 007, so that only
+	# Postfix may use the socket.
+	chown nobody "$q/mhfilter"
+	mkdir db
+	chown nobody db
+	cat >"$T/mhfilter-postfix" <<-EOF
+	#!/bin/sh
+	umask 007
+	exec setpriv --reuid=nobody --regid=postfix --clear-groups \\
+	    "$MHFILTER" "\$@"
+	EOF
+	chmod 755 "$T/mhfilter-postfix"
+	MHFILTER="$T/mhfilter-postfix" start_daemon \
+	    --milter "unix:$q/mhfilter/milter" -d db "$@"
 	# A configuration Postfix rejects is this test's fault: fail.  One
 	# it accepts but cannot run here (a container) is skipped.
 	timeout 60 postfix -c "$PF" check >"$T/pf/start" 2>&1 ||
@@ -117,8 +138,9 @@ pf_start() {
 	wait_pf_log 'daemon started'
 }
 
-# Stop Postfix (if this test started it) and wait for its master to end,
-# then mhfilter; the helpers' teardown removes whatever is left.
+# Stop Postfix (if this test started it) and wait up to 10 s for its
+# master to end; the helpers' teardown then stops mhfilter, if still
+# running, and removes the test's directory.
 pf_stop() {
 	local pid i=0
 
