@@ -332,8 +332,13 @@ input_mail_next(struct input *in, struct rawrec *rr, char **cause)
 		}
 		in->scanned = in->end;
 		if (in->end - in->start > in->max) {
-			/* Over the limit: drop it, not a separator's start. */
+			/*
+			 * Over the limit: drop it, not what may be the start
+			 * of a separator ("\n\r\nFrom", or less of one).
+			 */
 			keep = in->whole[in->next - 1] ? 0 : 7;
+			if (keep > in->end - in->start)
+				keep = in->end - in->start;
 			if (!in->skipping)
 				in->skipline = in->nl + 1;
 			in->nl += input_count_nl(in->buf + in->start,
