@@ -110,6 +110,15 @@ make_mbox() {
 	  sed -n '/^From carol/,$p' crlf.mbox | sed 's/m3@/m4@/'; } >mixed.mbox
 	mhrun -f mail -p mixed.mbox
 	printf 'm3@example.org\tm4@example.org\t1.0000\n' | assert_out
+	# A CRLF message from a Maildir: the From_ line and the blank line
+	# that mhfilter adds end in CRLF too.
+	mkdir -p md/new
+	sed -n '/^From carol/,$p' crlf.mbox | tail -n +2 >md/new/1.host
+	mhrun -f mail md
+	assert_status 0
+	[ "$(grep -c '^From MAILER-DAEMON ' "$T/out")" -eq 1 ] &&
+	    [ "$(grep -vc $'\r$' "$T/out")" -eq 0 ] ||
+	    fail "$(cat -A "$T/out")"
 }
 
 @test "mbox: From_ quoting is undone for the text and kept in the output" {
