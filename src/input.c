@@ -7,11 +7,12 @@
  *
  * For mail (-f mail) the delimiter is a framing mode instead: INPUT_MBOX
  * cuts mbox files before each "From " line that follows a blank line (the
- * blank line belongs to neither message) and reads a Maildir, given as a
- * directory, as one message a file from cur/ and new/ in file-name order
- * (an MH folder or a news spool: its numbered files, in numeric order);
- * INPUT_SINGLE reads each input as one message.  Messages are kept byte for
- * byte, From_ line and >From quoting included; mail.c undoes the quoting.
+ * blank line, "\r\n" in an mbox from Windows, belongs to neither message)
+ * and reads a Maildir, given as a directory, as one message a file from
+ * cur/ and new/ in file-name order (an MH folder or a news spool: its
+ * numbered files, in numeric order); INPUT_SINGLE reads each input as one
+ * message.  Messages are kept byte for byte, From_ line and >From quoting
+ * included; mail.c undoes the quoting.
  * A message's "line" (for warnings) is the line of its From_ line in the
  * mbox, so that an editor finds it; in a Maildir, the file names it.
  *
@@ -243,17 +244,33 @@ input_mail_files(struct input *in)
 	in->nfiles = n;
 }
 
-/* Where the next message of an mbox starts ("\n\nFrom "), or NULL. */
+/*
+ * Where the next message of an mbox starts: the end of the line before the
+ * blank line ahead of a "From " line, or NULL.  The blank line, "\n" or,
+ * in an mbox written on Windows, "\r\n", is *blank bytes long.
+ */
 static char *
-input_mbox_sep(struct input *in)
+input_mbox_sep(struct input *in, size_t *blank)
 {
+	char	*p, *first = in->buf + in->start, *end = in->buf + in->end;
 	size_t	 from = in->scanned;
 
 	if (from < in->start + 6)
 		from = in->start;
 	else
 		from -= 6;	/* a separator across two reads */
-	return (memmem(in->buf + from, in->end - from, "\n\nFrom ", 7));
+	for (p = in->buf + from; (p = memmem(p, end - p, "\nFrom ", 6)) !=
+	    NULL; p++) {
+		if (p - 1 >= first && p[-1] == '\n') {
+			*blank = 1;
+			return (p - 1);
+		}
+		if (p - 2 >= first && p[-1] == '\r' && p[-2] == '\n') {
+			*blank = 2;
+			return (p - 2);
+		}
+	}
+	return (NULL);
 }
 
 /*
@@ -309,6 +326,20 @@ input_blank(const char *p, size_t len)
 }
 
 /*
+ * The length of the blank line ending the len bytes at p after a line of
+ * its own ("\n\n" or "\r\n\r\n": 1 or 2), or 0.
+ */
+static size_t
+input_blank_end(const char *p, size_t len)
+{
+	if (len >= 2 && memcmp(p + len - 2, "\n\n", 2) == 0)
+		return (1);
+	if (len >= 3 && memcmp(p + len - 3, "\n\r\n", 3) == 0)
+		return (2);
+	return (0);
+}
+
+/*
  * The next message (input_next with mail framing): an mbox is cut before
  * each separator; a Maildir file or a single message is a whole input.
  */
@@ -316,7 +347,7 @@ static int
 input_mail_next(struct input *in, struct rawrec *rr, char **cause)
 {
 	char		*p;
-	size_t		 len, keep, next;
+	size_t		 len, keep, next, blank;
 	uint64_t	 line;
 	int		 rv;
 
@@ -332,16 +363,15 @@ input_mail_next(struct input *in, struct rawrec *rr, char **cause)
 		}
 		p = NULL;
 		if (!in->whole[in->next - 1])
-			p = input_mbox_sep(in);
+			p = input_mbox_sep(in, &blank);
 		if (p != NULL || in->eof) {
 			len = (p != NULL ? (size_t)(p + 1 - in->buf) :
 			    in->end) - in->start;
-			next = in->start + len + (p != NULL);
+			next = in->start + len + (p != NULL ? blank : 0);
 			/* The blank line before the end of an mbox. */
-			if (p == NULL && !in->whole[in->next - 1] && len >= 2 &&
-			    memcmp(in->buf + in->start + len - 2, "\n\n", 2) ==
-			    0)
-				len--;
+			if (p == NULL && !in->whole[in->next - 1])
+				len -= input_blank_end(in->buf + in->start,
+				    len);
 			if (!in->skipping && input_blank(in->buf + in->start,
 			    len)) {
 				in->start = in->scanned = next;
@@ -360,8 +390,13 @@ input_mail_next(struct input *in, struct rawrec *rr, char **cause)
 		}
 		in->scanned = in->end;
 		if (in->end - in->start > in->max) {
-			/* Over the limit: drop it, not a separator's start. */
-			keep = in->whole[in->next - 1] ? 0 : 6;
+			/*
+			 * Over the limit: drop it, not what may be the start
+			 * of a separator ("\n\r\nFrom", or less of one).
+			 */
+			keep = in->whole[in->next - 1] ? 0 : 7;
+			if (keep > in->end - in->start)
+				keep = in->end - in->start;
 			if (!in->skipping)
 				in->skipline = in->nl + 1;
 			in->nl += input_count_nl(in->buf + in->start,
@@ -803,12 +838,13 @@ int
 input_wait(struct input *in, int ms)
 {
 	struct pollfd	 pfd;
+	size_t		 blank;
 
 	if (in->fd == -1 || in->regular || in->eof ||
 	    in->zstart < in->zend || in->zmore)
 		return (1);
 	if (in->framing != 0 ? !in->whole[in->next - 1] &&
-	    input_mbox_sep(in) != NULL : memchr(in->buf + in->scanned,
+	    input_mbox_sep(in, &blank) != NULL : memchr(in->buf + in->scanned,
 	    in->delim, in->end - in->scanned) != NULL)
 		return (1);
 	pfd.fd = in->fd;

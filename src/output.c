@@ -339,24 +339,28 @@ output_mail(struct output *o, const struct record *r, const struct verdict *v)
 		nl = nl != NULL ? nl + 1 : end;
 		buf_append(&o->b, p, nl - p);
 		p = nl;
-	} else if (mbox) {
+	}
+	/* The lines mhfilter adds end as the message's first line does. */
+	if ((nl = memchr(p, '\n', end - p)) != NULL && nl > p && nl[-1] == '\r')
+		eol = "\r\n";
+	if (!had && mbox) {
 		t = r->time != 0 ? (time_t)r->time : time(NULL);
 		gmtime_r(&t, &tm);
 		strftime(from, sizeof from, "From MAILER-DAEMON %a %b %e "
-		    "%H:%M:%S %Y\n", &tm);
+		    "%H:%M:%S %Y", &tm);
 		buf_append(&o->b, from, strlen(from));
+		buf_append(&o->b, eol, strlen(eol));
 	}
-	if ((nl = memchr(p, '\n', end - p)) != NULL && nl > p && nl[-1] == '\r')
-		eol = "\r\n";
 	if (v != NULL)
 		output_mail_header(&o->b, v, o->group, eol);
 	output_mail_copy(&o->b, p, end, mbox && !had, v != NULL);
 	if (o->delim == '\0')
 		buf_append(&o->b, "", 1);
 	else if (mbox) {
+		/* Its blank line, "\r\n" after a message read with CRLF. */
 		if (r->raw.len > 0 && end[-1] != '\n')
-			buf_append(&o->b, "\n", 1);
-		buf_append(&o->b, "\n", 1);
+			buf_append(&o->b, eol, strlen(eol));
+		buf_append(&o->b, eol, strlen(eol));
 	}
 }
 

@@ -1,8 +1,9 @@
 /*
  * Unit tests for input.c: records cut at the delimiter (newline or NUL),
  * the last record of a file without one, records over the limit (shorter
- * and longer than the read buffer), several files, a missing file, stdin,
- * and input_wait/input_wait_or on a pipe and on a regular file.
+ * and longer than the read buffer), mbox framing with CRLF line ends,
+ * several files, a missing file, stdin, and input_wait/input_wait_or on a
+ * pipe and on a regular file.
  */
 
 #include "config.h"
@@ -198,6 +199,80 @@ test_huge(void **state)
 	free(data);
 }
 
+/*
+ * An mbox written on Windows: messages are cut before a "From " line after
+ * a CRLF blank line (which belongs to neither), not before one inside a
+ * paragraph or a quoted one; the last one loses the blank line before the
+ * end of the file.  Bytes are kept as read.
+ */
+static void
+test_mbox_crlf(void **state)
+{
+	static const char	 m1[] = "From a Tue Jul  1 10:00:00 2025\r\n"
+	    "Subject: one\r\n\r\nbody\r\nFrom inside\r\n";
+	static const char	 m2[] = "From b Tue Jul  1 10:00:00 2025\r\n"
+	    "Subject: two\r\n\r\n>From the start.\r\n";
+	static const char	 m3[] = "From c Tue Jul  1 10:00:00 2025\r\n"
+	    "Subject: three\r\n\r\nlast\r\n";
+	static const struct want want[] = {
+		{ m1, sizeof m1 - 1, 1, NULL, 1 },
+		{ m2, sizeof m2 - 1, 1, NULL, 7 },
+		{ m3, sizeof m3 - 1, 0, NULL, 12 },
+	};
+	struct buf		 b = { 0 };
+
+	buf_append(&b, m1, sizeof m1 - 1);
+	buf_append(&b, "\r\n", 2);
+	buf_append(&b, m2, sizeof m2 - 1);
+	buf_append(&b, "\r\n", 2);
+	buf_append(&b, m3, sizeof m3 - 1);
+	expect_file(b.data, b.len, INPUT_MBOX, 1000, want, 3);
+	/* The blank line before the end of the file is no part of m3. */
+	buf_append(&b, "\r\n", 2);
+	expect_file(b.data, b.len, INPUT_MBOX, 1000, want, 3);
+	buf_free(&b);
+}
+
+/*
+ * A CRLF separator across two reads (input.c reads 256 KiB first), at
+ * every offset: the first message kept whole under the limit, reported
+ * with its length over it, and the next one intact either way.
+ */
+static void
+test_mbox_crlf_reads(void **state)
+{
+	static const char	 m2[] = "From b Tue Jul  1 10:00:00 2025\r\n"
+	    "Subject: two\r\n\r\nshort\r\n";
+	const size_t		 chunk = 256 * 1024;
+	struct want		 want[2];
+	struct buf		 b = { 0 };
+	size_t			 len1, i, shift, lines;
+
+	for (shift = 0; shift <= 10; shift++) {
+		/* Message 1 ends its last line at chunk - shift. */
+		len1 = chunk - shift;
+		b.len = 0;
+		buf_append(&b, "From a Tue Jul  1 10:00:00 2025\r\n", 33);
+		for (lines = 1; b.len < len1; lines++) {
+			/* Lines of 72 bytes, the last of 72 to 143. */
+			i = len1 - b.len < 144 ? len1 - b.len : 72;
+			while (i-- > 2)
+				buf_append(&b, "x", 1);
+			buf_append(&b, "\r\n", 2);
+		}
+		assert_int_equal(b.len, len1);
+		buf_append(&b, "\r\n", 2);
+		buf_append(&b, m2, sizeof m2 - 1);
+		want[0] = (struct want){ b.data, len1, 1, NULL, 1 };
+		want[1] = (struct want){ m2, sizeof m2 - 1, 0, NULL,
+		    lines + 2 };
+		expect_file(b.data, b.len, INPUT_MBOX, 1024 * 1024, want, 2);
+		want[0].data = NULL;
+		expect_file(b.data, b.len, INPUT_MBOX, 1000, want, 2);
+	}
+	buf_free(&b);
+}
+
 /* Many short records across the buffer's refills, in order. */
 static void
 test_many(void **state)
@@ -354,6 +429,8 @@ main(void)
 		cmocka_unit_test(test_nul),
 		cmocka_unit_test(test_toolong),
 		cmocka_unit_test(test_huge),
+		cmocka_unit_test(test_mbox_crlf),
+		cmocka_unit_test(test_mbox_crlf_reads),
 		cmocka_unit_test(test_many),
 		cmocka_unit_test(test_files),
 		cmocka_unit_test(test_missing),
