@@ -645,7 +645,16 @@ input_decode(struct input *in, char **cause)
 		used = in->zend - in->zstart;
 		switch (in->codec) {
 		case CODEC_GZIP:
-			if (in->zdone && used > 0) {
+			/* Zeros after a member pad it (tar's blocks): gzip's. */
+			while (in->zdone && used > 0 &&
+			    in->zbuf[in->zstart] == 0) {
+				in->zstart++;
+				in->zpos++;
+				used--;
+			}
+			if (in->zdone && used == 0)
+				continue;
+			if (in->zdone) {
 				inflateReset(&in->gz);	/* the next member */
 				in->zdone = 0;
 			}

@@ -87,7 +87,8 @@ wait_note() {
 	grep -qF "serving HTTP on unix:$T/http (from systemd)" "$T/derr"
 	timeout 60 python3 "$CLIENT" http "unix:$T/http" /metrics >metrics
 	head -n 1 metrics | grep -qx 200
-	grep -qx 'mhfilter_records_total 2' metrics
+	grep -qx 'mhfilter_records_total{verdict="unique"} 1' metrics
+	grep -qx 'mhfilter_records_total{verdict="duplicate"} 1' metrics
 	stop_daemon
 	# The sockets are systemd's: mhfilter does not remove them.
 	[ -S "$T/sock" ]

@@ -2,8 +2,8 @@
  * Unit tests for input.c: records cut at the delimiter (newline or NUL),
  * the last record of a file without one, records over the limit (shorter
  * and longer than the read buffer), mbox framing with CRLF line ends,
- * several files, a missing file, stdin, and input_wait/input_wait_or on a
- * pipe and on a regular file.
+ * several files, a missing file, stdin, input_wait/input_wait_or on a pipe
+ * and on a regular file, and gzip streamed from a pipe.
  */
 
 #include "config.h"
@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <zlib.h>
 
 #include "mhfilter.h"
 
@@ -420,6 +421,75 @@ test_stdin(void **state)
 	close(saved);
 }
 
+/* Compress len bytes of data with gzip into out, flushed: a part. */
+static size_t
+gzip_part(z_stream *z, const char *data, size_t len, int flush,
+    unsigned char *out, size_t size)
+{
+	z->next_in = (unsigned char *)data;
+	z->avail_in = len;
+	z->next_out = out;
+	z->avail_out = size;
+	assert_true(deflate(z, flush) != Z_STREAM_ERROR);
+	assert_int_equal(z->avail_in, 0);
+	return (size - z->avail_out);
+}
+
+/*
+ * Gzip from a pipe, streamed: a producer that sends a flushed part and
+ * pauses gets the records in it answered without more input; the rest,
+ * in another member, follows; the end of the data is the end of input.
+ */
+static void
+test_gzip_stream(void **state)
+{
+	struct input	*in;
+	struct rawrec	 rr;
+	z_stream	 z;
+	unsigned char	 out[256];
+	char		*cause = NULL;
+	size_t		 n;
+	int		 p[2], saved;
+
+	saved = dup(STDIN_FILENO);
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(dup2(p[0], STDIN_FILENO), STDIN_FILENO);
+	close(p[0]);
+	in = input_open(NULL, 0, '\n', 100);
+
+	memset(&z, 0, sizeof z);
+	assert_int_equal(deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8,
+	    Z_DEFAULT_STRATEGY), Z_OK);
+	n = gzip_part(&z, "one\ntw", 6, Z_SYNC_FLUSH, out, sizeof out);
+	assert_int_equal(write(p[1], out, n), (ssize_t)n);
+	assert_int_equal(input_next(in, &rr, &cause), 1);
+	assert_int_equal(rr.len, 3);
+	assert_memory_equal(rr.data, "one", 3);
+	/* Half a record decoded, nothing more sent: not ready. */
+	assert_false(input_wait(in, 10));
+	n = gzip_part(&z, "o\n", 2, Z_FINISH, out, sizeof out);
+	assert_int_equal(write(p[1], out, n), (ssize_t)n);
+	deflateEnd(&z);
+	assert_int_equal(input_next(in, &rr, &cause), 1);
+	assert_memory_equal(rr.data, "two", 3);
+	/* A second member. */
+	memset(&z, 0, sizeof z);
+	assert_int_equal(deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8,
+	    Z_DEFAULT_STRATEGY), Z_OK);
+	n = gzip_part(&z, "three\n", 6, Z_FINISH, out, sizeof out);
+	deflateEnd(&z);
+	assert_int_equal(write(p[1], out, n), (ssize_t)n);
+	close(p[1]);
+	assert_int_equal(input_next(in, &rr, &cause), 1);
+	assert_int_equal(rr.len, 5);
+	assert_memory_equal(rr.data, "three", 5);
+	assert_int_equal(input_next(in, &rr, &cause), 0);
+	input_close(in);
+
+	assert_int_equal(dup2(saved, STDIN_FILENO), STDIN_FILENO);
+	close(saved);
+}
+
 /* Run the tests, each bounded by an alarm as in memcached's testapp. */
 int
 main(void)
@@ -435,6 +505,7 @@ main(void)
 		cmocka_unit_test(test_files),
 		cmocka_unit_test(test_missing),
 		cmocka_unit_test(test_stdin),
+		cmocka_unit_test(test_gzip_stream),
 	};
 
 	alarm(60);
