@@ -171,7 +171,7 @@ index_export(struct index *ix, FILE *f, char **cause)
 		xasprintf(cause, "export: write error: %s", strerror(errno));
 		return (INDEX_ERROR);
 	}
-	if ((rc = ix->ops->each(ix, export_one, &ex, cause)) != 0)
+	if ((rc = index_each(ix, export_one, &ex, cause)) != 0)
 		return (rc);
 	if (fflush(f) != 0) {
 		xasprintf(cause, "export: write error: %s", strerror(errno));
@@ -348,7 +348,7 @@ import_header(struct index *ix, const char *line, size_t len, char **cause)
 	    want.rows != ix->p.rows || want.shingle != ix->p.shingle ||
 	    want.unit != ix->p.unit || want.norm != ix->p.norm ||
 	    want.seed != ix->p.seed || ix->p.texts != want.texts) {
-		if (ix->ops->adopt(ix, &want, cause) != 0)
+		if (index_adopt(ix, &want, cause) != 0)
 			goto out;
 	}
 	rc = 0;

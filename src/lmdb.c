@@ -93,6 +93,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -204,6 +205,8 @@ static int	l1_read(struct lmdb *, MDB_txn *, unsigned, unsigned,
 		    char **);
 static void	snap_end(struct lmdb *);
 static size_t	next_pending(const struct lmdb *, size_t);
+static void	guard_install(void);
+static void	guard_assert(MDB_env *, const char *);
 
 /*
  * Turn an LMDB error into INDEX_ERROR with a cause; MDB_MAP_FULL becomes
@@ -461,6 +464,42 @@ lmdb_remove_dir(const char *path)
 }
 
 /*
+ * Is data.mdb as long as its meta page says it is (the last page in use)?
+ * A shorter file is damaged, and reading a page past its end through the
+ * map would raise SIGBUS.  0, or INDEX_ERROR.
+ */
+static int
+lm_size_check(struct lmdb *ix, char **cause)
+{
+	MDB_envinfo	 info;
+	MDB_stat	 ms;
+	struct stat	 sb;
+	mdb_filehandle_t fd;
+	uint64_t	 want;
+	int		 rc;
+
+	if ((rc = mdb_env_info(ix->env, &info)) != 0 ||
+	    (rc = mdb_env_stat(ix->env, &ms)) != 0 ||
+	    (rc = mdb_env_get_fd(ix->env, &fd)) != 0)
+		return (lm_fail(ix, rc, "open", cause));
+	if (fstat(fd, &sb) == -1) {
+		xasprintf(cause, "index %s: fstat: %s", ix->base.path,
+		    strerror(errno));
+		return (INDEX_ERROR);
+	}
+	want = ((uint64_t)info.me_last_pgno + 1) * ms.ms_psize;
+	if (info.me_last_pgno < 1 || (uint64_t)sb.st_size < want ||
+	    want > info.me_mapsize) {
+		xasprintf(cause, "index %s is damaged (data.mdb is %jd bytes, "
+		    "its last page ends at %" PRIu64 "): rebuild it from an "
+		    "export or a copy (see mhfilter(1), DAMAGED INDEXES)",
+		    ix->base.path, (intmax_t)sb.st_size, want);
+		return (INDEX_ERROR);
+	}
+	return (0);
+}
+
+/*
  * The environment of lmdb_open: the directory (made if missing, or a
  * temporary one for a NULL path), then LMDB's environment in it.  0,
  * INDEX_MISMATCH (not LMDB) or INDEX_ERROR.
@@ -496,7 +535,9 @@ lm_env_open(struct lmdb *ix, const char *path, int flags, uint64_t mapsize,
 		}
 	}
 
+	guard_install();
 	if ((rc = mdb_env_create(&ix->env)) != 0 ||
+	    (rc = mdb_env_set_assert(ix->env, guard_assert)) != 0 ||
 	    (rc = mdb_env_set_maxdbs(ix->env, 8)) != 0 ||
 	    (rc = mdb_env_set_mapsize(ix->env,
 	    mapsize ? mapsize : MAP_DEFAULT)) != 0) {
@@ -515,6 +556,8 @@ lm_env_open(struct lmdb *ix, const char *path, int flags, uint64_t mapsize,
 			    mdb_strerror(rc));
 		return (INDEX_ERROR);
 	}
+	if ((rc = lm_size_check(ix, cause)) != 0)
+		return (rc);
 	/*
 	 * A throwaway index goes from the file system at once: LMDB keeps
 	 * its files open, and a crash (kill -9) leaves nothing behind.
@@ -1980,6 +2023,122 @@ lmdb_adopt(struct index *base, const struct index_params *want,
 	free(ix->sig);
 	ix->sig = xcalloc(ix->base.p.perms, sizeof *ix->sig);
 	return (0);
+}
+
+/*
+ * Damaged pages.  LMDB reads its pages in place, through the map, and
+ * trusts them: a damaged page number sends it outside the map (SIGSEGV)
+ * or past the end of the file (SIGBUS), and a page of the wrong kind fails
+ * one of its assertions (abort).  Checking every page up front would cost
+ * a read of the whole file at every open, and the library has no
+ * checksums; so faults are caught instead.  index.c arms this guard around
+ * each call into this backend (sigsetjmp there, no signal mask saved, so
+ * that arming costs no system call); a SIGSEGV or SIGBUS raised, or an
+ * LMDB assertion failed, while it is armed on the thread jumps back, and
+ * the call returns INDEX_ERROR saying the index is damaged.  The process
+ * then uses the index no more (INDEX_DAMAGED): the transaction the jump
+ * left is never committed, so the damage goes no further.  A fault
+ * elsewhere is not ours: the handler there was before (the default: the
+ * process dies) takes it.  The size check of lm_env_open turns the most
+ * common damage, a truncated file, into a plain error before any of this.
+ */
+static __thread sigjmp_buf	*guard_jmp;	/* armed on this thread */
+static __thread char		 guard_what[160];	/* what was caught */
+static struct sigaction		 guard_segv, guard_bus;	/* as they were */
+static pthread_once_t		 guard_once = PTHREAD_ONCE_INIT;
+
+/* Arm the guard with jb (NULL disarms); returns what was armed before. */
+sigjmp_buf *
+lmdb_guard_arm(sigjmp_buf *jb)
+{
+	sigjmp_buf	*prev = guard_jmp;
+
+	guard_jmp = jb;
+	return (prev);
+}
+
+/* SIGSEGV and SIGBUS: jump back if armed, else let the old action act. */
+static void
+guard_fault(int sig, siginfo_t *si, void *uc)
+{
+	(void)si;
+	(void)uc;
+	if (guard_jmp != NULL) {
+		/* (strcpy, not snprintf: async-signal-safe.) */
+		strcpy(guard_what, sig == SIGBUS ? "a read past the end of "
+		    "data.mdb (SIGBUS)" : "a read outside the map (SIGSEGV)");
+		siglongjmp(*guard_jmp, 1);
+	}
+	sigaction(sig, sig == SIGBUS ? &guard_bus : &guard_segv, NULL);
+}
+
+/* An LMDB assertion: jump back if armed, else LMDB aborts. */
+static void
+guard_assert(MDB_env *env, const char *msg)
+{
+	(void)env;
+	if (guard_jmp != NULL) {
+		snprintf(guard_what, sizeof guard_what, "LMDB: %s", msg);
+		siglongjmp(*guard_jmp, 1);
+	}
+}
+
+/* Install guard_fault (guard_install). */
+static void
+guard_init(void)
+{
+	struct sigaction	 sa;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sa_sigaction = guard_fault;
+	/* No mask to restore after the jump (sigsetjmp saves none). */
+	sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGSEGV, &sa, &guard_segv) == -1 ||
+	    sigaction(SIGBUS, &sa, &guard_bus) == -1)
+		fatal("sigaction");
+}
+
+/* Install guard_fault, once in the process. */
+static void
+guard_install(void)
+{
+	pthread_once(&guard_once, guard_init);
+}
+
+/*
+ * After the guard caught something in a call on ix (NULL: the open of
+ * path), with prev armed before: INDEX_ERROR, with the cause and what to
+ * do.  What the call had made (the open's index, ix's transactions) is
+ * left unused: it may be what the fault left half done.
+ */
+int
+lmdb_guard_caught(struct index *base, const char *path, sigjmp_buf *prev,
+    char **cause)
+{
+	struct lmdb	*ix = (struct lmdb *)base;
+
+	guard_jmp = prev;
+	if (ix != NULL) {
+		ix->base.flags |= INDEX_DAMAGED;
+		ix->txn = NULL;
+		ix->snap = NULL;
+		ix->l1valid = 0;
+	}
+	xasprintf(cause, "index %s is damaged (%s): see what --check says, "
+	    "then rebuild it: --export what can be read and --import that "
+	    "into a new index (see mhfilter(1), DAMAGED INDEXES)",
+	    path != NULL ? path : "", guard_what);
+	return (INDEX_ERROR);
+}
+
+/* A call on an index damaged before (INDEX_DAMAGED): INDEX_ERROR. */
+int
+lmdb_damaged(struct index *ix, char **cause)
+{
+	xasprintf(cause, "index %s is damaged: not used after the error above",
+	    ix->path);
+	return (INDEX_ERROR);
 }
 
 const struct index_ops lmdb_ops = {

@@ -50,6 +50,7 @@
 #define MHFILTER_H
 
 #include <pthread.h>
+#include <setjmp.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -359,6 +360,7 @@ struct index_params {
 
 #define INDEX_RDONLY	0x1	/* never write (--query-only) */
 #define INDEX_TEMP	0x2	/* a throwaway index: no fsync */
+#define INDEX_DAMAGED	0x4	/* a fault was caught in it (lmdb_guard) */
 
 struct index;
 struct docinfo {
@@ -439,6 +441,7 @@ struct index_info {
  *				encoded by the backend.
  * index_insert_encoded		insert with the text encoded by the caller.
  * index_compact		INDEX_ERROR when the backend has no compact.
+ * index_each, index_adopt	each and adopt (export.c's).
  * index_export (export.c)	the header, then each document through each:
  *				0, or INDEX_ERROR (a write error, or each's).
  * index_import (export.c)	an export read into the index, in
@@ -447,6 +450,8 @@ struct index_info {
  * index_path, index_run_start	the path as given; the first document
  *				number this process could have inserted.
  */
+typedef int	 (*index_each_fn)(void *, const struct docinfo *,
+		    const struct buf *, char **);
 int		 index_is_remote(const char *);
 int		 index_exists(const char *, uint64_t *);
 int		 index_exit_status(int);
@@ -476,6 +481,9 @@ int		 index_remove(struct index *, const char *, size_t,
 int		 index_info(struct index *, struct index_info *, char **);
 int		 index_check(struct index *, FILE *, uint64_t *, char **);
 int		 index_compact(struct index *, const char *, char **);
+int		 index_each(struct index *, index_each_fn, void *, char **);
+int		 index_adopt(struct index *, const struct index_params *,
+		    char **);
 const char	*index_path(struct index *);
 uint64_t	 index_run_start(struct index *);
 
@@ -556,8 +564,6 @@ uint64_t	 index_run_start(struct index *);
  *			take an export's parameters into an index with no
  *			documents yet.  0; ERROR (it has documents).
  */
-typedef int	 (*index_each_fn)(void *, const struct docinfo *,
-		    const struct buf *, char **);
 struct index_ops {
 	const char	*name;
 	int		(*exists)(const char *, uint64_t *);
@@ -600,6 +606,16 @@ struct index {
 };
 extern const struct index_ops lmdb_ops;
 int		 lmdb_remove_dir(const char *);
+/*
+ * The LMDB backend's fault guard (lmdb.c, "Damaged pages"): index.c arms
+ * it around every call into the backend with a jump buffer of its own;
+ * lmdb_guard_caught, after the jump, gives the call's INDEX_ERROR, and
+ * lmdb_damaged that of any later call.
+ */
+sigjmp_buf	*lmdb_guard_arm(sigjmp_buf *);
+int		 lmdb_guard_caught(struct index *, const char *, sigjmp_buf *,
+		    char **);
+int		 lmdb_damaged(struct index *, char **);
 extern const struct index_ops redis_ops;
 
 /* export.c: export and import, JSON Lines (see the top of the file). */
