@@ -160,6 +160,7 @@ struct lmdb {
 	const struct ixdoc *batch;	/* the prepared batch, for prefetch */
 	size_t		 nbatch;
 	size_t		 ahead;		/* its slot whose loads are started */
+	uint64_t	 l0_bad;	/* damaged l0 entries (lsm_rebuild) */
 };
 
 /* A chunk's l1 run, as the transaction sees it. */
@@ -221,6 +222,10 @@ lm_fail(struct lmdb *ix, int rc, const char *what, char **cause)
 	}
 	if (rc == MDB_TXN_FULL)
 		xasprintf(cause, "%s: %s (use a smaller --batch)", what,
+		    mdb_strerror(rc));
+	else if (rc == MDB_CORRUPTED || rc == MDB_PAGE_NOTFOUND)
+		xasprintf(cause, "index %s is damaged: %s: %s (run --check; "
+		    "see mhfilter(1), DAMAGED INDEXES)", ix->base.path, what,
 		    mdb_strerror(rc));
 	else
 		xasprintf(cause, "index %s: %s: %s", ix->base.path, what,
@@ -405,17 +410,21 @@ lm_meta_check(struct lmdb *ix, int format, int given, char **cause)
 }
 
 /*
- * Is this environment someone else's?  Ours has no meta database only
- * while it is brand new, and then its main database is empty.
+ * Is this environment someone else's (1)?  Ours has no meta database only
+ * while it is brand new, and then its main database is empty.  Another
+ * error looking for it is LMDB's, returned (a damaged main database).
  */
 static int
 lm_foreign(struct lmdb *ix)
 {
 	MDB_dbi		 dbi;
 	MDB_stat	 st;
+	int		 rc;
 
-	if (mdb_dbi_open(ix->txn, "meta", 0, &dbi) == 0)
+	if ((rc = mdb_dbi_open(ix->txn, "meta", 0, &dbi)) == 0)
 		return (0);
+	if (rc != MDB_NOTFOUND)
+		return (rc);
 	if (mdb_dbi_open(ix->txn, NULL, 0, &dbi) != 0 ||
 	    mdb_stat(ix->txn, dbi, &st) != 0)
 		return (1);
@@ -583,7 +592,7 @@ lm_dbis_open(struct lmdb *ix, int flags, char **cause)
 	int		 rc;
 
 	rc = lm_txn(ix, 0, &ix->txn);
-	if (rc == 0 && (rc = lm_foreign(ix)) != 0) {
+	if (rc == 0 && (rc = lm_foreign(ix)) == 1) {
 		xasprintf(cause, "%s is an LMDB environment but not an "
 		    "mhfilter index", ix->base.path);
 		return (INDEX_MISMATCH);
@@ -740,15 +749,23 @@ lmdb_begin(struct index *base, char **cause)
 	}
 	ix->npend = ix->nmerged = 0;
 	ix->l1valid = 0;
+	/*
+	 * Another writer may have added documents since; a reader needs
+	 * next_doc too, to tell a removed document from a corrupt index,
+	 * and so does lsm_load, to tell an l0 entry from a damaged one.
+	 */
+	if (lm_meta_u64(ix, "next_doc", &ix->next_doc, cause) != 0) {
+		lmdb_abort(&ix->base);
+		return (INDEX_ERROR);
+	}
 	if ((rc = lsm_load(ix, cause)) != 0) {
 		lmdb_abort(&ix->base);
 		return (rc);
 	}
-	/*
-	 * Another writer may have added documents since; a reader needs
-	 * next_doc too, to tell a removed document from a corrupt index.
-	 */
-	if (lm_meta_u64(ix, "next_doc", &ix->next_doc, cause) != 0) {
+	if (ix->l0_bad > 0) {
+		xasprintf(cause, "index %s is damaged: %" PRIu64 " band "
+		    "entries in l0 are not of a document below next_doc (run "
+		    "--check)", ix->base.path, ix->l0_bad);
 		lmdb_abort(&ix->base);
 		return (INDEX_ERROR);
 	}
@@ -890,6 +907,7 @@ lsm_rebuild(struct lmdb *ix, char **cause)
 	int			 rc;
 
 	memtable_clear(ix->mt);
+	ix->l0_bad = 0;
 	if ((rc = mdb_cursor_open(ix->txn, ix->l0, &cur)) != 0)
 		return (lm_fail(ix, rc, "reading l0", cause));
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
@@ -911,6 +929,14 @@ lsm_rebuild(struct lmdb *ix, char **cause)
 		n = (v.mv_size - L0_HEADER) / BENTRY_SIZE;
 		for (i = 0; i < n; i++) {
 			run_get(p + L0_HEADER, i, &e);
+			/*
+			 * Zeroed or random bytes, not a document: left out
+			 * here, reported by lmdb_begin and lmdb_check.
+			 */
+			if (e.docid == 0 || e.docid >= ix->next_doc) {
+				ix->l0_bad++;
+				continue;
+			}
 			c = band_chunk(e.key);
 			if ((c + BAND_CHUNKS - written % BAND_CHUNKS) %
 			    BAND_CHUNKS < passed)
@@ -1357,8 +1383,16 @@ lmdb_doc(struct index *base, uint64_t docid, struct docinfo *d, char **cause)
 	int		 rc;
 
 	if ((rc = lm_get(ix, ix->docs, docid, &v)) != 0) {
+		/*
+		 * Removed: its band entries linger.  But removing takes the
+		 * text too: a text without its record is a lost record.
+		 */
+		if (rc == MDB_NOTFOUND && docid != 0 &&
+		    docid < ix->next_doc && (!ix->base.p.texts ||
+		    lm_get(ix, ix->texts, docid, &v) == MDB_NOTFOUND))
+			return (INDEX_GONE);
 		if (rc == MDB_NOTFOUND && docid != 0 && docid < ix->next_doc)
-			return (INDEX_GONE);	/* removed; entries linger */
+			goto corrupt;
 		return (lm_fail(ix, rc, "document lookup", cause));
 	}
 	if (docrec_decode(v.mv_data, v.mv_size, ix->base.p.perms, ix->sig,
@@ -1367,8 +1401,8 @@ lmdb_doc(struct index *base, uint64_t docid, struct docinfo *d, char **cause)
 	d->docid = docid;
 	return (0);
 corrupt:
-	xasprintf(cause, "index %s: document %" PRIu64 " is corrupt",
-	    ix->base.path, docid);
+	xasprintf(cause, "index %s is damaged: document %" PRIu64 " is "
+	    "corrupt (run --check)", ix->base.path, docid);
 	return (INDEX_ERROR);
 }
 
@@ -1732,7 +1766,7 @@ check_doc(struct lmdb *ix, struct checking *ck, const MDB_val *k,
 	char		*cause = NULL;
 	size_t		 i;
 	unsigned	 j;
-	int		 ok;
+	int		 ok, rc;
 
 	ck->docs++;
 	if (k->mv_size != 8) {
@@ -1753,9 +1787,12 @@ check_doc(struct lmdb *ix, struct checking *ck, const MDB_val *k,
 	timekey_put(tk, d.time, docid);
 	k2.mv_data = tk;
 	k2.mv_size = sizeof tk;
-	if (mdb_get(ix->txn, ix->times, &k2, &v2) != 0)
+	if ((rc = mdb_get(ix->txn, ix->times, &k2, &v2)) == MDB_NOTFOUND)
 		problem(ck->f, ck->problems, "document %" PRIu64 " has no "
 		    "times entry", docid);
+	else if (rc != 0)
+		problem(ck->f, ck->problems, "document %" PRIu64 ": reading "
+		    "its times entry: %s", docid, mdb_strerror(rc));
 	if (ix->base.p.texts && lmdb_text(&ix->base, docid, &ck->text,
 	    &cause) < 0) {
 		problem(ck->f, ck->problems, "document %" PRIu64 ": %s",
@@ -1766,14 +1803,31 @@ check_doc(struct lmdb *ix, struct checking *ck, const MDB_val *k,
 	    ck->keys);
 	for (j = 0; j < ix->base.p.bands; j++) {
 		ck->found.n = 0;
-		if (lm_bucket(ix, ck->keys[j], &ck->found, SIZE_MAX) != 0)
+		if ((rc = lm_bucket(ix, ck->keys[j], &ck->found,
+		    SIZE_MAX)) != 0) {
+			problem(ck->f, ck->problems, "document %" PRIu64 ": "
+			    "band %u: %s", docid, j, mdb_strerror(rc));
 			break;
+		}
 		for (i = 0, ok = 0; i < ck->found.n && !ok; i++)
 			ok = ck->found.v[i] == docid;
 		if (!ok)
 			problem(ck->f, ck->problems, "document %" PRIu64 " is "
 			    "missing from band %u", docid, j);
 	}
+}
+
+/*
+ * After a walk of a database (what) that ended with rc: a problem unless
+ * it went to the end.  LMDB says MDB_CORRUPTED or MDB_PAGE_NOTFOUND of
+ * some damaged pages.
+ */
+static void
+check_walked(struct checking *ck, const char *what, int rc)
+{
+	if (rc != MDB_NOTFOUND)
+		problem(ck->f, ck->problems, "reading %s: %s", what,
+		    mdb_strerror(rc));
 }
 
 /*
@@ -1789,7 +1843,10 @@ check_orphans(struct lmdb *ix, struct checking *ck, MDB_dbi dbi,
 	uint64_t	 docid = 0;
 	int		 rc;
 
-	mdb_cursor_open(ix->txn, dbi, &cur);
+	if ((rc = mdb_cursor_open(ix->txn, dbi, &cur)) != 0) {
+		check_walked(ck, what, rc);
+		return;
+	}
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		if (k.mv_size == keysize)
@@ -1801,6 +1858,7 @@ check_orphans(struct lmdb *ix, struct checking *ck, MDB_dbi dbi,
 			    what);
 	}
 	mdb_cursor_close(cur);
+	check_walked(ck, what, rc);
 }
 
 /* The l1 runs: in their chunks, sorted, of documents below next_doc. */
@@ -1815,7 +1873,10 @@ check_l1(struct lmdb *ix, struct checking *ck)
 	unsigned		 c;
 	int			 rc;
 
-	mdb_cursor_open(ix->txn, ix->l1, &cur);
+	if ((rc = mdb_cursor_open(ix->txn, ix->l1, &cur)) != 0) {
+		check_walked(ck, "l1", rc);
+		return;
+	}
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		p = k.mv_data;
@@ -1844,6 +1905,7 @@ check_l1(struct lmdb *ix, struct checking *ck)
 		}
 	}
 	mdb_cursor_close(cur);
+	check_walked(ck, "l1", rc);
 	if (ck->l1 != ix->lsm.l1_entries)
 		problem(ck->f, ck->problems, "l1 holds %" PRIu64 " entries; "
 		    "meta says %" PRIu64, ck->l1, ix->lsm.l1_entries);
@@ -1858,7 +1920,10 @@ check_l0(struct lmdb *ix, struct checking *ck, uint64_t sweep,
 	MDB_val		 k, v;
 	int		 rc;
 
-	mdb_cursor_open(ix->txn, ix->l0, &cur);
+	if ((rc = mdb_cursor_open(ix->txn, ix->l0, &cur)) != 0) {
+		check_walked(ck, "l0", rc);
+		return;
+	}
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		if (k.mv_size != 8 || get_be64(k.mv_data) >= l0_next ||
@@ -1869,13 +1934,34 @@ check_l0(struct lmdb *ix, struct checking *ck, uint64_t sweep,
 			    "malformed");
 	}
 	mdb_cursor_close(cur);
+	check_walked(ck, "l0", rc);
+	if (ix->l0_bad > 0)
+		problem(ck->f, ck->problems, "l0 holds %" PRIu64 " entries "
+		    "not of a document below next_doc", ix->l0_bad);
+}
+
+/* LMDB's free list (database 0): it can be read to its end. */
+static void
+check_free(struct lmdb *ix, struct checking *ck)
+{
+	MDB_cursor	*cur;
+	MDB_val		 k, v;
+	int		 rc;
+
+	if ((rc = mdb_cursor_open(ix->txn, 0, &cur)) == 0) {
+		for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+		    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
+			;
+		mdb_cursor_close(cur);
+	}
+	check_walked(ck, "the free list", rc);
 }
 
 /*
  * Check the index's internal consistency, in one read transaction: every
  * document (check_doc); every time and text belongs to a document; the
  * band runs are sorted, in their chunks, and their count matches; the l0
- * log is well formed.  Writes "problem: ..." lines and a summary to f.
+ * log is well formed; LMDB's free list reads to its end.  Writes "problem: ..." lines and a summary to f.
  */
 static int
 lmdb_check(struct index *base, FILE *f, uint64_t *problems, char **cause)
@@ -1903,15 +1989,18 @@ lmdb_check(struct index *base, FILE *f, uint64_t *problems, char **cause)
 	}
 	ck.keys = xcalloc(ix->base.p.bands, sizeof *ck.keys);
 
-	mdb_cursor_open(ix->txn, ix->docs, &cur);
-	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
-	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
-		check_doc(ix, &ck, &k, &v);
-	mdb_cursor_close(cur);
+	if ((rc = mdb_cursor_open(ix->txn, ix->docs, &cur)) == 0) {
+		for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+		    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
+			check_doc(ix, &ck, &k, &v);
+		mdb_cursor_close(cur);
+	}
+	check_walked(&ck, "docs", rc);
 	check_orphans(ix, &ck, ix->times, TIMEKEY_SIZE, "a times entry");
 	check_orphans(ix, &ck, ix->texts, 8, "a text");
 	check_l1(ix, &ck);
 	check_l0(ix, &ck, sweep, l0_next);
+	check_free(ix, &ck);
 
 	mdb_txn_abort(ix->txn);
 	ix->txn = NULL;
@@ -1950,7 +2039,8 @@ lmdb_compact(struct index *base, const char *dest, char **cause)
 
 /*
  * Call fn for every document, oldest first, in one read transaction; stop
- * at fn's first non-zero return, and return it.
+ * at fn's first non-zero return, and return it.  A corrupt document is left
+ * out with a warning, and makes the result INDEX_ERROR at the end.
  */
 static int
 lmdb_each(struct index *base, index_each_fn fn, void *arg, char **cause)
@@ -1960,27 +2050,34 @@ lmdb_each(struct index *base, index_each_fn fn, void *arg, char **cause)
 	MDB_val			 k, v;
 	struct docinfo		 d;
 	struct buf		 text = { 0 };
-	uint64_t		 docid;
+	uint64_t		 docid, skipped = 0;
+	char			*bad = NULL;
 	int			 rc, rv = 0;
 
 	if ((rc = lm_txn(ix, MDB_RDONLY, &ix->txn)) != 0) {
 		ix->txn = NULL;
 		return (lm_fail(ix, rc, "export", cause));
 	}
-	mdb_cursor_open(ix->txn, ix->docs, &cur);
+	if ((rc = mdb_cursor_open(ix->txn, ix->docs, &cur)) != 0) {
+		mdb_txn_abort(ix->txn);
+		ix->txn = NULL;
+		return (lm_fail(ix, rc, "export", cause));
+	}
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0 && rv == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		docid = k.mv_size == 8 ? get_be64(k.mv_data) : 0;
 		if (k.mv_size != 8 || docrec_decode(v.mv_data, v.mv_size,
-		    ix->base.p.perms, ix->sig, &d) != v.mv_size) {
-			xasprintf(cause, "index %s: document %" PRIu64 " is "
-			    "corrupt (run --check)", ix->base.path, docid);
-			rv = INDEX_ERROR;
-			break;
+		    ix->base.p.perms, ix->sig, &d) != v.mv_size ||
+		    (ix->base.p.texts &&
+		    lmdb_text(&ix->base, docid, &text, &bad) < 0)) {
+			/* Left out, so that an export saves what it can. */
+			log_warnx("index %s: document %" PRIu64 " is corrupt: "
+			    "left out", ix->base.path, docid);
+			free(bad);
+			bad = NULL;
+			skipped++;
+			continue;
 		}
-		if (ix->base.p.texts &&
-		    (rv = lmdb_text(&ix->base, docid, &text, cause)) < 0)
-			break;
 		d.docid = docid;
 		rv = fn(arg, &d, ix->base.p.texts ? &text : NULL, cause);
 	}
@@ -1988,6 +2085,14 @@ lmdb_each(struct index *base, index_each_fn fn, void *arg, char **cause)
 	mdb_txn_abort(ix->txn);
 	ix->txn = NULL;
 	buf_free(&text);
+	if (rv == 0 && rc != MDB_NOTFOUND)
+		return (lm_fail(ix, rc, "export", cause));
+	if (rv == 0 && skipped > 0) {
+		xasprintf(cause, "index %s: %" PRIu64 " corrupt document%s "
+		    "left out (run --check)", ix->base.path, skipped,
+		    skipped == 1 ? "" : "s");
+		return (INDEX_ERROR);
+	}
 	return (rv);
 }
 

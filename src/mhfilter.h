@@ -559,7 +559,8 @@ uint64_t	 index_run_start(struct index *);
  *			call fn(arg, d, text, cause) for every kept
  *			document (text NULL unless texts are kept), in one
  *			read transaction for LMDB (oldest first).  0; fn's
- *			first non-zero return; ERROR (corrupt document).
+ *			first non-zero return; ERROR (corrupt document:
+ *			LMDB leaves it out, goes on, and says so at the end).
  * adopt(ix, want, cause)
  *			take an export's parameters into an index with no
  *			documents yet.  0; ERROR (it has documents).
