@@ -99,6 +99,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -210,6 +211,25 @@ static void	guard_install(void);
 static void	guard_assert(MDB_env *, const char *);
 
 /*
+ * Is the file system of data.mdb full (less than 1 MB left to this user)?
+ * LMDB says EIO of a short write, which is what a full disk gives.
+ */
+static int
+lm_disk_full(struct lmdb *ix)
+{
+	struct statvfs	 sv;
+	mdb_filehandle_t fd;
+	uint64_t	 left;
+
+	if (ix->env == NULL || mdb_env_get_fd(ix->env, &fd) != 0 ||
+	    fstatvfs(fd, &sv) == -1)
+		return (0);
+	left = (uint64_t)(geteuid() == 0 ? sv.f_bfree : sv.f_bavail) *
+	    sv.f_frsize;
+	return (left < (1 << 20));
+}
+
+/*
  * Turn an LMDB error into INDEX_ERROR with a cause; MDB_MAP_FULL becomes
  * INDEX_AGAIN (the map is grown by the abort).
  */
@@ -220,12 +240,14 @@ lm_fail(struct lmdb *ix, int rc, const char *what, char **cause)
 		ix->map_full = 1;
 		return (INDEX_AGAIN);
 	}
+	if (rc == EIO && lm_disk_full(ix))
+		rc = ENOSPC;
 	if (rc == MDB_TXN_FULL)
 		xasprintf(cause, "%s: %s (use a smaller --batch)", what,
 		    mdb_strerror(rc));
 	else if (rc == MDB_CORRUPTED || rc == MDB_PAGE_NOTFOUND)
 		xasprintf(cause, "index %s is damaged: %s: %s (run --check; "
-		    "see mhfilter(1), DAMAGED INDEXES)", ix->base.path, what,
+		    "see mhfilter(1), Damaged indexes)", ix->base.path, what,
 		    mdb_strerror(rc));
 	else
 		xasprintf(cause, "index %s: %s: %s", ix->base.path, what,
@@ -500,8 +522,8 @@ lm_size_check(struct lmdb *ix, char **cause)
 	if (info.me_last_pgno < 1 || (uint64_t)sb.st_size < want ||
 	    want > info.me_mapsize) {
 		xasprintf(cause, "index %s is damaged (data.mdb is %jd bytes, "
-		    "its last page ends at %" PRIu64 "): rebuild it from an "
-		    "export or a copy (see mhfilter(1), DAMAGED INDEXES)",
+		    "its last page ends at %" PRIu64 "): restore a copy, or "
+		    "rebuild it (see mhfilter(1), Damaged indexes)",
 		    ix->base.path, (intmax_t)sb.st_size, want);
 		return (INDEX_ERROR);
 	}
@@ -616,6 +638,33 @@ lm_dbis_open(struct lmdb *ix, int flags, char **cause)
 }
 
 /*
+ * Is the index brand new (1): no format record, and nothing else either?
+ * A format record LMDB cannot read, or missing from an index that holds
+ * meta records or documents, is damage: -1 with a cause.
+ */
+static int
+lm_fresh(struct lmdb *ix, char **cause)
+{
+	MDB_val		 k, v;
+	MDB_stat	 meta, docs;
+	int		 rc;
+
+	k.mv_data = (void *)"format";
+	k.mv_size = strlen("format");
+	if ((rc = mdb_get(ix->txn, ix->meta, &k, &v)) == 0)
+		return (0);
+	if (rc == MDB_NOTFOUND &&
+	    (rc = mdb_stat(ix->txn, ix->meta, &meta)) == 0 &&
+	    (rc = mdb_stat(ix->txn, ix->docs, &docs)) == 0) {
+		if (meta.ms_entries == 0 && docs.ms_entries == 0)
+			return (1);
+		rc = MDB_CORRUPTED;	/* (lm_fail: "damaged") */
+	}
+	lm_fail(ix, rc, "reading the format record", cause);
+	return (-1);
+}
+
+/*
  * Open (or create) the index at path; a NULL path makes a temporary one.
  * p holds the parameters wanted and, on return, the ones in force; given
  * says which of them the user set.  Returns 0, INDEX_ERROR or
@@ -626,7 +675,6 @@ lmdb_open(struct index **ixp, const char *path, int flags,
     struct index_params *p, int given, char **cause)
 {
 	struct lmdb	*ix;
-	char		 probe[16];
 	int		 rc, fresh, rv;
 
 	ix = xcalloc(1, sizeof *ix);
@@ -639,8 +687,8 @@ lmdb_open(struct index **ixp, const char *path, int flags,
 		goto fail;
 
 	rv = INDEX_ERROR;
-	fresh = lm_meta_get(ix, "format", probe, sizeof probe) ==
-	    INDEX_NOTFOUND;
+	if ((fresh = lm_fresh(ix, cause)) < 0)
+		goto fail;
 	if (fresh && (flags & INDEX_RDONLY)) {
 		xasprintf(cause, "%s is an empty index", ix->base.path);
 		goto fail;
@@ -2232,7 +2280,7 @@ lmdb_guard_caught(struct index *base, const char *path, sigjmp_buf *prev,
 	}
 	xasprintf(cause, "index %s is damaged (%s): see what --check says, "
 	    "then rebuild it: --export what can be read and --import that "
-	    "into a new index (see mhfilter(1), DAMAGED INDEXES)",
+	    "into a new index (see mhfilter(1), Damaged indexes)",
 	    path != NULL ? path : "", guard_what);
 	return (INDEX_ERROR);
 }
