@@ -91,6 +91,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
@@ -218,11 +219,15 @@ static int
 lm_disk_full(struct lmdb *ix)
 {
 	struct statvfs	 sv;
-	mdb_filehandle_t fd;
 	uint64_t	 left;
+	int		 fd, rc;
 
-	if (ix->env == NULL || mdb_env_get_fd(ix->env, &fd) != 0 ||
-	    fstatvfs(fd, &sv) == -1)
+	if (ix->base.path == NULL ||
+	    (fd = open(ix->base.path, O_RDONLY | O_DIRECTORY)) == -1)
+		return (0);
+	rc = fstatvfs(fd, &sv);
+	close(fd);
+	if (rc == -1)
 		return (0);
 	left = (uint64_t)(geteuid() == 0 ? sv.f_bfree : sv.f_bavail) *
 	    sv.f_frsize;
@@ -476,12 +481,9 @@ lmdb_exists(const char *path, uint64_t *size)
 	return (1);
 }
 
-/*
- * Remove an LMDB index directory: its two files, then the directory.
- * Returns rmdir's result.
- */
-int
-lmdb_remove_dir(const char *path)
+/* Remove an LMDB environment's two files. */
+static void
+lm_unlink_files(const char *path)
 {
 	char	*f;
 
@@ -491,6 +493,16 @@ lmdb_remove_dir(const char *path)
 	xasprintf(&f, "%s/lock.mdb", path);
 	unlink(f);
 	free(f);
+}
+
+/*
+ * Remove an LMDB index directory: its two files, then the directory.
+ * Returns rmdir's result.
+ */
+int
+lmdb_remove_dir(const char *path)
+{
+	lm_unlink_files(path);
 	return (rmdir(path));
 }
 
@@ -542,7 +554,8 @@ lm_env_open(struct lmdb *ix, const char *path, int flags, uint64_t mapsize,
 	const char	*tmp;
 	MDB_stat	 ms;
 	unsigned int	 envflags = MDB_NOTLS;
-	int		 rc, dead;
+	uint64_t	 size;
+	int		 rc, dead, fresh;
 
 	if (path == NULL) {
 		if ((tmp = getenv("TMPDIR")) == NULL || *tmp == '\0')
@@ -575,9 +588,23 @@ lm_env_open(struct lmdb *ix, const char *path, int flags, uint64_t mapsize,
 		lm_fail(ix, rc, "create", cause);
 		return (INDEX_ERROR);
 	}
+	fresh = !lmdb_exists(ix->base.path, &size) || size == 0;
 	if ((rc = mdb_env_open(ix->env, ix->base.path, envflags, 0666)) != 0) {
+		/*
+		 * A failed creation (a full disk) leaves a data.mdb cut
+		 * short, which no later open would take: remove it.
+		 */
+		if (fresh && !(envflags & MDB_RDONLY) && rc != ENOENT &&
+		    rc != MDB_INVALID && rc != MDB_VERSION_MISMATCH)
+			lm_unlink_files(ix->base.path);
+		if (rc == EIO && lm_disk_full(ix))
+			rc = ENOSPC;
 		if (rc == ENOENT)
 			xasprintf(cause, "no index at %s", ix->base.path);
+		else if (fresh && (envflags & MDB_RDONLY))
+			xasprintf(cause, "no index at %s yet (its data.mdb is "
+			    "empty: the run creating it failed)",
+			    ix->base.path);
 		else if (rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH) {
 			xasprintf(cause, "%s is not an LMDB index: %s",
 			    ix->base.path, mdb_strerror(rc));

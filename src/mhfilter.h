@@ -950,6 +950,7 @@ struct daemon_opts {
 int		 daemon_run(const struct daemon_opts *, struct pipeline *);
 int		 daemon_parse_time(const char *, double, double, double *,
 		    char **);
+int		 daemon_command(const char *, size_t);
 
 /* milter.c: a mail filter for Postfix and Sendmail, over the pipeline. */
 #define MILTER_HEADER		0	/* --milter-action */
