@@ -1290,6 +1290,8 @@ lm_bucket(struct lmdb *ix, uint64_t key, struct u64vec *out,
 		return (0);
 	if (rc != 0)
 		return (rc);
+	if (v.mv_size % L1E_SIZE != 0)
+		return (MDB_CORRUPTED);	/* (a run is whole entries) */
 	run_find(v.mv_data, v.mv_size / L1E_SIZE, key, out, max - got);
 	return (0);
 }
@@ -1592,10 +1594,12 @@ lmdb_stats(struct index *base, struct index_stats *st, char **cause)
 	if (mdb_stat(txn, ix->docs, &ms) == 0)
 		st->docs = ms.ms_entries;
 	st->band_entries = ix->lsm.l1_entries + memtable_entries(ix->mt);
-	mdb_env_stat(ix->env, &ms);
-	mdb_env_info(ix->env, &info);
-	st->size = (uint64_t)(info.me_last_pgno + 1) * ms.ms_psize;
+	if ((rc = mdb_env_stat(ix->env, &ms)) == 0 &&
+	    (rc = mdb_env_info(ix->env, &info)) == 0)
+		st->size = (uint64_t)(info.me_last_pgno + 1) * ms.ms_psize;
 	mdb_txn_abort(txn);
+	if (rc != 0)
+		return (lm_fail(ix, rc, "stats", cause));
 	return (0);
 }
 
@@ -1787,11 +1791,13 @@ lmdb_info(struct index *base, struct index_info *in, char **cause)
 	in->docs_bytes = dbi_bytes(ix->txn, ix->docs) +
 	    dbi_bytes(ix->txn, ix->times);
 	in->texts_bytes = dbi_bytes(ix->txn, ix->texts);
-	mdb_env_stat(ix->env, &st);
-	mdb_env_info(ix->env, &info);
-	in->size = (uint64_t)(info.me_last_pgno + 1) * st.ms_psize;
+	if ((rc = mdb_env_stat(ix->env, &st)) == 0 &&
+	    (rc = mdb_env_info(ix->env, &info)) == 0)
+		in->size = (uint64_t)(info.me_last_pgno + 1) * st.ms_psize;
 	mdb_txn_abort(ix->txn);
 	ix->txn = NULL;
+	if (rc != 0)
+		return (lm_fail(ix, rc, "info", cause));
 	lmdb_exists(ix->base.path, &in->file_size);
 	return (0);
 }
