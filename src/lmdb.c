@@ -209,6 +209,7 @@ static int	l1_read(struct lmdb *, MDB_txn *, unsigned, unsigned,
 static void	snap_end(struct lmdb *);
 static size_t	next_pending(const struct lmdb *, size_t);
 static void	guard_install(void);
+static int	lmdb_check(struct index *, FILE *, uint64_t *, char **);
 static void	guard_assert(MDB_env *, const char *);
 
 /*
@@ -2099,13 +2100,35 @@ lmdb_check(struct index *base, FILE *f, uint64_t *problems, char **cause)
 	return (0);
 }
 
-/* A compacted copy of the index in a new directory. */
+/*
+ * A compacted copy of the index in a new directory.  Checked first: the
+ * copy parses every page, and LMDB's copy of a damaged one can corrupt
+ * memory (past what the fault guard catches); a damaged index is rebuilt
+ * by export and import instead.
+ */
 static int
 lmdb_compact(struct index *base, const char *dest, char **cause)
 {
 	struct lmdb	*ix = (struct lmdb *)base;
+	FILE		*devnull;
+	uint64_t	 problems;
 	int	 rc;
 
+	if ((devnull = fopen("/dev/null", "w")) == NULL) {
+		xasprintf(cause, "/dev/null: %s", strerror(errno));
+		return (INDEX_ERROR);
+	}
+	rc = lmdb_check(base, devnull, &problems, cause);
+	fclose(devnull);
+	if (rc != 0)
+		return (rc);
+	if (problems > 0) {
+		xasprintf(cause, "index %s is damaged (--check finds %" PRIu64
+		    " problem%s): not compacted; rebuild it with --export and "
+		    "--import (see mhfilter(1), Damaged indexes)",
+		    ix->base.path, problems, problems == 1 ? "" : "s");
+		return (INDEX_ERROR);
+	}
 	if (mkdir(dest, 0777) == -1 && errno != EEXIST) {
 		xasprintf(cause, "mkdir %s: %s", dest, strerror(errno));
 		return (INDEX_ERROR);

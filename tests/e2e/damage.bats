@@ -156,7 +156,7 @@ judge() {
 	done
 }
 
-@test "recovery: --export leaves a corrupt document out and fails; --import of the rest makes an index that passes --check" {
+@test "recovery: --compact refuses, --export leaves a corrupt document out and fails; --import of the rest makes an index that passes --check" {
 	command -v mdb_load >/dev/null || skip "mdb_load (lmdb-utils) is not installed"
 	make_index
 	# Document 7's record replaced by one byte.
@@ -166,6 +166,10 @@ judge() {
 	} | mdb_load -s docs db
 	mhrun -d db --check
 	assert_status 1
+	mhrun -d db --compact copy
+	assert_status 1
+	assert_err_has "index db is damaged (--check finds 1 problem): not compacted"
+	[ ! -e copy/data.mdb ] || fail "a damaged index was compacted"
 	mhrun -d db --export dump
 	assert_status 1
 	assert_err_has "document 7 is corrupt: left out"
