@@ -411,6 +411,9 @@ maint_run(const struct maint_opts *mo)
 	case MAINT_EXPORT:
 		flags = INDEX_RDONLY;
 		break;
+	default:	/* --expire, --remove, --import: they write */
+		flags = INDEX_WALK;
+		break;
 	}
 	if (mo->mode == MAINT_COMPACT && index_is_remote(mo->db)) {
 		log_warnx("--compact does not apply to a Redis index (Redis "

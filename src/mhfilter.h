@@ -361,6 +361,9 @@ struct index_params {
 #define INDEX_RDONLY	0x1	/* never write (--query-only) */
 #define INDEX_TEMP	0x2	/* a throwaway index: no fsync */
 #define INDEX_DAMAGED	0x4	/* a fault was caught in it (lmdb_guard) */
+#define INDEX_WALK	0x8	/* read every page before the first write
+				   (maintenance: LMDB may abort rewriting
+				   a damaged page; see lmdb.c: lm_walk) */
 
 struct index;
 struct docinfo {

@@ -1,9 +1,9 @@
 #!/usr/bin/env bats
 # A damaged index never crashes mhfilter: copies of an index damaged in
 # many seeded ways (tests/damage.py: bit flips, truncations, zeroed and
-# random 4 KB pages, anywhere in the file) go through --check, --info and
-# a small filter run, each of which must end in time with status 0, 1 or
-# 4, never by a signal.  DAMAGE_COPIES copies (make check: 40; make
+# random 4 KB pages, anywhere in the file) go through --check, --info, a
+# small filter run and --expire, each of which must end in time with
+# status 0, 1 or 4, never by a signal.  DAMAGE_COPIES copies (make check: 40; make
 # check-damage DAMAGE_COPIES=1000 for more), from seed DAMAGE_SEED.
 
 load helpers
@@ -74,7 +74,7 @@ judge() {
 	[ "$(grep -c '^unique	-' ref)" -eq 10 ] || fail "$(cat ref)"
 }
 
-@test "damaged copies: --check, --info and filtering end in time with status 0, 1 or 4" {
+@test "damaged copies: --check, --info, filtering and --expire end in time with status 0, 1 or 4" {
 	local n="${DAMAGE_COPIES:-40}" first="${DAMAGE_SEED:-0}" s c chk
 	local passed=0 failed=0 unseen=0
 
@@ -103,6 +103,9 @@ judge() {
 				    "($(cat "$c.what"))" >>"$T/bad"
 			fi
 		fi
+		# A maintenance mode that writes (deletions rebalance pages).
+		on_copy "$c" --expire --max-docs 300
+		judge "$c" --expire
 		rm -rf "$c" "$c".*
 	done
 	echo "# $n copies: --check passed $passed, filtering failed" \
