@@ -900,10 +900,11 @@ lm_ovf_ok(const struct lmdb *ix, const MDB_val *v)
 /*
  * Read every page of the index once (INDEX_WALK, before a maintenance mode
  * writes): each database to its end, its keys in order, and the first and
- * last byte and the overflow page header (lm_ovf_ok) of each value.  LMDB reads a damaged page through
- * the fault guard, but rewriting one (a deletion's rebalancing) can corrupt
- * its heap, which aborts the process: of 120 damaged copies, --expire
- * aborted on 36 without this walk.  0, or INDEX_ERROR saying damaged.
+ * last byte and the overflow page header (lm_ovf_ok) of each value.  LMDB
+ * reads a damaged page through the fault guard, but rewriting one (a
+ * deletion's rebalancing) can corrupt its heap, which aborts the process:
+ * of 120 damaged copies, --expire aborted on 36 without this walk.  0, or
+ * INDEX_ERROR saying damaged.
  */
 static int
 lm_walk(struct lmdb *ix, char **cause)
@@ -1096,8 +1097,8 @@ lsm_rebuild(struct lmdb *ix, char **cause)
 		if (v.mv_size < L0_HEADER ||
 		    (v.mv_size - L0_HEADER) % BENTRY_SIZE != 0) {
 			mdb_cursor_close(cur);
-			xasprintf(cause, "index %s: an l0 record is corrupt",
-			    ix->base.path);
+			xasprintf(cause, "index %s is damaged: an l0 record is "
+			    "corrupt (run --check)", ix->base.path);
 			return (INDEX_ERROR);
 		}
 		written = get_le64(p);
@@ -1511,8 +1512,8 @@ l1_read(struct lmdb *ix, MDB_txn *txn, unsigned from, unsigned to,
 	mdb_cursor_close(cur);
 	if (rc != MDB_NOTFOUND) {
 		if (rc == 0) {
-			xasprintf(cause, "index %s: l1 is corrupt",
-			    ix->base.path);
+			xasprintf(cause, "index %s is damaged: l1 is corrupt "
+			    "(run --check)", ix->base.path);
 			return (INDEX_ERROR);
 		}
 		return (lm_fail(ix, rc, "reading l1", cause));
@@ -1607,8 +1608,8 @@ lmdb_text(struct index *base, uint64_t docid, struct buf *out, char **cause)
 		return (lm_fail(ix, rc, "text lookup", cause));
 	if ((rc = text_decode(v.mv_data, v.mv_size, out)) >= 0)
 		return (rc);
-	xasprintf(cause, "index %s: text of document %" PRIu64 " is corrupt",
-	    ix->base.path, docid);
+	xasprintf(cause, "index %s is damaged: text of document %" PRIu64
+	    " is corrupt (run --check)", ix->base.path, docid);
 	return (INDEX_ERROR);
 }
 
@@ -1790,7 +1791,8 @@ lmdb_expire(struct index *base, const struct retention *ret, int64_t now,
 	if (rc != 0 && rc != MDB_NOTFOUND)
 		return (lm_fail(ix, rc, "expire", cause));
 	if (rc == 0 && k.mv_size != TIMEKEY_SIZE) {
-		xasprintf(cause, "index %s: a times key is corrupt", ix->base.path);
+		xasprintf(cause, "index %s is damaged: a times key is corrupt "
+		    "(run --check)", ix->base.path);
 		return (INDEX_ERROR);
 	}
 	return (0);
@@ -2157,7 +2159,8 @@ check_free(struct lmdb *ix, struct checking *ck)
  * Check the index's internal consistency, in one read transaction: every
  * document (check_doc); every time and text belongs to a document; the
  * band runs are sorted, in their chunks, and their count matches; the l0
- * log is well formed; LMDB's free list reads to its end.  Writes "problem: ..." lines and a summary to f.
+ * log is well formed; LMDB's free list reads to its end.  Writes
+ * "problem: ..." lines and a summary to f.
  */
 static int
 lmdb_check(struct index *base, FILE *f, uint64_t *problems, char **cause)
