@@ -2365,8 +2365,12 @@ lmdb_adopt(struct index *base, const struct index_params *want,
  * then uses the index no more (INDEX_DAMAGED): the transaction the jump
  * left is never committed, so the damage goes no further.  A fault
  * elsewhere is not ours: the handler there was before (the default: the
- * process dies) takes it.  The size check of lm_env_open turns the most
- * common damage, a truncated file, into a plain error before any of this.
+ * process dies) takes it.  The price: a bug of this file's own that faults
+ * inside a call is reported as damage too (the sanitizer builds still see
+ * it first).  Threads must not block the two signals (util.c:
+ * thread_start), or the kernel kills the process instead.  The size check
+ * of lm_env_open turns the most common damage, a truncated file, into a
+ * plain error before any of this.
  */
 static __thread sigjmp_buf	*guard_jmp;	/* armed on this thread */
 static __thread char		 guard_what[160];	/* what was caught */
