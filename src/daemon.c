@@ -1103,6 +1103,24 @@ client_take(struct client *c, size_t len, size_t dlen)
 }
 
 /*
+ * What a command line asks, from cmd, the len bytes after "#mhfilter "
+ * ((size_t)-1: too long to be a command): S_STATS, S_VERSION, or -1 for
+ * none known.  Trailing spaces and a CR are allowed.
+ */
+int
+daemon_command(const char *cmd, size_t len)
+{
+	while (len != (size_t)-1 && len > 0 && (cmd[len - 1] == '\r' ||
+	    cmd[len - 1] == ' '))
+		len--;
+	if (len == 5 && strncasecmp(cmd, "stats", 5) == 0)
+		return (S_STATS);
+	if (len == 7 && strncasecmp(cmd, "version", 7) == 0)
+		return (S_VERSION);
+	return (-1);
+}
+
+/*
  * A command line: "#mhfilter stats" or "#mhfilter version".  Answered in
  * order: at once if nothing of the client's is pending, else after its
  * batch.  len (size_t)-1: too long to be a command.
@@ -1115,17 +1133,8 @@ client_command(struct client *c, const char *cmd, size_t len)
 	struct dslot	*s;
 	int		 type;
 
-	while (len != (size_t)-1 && len > 0 && (cmd[len - 1] == '\r' ||
-	    cmd[len - 1] == ' '))
-		len--;
-	if (len == 5 && strncasecmp(cmd, "stats", 5) == 0)
-		type = S_STATS;
-	else if (len == 7 && strncasecmp(cmd, "version", 7) == 0)
-		type = S_VERSION;
-	else {
-		/* Unknown: say so, in order, like a malformed record. */
-		type = -1;
-	}
+	/* Unknown (-1): say so, in order, like a malformed record. */
+	type = daemon_command(cmd, len);
 	if (c->pending == 0) {
 		if (type == -1)
 			reply_error(&b, NULL, 0, "command", "unknown command "

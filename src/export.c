@@ -213,7 +213,7 @@ index_export(struct index *ix, FILE *f, char **cause)
 		xasprintf(cause, "export: write error: %s", strerror(errno));
 		return (INDEX_ERROR);
 	}
-	rc = ix->ops->each(ix, export_one, &ex, cause);
+	rc = index_each(ix, export_one, &ex, cause);
 	u64vec_free(&ex.docs);
 	if (rc != 0)
 		return (rc);
@@ -408,7 +408,7 @@ import_header(struct index *ix, const char *line, size_t len, char **cause)
 	    want.rows != ix->p.rows || want.shingle != ix->p.shingle ||
 	    want.unit != ix->p.unit || want.norm != ix->p.norm ||
 	    want.seed != ix->p.seed || ix->p.texts != want.texts) {
-		if (ix->ops->adopt(ix, &want, cause) != 0)
+		if (index_adopt(ix, &want, cause) != 0)
 			goto out;
 	}
 	rc = 0;

@@ -17,6 +17,10 @@
  * index_text and index_insert_encoded, then index_commit (or index_abort).
  * The caller reports a verdict only after index_commit succeeds.  What
  * each call returns is in mhfilter.h.
+ *
+ * Every call into the LMDB backend runs with its fault guard armed
+ * (GUARDED): LMDB reads a damaged page in place, and a fault or one of its
+ * assertions there ends the call with INDEX_ERROR, not the process.
  */
 
 #include "config.h"
@@ -26,6 +30,29 @@
 #include <string.h>
 
 #include "mhfilter.h"
+
+/*
+ * Return call's result; for the LMDB backend (ops), with the fault guard
+ * armed around it (lmdb.c: "Damaged pages").  ix is the index, or NULL
+ * while path is being opened.  An index damaged once is not called again.
+ */
+#define GUARDED(ops, ix, path, cause, call) do {			\
+	sigjmp_buf	 jb_, *prev_;					\
+	int		 rv_;						\
+									\
+	if ((ops) != &lmdb_ops)						\
+		return (call);						\
+	if ((ix) != NULL && ((ix)->flags & INDEX_DAMAGED))		\
+		return (lmdb_damaged(ix, cause));			\
+	prev_ = lmdb_guard_arm(&jb_);					\
+	if (sigsetjmp(jb_, 0) != 0)					\
+		return (lmdb_guard_caught(ix, path, prev_, cause));	\
+	rv_ = (call);							\
+	lmdb_guard_arm(prev_);						\
+	return (rv_);							\
+} while (0)
+#define GUARDED_IX(ix, cause, call) \
+	GUARDED((ix)->ops, ix, (ix)->path, cause, call)
 
 /* Does path name an index on a server (a redis:// URL)? */
 int
@@ -63,12 +90,9 @@ index_exit_status(int rc)
 	return (rc == INDEX_MISMATCH ? EXIT_MISMATCH : EXIT_ERROR);
 }
 
-/*
- * Open the index named by path: a redis:// URL or an LMDB directory (NULL
- * makes a temporary one).
- */
-int
-index_open(struct index **ixp, const char *path, int flags,
+/* The backend's open, and the index's ops set. */
+static int
+index_open_ops(struct index **ixp, const char *path, int flags,
     struct index_params *p, int given, char **cause)
 {
 	const struct index_ops	*ops = index_backend(path);
@@ -78,6 +102,18 @@ index_open(struct index **ixp, const char *path, int flags,
 		return (rc);
 	(*ixp)->ops = ops;
 	return (0);
+}
+
+/*
+ * Open the index named by path: a redis:// URL or an LMDB directory (NULL
+ * makes a temporary one).
+ */
+int
+index_open(struct index **ixp, const char *path, int flags,
+    struct index_params *p, int given, char **cause)
+{
+	GUARDED(index_backend(path), (struct index *)NULL, path, cause,
+	    index_open_ops(ixp, path, flags, p, given, cause));
 }
 
 /* Close the index (NULL is allowed). */
@@ -92,7 +128,7 @@ index_close(struct index *ix)
 int
 index_begin(struct index *ix, char **cause)
 {
-	return (ix->ops->begin(ix, cause));
+	GUARDED_IX(ix, cause, ix->ops->begin(ix, cause));
 }
 
 /* Tell the backend a batch's records before they are looked up. */
@@ -102,14 +138,14 @@ index_prepare(struct index *ix, const struct ixdoc *docs, size_t n,
 {
 	if (ix->ops->prepare == NULL)
 		return (0);
-	return (ix->ops->prepare(ix, docs, n, cause));
+	GUARDED_IX(ix, cause, ix->ops->prepare(ix, docs, n, cause));
 }
 
 /* Commit the batch's transaction. */
 int
 index_commit(struct index *ix, char **cause)
 {
-	return (ix->ops->commit(ix, cause));
+	GUARDED_IX(ix, cause, ix->ops->commit(ix, cause));
 }
 
 /* Throw the batch's transaction away. */
@@ -124,21 +160,22 @@ int
 index_candidates(struct index *ix, size_t slot, const uint64_t *keys,
     struct u64vec *out, char **cause)
 {
-	return (ix->ops->candidates(ix, slot, keys, out, cause));
+	GUARDED_IX(ix, cause,
+	    ix->ops->candidates(ix, slot, keys, out, cause));
 }
 
 /* A document's record; its signature stays valid until the next call. */
 int
 index_doc(struct index *ix, uint64_t docid, struct docinfo *d, char **cause)
 {
-	return (ix->ops->doc(ix, docid, d, cause));
+	GUARDED_IX(ix, cause, ix->ops->doc(ix, docid, d, cause));
 }
 
 /* A document's normalised text, and its DOC_BYTES flag. */
 int
 index_text(struct index *ix, uint64_t docid, struct buf *out, char **cause)
 {
-	return (ix->ops->text(ix, docid, out, cause));
+	GUARDED_IX(ix, cause, ix->ops->text(ix, docid, out, cause));
 }
 
 /* Insert a document (not prepared), encoding its text here. */
@@ -147,8 +184,8 @@ index_insert(struct index *ix, const uint64_t *keys, const uint32_t *sig,
     const char *id, size_t idlen, const char *text, size_t textlen,
     int flags, int64_t when, char **cause)
 {
-	return (ix->ops->insert(ix, INDEX_NOSLOT, keys, sig, id, idlen, text,
-	    textlen, NULL, 0, flags, when, cause));
+	GUARDED_IX(ix, cause, ix->ops->insert(ix, INDEX_NOSLOT, keys, sig,
+	    id, idlen, text, textlen, NULL, 0, flags, when, cause));
 }
 
 /*
@@ -161,15 +198,15 @@ index_insert_encoded(struct index *ix, size_t slot, const uint64_t *keys,
     size_t textlen, const char *enc, size_t enclen, int flags, int64_t when,
     char **cause)
 {
-	return (ix->ops->insert(ix, slot, keys, sig, id, idlen, text, textlen,
-	    enc, enclen, flags, when, cause));
+	GUARDED_IX(ix, cause, ix->ops->insert(ix, slot, keys, sig, id, idlen,
+	    text, textlen, enc, enclen, flags, when, cause));
 }
 
 /* Counts and size, for --stats. */
 int
 index_stats(struct index *ix, struct index_stats *st, char **cause)
 {
-	return (ix->ops->stats(ix, st, cause));
+	GUARDED_IX(ix, cause, ix->ops->stats(ix, st, cause));
 }
 
 /* Remove what the retention limits allow, at most budget documents. */
@@ -177,7 +214,8 @@ int
 index_expire(struct index *ix, const struct retention *ret, int64_t now,
     uint64_t budget, uint64_t *removed, char **cause)
 {
-	return (ix->ops->expire(ix, ret, now, budget, removed, cause));
+	GUARDED_IX(ix, cause,
+	    ix->ops->expire(ix, ret, now, budget, removed, cause));
 }
 
 /* Remove every document with this external id. */
@@ -185,21 +223,21 @@ int
 index_remove(struct index *ix, const char *id, size_t idlen,
     uint64_t *removed, char **cause)
 {
-	return (ix->ops->remove(ix, id, idlen, removed, cause));
+	GUARDED_IX(ix, cause, ix->ops->remove(ix, id, idlen, removed, cause));
 }
 
 /* What --info prints. */
 int
 index_info(struct index *ix, struct index_info *in, char **cause)
 {
-	return (ix->ops->info(ix, in, cause));
+	GUARDED_IX(ix, cause, ix->ops->info(ix, in, cause));
 }
 
 /* Check the index's consistency; the report goes to f. */
 int
 index_check(struct index *ix, FILE *f, uint64_t *problems, char **cause)
 {
-	return (ix->ops->check(ix, f, problems, cause));
+	GUARDED_IX(ix, cause, ix->ops->check(ix, f, problems, cause));
 }
 
 /* A compacted copy of the index in dest. */
@@ -211,7 +249,22 @@ index_compact(struct index *ix, const char *dest, char **cause)
 		    ix->ops->name);
 		return (INDEX_ERROR);
 	}
-	return (ix->ops->compact(ix, dest, cause));
+	GUARDED_IX(ix, cause, ix->ops->compact(ix, dest, cause));
+}
+
+/* Call fn for every document (export.c: index_export). */
+int
+index_each(struct index *ix, index_each_fn fn, void *arg, char **cause)
+{
+	GUARDED_IX(ix, cause, ix->ops->each(ix, fn, arg, cause));
+}
+
+/* Give an index with no documents yet other parameters (index_import). */
+int
+index_adopt(struct index *ix, const struct index_params *want,
+    char **cause)
+{
+	GUARDED_IX(ix, cause, ix->ops->adopt(ix, want, cause));
 }
 
 /* The first document number this process could have inserted. */
@@ -253,7 +306,7 @@ index_undelivered(struct index *ix, uint64_t docid, char **cause)
 {
 	if (ix->ops->undelivered == NULL)
 		return (1);
-	return (ix->ops->undelivered(ix, docid, cause));
+	GUARDED_IX(ix, cause, ix->ops->undelivered(ix, docid, cause));
 }
 
 /*
@@ -279,7 +332,7 @@ index_group(struct index *ix, uint64_t docid, uint64_t *group, char **cause)
 		*group = docid;
 		return (0);
 	}
-	return (ix->ops->group(ix, docid, group, cause));
+	GUARDED_IX(ix, cause, ix->ops->group(ix, docid, group, cause));
 }
 
 /* The document just inserted is a duplicate in group. */
@@ -288,5 +341,5 @@ index_set_group(struct index *ix, uint64_t group, char **cause)
 {
 	if (ix->ops->set_group == NULL)
 		return (0);
-	return (ix->ops->set_group(ix, group, cause));
+	GUARDED_IX(ix, cause, ix->ops->set_group(ix, group, cause));
 }

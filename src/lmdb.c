@@ -113,13 +113,16 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -183,6 +186,10 @@ struct lmdb {
 	const struct ixdoc *batch;	/* the prepared batch, for prefetch */
 	size_t		 nbatch;
 	size_t		 ahead;		/* its slot whose loads are started */
+	uint64_t	 l0_bad;	/* damaged l0 entries (lsm_rebuild) */
+	int		 walked;	/* lm_walk found every page sound */
+	const char	*map;		/* the map and its page size, for */
+	size_t		 psize;		/* lm_ovf_ok */
 
 	/* Delivery marks for the next commit (lm_undelivered_apply). */
 	struct u64vec	 dranges;	/* [first, end) pairs delivered */
@@ -238,6 +245,34 @@ static size_t	next_pending(const struct lmdb *, size_t);
 static int	lm_undelivered_find(struct lmdb *, uint64_t, uint64_t *,
 		    uint64_t *, char **);
 static int	lm_undelivered_apply(struct lmdb *, char **);
+static void	guard_install(void);
+static int	lmdb_check(struct index *, FILE *, uint64_t *, char **);
+static int	lm_walk(struct lmdb *, char **);
+static int	lm_ovf_ok(const struct lmdb *, const MDB_val *);
+static void	guard_assert(MDB_env *, const char *);
+
+/*
+ * Is the file system of data.mdb full (less than 1 MB left to this user)?
+ * LMDB says EIO of a short write, which is what a full disk gives.
+ */
+static int
+lm_disk_full(struct lmdb *ix)
+{
+	struct statvfs	 sv;
+	uint64_t	 left;
+	int		 fd, rc;
+
+	if (ix->base.path == NULL ||
+	    (fd = open(ix->base.path, O_RDONLY | O_DIRECTORY)) == -1)
+		return (0);
+	rc = fstatvfs(fd, &sv);
+	close(fd);
+	if (rc == -1)
+		return (0);
+	left = (uint64_t)(geteuid() == 0 ? sv.f_bfree : sv.f_bavail) *
+	    sv.f_frsize;
+	return (left < (1 << 20));
+}
 
 /*
  * Turn an LMDB error into INDEX_ERROR with a cause; MDB_MAP_FULL becomes
@@ -250,8 +285,14 @@ lm_fail(struct lmdb *ix, int rc, const char *what, char **cause)
 		ix->map_full = 1;
 		return (INDEX_AGAIN);
 	}
+	if (rc == EIO && lm_disk_full(ix))
+		rc = ENOSPC;
 	if (rc == MDB_TXN_FULL)
 		xasprintf(cause, "%s: %s (use a smaller --batch)", what,
+		    mdb_strerror(rc));
+	else if (rc == MDB_CORRUPTED || rc == MDB_PAGE_NOTFOUND)
+		xasprintf(cause, "index %s is damaged: %s: %s (run --check; "
+		    "see mhfilter(1), Damaged indexes)", ix->base.path, what,
 		    mdb_strerror(rc));
 	else
 		xasprintf(cause, "index %s: %s: %s", ix->base.path, what,
@@ -436,17 +477,21 @@ lm_meta_check(struct lmdb *ix, int format, int given, char **cause)
 }
 
 /*
- * Is this environment someone else's?  Ours has no meta database only
- * while it is brand new, and then its main database is empty.
+ * Is this environment someone else's (1)?  Ours has no meta database only
+ * while it is brand new, and then its main database is empty.  Another
+ * error looking for it is LMDB's, returned (a damaged main database).
  */
 static int
 lm_foreign(struct lmdb *ix)
 {
 	MDB_dbi		 dbi;
 	MDB_stat	 st;
+	int		 rc;
 
-	if (mdb_dbi_open(ix->txn, "meta", 0, &dbi) == 0)
+	if ((rc = mdb_dbi_open(ix->txn, "meta", 0, &dbi)) == 0)
 		return (0);
+	if (rc != MDB_NOTFOUND)
+		return (rc);
 	if (mdb_dbi_open(ix->txn, NULL, 0, &dbi) != 0 ||
 	    mdb_stat(ix->txn, dbi, &st) != 0)
 		return (1);
@@ -476,12 +521,9 @@ lmdb_exists(const char *path, uint64_t *size)
 	return (1);
 }
 
-/*
- * Remove an LMDB index directory: its two files, then the directory.
- * Returns rmdir's result.
- */
-int
-lmdb_remove_dir(const char *path)
+/* Remove an LMDB environment's two files. */
+static void
+lm_unlink_files(const char *path)
 {
 	char	*f;
 
@@ -491,7 +533,53 @@ lmdb_remove_dir(const char *path)
 	xasprintf(&f, "%s/lock.mdb", path);
 	unlink(f);
 	free(f);
+}
+
+/*
+ * Remove an LMDB index directory: its two files, then the directory.
+ * Returns rmdir's result.
+ */
+int
+lmdb_remove_dir(const char *path)
+{
+	lm_unlink_files(path);
 	return (rmdir(path));
+}
+
+/*
+ * Is data.mdb as long as its meta page says it is (the last page in use)?
+ * A shorter file is damaged, and reading a page past its end through the
+ * map would raise SIGBUS.  0, or INDEX_ERROR.
+ */
+static int
+lm_size_check(struct lmdb *ix, char **cause)
+{
+	MDB_envinfo	 info;
+	MDB_stat	 ms;
+	struct stat	 sb;
+	mdb_filehandle_t fd;
+	uint64_t	 want;
+	int		 rc;
+
+	if ((rc = mdb_env_info(ix->env, &info)) != 0 ||
+	    (rc = mdb_env_stat(ix->env, &ms)) != 0 ||
+	    (rc = mdb_env_get_fd(ix->env, &fd)) != 0)
+		return (lm_fail(ix, rc, "open", cause));
+	if (fstat(fd, &sb) == -1) {
+		xasprintf(cause, "index %s: fstat: %s", ix->base.path,
+		    strerror(errno));
+		return (INDEX_ERROR);
+	}
+	want = ((uint64_t)info.me_last_pgno + 1) * ms.ms_psize;
+	if (info.me_last_pgno < 1 || (uint64_t)sb.st_size < want ||
+	    want > info.me_mapsize) {
+		xasprintf(cause, "index %s is damaged (data.mdb is %jd bytes, "
+		    "its last page ends at %" PRIu64 "): restore a copy, or "
+		    "rebuild it (see mhfilter(1), Damaged indexes)",
+		    ix->base.path, (intmax_t)sb.st_size, want);
+		return (INDEX_ERROR);
+	}
+	return (0);
 }
 
 /*
@@ -506,7 +594,9 @@ lm_env_open(struct lmdb *ix, const char *path, int flags, uint64_t mapsize,
 	const char	*tmp;
 	MDB_stat	 ms;
 	unsigned int	 envflags = MDB_NOTLS;
-	int		 rc, dead;
+	MDB_envinfo	 info;
+	uint64_t	 size;
+	int		 rc, dead, fresh;
 
 	if (path == NULL) {
 		if ((tmp = getenv("TMPDIR")) == NULL || *tmp == '\0')
@@ -530,8 +620,11 @@ lm_env_open(struct lmdb *ix, const char *path, int flags, uint64_t mapsize,
 		}
 	}
 
+	guard_install();
+	fresh = !lmdb_exists(ix->base.path, &size) || size == 0;
 	for (;;) {
 		if ((rc = mdb_env_create(&ix->env)) != 0 ||
+		    (rc = mdb_env_set_assert(ix->env, guard_assert)) != 0 ||
 		    (rc = mdb_env_set_maxdbs(ix->env, 8)) != 0 ||
 		    (rc = mdb_env_set_mapsize(ix->env,
 		    mapsize ? mapsize : MAP_DEFAULT)) != 0) {
@@ -553,8 +646,21 @@ lm_env_open(struct lmdb *ix, const char *path, int flags, uint64_t mapsize,
 		envflags |= MDB_NOLOCK;
 	}
 	if (rc != 0) {
+		/*
+		 * A failed creation (a full disk) leaves a data.mdb cut
+		 * short, which no later open would take: remove it.
+		 */
+		if (fresh && !(envflags & MDB_RDONLY) && rc != ENOENT &&
+		    rc != MDB_INVALID && rc != MDB_VERSION_MISMATCH)
+			lm_unlink_files(ix->base.path);
+		if (rc == EIO && lm_disk_full(ix))
+			rc = ENOSPC;
 		if (rc == ENOENT)
 			xasprintf(cause, "no index at %s", ix->base.path);
+		else if (fresh && (envflags & MDB_RDONLY))
+			xasprintf(cause, "no index at %s yet (its data.mdb is "
+			    "empty: the run creating it failed)",
+			    ix->base.path);
 		else if (rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH) {
 			xasprintf(cause, "%s is not an LMDB index: %s",
 			    ix->base.path, mdb_strerror(rc));
@@ -564,6 +670,8 @@ lm_env_open(struct lmdb *ix, const char *path, int flags, uint64_t mapsize,
 			    mdb_strerror(rc));
 		return (INDEX_ERROR);
 	}
+	if ((rc = lm_size_check(ix, cause)) != 0)
+		return (rc);
 	/*
 	 * A throwaway index goes from the file system at once: LMDB keeps
 	 * its files open, and a crash (kill -9) leaves nothing behind.
@@ -572,6 +680,10 @@ lm_env_open(struct lmdb *ix, const char *path, int flags, uint64_t mapsize,
 		lmdb_remove_dir(ix->base.path);
 	if (mdb_env_stat(ix->env, &ms) == 0)
 		ix->inline_max = ms.ms_psize / 2;
+	if (mdb_env_info(ix->env, &info) == 0) {
+		ix->map = info.me_mapaddr;
+		ix->psize = ms.ms_psize;
+	}
 	/* Forget readers left by processes that died (kill -9). */
 	mdb_reader_check(ix->env, &dead);
 	return (0);
@@ -589,7 +701,7 @@ lm_dbis_open(struct lmdb *ix, int flags, char **cause)
 	int		 rc;
 
 	rc = lm_txn(ix, 0, &ix->txn);
-	if (rc == 0 && (rc = lm_foreign(ix)) != 0) {
+	if (rc == 0 && (rc = lm_foreign(ix)) == 1) {
 		xasprintf(cause, "%s is an LMDB environment but not an "
 		    "mhfilter index", ix->base.path);
 		return (INDEX_MISMATCH);
@@ -618,6 +730,33 @@ lm_dbis_open(struct lmdb *ix, int flags, char **cause)
 }
 
 /*
+ * Is the index brand new (1): no format record, and nothing else either?
+ * A format record LMDB cannot read, or missing from an index that holds
+ * meta records or documents, is damage: -1 with a cause.
+ */
+static int
+lm_fresh(struct lmdb *ix, char **cause)
+{
+	MDB_val		 k, v;
+	MDB_stat	 meta, docs;
+	int		 rc;
+
+	k.mv_data = (void *)"format";
+	k.mv_size = strlen("format");
+	if ((rc = mdb_get(ix->txn, ix->meta, &k, &v)) == 0)
+		return (0);
+	if (rc == MDB_NOTFOUND &&
+	    (rc = mdb_stat(ix->txn, ix->meta, &meta)) == 0 &&
+	    (rc = mdb_stat(ix->txn, ix->docs, &docs)) == 0) {
+		if (meta.ms_entries == 0 && docs.ms_entries == 0)
+			return (1);
+		rc = MDB_CORRUPTED;	/* (lm_fail: "damaged") */
+	}
+	lm_fail(ix, rc, "reading the format record", cause);
+	return (-1);
+}
+
+/*
  * Open (or create) the index at path; a NULL path makes a temporary one.
  * p holds the parameters wanted and, on return, the ones in force; given
  * says which of them the user set.  Returns 0, INDEX_ERROR or
@@ -628,7 +767,6 @@ lmdb_open(struct index **ixp, const char *path, int flags,
     struct index_params *p, int given, char **cause)
 {
 	struct lmdb	*ix;
-	char		 probe[16];
 	int		 rc, fresh, rv;
 
 	ix = xcalloc(1, sizeof *ix);
@@ -641,8 +779,8 @@ lmdb_open(struct index **ixp, const char *path, int flags,
 		goto fail;
 
 	rv = INDEX_ERROR;
-	fresh = lm_meta_get(ix, "format", probe, sizeof probe) ==
-	    INDEX_NOTFOUND;
+	if ((fresh = lm_fresh(ix, cause)) < 0)
+		goto fail;
 	if (fresh && (flags & INDEX_RDONLY)) {
 		xasprintf(cause, "%s is an empty index", ix->base.path);
 		goto fail;
@@ -753,20 +891,123 @@ lmdb_begin(struct index *base, char **cause)
 	}
 	ix->npend = ix->nmerged = 0;
 	ix->l1valid = 0;
-	if ((rc = lsm_load(ix, cause)) != 0) {
-		lmdb_abort(&ix->base);
-		return (rc);
-	}
 	/*
 	 * Another writer may have added documents since; a reader needs
-	 * next_doc too, to tell a removed document from a corrupt index.
+	 * next_doc too, to tell a removed document from a corrupt index,
+	 * and so does lsm_load, to tell an l0 entry from a damaged one.
 	 */
 	if (lm_meta_u64(ix, "next_doc", &ix->next_doc, cause) != 0) {
 		lmdb_abort(&ix->base);
 		return (INDEX_ERROR);
 	}
+	if ((rc = lsm_load(ix, cause)) != 0) {
+		lmdb_abort(&ix->base);
+		return (rc);
+	}
+	if (ix->l0_bad > 0) {
+		xasprintf(cause, "index %s is damaged: %" PRIu64 " band "
+		    "entries in l0 are not of a document below next_doc (run "
+		    "--check)", ix->base.path, ix->l0_bad);
+		lmdb_abort(&ix->base);
+		return (INDEX_ERROR);
+	}
+	if ((ix->base.flags & INDEX_WALK) && !ix->walked &&
+	    (rc = lm_walk(ix, cause)) != 0) {
+		lmdb_abort(&ix->base);
+		return (rc);
+	}
 	ix->start_doc = ix->next_doc;
 	ix->now = time(NULL);
+	return (0);
+}
+
+/*
+ * Is the overflow page header of value v sound (1), or is v on its leaf
+ * page (1 too)?  Freeing a value's overflow pages (a deletion, a rewrite)
+ * trusts the page count in that header: a damaged one corrupts LMDB's free
+ * list and its heap.  LMDB 0.9's page layout (MDB_DATA_VERSION 1): a
+ * 16-byte header, the page number, then the flags (P_OVERFLOW 0x04) and
+ * the number of pages at bytes 10 and 12; a big value starts right after
+ * it, where no value on a leaf page can.  Values of this transaction's
+ * dirty pages are outside the map, and not checked.
+ */
+static int
+lm_ovf_ok(const struct lmdb *ix, const MDB_val *v)
+{
+	const unsigned char	*p = v->mv_data;
+	uint64_t		 pgno;
+	uint32_t		 pages;
+	uint16_t		 flags;
+	size_t			 off;
+
+	if (ix->map == NULL || p < (const unsigned char *)ix->map + 16)
+		return (1);
+	off = (size_t)(p - (const unsigned char *)ix->map);
+	if (off % ix->psize != 16)
+		return (1);
+	p -= 16;
+	memcpy(&pgno, p, sizeof pgno);
+	memcpy(&flags, p + 10, sizeof flags);
+	memcpy(&pages, p + 12, sizeof pages);
+	return (pgno == off / ix->psize && (flags & 0x04) &&
+	    pages == (16 + v->mv_size + ix->psize - 1) / ix->psize);
+}
+
+/*
+ * Read every page of the index once (INDEX_WALK, before a maintenance mode
+ * writes): each database to its end, its keys in order, and the first and
+ * last byte and the overflow page header (lm_ovf_ok) of each value.  LMDB
+ * reads a damaged page through the fault guard, but rewriting one (a
+ * deletion's rebalancing) can corrupt its heap, which aborts the process:
+ * of 120 damaged copies, --expire aborted on 36 without this walk.  0, or
+ * INDEX_ERROR saying damaged.
+ */
+static int
+lm_walk(struct lmdb *ix, char **cause)
+{
+	MDB_dbi		 dbis[] = { 0, ix->meta, ix->docs, ix->texts, ix->times,
+			    ix->l0, ix->l1 };
+	MDB_txn		*txn;
+	MDB_cursor	*cur;
+	MDB_val		 k, v, prev;
+	volatile unsigned char sink = 0;
+	size_t		 i;
+	int		 rc;
+
+	/* (A read transaction: LMDB walks its free list in no other.) */
+	if ((rc = mdb_txn_begin(ix->env, NULL, MDB_RDONLY, &txn)) != 0)
+		return (lm_fail(ix, rc, "walking the index", cause));
+	for (i = 0; i < sizeof dbis / sizeof dbis[0]; i++) {
+		if ((rc = mdb_cursor_open(txn, dbis[i], &cur)) != 0)
+			break;
+		prev.mv_data = NULL;
+		for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+		    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+			/* (A leaf of random bytes: its keys are in no order.) */
+			if (!lm_ovf_ok(ix, &v) || (prev.mv_data != NULL &&
+			    mdb_cmp(txn, dbis[i], &prev, &k) >= 0)) {
+				rc = MDB_CORRUPTED;
+				break;
+			}
+			prev = k;
+			if (v.mv_size > 0)
+				sink ^= ((unsigned char *)v.mv_data)[0] ^
+				    ((unsigned char *)v.mv_data)[v.mv_size - 1];
+		}
+		mdb_cursor_close(cur);
+		if (rc != MDB_NOTFOUND)
+			break;
+		rc = 0;
+	}
+	mdb_txn_abort(txn);
+	(void)sink;
+	if (rc != 0) {
+		xasprintf(cause, "index %s is damaged: %s (run --check; see "
+		    "mhfilter(1), Damaged indexes)", ix->base.path,
+		    mdb_strerror(rc));
+		return (INDEX_ERROR);
+	}
+	ix->walked = 1;
 	return (0);
 }
 
@@ -910,6 +1151,7 @@ lsm_rebuild(struct lmdb *ix, char **cause)
 	int			 rc;
 
 	memtable_clear(ix->mt);
+	ix->l0_bad = 0;
 	if ((rc = mdb_cursor_open(ix->txn, ix->l0, &cur)) != 0)
 		return (lm_fail(ix, rc, "reading l0", cause));
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
@@ -918,8 +1160,8 @@ lsm_rebuild(struct lmdb *ix, char **cause)
 		if (v.mv_size < L0_HEADER ||
 		    (v.mv_size - L0_HEADER) % BENTRY_SIZE != 0) {
 			mdb_cursor_close(cur);
-			xasprintf(cause, "index %s: an l0 record is corrupt",
-			    ix->base.path);
+			xasprintf(cause, "index %s is damaged: an l0 record is "
+			    "corrupt (run --check)", ix->base.path);
 			return (INDEX_ERROR);
 		}
 		written = get_le64(p);
@@ -931,6 +1173,14 @@ lsm_rebuild(struct lmdb *ix, char **cause)
 		n = (v.mv_size - L0_HEADER) / BENTRY_SIZE;
 		for (i = 0; i < n; i++) {
 			run_get(p + L0_HEADER, i, &e);
+			/*
+			 * Zeroed or random bytes, not a document: left out
+			 * here, reported by lmdb_begin and lmdb_check.
+			 */
+			if (e.docid == 0 || e.docid >= ix->next_doc) {
+				ix->l0_bad++;
+				continue;
+			}
 			c = band_chunk(e.key);
 			if ((c + BAND_CHUNKS - written % BAND_CHUNKS) %
 			    BAND_CHUNKS < passed)
@@ -986,9 +1236,9 @@ lsm_merge(struct lmdb *ix, unsigned c, uint64_t live, char **cause)
 	chunk_key(kb, c, &k);
 	rc = mdb_get(ix->txn, ix->l1, &k, &v);
 	if (rc == 0) {
-		if (v.mv_size % L1E_SIZE != 0) {
-			xasprintf(cause, "index %s: band chunk %u is corrupt",
-			    ix->base.path, c);
+		if (v.mv_size % L1E_SIZE != 0 || !lm_ovf_ok(ix, &v)) {
+			xasprintf(cause, "index %s is damaged: band chunk %u "
+			    "is corrupt (run --check)", ix->base.path, c);
 			return (INDEX_ERROR);
 		}
 		nold = v.mv_size / L1E_SIZE;
@@ -1088,6 +1338,10 @@ lsm_flush(struct lmdb *ix, char **cause)
 		if ((rc = mdb_cursor_open(ix->txn, ix->l0, &cur)) != 0)
 			return (lm_fail(ix, rc, "reading l0", cause));
 		while ((rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST)) == 0) {
+			if (!lm_ovf_ok(ix, &v)) {
+				rc = MDB_CORRUPTED;
+				break;
+			}
 			if (v.mv_size < L0_HEADER ||
 			    ix->tx.sweep - get_le64(v.mv_data) < BAND_CHUNKS)
 				break;
@@ -1209,6 +1463,8 @@ lm_bucket(struct lmdb *ix, uint64_t key, struct u64vec *out,
 		return (0);
 	if (rc != 0)
 		return (rc);
+	if (v.mv_size % L1E_SIZE != 0)
+		return (MDB_CORRUPTED);	/* (a run is whole entries) */
 	run_find(v.mv_data, v.mv_size / L1E_SIZE, key, out, max - got);
 	return (0);
 }
@@ -1319,8 +1575,8 @@ l1_read(struct lmdb *ix, MDB_txn *txn, unsigned from, unsigned to,
 	mdb_cursor_close(cur);
 	if (rc != MDB_NOTFOUND) {
 		if (rc == 0) {
-			xasprintf(cause, "index %s: l1 is corrupt",
-			    ix->base.path);
+			xasprintf(cause, "index %s is damaged: l1 is corrupt "
+			    "(run --check)", ix->base.path);
 			return (INDEX_ERROR);
 		}
 		return (lm_fail(ix, rc, "reading l1", cause));
@@ -1377,8 +1633,16 @@ lmdb_doc(struct index *base, uint64_t docid, struct docinfo *d, char **cause)
 	int		 rc;
 
 	if ((rc = lm_get(ix, ix->docs, docid, &v)) != 0) {
+		/*
+		 * Removed: its band entries linger.  But removing takes the
+		 * text too: a text without its record is a lost record.
+		 */
+		if (rc == MDB_NOTFOUND && docid != 0 &&
+		    docid < ix->next_doc && (!ix->base.p.texts ||
+		    lm_get(ix, ix->texts, docid, &v) == MDB_NOTFOUND))
+			return (INDEX_GONE);
 		if (rc == MDB_NOTFOUND && docid != 0 && docid < ix->next_doc)
-			return (INDEX_GONE);	/* removed; entries linger */
+			goto corrupt;
 		return (lm_fail(ix, rc, "document lookup", cause));
 	}
 	if (docrec_decode(v.mv_data, v.mv_size, ix->base.p.perms, ix->sig,
@@ -1387,8 +1651,8 @@ lmdb_doc(struct index *base, uint64_t docid, struct docinfo *d, char **cause)
 	d->docid = docid;
 	return (0);
 corrupt:
-	xasprintf(cause, "index %s: document %" PRIu64 " is corrupt",
-	    ix->base.path, docid);
+	xasprintf(cause, "index %s is damaged: document %" PRIu64 " is "
+	    "corrupt (run --check)", ix->base.path, docid);
 	return (INDEX_ERROR);
 }
 
@@ -1407,8 +1671,8 @@ lmdb_text(struct index *base, uint64_t docid, struct buf *out, char **cause)
 		return (lm_fail(ix, rc, "text lookup", cause));
 	if ((rc = text_decode(v.mv_data, v.mv_size, out)) >= 0)
 		return (rc);
-	xasprintf(cause, "index %s: text of document %" PRIu64 " is corrupt",
-	    ix->base.path, docid);
+	xasprintf(cause, "index %s is damaged: text of document %" PRIu64
+	    " is corrupt (run --check)", ix->base.path, docid);
 	return (INDEX_ERROR);
 }
 
@@ -1504,10 +1768,12 @@ lmdb_stats(struct index *base, struct index_stats *st, char **cause)
 	if (mdb_stat(txn, ix->docs, &ms) == 0)
 		st->docs = ms.ms_entries;
 	st->band_entries = ix->lsm.l1_entries + memtable_entries(ix->mt);
-	mdb_env_stat(ix->env, &ms);
-	mdb_env_info(ix->env, &info);
-	st->size = (uint64_t)(info.me_last_pgno + 1) * ms.ms_psize;
+	if ((rc = mdb_env_stat(ix->env, &ms)) == 0 &&
+	    (rc = mdb_env_info(ix->env, &info)) == 0)
+		st->size = (uint64_t)(info.me_last_pgno + 1) * ms.ms_psize;
 	mdb_txn_abort(txn);
+	if (rc != 0)
+		return (lm_fail(ix, rc, "stats", cause));
 	return (0);
 }
 
@@ -1516,9 +1782,15 @@ static int
 lm_delete(struct lmdb *ix, uint64_t docid, int64_t t, char **cause)
 {
 	unsigned char	 kb[8], tk[TIMEKEY_SIZE];
-	MDB_val		 k;
+	MDB_val		 k, v;
 	int		 rc;
 
+	/* (Overflow pages are freed as their header says: check it.) */
+	if (((rc = lm_get(ix, ix->texts, docid, &v)) == 0 &&
+	    !lm_ovf_ok(ix, &v)) ||
+	    ((rc = lm_get(ix, ix->docs, docid, &v)) == 0 && !lm_ovf_ok(ix, &v)))
+		return (lm_fail(ix, MDB_CORRUPTED, "removing a document",
+		    cause));
 	put_be64(kb, docid);
 	k.mv_data = kb;
 	k.mv_size = sizeof kb;
@@ -1586,7 +1858,8 @@ lmdb_expire(struct index *base, const struct retention *ret, int64_t now,
 	if (rc != 0 && rc != MDB_NOTFOUND)
 		return (lm_fail(ix, rc, "expire", cause));
 	if (rc == 0 && k.mv_size != TIMEKEY_SIZE) {
-		xasprintf(cause, "index %s: a times key is corrupt", ix->base.path);
+		xasprintf(cause, "index %s is damaged: a times key is corrupt "
+		    "(run --check)", ix->base.path);
 		return (INDEX_ERROR);
 	}
 	return (0);
@@ -1702,11 +1975,13 @@ lmdb_info(struct index *base, struct index_info *in, char **cause)
 	in->docs_bytes = dbi_bytes(ix->txn, ix->docs) +
 	    dbi_bytes(ix->txn, ix->times);
 	in->texts_bytes = dbi_bytes(ix->txn, ix->texts);
-	mdb_env_stat(ix->env, &st);
-	mdb_env_info(ix->env, &info);
-	in->size = (uint64_t)(info.me_last_pgno + 1) * st.ms_psize;
+	if ((rc = mdb_env_stat(ix->env, &st)) == 0 &&
+	    (rc = mdb_env_info(ix->env, &info)) == 0)
+		in->size = (uint64_t)(info.me_last_pgno + 1) * st.ms_psize;
 	mdb_txn_abort(ix->txn);
 	ix->txn = NULL;
+	if (rc != 0)
+		return (lm_fail(ix, rc, "info", cause));
 	lmdb_exists(ix->base.path, &in->file_size);
 	return (0);
 }
@@ -1756,7 +2031,7 @@ check_doc(struct lmdb *ix, struct checking *ck, const MDB_val *k,
 	char		*cause = NULL;
 	size_t		 i;
 	unsigned	 j;
-	int		 ok;
+	int		 ok, rc;
 
 	ck->docs++;
 	if (k->mv_size != 8) {
@@ -1777,9 +2052,12 @@ check_doc(struct lmdb *ix, struct checking *ck, const MDB_val *k,
 	timekey_put(tk, d.time, docid);
 	k2.mv_data = tk;
 	k2.mv_size = sizeof tk;
-	if (mdb_get(ix->txn, ix->times, &k2, &v2) != 0)
+	if ((rc = mdb_get(ix->txn, ix->times, &k2, &v2)) == MDB_NOTFOUND)
 		problem(ck->f, ck->problems, "document %" PRIu64 " has no "
 		    "times entry", docid);
+	else if (rc != 0)
+		problem(ck->f, ck->problems, "document %" PRIu64 ": reading "
+		    "its times entry: %s", docid, mdb_strerror(rc));
 	if (ix->base.p.texts && lmdb_text(&ix->base, docid, &ck->text,
 	    &cause) < 0) {
 		problem(ck->f, ck->problems, "document %" PRIu64 ": %s",
@@ -1790,14 +2068,31 @@ check_doc(struct lmdb *ix, struct checking *ck, const MDB_val *k,
 	    ck->keys);
 	for (j = 0; j < ix->base.p.bands; j++) {
 		ck->found.n = 0;
-		if (lm_bucket(ix, ck->keys[j], &ck->found, SIZE_MAX) != 0)
+		if ((rc = lm_bucket(ix, ck->keys[j], &ck->found,
+		    SIZE_MAX)) != 0) {
+			problem(ck->f, ck->problems, "document %" PRIu64 ": "
+			    "band %u: %s", docid, j, mdb_strerror(rc));
 			break;
+		}
 		for (i = 0, ok = 0; i < ck->found.n && !ok; i++)
 			ok = ck->found.v[i] == docid;
 		if (!ok)
 			problem(ck->f, ck->problems, "document %" PRIu64 " is "
 			    "missing from band %u", docid, j);
 	}
+}
+
+/*
+ * After a walk of a database (what) that ended with rc: a problem unless
+ * it went to the end.  LMDB says MDB_CORRUPTED or MDB_PAGE_NOTFOUND of
+ * some damaged pages.
+ */
+static void
+check_walked(struct checking *ck, const char *what, int rc)
+{
+	if (rc != MDB_NOTFOUND)
+		problem(ck->f, ck->problems, "reading %s: %s", what,
+		    mdb_strerror(rc));
 }
 
 /*
@@ -1813,7 +2108,10 @@ check_orphans(struct lmdb *ix, struct checking *ck, MDB_dbi dbi,
 	uint64_t	 docid = 0;
 	int		 rc;
 
-	mdb_cursor_open(ix->txn, dbi, &cur);
+	if ((rc = mdb_cursor_open(ix->txn, dbi, &cur)) != 0) {
+		check_walked(ck, what, rc);
+		return;
+	}
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		if (k.mv_size == keysize)
@@ -1825,6 +2123,7 @@ check_orphans(struct lmdb *ix, struct checking *ck, MDB_dbi dbi,
 			    what);
 	}
 	mdb_cursor_close(cur);
+	check_walked(ck, what, rc);
 }
 
 /* The l1 runs: in their chunks, sorted, of documents below next_doc. */
@@ -1839,7 +2138,10 @@ check_l1(struct lmdb *ix, struct checking *ck)
 	unsigned		 c;
 	int			 rc;
 
-	mdb_cursor_open(ix->txn, ix->l1, &cur);
+	if ((rc = mdb_cursor_open(ix->txn, ix->l1, &cur)) != 0) {
+		check_walked(ck, "l1", rc);
+		return;
+	}
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		p = k.mv_data;
@@ -1868,6 +2170,7 @@ check_l1(struct lmdb *ix, struct checking *ck)
 		}
 	}
 	mdb_cursor_close(cur);
+	check_walked(ck, "l1", rc);
 	if (ck->l1 != ix->lsm.l1_entries)
 		problem(ck->f, ck->problems, "l1 holds %" PRIu64 " entries; "
 		    "meta says %" PRIu64, ck->l1, ix->lsm.l1_entries);
@@ -1882,7 +2185,10 @@ check_l0(struct lmdb *ix, struct checking *ck, uint64_t sweep,
 	MDB_val		 k, v;
 	int		 rc;
 
-	mdb_cursor_open(ix->txn, ix->l0, &cur);
+	if ((rc = mdb_cursor_open(ix->txn, ix->l0, &cur)) != 0) {
+		check_walked(ck, "l0", rc);
+		return;
+	}
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		if (k.mv_size != 8 || get_be64(k.mv_data) >= l0_next ||
@@ -1893,13 +2199,35 @@ check_l0(struct lmdb *ix, struct checking *ck, uint64_t sweep,
 			    "malformed");
 	}
 	mdb_cursor_close(cur);
+	check_walked(ck, "l0", rc);
+	if (ix->l0_bad > 0)
+		problem(ck->f, ck->problems, "l0 holds %" PRIu64 " entries "
+		    "not of a document below next_doc", ix->l0_bad);
+}
+
+/* LMDB's free list (database 0): it can be read to its end. */
+static void
+check_free(struct lmdb *ix, struct checking *ck)
+{
+	MDB_cursor	*cur;
+	MDB_val		 k, v;
+	int		 rc;
+
+	if ((rc = mdb_cursor_open(ix->txn, 0, &cur)) == 0) {
+		for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+		    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
+			;
+		mdb_cursor_close(cur);
+	}
+	check_walked(ck, "the free list", rc);
 }
 
 /*
  * Check the index's internal consistency, in one read transaction: every
  * document (check_doc); every time and text belongs to a document; the
  * band runs are sorted, in their chunks, and their count matches; the l0
- * log is well formed.  Writes "problem: ..." lines and a summary to f.
+ * log is well formed; LMDB's free list reads to its end.  Writes
+ * "problem: ..." lines and a summary to f.
  */
 static int
 lmdb_check(struct index *base, FILE *f, uint64_t *problems, char **cause)
@@ -1927,15 +2255,18 @@ lmdb_check(struct index *base, FILE *f, uint64_t *problems, char **cause)
 	}
 	ck.keys = xcalloc(ix->base.p.bands, sizeof *ck.keys);
 
-	mdb_cursor_open(ix->txn, ix->docs, &cur);
-	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
-	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
-		check_doc(ix, &ck, &k, &v);
-	mdb_cursor_close(cur);
+	if ((rc = mdb_cursor_open(ix->txn, ix->docs, &cur)) == 0) {
+		for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+		    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
+			check_doc(ix, &ck, &k, &v);
+		mdb_cursor_close(cur);
+	}
+	check_walked(&ck, "docs", rc);
 	check_orphans(ix, &ck, ix->times, TIMEKEY_SIZE, "a times entry");
 	check_orphans(ix, &ck, ix->texts, 8, "a text");
 	check_l1(ix, &ck);
 	check_l0(ix, &ck, sweep, l0_next);
+	check_free(ix, &ck);
 
 	mdb_txn_abort(ix->txn);
 	ix->txn = NULL;
@@ -1953,13 +2284,35 @@ lmdb_check(struct index *base, FILE *f, uint64_t *problems, char **cause)
 	return (0);
 }
 
-/* A compacted copy of the index in a new directory. */
+/*
+ * A compacted copy of the index in a new directory.  Checked first: the
+ * copy parses every page, and LMDB's copy of a damaged one can corrupt
+ * memory (past what the fault guard catches); a damaged index is rebuilt
+ * by export and import instead.
+ */
 static int
 lmdb_compact(struct index *base, const char *dest, char **cause)
 {
 	struct lmdb	*ix = (struct lmdb *)base;
+	FILE		*devnull;
+	uint64_t	 problems;
 	int	 rc;
 
+	if ((devnull = fopen("/dev/null", "w")) == NULL) {
+		xasprintf(cause, "/dev/null: %s", strerror(errno));
+		return (INDEX_ERROR);
+	}
+	rc = lmdb_check(base, devnull, &problems, cause);
+	fclose(devnull);
+	if (rc != 0)
+		return (rc);
+	if (problems > 0) {
+		xasprintf(cause, "index %s is damaged (--check finds %" PRIu64
+		    " problem%s): not compacted; rebuild it with --export and "
+		    "--import (see mhfilter(1), Damaged indexes)",
+		    ix->base.path, problems, problems == 1 ? "" : "s");
+		return (INDEX_ERROR);
+	}
 	if (mkdir(dest, 0777) == -1 && errno != EEXIST) {
 		xasprintf(cause, "mkdir %s: %s", dest, strerror(errno));
 		return (INDEX_ERROR);
@@ -1974,7 +2327,8 @@ lmdb_compact(struct index *base, const char *dest, char **cause)
 
 /*
  * Call fn for every document, oldest first, in one read transaction; stop
- * at fn's first non-zero return, and return it.
+ * at fn's first non-zero return, and return it.  A corrupt document is left
+ * out with a warning, and makes the result INDEX_ERROR at the end.
  */
 static int
 lmdb_each(struct index *base, index_each_fn fn, void *arg, char **cause)
@@ -1984,27 +2338,34 @@ lmdb_each(struct index *base, index_each_fn fn, void *arg, char **cause)
 	MDB_val			 k, v;
 	struct docinfo		 d;
 	struct buf		 text = { 0 };
-	uint64_t		 docid;
+	uint64_t		 docid, skipped = 0;
+	char			*bad = NULL;
 	int			 rc, rv = 0;
 
 	if ((rc = lm_txn(ix, MDB_RDONLY, &ix->txn)) != 0) {
 		ix->txn = NULL;
 		return (lm_fail(ix, rc, "export", cause));
 	}
-	mdb_cursor_open(ix->txn, ix->docs, &cur);
+	if ((rc = mdb_cursor_open(ix->txn, ix->docs, &cur)) != 0) {
+		mdb_txn_abort(ix->txn);
+		ix->txn = NULL;
+		return (lm_fail(ix, rc, "export", cause));
+	}
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0 && rv == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		docid = k.mv_size == 8 ? get_be64(k.mv_data) : 0;
 		if (k.mv_size != 8 || docrec_decode(v.mv_data, v.mv_size,
-		    ix->base.p.perms, ix->sig, &d) != v.mv_size) {
-			xasprintf(cause, "index %s: document %" PRIu64 " is "
-			    "corrupt (run --check)", ix->base.path, docid);
-			rv = INDEX_ERROR;
-			break;
+		    ix->base.p.perms, ix->sig, &d) != v.mv_size ||
+		    (ix->base.p.texts &&
+		    lmdb_text(&ix->base, docid, &text, &bad) < 0)) {
+			/* Left out, so that an export saves what it can. */
+			log_warnx("index %s: document %" PRIu64 " is corrupt: "
+			    "left out", ix->base.path, docid);
+			free(bad);
+			bad = NULL;
+			skipped++;
+			continue;
 		}
-		if (ix->base.p.texts &&
-		    (rv = lmdb_text(&ix->base, docid, &text, cause)) < 0)
-			break;
 		d.docid = docid;
 		rv = fn(arg, &d, ix->base.p.texts ? &text : NULL, cause);
 	}
@@ -2012,6 +2373,14 @@ lmdb_each(struct index *base, index_each_fn fn, void *arg, char **cause)
 	mdb_txn_abort(ix->txn);
 	ix->txn = NULL;
 	buf_free(&text);
+	if (rv == 0 && rc != MDB_NOTFOUND)
+		return (lm_fail(ix, rc, "export", cause));
+	if (rv == 0 && skipped > 0) {
+		xasprintf(cause, "index %s: %" PRIu64 " corrupt document%s "
+		    "left out (run --check)", ix->base.path, skipped,
+		    skipped == 1 ? "" : "s");
+		return (INDEX_ERROR);
+	}
 	return (rv);
 }
 
@@ -2222,6 +2591,126 @@ lmdb_set_group(struct index *base, uint64_t group, char **cause)
 	if ((rc = mdb_put(ix->txn, ix->groups, &k, &v, MDB_APPEND)) != 0)
 		return (lm_fail(ix, rc, "insert group", cause));
 	return (0);
+}
+
+/*
+ * Damaged pages.  LMDB reads its pages in place, through the map, and
+ * trusts them: a damaged page number sends it outside the map (SIGSEGV)
+ * or past the end of the file (SIGBUS), and a page of the wrong kind fails
+ * one of its assertions (abort).  Checking every page up front would cost
+ * a read of the whole file at every open, and the library has no
+ * checksums; so faults are caught instead.  index.c arms this guard around
+ * each call into this backend (sigsetjmp there, no signal mask saved, so
+ * that arming costs no system call); a SIGSEGV or SIGBUS raised, or an
+ * LMDB assertion failed, while it is armed on the thread jumps back, and
+ * the call returns INDEX_ERROR saying the index is damaged.  The process
+ * then uses the index no more (INDEX_DAMAGED): the transaction the jump
+ * left is never committed, so the damage goes no further.  A fault
+ * elsewhere is not ours: the handler there was before (the default: the
+ * process dies) takes it.  The price: a bug of this file's own that faults
+ * inside a call is reported as damage too (the sanitizer builds still see
+ * it first).  Threads must not block the two signals (util.c:
+ * thread_start), or the kernel kills the process instead.  The size check
+ * of lm_env_open turns the most common damage, a truncated file, into a
+ * plain error before any of this.
+ */
+static __thread sigjmp_buf	*guard_jmp;	/* armed on this thread */
+static __thread char		 guard_what[160];	/* what was caught */
+static struct sigaction		 guard_segv, guard_bus;	/* as they were */
+static pthread_once_t		 guard_once = PTHREAD_ONCE_INIT;
+
+/* Arm the guard with jb (NULL disarms); returns what was armed before. */
+sigjmp_buf *
+lmdb_guard_arm(sigjmp_buf *jb)
+{
+	sigjmp_buf	*prev = guard_jmp;
+
+	guard_jmp = jb;
+	return (prev);
+}
+
+/* SIGSEGV and SIGBUS: jump back if armed, else let the old action act. */
+static void
+guard_fault(int sig, siginfo_t *si, void *uc)
+{
+	(void)si;
+	(void)uc;
+	if (guard_jmp != NULL) {
+		/* (strcpy, not snprintf: async-signal-safe.) */
+		strcpy(guard_what, sig == SIGBUS ? "a read past the end of "
+		    "data.mdb (SIGBUS)" : "a read outside the map (SIGSEGV)");
+		siglongjmp(*guard_jmp, 1);
+	}
+	sigaction(sig, sig == SIGBUS ? &guard_bus : &guard_segv, NULL);
+}
+
+/* An LMDB assertion: jump back if armed, else LMDB aborts. */
+static void
+guard_assert(MDB_env *env, const char *msg)
+{
+	(void)env;
+	if (guard_jmp != NULL) {
+		snprintf(guard_what, sizeof guard_what, "LMDB: %s", msg);
+		siglongjmp(*guard_jmp, 1);
+	}
+}
+
+/* Install guard_fault (guard_install). */
+static void
+guard_init(void)
+{
+	struct sigaction	 sa;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sa_sigaction = guard_fault;
+	/* No mask to restore after the jump (sigsetjmp saves none). */
+	sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGSEGV, &sa, &guard_segv) == -1 ||
+	    sigaction(SIGBUS, &sa, &guard_bus) == -1)
+		fatal("sigaction");
+}
+
+/* Install guard_fault, once in the process. */
+static void
+guard_install(void)
+{
+	pthread_once(&guard_once, guard_init);
+}
+
+/*
+ * After the guard caught something in a call on ix (NULL: the open of
+ * path), with prev armed before: INDEX_ERROR, with the cause and what to
+ * do.  What the call had made (the open's index, ix's transactions) is
+ * left unused: it may be what the fault left half done.
+ */
+int
+lmdb_guard_caught(struct index *base, const char *path, sigjmp_buf *prev,
+    char **cause)
+{
+	struct lmdb	*ix = (struct lmdb *)base;
+
+	guard_jmp = prev;
+	if (ix != NULL) {
+		ix->base.flags |= INDEX_DAMAGED;
+		ix->txn = NULL;
+		ix->snap = NULL;
+		ix->l1valid = 0;
+	}
+	xasprintf(cause, "index %s is damaged (%s): see what --check says, "
+	    "then rebuild it: --export what can be read and --import that "
+	    "into a new index (see mhfilter(1), Damaged indexes)",
+	    path != NULL ? path : "", guard_what);
+	return (INDEX_ERROR);
+}
+
+/* A call on an index damaged before (INDEX_DAMAGED): INDEX_ERROR. */
+int
+lmdb_damaged(struct index *ix, char **cause)
+{
+	xasprintf(cause, "index %s is damaged: not used after the error above",
+	    ix->path);
+	return (INDEX_ERROR);
 }
 
 const struct index_ops lmdb_ops = {

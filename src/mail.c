@@ -125,15 +125,20 @@ mail_exit_status(uint64_t unique, uint64_t duplicates, int status)
 	return (MAIL_EXIT_UNIQUE);
 }
 
-/* Append s to out as valid UTF-8 without NULs; invalid bytes are Latin-1. */
+/*
+ * Append s to out as valid UTF-8 without NULs; invalid bytes are Latin-1.
+ * s may be NULL when len is 0 (GMime's empty value).
+ */
 static void
 mail_append_utf8(struct buf *out, const char *s, size_t len)
 {
-	const char	*end = s + len, *bad;
+	const char	*end, *bad;
 	gchar		*conv;
 	gsize		 n;
 
-	while (s < end) {
+	if (len == 0)
+		return;
+	for (end = s + len; s < end;) {
 		if (g_utf8_validate(s, end - s, &bad)) {
 			bad = end;
 		}

@@ -297,8 +297,9 @@ maint_check(const struct maint_opts *mo, struct index *ix)
 	if (maint_flush(stdout, "stdout") != EXIT_OK)
 		return (EXIT_ERROR);
 	if (problems != 0) {
-		log_warnx("%s: %" PRIu64 " problem%s found", mo->db, problems,
-		    problems == 1 ? "" : "s");
+		log_warnx("%s: %" PRIu64 " problem%s found: the index is "
+		    "damaged (see mhfilter(1), Damaged indexes)", mo->db,
+		    problems, problems == 1 ? "" : "s");
 		return (EXIT_ERROR);
 	}
 	return (EXIT_OK);
@@ -410,6 +411,9 @@ maint_run(const struct maint_opts *mo)
 	case MAINT_COMPACT:
 	case MAINT_EXPORT:
 		flags = INDEX_RDONLY;
+		break;
+	default:	/* --expire, --remove, --import: they write */
+		flags = INDEX_WALK;
 		break;
 	}
 	if (mo->mode == MAINT_COMPACT && index_is_remote(mo->db)) {

@@ -50,6 +50,7 @@
 #define MHFILTER_H
 
 #include <pthread.h>
+#include <setjmp.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -361,7 +362,11 @@ struct index_params {
 
 #define INDEX_RDONLY	0x1	/* never write (--query-only) */
 #define INDEX_TEMP	0x2	/* a throwaway index: no fsync */
-#define INDEX_TRACK	0x4	/* keep each batch's documents undelivered
+#define INDEX_DAMAGED	0x4	/* a fault was caught in it (lmdb_guard) */
+#define INDEX_WALK	0x8	/* read every page before the first write
+				   (maintenance: LMDB may abort rewriting
+				   a damaged page; see lmdb.c: lm_walk) */
+#define INDEX_TRACK	0x10	/* keep each batch's documents undelivered
 				   until index_delivered (lmdb.c) */
 
 struct index;
@@ -443,6 +448,7 @@ struct index_info {
  *				encoded by the backend.
  * index_insert_encoded		insert with the text encoded by the caller.
  * index_compact		INDEX_ERROR when the backend has no compact.
+ * index_each, index_adopt	each and adopt (export.c's).
  * index_export (export.c)	the header, then each document through each:
  *				0, or INDEX_ERROR (a write error, or each's).
  * index_import (export.c)	an export read into the index, in
@@ -464,6 +470,8 @@ struct index_info {
  * index_set_group		see set_group; 0 when the backend keeps no
  *				groups.
  */
+typedef int	 (*index_each_fn)(void *, const struct docinfo *,
+		    const struct buf *, char **);
 int		 index_is_remote(const char *);
 int		 index_exists(const char *, uint64_t *);
 int		 index_exit_status(int);
@@ -493,6 +501,9 @@ int		 index_remove(struct index *, const char *, size_t,
 int		 index_info(struct index *, struct index_info *, char **);
 int		 index_check(struct index *, FILE *, uint64_t *, char **);
 int		 index_compact(struct index *, const char *, char **);
+int		 index_each(struct index *, index_each_fn, void *, char **);
+int		 index_adopt(struct index *, const struct index_params *,
+		    char **);
 const char	*index_path(struct index *);
 uint64_t	 index_run_start(struct index *);
 void		 index_batch_range(struct index *, uint64_t *, uint64_t *);
@@ -575,7 +586,8 @@ int		 index_set_group(struct index *, uint64_t, char **);
  *			call fn(arg, d, text, cause) for every kept
  *			document (text NULL unless texts are kept), in one
  *			read transaction for LMDB (oldest first).  0; fn's
- *			first non-zero return; ERROR (corrupt document).
+ *			first non-zero return; ERROR (corrupt document:
+ *			LMDB leaves it out, goes on, and says so at the end).
  * adopt(ix, want, cause)
  *			take an export's parameters into an index with no
  *			documents yet.  0; ERROR (it has documents).
@@ -600,8 +612,6 @@ int		 index_set_group(struct index *, uint64_t, char **);
  *			insert added is a duplicate in group.  0; AGAIN;
  *			ERROR.  May be NULL.
  */
-typedef int	 (*index_each_fn)(void *, const struct docinfo *,
-		    const struct buf *, char **);
 struct index_ops {
 	const char	*name;
 	int		(*exists)(const char *, uint64_t *);
@@ -652,6 +662,16 @@ struct index {
 };
 extern const struct index_ops lmdb_ops;
 int		 lmdb_remove_dir(const char *);
+/*
+ * The LMDB backend's fault guard (lmdb.c, "Damaged pages"): index.c arms
+ * it around every call into the backend with a jump buffer of its own;
+ * lmdb_guard_caught, after the jump, gives the call's INDEX_ERROR, and
+ * lmdb_damaged that of any later call.
+ */
+sigjmp_buf	*lmdb_guard_arm(sigjmp_buf *);
+int		 lmdb_guard_caught(struct index *, const char *, sigjmp_buf *,
+		    char **);
+int		 lmdb_damaged(struct index *, char **);
 extern const struct index_ops redis_ops;
 
 /* export.c: export and import, JSON Lines (see the top of the file). */
@@ -1009,6 +1029,7 @@ struct daemon_opts {
 int		 daemon_run(const struct daemon_opts *, struct pipeline *);
 int		 daemon_parse_time(const char *, double, double, double *,
 		    char **);
+int		 daemon_command(const char *, size_t);
 
 /* milter.c: a mail filter for Postfix and Sendmail, over the pipeline. */
 #define MILTER_HEADER		0	/* --milter-action */

@@ -495,7 +495,9 @@ ascii_span(const unsigned char *p, size_t len)
 
 /*
  * Start a thread with every signal blocked, so that signals go to the main
- * thread and interrupt its reads.
+ * thread and interrupt its reads; but for the faults, which the thread
+ * raises itself and cannot block (the kernel kills the process instead of
+ * running a handler: lmdb.c catches them on a damaged index).
  */
 void
 thread_start(pthread_t *thread, void *(*fn)(void *), void *arg)
@@ -504,6 +506,10 @@ thread_start(pthread_t *thread, void *(*fn)(void *), void *arg)
 	int		 rc;
 
 	sigfillset(&all);
+	sigdelset(&all, SIGSEGV);
+	sigdelset(&all, SIGBUS);
+	sigdelset(&all, SIGFPE);
+	sigdelset(&all, SIGILL);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	rc = pthread_create(thread, NULL, fn, arg);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);

@@ -1,0 +1,186 @@
+#!/usr/bin/env bats
+# A damaged index never crashes mhfilter: copies of an index damaged in
+# many seeded ways (tests/damage.py: bit flips, truncations, zeroed and
+# random 4 KB pages, anywhere in the file) go through --check, --info, a
+# small filter run and --expire, each of which must end in time with
+# status 0, 1 or 4, never by a signal.  DAMAGE_COPIES copies (make check: 40; make
+# check-damage DAMAGE_COPIES=1000 for more), from seed DAMAGE_SEED.
+
+load helpers
+
+DAMAGE="$TESTDIR/damage.py"
+# Under AddressSanitizer: a fault caught in a damaged index leaves what
+# LMDB was doing unfreed, on purpose (lmdb.c, "Damaged pages").
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+
+# An index "db" of 600 documents of 8 to 500 words (texts from a few
+# bytes to overflow pages), and "q": 30 of them under new ids, then 10
+# new records.  "ref" is what a filter run with -a on q says of a sound
+# copy.
+make_index() {
+	python3 - <<'EOF'
+import random
+rng = random.Random(17)
+words = ["w%d" % i for i in range(400)]
+docs = [" ".join(rng.choice(words) for _ in range(rng.randint(8, 500)))
+        for _ in range(600)]
+with open("in", "w") as f:
+    for i, d in enumerate(docs):
+        f.write("d%d\t%s\n" % (i, d))
+with open("q", "w") as f:
+    for i, d in enumerate(rng.sample(docs, 30)):
+        f.write("q%d\t%s\n" % (i, d))
+    for i in range(10):
+        f.write("n%d\t%s\n" % (i, " ".join(
+            "x%d" % rng.randrange(10**6) for _ in range(60))))
+EOF
+	mhf -f tsv -d db in >/dev/null
+	rm -f db/lock.mdb
+	cp -r db sound
+	mhf -f tsv -d sound -a q | cut -f1,2 >ref
+	rm -rf sound
+}
+
+# Run mhfilter on copy $1 with the rest of the arguments; stderr in
+# $1.err, stdout in $1.out, the status in $st.  Bounded in time: a hang
+# is status 124.
+on_copy() {
+	local copy="$1"
+
+	shift
+	st=0
+	timeout 20 "$MHFILTER" -d "$copy" "$@" >"$copy.out" 2>"$copy.err" ||
+	    st=$?
+}
+
+# The status $st of "$2" on copy $1 must be 0, 1 or 4; a failure must
+# name the copy.  Problems are appended to $T/bad.
+judge() {
+	case "$st" in
+	0) ;;
+	1|4)	grep -qF "$1" "$1.err" ||
+		    echo "$1: $2: status $st, the message does not name" \
+		    "the index: $(head -c 300 "$1.err")" >>"$T/bad" ;;
+	*)	echo "$1: $2: status $st ($(cat "$1.what")):" \
+		    "$(head -c 300 "$1.err")" >>"$T/bad" ;;
+	esac
+}
+
+@test "a sound copy passes --check and finds its 30 copies" {
+	make_index
+	on_copy db --check
+	[ "$st" -eq 0 ] || fail "--check: status $st" "$(cat db.err)"
+	[ "$(grep -c '^duplicate	d' ref)" -eq 30 ] || fail "$(cat ref)"
+	[ "$(grep -c '^unique	-' ref)" -eq 10 ] || fail "$(cat ref)"
+}
+
+@test "damaged copies: --check, --info, filtering and --expire end in time with status 0, 1 or 4" {
+	local n="${DAMAGE_COPIES:-40}" first="${DAMAGE_SEED:-0}" s c chk
+	local passed=0 failed=0 unseen=0
+
+	make_index
+	: >"$T/bad"
+	for ((s = first; s < first + n; s++)); do
+		c="copy$s"
+		python3 "$DAMAGE" db "$c" "$s" >"$c.what"
+		on_copy "$c" --check
+		judge "$c" --check
+		chk=$st
+		[ "$chk" -eq 0 ] && passed=$((passed + 1))
+		on_copy "$c" --info
+		judge "$c" --info
+		on_copy "$c" -f tsv -a q
+		judge "$c" filter
+		[ "$st" -ne 0 ] && failed=$((failed + 1))
+		# Status 0 must mean the verdicts of a sound copy, unless the
+		# damage is where --check does not see it either.
+		if [ "$st" -eq 0 ] && ! cut -f1,2 "$c.out" | cmp -s - ref; then
+			if [ "$chk" -eq 0 ]; then
+				unseen=$((unseen + 1))
+			else
+				echo "$c: filtering: status 0 but other" \
+				    "verdicts than a sound copy's" \
+				    "($(cat "$c.what"))" >>"$T/bad"
+			fi
+		fi
+		# A maintenance mode that writes (deletions rebalance pages).
+		on_copy "$c" --expire --max-docs 300
+		judge "$c" --expire
+		rm -rf "$c" "$c".*
+	done
+	echo "# $n copies: --check passed $passed, filtering failed" \
+	    "$failed, other verdicts unseen by --check: $unseen" >&3
+	[ ! -s "$T/bad" ] || fail "$(cat "$T/bad")"
+}
+
+@test "every page zeroed in turn: --check ends with status 0 or 1, and says damaged or lists problems" {
+	local pages p c
+
+	make_index
+	pages=$(($(stat -c %s db/data.mdb) / 4096))
+	: >"$T/bad"
+	for ((p = 0; p < pages; p++)); do
+		c="page$p"
+		mkdir "$c"
+		cp db/data.mdb "$c/"
+		dd if=/dev/zero of="$c/data.mdb" bs=4096 seek="$p" count=1 \
+		    conv=notrunc status=none
+		echo "zero page $p" >"$c.what"
+		on_copy "$c" --check
+		case "$st" in
+		0) ;;
+		1) grep -qE "damaged|problems? found" "$c.err" ||
+		    echo "$c: $(cat "$c.err")" >>"$T/bad" ;;
+		4) [ "$p" -lt 2 ] ||
+		    echo "$c: status 4: $(cat "$c.err")" >>"$T/bad" ;;
+		*) echo "$c: status $st: $(head -c 300 "$c.err")" >>"$T/bad" ;;
+		esac
+		rm -rf "$c" "$c".*
+	done
+	[ ! -s "$T/bad" ] || fail "$(cat "$T/bad")"
+}
+
+@test "a truncated data.mdb: every mode fails with status 1, saying the index is damaged" {
+	local size cut
+
+	make_index
+	size=$(stat -c %s db/data.mdb)
+	for cut in 8192 $((size / 2)) $((size - 4096)) $((size - 1)); do
+		rm -rf short
+		mkdir short
+		head -c "$cut" db/data.mdb >short/data.mdb
+		for mode in --check --info "-f tsv q" "--export dump"; do
+			# shellcheck disable=SC2086
+			mhrun -d short $mode
+			assert_status 1
+			assert_err_has "index short is damaged (data.mdb is $cut bytes"
+			assert_err_has "Damaged indexes"
+		done
+	done
+}
+
+@test "recovery: --compact refuses, --export leaves a corrupt document out and fails; --import of the rest makes an index that passes --check" {
+	command -v mdb_load >/dev/null || skip "mdb_load (lmdb-utils) is not installed"
+	make_index
+	# Document 7's record replaced by one byte.
+	{
+		mdb_dump -s docs db | sed -n '1,/^HEADER=END$/p'
+		printf ' 0000000000000007\n 00\nDATA=END\n'
+	} | mdb_load -s docs db
+	mhrun -d db --check
+	assert_status 1
+	mhrun -d db --compact copy
+	assert_status 1
+	assert_err_has "index db is damaged (--check finds 1 problem): not compacted"
+	[ ! -e copy/data.mdb ] || fail "a damaged index was compacted"
+	mhrun -d db --export dump
+	assert_status 1
+	assert_err_has "document 7 is corrupt: left out"
+	assert_err_has "1 corrupt document left out"
+	[ "$(($(wc -l <dump) - 1))" -eq 599 ] || fail "$(wc -l <dump) lines"
+	mhrun -d new --import dump
+	assert_status 0
+	assert_out <<<"imported: 599"
+	mhrun -d new --check
+	assert_status 0
+}

@@ -1,0 +1,33 @@
+/*
+ * Fuzz target: one message (mail_extract), with the MAIL_* flags of the
+ * first byte (quote, signature and footer stripping; no id).
+ */
+
+#include "config.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "mhfilter.h"
+
+int	LLVMFuzzerTestOneInput(const uint8_t *, size_t);
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct buf	 text = { 0 }, id = { 0 };
+	int64_t		 t;
+	char		*cause = NULL;
+	int		 flags;
+
+	if (size < 1)
+		return (0);
+	flags = (data[0] & MAIL_STRIP_ALL) | (data[0] & 0x80 ? MAIL_NO_ID : 0);
+	mail_init();
+	if (mail_extract((const char *)data + 1, size - 1, flags, &text, &id,
+	    &t, &cause) != 0)
+		free(cause);
+	buf_free(&text);
+	buf_free(&id);
+	return (0);
+}
