@@ -999,6 +999,7 @@ client_tls_failed(struct client *c)
 	if (why[0] == '\0')
 		snprintf(why, sizeof why, "%s",
 		    evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+	tls_verify_error(c->ssl, why, sizeof why);
 	c->tls_done = 1;
 	if (c->tls_up)
 		log_debug("connection %" PRIu64 ": TLS: %s", c->conn, why);

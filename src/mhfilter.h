@@ -953,6 +953,7 @@ void		 tls_context_free(struct ssl_ctx_st *);
 void		 tls_error(char *, size_t);
 void		 tls_reason(unsigned long, char *, size_t);
 void		 tls_peer(struct ssl_st *, char *, size_t);
+void		 tls_verify_error(struct ssl_st *, char *, size_t);
 
 /* milter.c: a mail filter for Postfix and Sendmail, over the pipeline. */
 #define MILTER_HEADER		0	/* --milter-action */

@@ -160,3 +160,19 @@ tls_peer(SSL *ssl, char *out, size_t len)
 	X509_NAME_oneline(X509_get_subject_name(x), out, (int)len);
 	X509_free(x);
 }
+
+/*
+ * Why a connection's peer certificate was refused ("certificate has
+ * expired"), appended to out as " (...)"; nothing if it was not.
+ */
+void
+tls_verify_error(SSL *ssl, char *out, size_t len)
+{
+	long	 v = SSL_get_verify_result(ssl);
+	size_t	 used = strlen(out);
+
+	if (v == X509_V_OK || used >= len)
+		return;
+	snprintf(out + used, len - used, " (%s)",
+	    X509_verify_cert_error_string(v));
+}

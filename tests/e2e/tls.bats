@@ -1,0 +1,253 @@
+#!/usr/bin/env bats
+# TLS listeners (--listen tls:HOST:PORT): the protocol inside TLS, client
+# certificates (mutual TLS), what is refused, certificate rotation on
+# SIGHUP, start-up errors; and the refusal of plaintext tcp: beyond
+# loopback.  Everything on 127.0.0.1, with certificates made here by the
+# openssl command.
+
+load helpers
+load daemon-helpers
+
+# Make the certificates once: a CA and its server (serials 1001, 1002)
+# and client certificates, an expired client certificate of the same CA,
+# and another CA with a client certificate of its own.
+setup_file() {
+	command -v openssl >/dev/null 2>&1 ||
+	    skip "the openssl command is not installed"
+	C="$BATS_FILE_TMPDIR/certs"
+	export C
+	mkdir -p "$C"
+	cd "$C" || return 1
+	printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' >server.ext
+	printf 'extendedKeyUsage=clientAuth\n' >client.ext
+	make_ca ca && make_ca other || return 1
+	make_cert server ca 1001 server.ext &&
+	    make_cert server2 ca 1002 server.ext &&
+	    make_cert client ca 2001 client.ext &&
+	    make_cert stranger other 3001 client.ext || return 1
+	# Expired: valid for one day in 2020 (openssl ca sets both dates).
+	printf '%s\n' '[ca]' 'default_ca = d' '[d]' 'database = index.txt' \
+	    'new_certs_dir = .' 'serial = serial' 'default_md = sha256' \
+	    'policy = p' 'copy_extensions = none' '[p]' \
+	    'commonName = supplied' >ca.cnf
+	: >index.txt
+	echo 4001 >serial
+	key expired && openssl req -new -key expired.key -subj /CN=expired \
+	    -out expired.csr 2>/dev/null &&
+	    openssl ca -batch -config ca.cnf -cert ca.pem -keyfile ca.key \
+	    -in expired.csr -out expired.pem -notext \
+	    -startdate 20200101000000Z -enddate 20200102000000Z \
+	    >ca.log 2>&1 || fail "openssl ca failed" "$(cat ca.log)"
+}
+
+# An EC key in $1.key.
+key() {
+	openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 \
+	    -out "$1.key" 2>/dev/null
+}
+
+# A self-signed CA certificate $1.pem (CN=$1) and its key.
+make_ca() {
+	key "$1" && openssl req -x509 -new -key "$1.key" -subj "/CN=$1" \
+	    -days 30 -out "$1.pem" 2>/dev/null || fail "CA $1 not made"
+}
+
+# Certificate $1.pem (CN=$1) signed by CA $2, serial $3, extensions $4.
+make_cert() {
+	key "$1" && openssl req -new -key "$1.key" -subj "/CN=$1" \
+	    -out "$1.csr" 2>/dev/null &&
+	    openssl x509 -req -in "$1.csr" -CA "$2.pem" -CAkey "$2.key" \
+	    -set_serial "$3" -days 30 -extfile "$4" -out "$1.pem" \
+	    2>/dev/null || fail "certificate $1 not made"
+}
+
+# The daemon's first TLS listener, from its log.
+tls_addr() {
+	sed -n 's/.*listening on \(tls:[^ ]*\).*/\1/p' "$T/derr" | head -n 1
+}
+
+# Send stdin over TLS to $1 as client $2 (a name under $C, or "" for no
+# certificate); the replies on stdout, the status of client.py in $status.
+tls_send() {
+	status=0
+	CLIENT_CA="$C/ca.pem" CLIENT_CERT="${2:+$C/$2.pem}" \
+	    CLIENT_KEY="${2:+$C/$2.key}" dsend "$1" || status=$?
+}
+
+# The serial number of the certificate the server at $1 presents.
+served_serial() {
+	local hp="${1#tls:}"
+
+	timeout 20 openssl s_client -connect "$hp" -CAfile "$C/ca.pem" \
+	    -cert "$C/client.pem" -key "$C/client.key" </dev/null 2>/dev/null |
+	    openssl x509 -noout -serial
+}
+
+# Eight records: four unrelated texts, then each again.
+make_records() {
+	printf 'r1\tThe quick brown fox jumps over the lazy dog\n' >in
+	printf 'r2\tSomething else entirely, about the weather\n' >>in
+	printf 'r3\tA recipe for bread: flour, water, salt, yeast\n' >>in
+	printf 'r4\tMinutes of the meeting held on a rainy Tuesday\n' >>in
+	sed 's/^r/s/' in >>in
+}
+
+# The replies to make_records' records.
+check_replies() {
+	local n
+
+	n="$(grep -c '^unique	r[1-4]$' "$1")"
+	[ "$n" -eq 4 ] || fail "$n unique replies, expected 4:" "$(cat "$1")"
+	n="$(grep -c '^duplicate	s\([1-4]\)	r\1	1\.0000$' "$1")"
+	[ "$n" -eq 4 ] || fail "$n duplicate replies, expected 4:" "$(cat "$1")"
+	[ "$(wc -l <"$1")" -eq 8 ] || fail "not 8 replies:" "$(cat "$1")"
+}
+
+@test "mutual TLS: a client with a certificate of --tls-client-ca is served the same protocol" {
+	make_records
+	start_daemon -f tsv --listen tls:127.0.0.1:0 \
+	    --tls-cert "$C/server.pem" --tls-key "$C/server.key" \
+	    --tls-client-ca "$C/ca.pem"
+	addr="$(tls_addr)"
+	[[ "$addr" =~ ^tls:127\.0\.0\.1:[1-9][0-9]*$ ]] || fail "address '$addr'"
+	tls_send "$addr" client <in >replies
+	[ "$status" -eq 0 ] || fail "client status $status" "$(cat replies)"
+	check_replies replies
+	printf '#mhfilter version\n' | tls_send "$addr" client >v
+	grep -q '^version	protocol=1	' v || fail "$(cat v)"
+	stop_daemon
+}
+
+@test "refused: plaintext, no certificate, another CA's, expired; a connected client goes on" {
+	make_records
+	start_daemon -f tsv -v --listen tls:127.0.0.1:0 \
+	    --tls-cert "$C/server.pem" --tls-key "$C/server.key" \
+	    --tls-client-ca "$C/ca.pem"
+	addr="$(tls_addr)"
+	# The good client sends one record every 0.4 s meanwhile.
+	(CLIENT_CHUNK_LINES=1 CLIENT_CHUNK_PAUSE=0.4 tls_send "$addr" client \
+	    <in >good) &
+	good=$!
+	BG_PIDS+=("$good")
+	wait_log "client certificate /CN=client"
+
+	# Plaintext on the TLS port: no reply, only a closed connection.
+	dsend "tcp:${addr#tls:}" in >plain 2>plain.err || true
+	[ ! -s plain ] || fail "a plaintext client got replies:" "$(cat plain)"
+	wait_log "TLS handshake failed: wrong version number"
+	for who in "" stranger expired; do
+		tls_send "$addr" "$who" <in >bad 2>bad.err
+		[ "$status" -eq 3 ] ||
+		    fail "client '$who': status $status, expected 3" \
+		    "$(cat bad bad.err)"
+		[ ! -s bad ] || fail "client '$who' got replies:" "$(cat bad)"
+		grep -q '^client: tls: ' bad.err || fail "$(cat bad.err)"
+	done
+	grep -q 'peer did not return a certificate' "$T/derr" ||
+	    fail "no certificate: not logged" "$(cat "$T/derr")"
+	grep -q 'certificate verify failed (unable to get local issuer certificate)' "$T/derr" ||
+	    fail "another CA's: not logged" "$(cat "$T/derr")"
+	grep -q 'certificate verify failed (certificate has expired)' "$T/derr" ||
+	    fail "expired: not logged" "$(cat "$T/derr")"
+
+	wait "$good"
+	check_replies good
+	[ "$(grep -c 'client certificate /CN=client' "$T/derr")" -eq 1 ] ||
+	    fail "a refused client was admitted:" "$(cat "$T/derr")"
+	stop_daemon
+}
+
+@test "server-only TLS from a configuration file: any client is served" {
+	make_records
+	cat >conf <<EOF
+format = tsv
+listen = tls:127.0.0.1:0
+tls-cert = $C/server.pem
+tls-key = $C/server.key
+EOF
+	start_daemon --config conf
+	tls_send "$(tls_addr)" "" <in >replies
+	[ "$status" -eq 0 ] || fail "client status $status"
+	check_replies replies
+	stop_daemon
+}
+
+@test "SIGHUP re-reads the certificate for new connections; bad files keep the one in use" {
+	make_records
+	cp "$C/server.pem" cert.pem
+	cp "$C/server.key" key.pem
+	start_daemon -f tsv --listen tls:127.0.0.1:0 --tls-cert cert.pem \
+	    --tls-key key.pem --tls-client-ca "$C/ca.pem"
+	addr="$(tls_addr)"
+	[ "$(served_serial "$addr")" = "serial=03E9" ] ||
+	    fail "first serial: $(served_serial "$addr")"
+	cp "$C/server2.pem" cert.pem
+	cp "$C/server2.key" key.pem
+	kill -HUP "$DPID"
+	wait_log "TLS certificate and key reloaded"
+	[ "$(served_serial "$addr")" = "serial=03EA" ] ||
+	    fail "after SIGHUP: $(served_serial "$addr")"
+	# A key of another certificate: logged, the current one stays.
+	cp "$C/client.key" key.pem
+	kill -HUP "$DPID"
+	wait_log "the TLS certificate in use stays"
+	grep -q 'key values mismatch' "$T/derr" || fail "$(cat "$T/derr")"
+	[ "$(served_serial "$addr")" = "serial=03EA" ] ||
+	    fail "after a bad SIGHUP: $(served_serial "$addr")"
+	tls_send "$addr" client <in >replies
+	check_replies replies
+	stop_daemon
+}
+
+@test "start-up: a bad certificate or key is exit 1 naming it; missing or stray TLS options are usage errors" {
+	mhrun --listen tls:127.0.0.1:0 --tls-cert nonexistent.pem \
+	    --tls-key "$C/server.key" </dev/null
+	assert_status 1
+	assert_err_has "--tls-cert nonexistent.pem: "
+	printf 'not a certificate\n' >junk.pem
+	mhrun --listen tls:127.0.0.1:0 --tls-cert junk.pem \
+	    --tls-key "$C/server.key" </dev/null
+	assert_status 1
+	assert_err_has "--tls-cert junk.pem: "
+	mhrun --listen tls:127.0.0.1:0 --tls-cert "$C/server.pem" \
+	    --tls-key "$C/client.key" </dev/null
+	assert_status 1
+	assert_err_has "--tls-key $C/client.key: key values mismatch"
+	mhrun --listen tls:127.0.0.1:0 --tls-cert "$C/server.pem" \
+	    --tls-key "$C/server.key" --tls-client-ca junk.pem </dev/null
+	assert_status 1
+	assert_err_has "--tls-client-ca junk.pem: "
+	mhrun --listen tls:127.0.0.1:0 </dev/null
+	assert_status 2
+	assert_err_has "needs --tls-cert and --tls-key"
+	mhrun --listen tcp:127.0.0.1:0 --tls-cert "$C/server.pem" </dev/null
+	assert_status 2
+	assert_err_has "go with --listen tls:HOST:PORT"
+}
+
+@test "plaintext tcp: beyond loopback is refused (status 2, use tls:) unless --trusted-network" {
+	for a in tcp:0.0.0.0:0 'tcp::0' 'tcp:*:0' 'tcp:[::]:0'; do
+		mhrun --listen "$a" </dev/null
+		assert_status 2
+		assert_err_has "--listen $a: refused: plaintext TCP beyond loopback"
+		assert_err_has "use tls:HOST:PORT"
+		assert_err_has "--trusted-network"
+	done
+	printf 'listen = tcp:0.0.0.0:0\n' >conf
+	mhrun --config conf </dev/null
+	assert_status 2
+	assert_err_has "refused: plaintext TCP beyond loopback"
+	# Loopback by name or address, and a trusted network, start.
+	start_daemon --listen tcp:localhost:0 --listen tcp:127.0.0.2:0
+	stop_daemon
+	start_daemon --listen tcp:0.0.0.0:0 --trusted-network
+	grep -q 'listening on tcp:0\.0\.0\.0:' "$T/derr" || fail "$(cat "$T/derr")"
+	stop_daemon
+}
+
+@test "--http with no host serves on loopback only" {
+	start_daemon --listen "unix:$T/sock" --http :0
+	[[ "$(http_addr)" =~ ^127\.0\.0\.1:[1-9][0-9]*$ ]] ||
+	    fail "HTTP on '$(http_addr)'"
+	stop_daemon
+}
