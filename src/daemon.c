@@ -479,8 +479,12 @@ daemon_check_listen(const struct daemon_opts *o, char **cause)
 		if (strncmp(o->listen[i], "tcp:", 4) != 0 ||
 		    o->trusted_network)
 			continue;
-		if (daemon_resolve(o->listen[i], &res, cause) != 0)
-			return (-1);
+		if (daemon_resolve(o->listen[i], &res, cause) != 0) {
+			/* daemon_listen says so, as for any address. */
+			free(*cause);
+			*cause = NULL;
+			continue;
+		}
 		for (open = 0, ai = res; ai != NULL; ai = ai->ai_next)
 			open |= !daemon_loopback(ai->ai_addr);
 		freeaddrinfo(res);

@@ -30,6 +30,7 @@ struct options {
 	struct milter_opts	 m;
 	int			 given;		/* IP_* */
 	const char		*db;
+	const char		*redis_pwfile;	/* --redis-password-file */
 	double			 max_fn;
 	double			 max_fp;
 	int			 explain;
@@ -584,8 +585,7 @@ apply_options(int argc, char **argv, struct options *o)
 			o->d.trusted_network = 1;
 			break;
 		case OPT_REDIS_PASSWORD_FILE:
-			if (redis_password_file(optarg, &cause) != 0)
-				usage_error("%s: %s", name, cause);
+			o->redis_pwfile = optarg;	/* read by main */
 			break;
 		case OPT_CONFIG:
 			/* Read before the rest by parse_options. */
@@ -985,6 +985,10 @@ main(int argc, char **argv)
 	if (serve && o.m.socket == NULL && !o.explain &&
 	    daemon_check_listen(&o.d, &cause) != 0)
 		usage_error("%s", cause);
+	/* Read now, not while parsing: --explain opens no Redis. */
+	if (o.redis_pwfile != NULL && !o.explain &&
+	    redis_password_file(o.redis_pwfile, &cause) != 0)
+		usage_error("--redis-password-file: %s", cause);
 
 	asked = o.f.p;
 	o.f.p.texts = o.f.verify == VERIFY_EXACT;

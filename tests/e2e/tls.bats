@@ -157,6 +157,22 @@ check_replies() {
 	stop_daemon
 }
 
+@test "socat's OPENSSL address: its end of input (close_notify) is a half-close, every record answered" {
+	command -v socat >/dev/null 2>&1 || skip "socat is not installed"
+	seq 2000 | sed 's/^/text number /' >feed
+	start_daemon --listen tls:127.0.0.1:0 --tls-cert "$C/server.pem" \
+	    --tls-key "$C/server.key" --tls-client-ca "$C/ca.pem"
+	addr="$(tls_addr)"
+	timeout 60 socat -t 30 - "OPENSSL:${addr#tls:},cert=$C/client.pem,key=$C/client.key,cafile=$C/ca.pem,commonname=localhost" \
+	    <feed >replies
+	[ "$(wc -l <replies)" -eq 2000 ] || fail "$(wc -l <replies) replies"
+	# In order, the last one the 2000th record's (id RUN:CONN:RECNO).
+	[ "$(cut -f2 replies | cut -d: -f3 | uniq | wc -l)" -eq 2000 ] &&
+	    [ "$(tail -n 1 replies | cut -f2 | cut -d: -f3)" = 2000 ] ||
+	    fail "$(tail -n 3 replies)"
+	stop_daemon
+}
+
 @test "server-only TLS from a configuration file: any client is served" {
 	make_records
 	cat >conf <<EOF
