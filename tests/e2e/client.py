@@ -215,7 +215,8 @@ def stuck(addr, outfile):
         try:
             sent += s.send(rec)
             last = time.monotonic()
-        except BlockingIOError:
+        except (BlockingIOError, ssl.SSLWantWriteError,
+                ssl.SSLWantReadError):
             if time.monotonic() - last >= 3:
                 result = "blocked %d\n" % sent
             time.sleep(0.01)

@@ -61,9 +61,9 @@ make_cert() {
 	    2>/dev/null || fail "certificate $1 not made"
 }
 
-# The daemon's first TLS listener, from its log.
+# The TLS listener of the daemon started last, from its log.
 tls_addr() {
-	sed -n 's/.*listening on \(tls:[^ ]*\).*/\1/p' "$T/derr" | head -n 1
+	sed -n 's/.*listening on \(tls:[^ ]*\).*/\1/p' "$T/derr" | tail -n 1
 }
 
 # Send stdin over TLS to $1 as client $2 (a name under $C, or "" for no
@@ -170,6 +170,46 @@ check_replies() {
 	[ "$(cut -f2 replies | cut -d: -f3 | uniq | wc -l)" -eq 2000 ] &&
 	    [ "$(tail -n 1 replies | cut -f2 | cut -d: -f3)" = 2000 ] ||
 	    fail "$(tail -n 3 replies)"
+	stop_daemon
+}
+
+@test "the limits over TLS: an over-long record, an idle client, one that never reads its replies" {
+	start_daemon -f tsv --max-bytes 1K --idle-timeout 1s \
+	    --listen tls:127.0.0.1:0 --tls-cert "$C/server.pem" \
+	    --tls-key "$C/server.key" --tls-client-ca "$C/ca.pem"
+	addr="$(tls_addr)"
+	{
+		printf 'a\tA short record\n'
+		printf 'b\t%s\n' "$(head -c 3000 /dev/zero | tr '\0' x)"
+		printf 'c\tnever read\n'
+	} >long
+	tls_send "$addr" client <long >replies
+	[ "$(sed -n 1p replies)" = "unique	a" ] || fail "$(cat replies)"
+	sed -n 2p replies | grep -q '^error	1:1:2	too-long	record of .* bytes is over --max-bytes 1024$' ||
+	    fail "$(cat replies)"
+	[ "$(wc -l <replies)" -eq 2 ] || fail "$(cat replies)"
+	: >empty
+	CLIENT_CA="$C/ca.pem" CLIENT_CERT="$C/client.pem" \
+	    CLIENT_KEY="$C/client.key" timeout 60 python3 "$CLIENT" raw \
+	    "$addr" empty idle
+	grep -q '^error	-	idle	nothing received for 1 s (--idle-timeout)$' idle ||
+	    fail "$(cat idle)"
+	stop_daemon
+
+	start_daemon --max-bytes 64K --listen tls:127.0.0.1:0 \
+	    --tls-cert "$C/server.pem" --tls-key "$C/server.key"
+	addr="$(tls_addr)"
+	CLIENT_CA="$C/ca.pem" timeout 120 python3 "$CLIENT" stuck "$addr" \
+	    stuck.out &
+	BG_PIDS+=($!)
+	wait_lines stuck.out 90
+	read -r what sent <stuck.out
+	[ "$what" = blocked ] || fail "the client sent $sent bytes unhindered"
+	gen_tsv 500 >in
+	tls_send "$addr" "" <in >replies
+	[ "$(wc -l <replies)" -eq 500 ] || fail "$(wc -l <replies) replies"
+	rss="$(rss_kb "$DPID")"
+	[ "$rss" -lt 200000 ] || fail "daemon RSS $rss kB"
 	stop_daemon
 }
 
