@@ -107,6 +107,14 @@ tls_context(const struct tls_opts *o, char **cause)
 	}
 	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION |
 	    SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_COMPRESSION);
+#ifdef SSL_OP_IGNORE_UNEXPECTED_EOF
+	/*
+	 * A client's TCP FIN without close_notify ends its input, as on the
+	 * other listeners (OpenSSL 3 would make it an error, and its last
+	 * replies would be lost).
+	 */
+	SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+#endif
 	SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
 	if (SSL_CTX_use_certificate_chain_file(ctx, o->cert) != 1) {
 		tls_fail("--tls-cert", o->cert, cause);

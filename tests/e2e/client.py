@@ -14,7 +14,10 @@ TLS connections trust $CLIENT_CA (the server must be "localhost" or
                                    $CLIENT_CHUNK_LINES lines at a time with
                                    $CLIENT_CHUNK_PAUSE s between, if set;
                                    over TLS, which has no half-close, read
-                                   until every line has its reply instead
+                                   until every line has its reply instead,
+                                   or with $CLIENT_TLS_FIN set, end with a
+                                   TCP half-close (no close_notify) and
+                                   read until the server closes
   client.py wait ADDR              wait until ADDR accepts connections
   client.py stuck ADDR OUT         send short records and never read: write
                                    "blocked BYTES" to OUT once the server
@@ -108,15 +111,21 @@ def send_tls(s, data, out):
     lines = data.splitlines(keepends=True)
     step = CHUNK_LINES if CHUNK_LINES > 0 else len(lines)
     s.setblocking(False)
+    fin = os.environ.get("CLIENT_TLS_FIN")
     sent, got, buf, pending = 0, 0, b"", b""
     deadline = time.monotonic() + TIMEOUT
     next_send = 0.0
-    while got < len(lines) and time.monotonic() < deadline:
+    while (fin or got < len(lines)) and time.monotonic() < deadline:
         if not buf and sent < len(lines) and time.monotonic() >= next_send:
             buf = b"".join(lines[sent:sent + step])
             sent += step
             if CHUNK_LINES > 0:
                 next_send = time.monotonic() + CHUNK_PAUSE
+        if fin == "1" and not buf and sent >= len(lines):
+            # The FIN of a duplicate of the descriptor, under TLS.
+            socket.socket(fileno=os.dup(s.fileno())).shutdown(
+                socket.SHUT_WR)
+            fin = "sent"
         try:
             if buf:
                 buf = buf[s.send(buf):]

@@ -173,6 +173,16 @@ check_replies() {
 	stop_daemon
 }
 
+@test "a TCP half-close without close_notify ends a TLS client's input: every record answered" {
+	seq 3000 | sed 's/^/text number /' >feed
+	start_daemon --listen tls:127.0.0.1:0 --tls-cert "$C/server.pem" \
+	    --tls-key "$C/server.key" --tls-client-ca "$C/ca.pem"
+	CLIENT_TLS_FIN=1 tls_send "$(tls_addr)" client <feed >replies
+	[ "$status" -eq 0 ] || fail "client status $status"
+	[ "$(wc -l <replies)" -eq 3000 ] || fail "$(wc -l <replies) replies"
+	stop_daemon
+}
+
 @test "the limits over TLS: an over-long record, an idle client, one that never reads its replies" {
 	start_daemon -f tsv --max-bytes 1K --idle-timeout 1s \
 	    --listen tls:127.0.0.1:0 --tls-cert "$C/server.pem" \
