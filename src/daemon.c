@@ -161,6 +161,7 @@ struct daemon {
 	uint64_t		 received;	/* records */
 	uint64_t		 connections;
 	uint64_t		 rejected;
+	uint64_t		 tls_refused;	/* failed TLS handshakes */
 	int			 failing;	/* the last batch failed */
 	int			 stopping;
 	int			 status;	/* exit status */
@@ -1005,6 +1006,8 @@ client_tls_failed(struct client *c)
 		    evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
 	tls_verify_error(c->ssl, why, sizeof why);
 	c->tls_done = 1;
+	if (!c->tls_up)
+		c->d->tls_refused++;
 	if (c->tls_up)
 		log_debug("connection %" PRIu64 ": TLS: %s", c->conn, why);
 	else if (now_seconds() - warned >= 10) {
@@ -1561,6 +1564,8 @@ daemon_stats(struct daemon *d, struct dstat *st)
 	S("connections", 1, d->connections, "Connections accepted.");
 	S("rejected", 1, d->rejected, "Connections refused "
 	    "(--max-clients).");
+	S("tls_refused", 1, d->tls_refused, "TLS handshakes that failed "
+	    "(plaintext, no or a refused client certificate).");
 	if (have_is) {
 		S("index_documents", 0, is.docs, "Documents in the index.");
 		S("index_bytes", 0, is.size,

@@ -154,6 +154,8 @@ check_replies() {
 	check_replies good
 	[ "$(grep -c 'client certificate /CN=client' "$T/derr")" -eq 1 ] ||
 	    fail "a refused client was admitted:" "$(cat "$T/derr")"
+	printf '#mhfilter stats\n' | tls_send "$addr" client >stats
+	[ "$(stats_of tls_refused <stats)" = 4 ] || fail "$(cat stats)"
 	stop_daemon
 }
 
