@@ -159,6 +159,26 @@ check_replies() {
 	stop_daemon
 }
 
+@test "TLS 1.2 is served; TLS 1.1 is refused" {
+	start_daemon -f tsv --listen tls:127.0.0.1:0 \
+	    --tls-cert "$C/server.pem" --tls-key "$C/server.key" \
+	    --tls-client-ca "$C/ca.pem"
+	hp="$(tls_addr)"
+	hp="${hp#tls:}"
+	printf 'a\tone record\n' | timeout 20 openssl s_client -quiet \
+	    -connect "$hp" -tls1_2 -CAfile "$C/ca.pem" -cert "$C/client.pem" \
+	    -key "$C/client.key" >v12 2>v12.err &
+	BG_PIDS+=($!)
+	wait_lines v12 20
+	[ "$(cat v12)" = "unique	a" ] || fail "$(cat v12 v12.err)"
+	run timeout 20 openssl s_client -connect "$hp" -tls1_1 \
+	    -cipher 'DEFAULT@SECLEVEL=0' -CAfile "$C/ca.pem" \
+	    -cert "$C/client.pem" -key "$C/client.key" </dev/null
+	[ "$status" -ne 0 ] || fail "TLS 1.1 was served: $output"
+	wait_log "TLS handshake failed: unsupported protocol"
+	stop_daemon
+}
+
 @test "socat's OPENSSL address: its end of input (close_notify) is a half-close, every record answered" {
 	command -v socat >/dev/null 2>&1 || skip "socat is not installed"
 	seq 2000 | sed 's/^/text number /' >feed
