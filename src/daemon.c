@@ -808,8 +808,15 @@ client_new(struct daemon *d, int fd, const char *peer, int tls)
 	if (tls) {
 		if ((c->ssl = SSL_new(d->tls)) == NULL)
 			fatalx("SSL_new failed");
+		/*
+		 * Deferred callbacks: libevent reports the end of a TLS
+		 * stream from the read that also took the stream's last
+		 * bytes, before they are in the input buffer; deferred, the
+		 * read callback runs first and the last records count.
+		 */
 		c->bev = bufferevent_openssl_socket_new(d->base, fd, c->ssl,
-		    BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
+		    BUFFEREVENT_SSL_ACCEPTING,
+		    BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
 		/* A client may end with a TCP FIN, without close_notify. */
 		if (c->bev != NULL)
 			bufferevent_openssl_set_allow_dirty_shutdown(c->bev, 1);
@@ -1099,7 +1106,12 @@ client_event(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	if (what & BEV_EVENT_EOF) {
-		/* Answer what it sent, then close. */
+		/*
+		 * Answer what it sent, then close.  At the end of a TLS
+		 * stream libevent stops writing too: the replies still go.
+		 */
+		if (c->ssl != NULL)
+			bufferevent_enable(bev, EV_WRITE);
 		c->eof = 1;
 		client_process(c);
 		client_settle(c);

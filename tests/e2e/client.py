@@ -18,6 +18,12 @@ TLS connections trust $CLIENT_CA (the server must be "localhost" or
                                    or with $CLIENT_TLS_FIN set, end with a
                                    TCP half-close (no close_notify) and
                                    read until the server closes
+  client.py tlsend ADDR IN OUT     TLS: send IN but the second half of
+                                   its last line, read the replies of the
+                                   other lines, then send that half and a
+                                   close_notify in one write, and read the
+                                   last reply into OUT until the server
+                                   closes
   client.py wait ADDR              wait until ADDR accepts connections
   client.py stuck ADDR OUT         send short records and never read: write
                                    "blocked BYTES" to OUT once the server
@@ -87,17 +93,74 @@ def emit(out, data, last=False):
     return data, n
 
 
-def tls_wrap(s):
-    """The client side of a TLS connection (handshake done, or exit 3)."""
+def tls_context():
+    """A client context: trust $CLIENT_CA, present $CLIENT_CERT."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.load_verify_locations(os.environ["CLIENT_CA"])
     if os.environ.get("CLIENT_CERT"):
         ctx.load_cert_chain(os.environ["CLIENT_CERT"],
                             os.environ["CLIENT_KEY"])
+    return ctx
+
+
+def tls_wrap(s):
+    """The client side of a TLS connection (handshake done, or exit 3)."""
     try:
-        return ctx.wrap_socket(s, server_hostname="localhost")
+        return tls_context().wrap_socket(s, server_hostname="localhost")
     except (ssl.SSLError, OSError) as e:
         tls_failed(e)
+
+
+def tlsend(addr, infile, outfile):
+    """TLS through memory buffers, so that the end of the last record
+    and the close_notify after it leave in one write (and arrive
+    together), after the start of that record."""
+    data = open(infile, "rb").read()
+    cut = len(data) - (len(data) - data.rstrip(b"\n").rfind(b"\n")) // 2
+    host, port = addr[4:].rsplit(":", 1)
+    raw = socket.create_connection((host.strip("[]"), int(port)))
+    raw.settimeout(TIMEOUT)
+    inb, outb = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = tls_context().wrap_bio(inb, outb, server_hostname="localhost")
+    got = []
+
+    def step(op):
+        """Run op until it needs no more input; False at the end."""
+        while True:
+            try:
+                return op()
+            except ssl.SSLWantReadError:
+                raw.sendall(outb.read())
+                chunk = raw.recv(65536)
+                if not chunk:
+                    return False
+                inb.write(chunk)
+            except ssl.SSLZeroReturnError:
+                return False
+            except ssl.SSLError as e:
+                tls_failed(e)
+    step(obj.do_handshake)
+    raw.sendall(outb.read())
+    obj.write(data[:cut])
+    raw.sendall(outb.read())
+    want = data[:cut].count(b"\n")
+    while b"".join(got).count(b"\n") < want:
+        chunk = step(lambda: obj.read(65536))
+        if not chunk:
+            break
+        got.append(chunk)
+    obj.write(data[cut:])
+    try:
+        obj.unwrap()
+    except ssl.SSLWantReadError:
+        pass
+    raw.sendall(outb.read())
+    while True:
+        chunk = step(lambda: obj.read(65536))
+        if not chunk:
+            break
+        got.append(chunk)
+    open(outfile, "wb").write(b"".join(got))
 
 
 def tls_failed(e):
@@ -285,6 +348,8 @@ def main():
     if cmd == "send":
         send(args[0], args[1] if len(args) > 1 else None,
              args[2] if len(args) > 2 else None)
+    elif cmd == "tlsend":
+        tlsend(args[0], args[1], args[2])
     elif cmd == "wait":
         connect(args[0]).close()
     elif cmd == "stuck":

@@ -12,8 +12,20 @@ load daemon-helpers
 # and client certificates, an expired client certificate of the same CA,
 # and another CA with a client certificate of its own.
 setup_file() {
+	local top="$E2E_DIR/../.."
+
 	command -v openssl >/dev/null 2>&1 ||
 	    skip "the openssl command is not installed"
+	# The C client of make bench-tls (built here if $TLSCLIENT is not
+	# set): it sends close_notify right after its last record.
+	if [ -z "${TLSCLIENT:-}" ]; then
+		TLSCLIENT="$BATS_FILE_TMPDIR/tlsclient"
+		${CC:-cc} -std=c11 -D_GNU_SOURCE -I "$(dirname "$MHFILTER")" \
+		    -o "$TLSCLIENT" "$top/tests/bench/tlsclient.c" \
+		    $(pkg-config --cflags --libs openssl) ||
+		    fail "cannot build tlsclient"
+	fi
+	export TLSCLIENT
 	C="$BATS_FILE_TMPDIR/certs"
 	export C
 	mkdir -p "$C"
@@ -196,12 +208,46 @@ check_replies() {
 }
 
 @test "a TCP half-close without close_notify ends a TLS client's input: every record answered" {
-	seq 3000 | sed 's/^/text number /' >feed
-	start_daemon --listen tls:127.0.0.1:0 --tls-cert "$C/server.pem" \
-	    --tls-key "$C/server.key" --tls-client-ca "$C/ca.pem"
-	CLIENT_TLS_FIN=1 tls_send "$(tls_addr)" client <feed >replies
+	# Small batches: replies are still to be written when the end comes
+	# (libevent stops writing at the end of a TLS stream).
+	seq 20000 | sed 's/^/text number /' >feed
+	start_daemon --batch 50 --listen tls:127.0.0.1:0 \
+	    --tls-cert "$C/server.pem" --tls-key "$C/server.key" \
+	    --tls-client-ca "$C/ca.pem"
+	CLIENT_TIMEOUT=30 CLIENT_TLS_FIN=1 tls_send "$(tls_addr)" client \
+	    <feed >replies
 	[ "$status" -eq 0 ] || fail "client status $status"
-	[ "$(wc -l <replies)" -eq 3000 ] || fail "$(wc -l <replies) replies"
+	[ "$(wc -l <replies)" -eq 20000 ] || fail "$(wc -l <replies) replies"
+	# One record, then the end at once, read together with it: the
+	# record still counts (libevent reports the end before it has put
+	# the last bytes in the input).
+	for i in $(seq 30); do
+		printf 'record %d\n' "$i" |
+		    CLIENT_TLS_FIN=1 tls_send "$(tls_addr)" client
+	done >short
+	[ "$(wc -l <short)" -eq 30 ] || fail "$(wc -l <short) replies of 30"
+	stop_daemon
+}
+
+@test "close_notify read with the last records: every record counts and is answered" {
+	start_daemon -f tsv --listen tls:127.0.0.1:0 \
+	    --tls-cert "$C/server.pem" --tls-key "$C/server.key" \
+	    --tls-client-ca "$C/ca.pem"
+	# Records and close_notify in one write: libevent reports the end
+	# before it has put those records in the input.
+	make_records
+	CLIENT_CA="$C/ca.pem" CLIENT_CERT="$C/client.pem" \
+	    CLIENT_KEY="$C/client.key" timeout 60 python3 "$CLIENT" tlsend \
+	    "$(tls_addr)" in replies
+	check_replies replies
+	# The C client of make bench-tls, 20,000 records five times.
+	seq 20000 | sed 's/^/text number /' >feed
+	for i in 1 2 3 4 5; do
+		out="$(timeout 60 "$TLSCLIENT" "$(tls_addr)" "$C/ca.pem" \
+		    "$C/client.pem" "$C/client.key" feed)" ||
+		    fail "tlsclient failed"
+		[ "${out#* }" = 20000 ] || fail "run $i: ${out#* } replies"
+	done
 	stop_daemon
 }
 
