@@ -91,7 +91,11 @@ refused() {
 
 @test "an ACL user: 'user password' works; a wrong password or a user without the commands fails" {
 	S="$BATS_FILE_TMPDIR/stream"
-	[ "$(rcli acl setuser mhf on '>acl-pw-1' '~*' '&*' '+@all')" = OK ]
+	# The commands and keys of mhfilter(1)'s example, namespace acl.
+	[ "$(rcli acl setuser mhf on '>acl-pw-1' '~acl:*' '~{acl}:*' \
+	    +get +getrange +strlen +exists +ttl +set +append +incrby +del \
+	    +eval +scan +dbsize +info +ping +role +wait +asking \
+	    '+cluster|slots')" = OK ]
 	[ "$(rcli acl setuser weak on '>acl-pw-2' '~*' '+get')" = OK ]
 	printf 'mhf acl-pw-1\n' >good
 	printf 'mhf acl-pw-9\n' >bad
