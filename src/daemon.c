@@ -465,7 +465,8 @@ daemon_loopback(const struct sockaddr *sa)
  * listener on an address other than loopback needs --trusted-network
  * (records and replies would cross the network in clear, and anyone there
  * could query the index); a tls: one needs --tls-cert and --tls-key, and
- * those need a tls: listener.  Returns 0, or -1 with a cause.
+ * those need a tls: listener or sockets from systemd (one named tls).
+ * Returns 0, or -1 with a cause.
  */
 int
 daemon_check_listen(const struct daemon_opts *o, char **cause)
@@ -504,10 +505,15 @@ daemon_check_listen(const struct daemon_opts *o, char **cause)
 		    "--tls-key");
 		return (-1);
 	}
-	if (ntls == 0 && (o->tls.cert != NULL || o->tls.key != NULL ||
-	    o->tls.client_ca != NULL)) {
+	/* (Sockets from systemd named tls are checked when taken.) */
+	if (ntls == 0 && notify_listen_count() <= 0 && (o->tls.cert != NULL ||
+	    o->tls.key != NULL || o->tls.client_ca != NULL)) {
 		xasprintf(cause, "--tls-cert, --tls-key and --tls-client-ca "
 		    "go with --listen tls:HOST:PORT");
+		return (-1);
+	}
+	if ((o->tls.cert == NULL) != (o->tls.key == NULL)) {
+		xasprintf(cause, "--tls-cert and --tls-key go together");
 		return (-1);
 	}
 	return (0);
@@ -578,7 +584,8 @@ daemon_listen(struct daemon *d, const char *spec, char **cause)
 
 /*
  * Take the sockets systemd passed (socket activation).  One named "http"
- * (FileDescriptorName=http) serves /metrics; the others the protocol.
+ * (FileDescriptorName=http) serves /metrics, those named "tls" the
+ * protocol in TLS (with --tls-cert), the others the protocol.
  */
 static int
 daemon_activated(struct daemon *d, char **cause)
@@ -586,7 +593,7 @@ daemon_activated(struct daemon *d, char **cause)
 	struct notify_fd	*fds;
 	char			 name[SOCKNAME_MAX];
 	size_t			 n, i;
-	int			 on, rv = 0;
+	int			 on, tls, rv = 0;
 	socklen_t		 len;
 
 	n = notify_listen_fds(&fds);
@@ -621,9 +628,19 @@ daemon_activated(struct daemon *d, char **cause)
 			log_info("serving HTTP on %s (from systemd)", name);
 			continue;
 		}
+		tls = strcmp(fds[i].name, "tls") == 0;
+		if (tls && d->tls == NULL) {
+			xasprintf(cause, "%s: a socket named tls (from systemd) "
+			    "needs --tls-cert and --tls-key", name);
+			close(fds[i].fd);
+			rv = -1;
+			continue;
+		}
+		if (tls && strncmp(name, "tcp:", 4) == 0)
+			memcpy(name, "tls", 3);		/* was "tcp" */
 		if (strlen(name) + 16 <= sizeof name)
 			strcat(name, " (from systemd)");
-		if (daemon_add_listener(d, fds[i].fd, name, NULL, 0,
+		if (daemon_add_listener(d, fds[i].fd, name, NULL, tls,
 		    cause) != 0)
 			rv = -1;
 	}
@@ -1932,11 +1949,12 @@ daemon_run(const struct daemon_opts *o, struct pipeline *p)
 	if ((d->base = event_base_new()) == NULL)
 		fatalx("event_base_new failed");
 	if (daemon_open_log(d, &cause) != 0 ||
-	    daemon_open_output(d, &cause) != 0 ||
-	    daemon_activated(d, &cause) != 0)
+	    daemon_open_output(d, &cause) != 0)
 		goto fail;
 	if (o->tls.cert != NULL &&
 	    (d->tls = tls_context(&o->tls, &cause)) == NULL)
+		goto fail;
+	if (daemon_activated(d, &cause) != 0)
 		goto fail;
 	for (i = 0; i < o->nlisten; i++) {
 		if (daemon_listen(d, o->listen[i], &cause) != 0)

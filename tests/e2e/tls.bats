@@ -333,6 +333,39 @@ EOF
 	stop_daemon
 }
 
+@test "socket activation: a socket named tls serves TLS; without --tls-cert it is an error" {
+	command -v systemd-socket-activate >/dev/null ||
+	    skip "systemd-socket-activate is not installed (Debian package systemd)"
+	make_records
+	port="$(python3 -c 'import socket; s = socket.socket()
+s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+	# It listens at once and execs mhfilter (same pid) on the first
+	# connection, with LISTEN_FDNAMES=tls.
+	systemd-socket-activate -l "127.0.0.1:$port" --fdname=tls \
+	    -E TMPDIR="$T" "$MHFILTER" -f tsv --tls-cert "$C/server.pem" \
+	    --tls-key "$C/server.key" --tls-client-ca "$C/ca.pem" \
+	    2>>"$T/derr" &
+	DPID=$!
+	BG_PIDS+=("$DPID")
+	wait_log "Listening on 127.0.0.1:$port"
+	tls_send "tls:127.0.0.1:$port" client <in >replies
+	check_replies replies
+	grep -qF "listening on tls:127.0.0.1:$port (from systemd)" "$T/derr" ||
+	    fail "$(cat "$T/derr")"
+	stop_daemon
+
+	systemd-socket-activate -l "127.0.0.1:$port" --fdname=tls \
+	    -E TMPDIR="$T" "$MHFILTER" 2>>"$T/derr" &
+	DPID=$!
+	BG_PIDS+=("$DPID")
+	wait_log "Listening on 127.0.0.1:$port" 20 2
+	tls_send "tls:127.0.0.1:$port" client <in >replies 2>/dev/null
+	wait_exit "$DPID" 30
+	[ "$status" -eq 1 ] || fail "status $status" "$(cat "$T/derr")"
+	grep -qF "a socket named tls (from systemd) needs --tls-cert and --tls-key" \
+	    "$T/derr" || fail "$(cat "$T/derr")"
+}
+
 @test "start-up: a bad certificate or key is exit 1 naming it; missing or stray TLS options are usage errors" {
 	mhrun --listen tls:127.0.0.1:0 --tls-cert nonexistent.pem \
 	    --tls-key "$C/server.key" </dev/null
