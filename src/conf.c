@@ -4,6 +4,7 @@
  * names.  Blank lines and lines whose first non-blank character is '#' are
  * ignored; white space around the key and the value is not part of them,
  * and a value may be put in double quotes to keep such white space.
+ * A file is at most 1 MB, is read whole, and may not hold a NUL byte.
  *
  * This file only splits the lines.  Which keys exist and what their values
  * mean is the option table's business (mhfilter.c), so that the file and
@@ -17,10 +18,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "mhfilter.h"
 
 #define CONF_LINE_MAX	4096
+#define CONF_SIZE_MAX	(1024 * 1024)	/* a file, not a stream */
 
 static char	*conf_trim(char *);
 
@@ -48,8 +51,10 @@ conf_load(const char *path, struct conf_entry **entries, size_t *n,
     char **cause)
 {
 	FILE			*f;
+	struct stat		 st;
 	struct conf_entry	*e = NULL;
 	char			 line[CONF_LINE_MAX + 2], *key, *value, *eq;
+	char			*text = NULL, *p, *nl, *end;
 	size_t			 len, ne = 0;
 	unsigned		 lineno = 0;
 	const char		*k;
@@ -60,14 +65,40 @@ conf_load(const char *path, struct conf_entry **entries, size_t *n,
 		xasprintf(cause, "%s: %s", path, strerror(errno));
 		return (-1);
 	}
-	while (fgets(line, sizeof line, f) != NULL) {
+	/* Not a device (/dev/zero would never end) nor a directory. */
+	if (fstat(fileno(f), &st) == 0 && !S_ISREG(st.st_mode) &&
+	    !S_ISFIFO(st.st_mode)) {
+		xasprintf(cause, "%s: not a regular file", path);
+		fclose(f);
+		return (-1);
+	}
+	text = xmalloc(CONF_SIZE_MAX + 1);
+	len = fread(text, 1, CONF_SIZE_MAX + 1, f);
+	if (ferror(f)) {
+		xasprintf(cause, "%s: %s", path, strerror(errno));
+		goto fail;
+	}
+	if (len > CONF_SIZE_MAX) {
+		xasprintf(cause, "%s: larger than %d bytes: not a "
+		    "configuration file", path, CONF_SIZE_MAX);
+		goto fail;
+	}
+	for (p = text, end = text + len; p < end; p = nl + 1) {
 		lineno++;
-		len = strlen(line);
-		if (len > CONF_LINE_MAX && line[len - 1] != '\n') {
+		if ((nl = memchr(p, '\n', end - p)) == NULL)
+			nl = end;
+		if ((size_t)(nl - p) > CONF_LINE_MAX) {
 			xasprintf(cause, "%s:%u: line longer than %d bytes",
 			    path, lineno, CONF_LINE_MAX);
 			goto fail;
 		}
+		if (memchr(p, '\0', nl - p) != NULL) {
+			xasprintf(cause, "%s:%u: a NUL byte in the line",
+			    path, lineno);
+			goto fail;
+		}
+		memcpy(line, p, nl - p);
+		line[nl - p] = '\0';
 		key = conf_trim(line);
 		if (*key == '\0' || *key == '#')
 			continue;
@@ -106,17 +137,15 @@ conf_load(const char *path, struct conf_entry **entries, size_t *n,
 		e[ne].line = lineno;
 		ne++;
 	}
-	if (ferror(f)) {
-		xasprintf(cause, "%s: %s", path, strerror(errno));
-		goto fail;
-	}
 	fclose(f);
+	free(text);
 	*entries = e;
 	*n = ne;
 	return (0);
 
 fail:
 	fclose(f);
+	free(text);
 	conf_free(e, ne);
 	return (-1);
 }

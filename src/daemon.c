@@ -46,6 +46,7 @@
 #include <netinet/in.h>
 #include <arpa/inet.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -74,6 +75,8 @@
 #define REPLY_HIGH	(256 * 1024)	/* stop reading a client above this */
 #define REPLY_LOW	(64 * 1024)	/* and read it again below this */
 #define LINGER_SECS	5		/* read and drop after an error line */
+/* Refused clients held to be told "busy" and linger: a burst's worth. */
+#define REFUSED_MAX(max) ((size_t)((max) > 256 ? (max) : 256))
 #define DRAIN_SECS	10		/* at exit, for clients to read replies */
 #define STATUS_SECS	1.0		/* systemd STATUS= at most this often */
 #define COMMAND		"#mhfilter "	/* a record starting so is a command */
@@ -128,6 +131,12 @@ struct listener {
 	int			 tls;		/* a tls: listener */
 };
 
+/* The upper bounds (s) of mhfilter_batch_duration_seconds's buckets. */
+static const double batch_buckets[] = {
+	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10
+};
+#define NBUCKETS	(sizeof batch_buckets / sizeof batch_buckets[0])
+
 struct daemon {
 	const struct daemon_opts *o;
 	const struct pipeline_opts *po;
@@ -159,6 +168,9 @@ struct daemon {
 	struct event		*sig_ev[5];
 
 	uint64_t		 received;	/* records */
+	uint64_t		 batch_hist[NBUCKETS + 1];	/* +Inf last */
+	uint64_t		 batch_count;
+	double			 batch_sum;
 	uint64_t		 connections;
 	uint64_t		 rejected;
 	uint64_t		 tls_refused;	/* failed TLS handshakes */
@@ -170,14 +182,23 @@ struct daemon {
 	struct buf		 line;		/* scratch for reply lines */
 };
 
-/* One statistic, for STATS, SIGUSR1 and /metrics alike. */
+/*
+ * One statistic, for STATS, SIGUSR1 and /metrics alike, or for one of
+ * them: /metrics has the verdicts as one labelled family, each record
+ * once, and batch times as a histogram (daemon_metrics).
+ */
 struct dstat {
 	const char	*name;
+	const char	*label;		/* /metrics: name{label}, or NULL */
 	const char	*help;
 	int		 counter;	/* a Prometheus counter, else a gauge */
+	int		 where;		/* W_* */
 	double		 value;
 };
-#define NSTATS		32
+#define W_LINE		1		/* STATS and SIGUSR1 */
+#define W_METRIC	2		/* /metrics */
+#define W_BOTH		3
+#define NSTATS		48
 
 static int	daemon_listen(struct daemon *, const char *, char **);
 static int	daemon_listen_unix(struct daemon *, const char *, char **);
@@ -211,12 +232,14 @@ static size_t	daemon_stats(struct daemon *, struct dstat *);
 static void	daemon_stats_line(struct daemon *, struct buf *, int);
 static void	daemon_status(struct daemon *, int);
 static void	daemon_metrics(struct evhttp_request *, void *);
+static void	daemon_process_metrics(struct evbuffer *);
 static void	daemon_healthz(struct evhttp_request *, void *);
 static void	daemon_notfound(struct evhttp_request *, void *);
 
 static struct client *client_new(struct daemon *, int, const char *, int);
 static void	client_close_notify(struct client *);
 static void	client_tls_failed(struct client *);
+static void	daemon_refuse(struct daemon *, int, int);
 static void	client_free(struct client *);
 static void	client_read(struct bufferevent *, void *);
 static void	client_write(struct bufferevent *, void *);
@@ -782,10 +805,9 @@ daemon_accept(struct evconnlistener *l, evutil_socket_t fd,
 	else
 		snprintf(peer, sizeof peer, "?");
 
-	if (d->nclients >= 2 * (size_t)d->o->max_clients) {
-		/* Not even room to say so. */
-		close(fd);
-		d->rejected++;
+	if (d->nclients - d->nadmitted >= REFUSED_MAX(d->o->max_clients)) {
+		/* Too many refused ones still lingering: say so briefly. */
+		daemon_refuse(d, fd, tls);
 		return;
 	}
 	c = client_new(d, fd, peer, tls);
@@ -804,6 +826,37 @@ daemon_accept(struct evconnlistener *l, evutil_socket_t fd,
 	c->admitted = 1;
 	d->nadmitted++;
 	log_debug("connection %" PRIu64 " from %s", c->conn, c->peer);
+}
+
+/*
+ * Refuse a connection when even the refused ones are too many to hold:
+ * the busy line written at once (a new socket's buffer takes it), the
+ * write side shut, and what the client sent so far read, so that closing
+ * does not reset the connection (a reset can destroy the line unread).
+ * A TLS client could not read a plaintext line: it is only closed.
+ */
+static void
+daemon_refuse(struct daemon *d, int fd, int tls)
+{
+	struct buf	 b = { 0 };
+	char		 msg[80], drop[4096];
+	int		 i;
+
+	d->rejected++;
+	if (tls) {
+		close(fd);
+		return;
+	}
+	snprintf(msg, sizeof msg, "too many clients (--max-clients %" PRIu64
+	    ")", d->o->max_clients);
+	reply_error(&b, NULL, 0, "busy", msg);
+	(void)send(fd, b.data, b.len, MSG_DONTWAIT|MSG_NOSIGNAL);
+	buf_free(&b);
+	shutdown(fd, SHUT_WR);
+	for (i = 0; i < 16 && recv(fd, drop, sizeof drop, MSG_DONTWAIT) > 0;
+	    i++)
+		;
+	close(fd);
 }
 
 /*
@@ -1490,6 +1543,14 @@ daemon_deliver(void *arg, struct plbatch *b)
 	struct dslot	*s;
 	size_t		 i;
 
+	if (b->rc != PL_DROPPED) {
+		/* The histogram of /metrics: the first bucket it fits. */
+		for (i = 0; i < NBUCKETS && b->seconds > batch_buckets[i]; i++)
+			;
+		d->batch_hist[i]++;
+		d->batch_count++;
+		d->batch_sum += b->seconds;
+	}
 	if (b->rc == PL_FAILED) {
 		if (!d->failing)
 			log_warnx("a batch of %zu records failed: %s", b->n,
@@ -1558,36 +1619,51 @@ daemon_stats(struct daemon *d, struct dstat *st)
 	size_t			 n = 0;
 	int			 have_is;
 
-#define S(nm, cnt, val, hlp) do {					\
+#define SW(nm, lbl, cnt, w, val, hlp) do {				\
 	if (n == NSTATS)						\
 		fatalx("daemon_stats: more than NSTATS");		\
 	st[n].name = nm;						\
+	st[n].label = lbl;						\
 	st[n].counter = cnt;						\
+	st[n].where = w;						\
 	st[n].value = (double)(val);					\
 	st[n].help = hlp;						\
 	n++;								\
 } while (0)
-	S("records", 1, d->received, "Records received.");
-	S("unique", 1, ct->unique, "Records answered unique, replays "
+#define S(nm, cnt, val, hlp)	SW(nm, NULL, cnt, W_BOTH, val, hlp)
+#define SL(nm, cnt, val, hlp)	SW(nm, NULL, cnt, W_LINE, val, hlp)
+/* Each record once, by its answer (/metrics). */
+#define SV(verdict, val)	SW("records", "verdict=\"" verdict "\"", 1, \
+	W_METRIC, val, "Records answered, by verdict: unique (replays not "  \
+	"included), duplicate, empty, invalid, too_long, replayed, failed.")
+	SL("records", 1, d->received, "Records received.");
+	SL("unique", 1, ct->unique, "Records answered unique, replays "
 	    "included.");
-	S("replayed", 1, ct->replayed, "Unique records that were replays.");
-	S("duplicates", 1, ct->duplicates, "Records answered duplicate.");
-	S("empty", 1, ct->empty, "Records with no text to compare.");
-	S("invalid", 1, ct->invalid, "Malformed records.");
-	S("too_long", 1, ct->too_long, "Records over --max-bytes.");
-	S("failed", 1, ct->failed, "Records answered with an index error.");
-	S("errors", 1, ct->invalid + ct->too_long + ct->failed,
+	SL("replayed", 1, ct->replayed, "Unique records that were replays.");
+	SL("duplicates", 1, ct->duplicates, "Records answered duplicate.");
+	SL("empty", 1, ct->empty, "Records with no text to compare.");
+	SL("invalid", 1, ct->invalid, "Malformed records.");
+	SL("too_long", 1, ct->too_long, "Records over --max-bytes.");
+	SL("failed", 1, ct->failed, "Records answered with an index error.");
+	SL("errors", 1, ct->invalid + ct->too_long + ct->failed,
 	    "Records answered with an error.");
+	SV("unique", ct->unique - ct->replayed);
+	SV("duplicate", ct->duplicates);
+	SV("empty", ct->empty);
+	SV("invalid", ct->invalid);
+	SV("too_long", ct->too_long);
+	SV("replayed", ct->replayed);
+	SV("failed", ct->failed);
 	have_is = pipeline_stats(d->p, &fs, &is);
 	S("candidates", 1, fs.candidates, "Candidates examined.");
 	S("expired", 1, fs.expired, "Documents expired (--retain, "
 	    "--max-docs).");
-	S("batches", 1, ct->batches, "Batches committed or failed.");
-	S("batch_seconds", 1, ct->batch_seconds,
+	SL("batches", 1, ct->batches, "Batches committed or failed.");
+	SL("batch_seconds", 1, ct->batch_seconds,
 	    "Time spent deciding and committing batches.");
-	S("batch_seconds_last", 0, ct->batch_last,
+	SL("batch_seconds_last", 0, ct->batch_last,
 	    "Time the last batch took.");
-	S("batch_seconds_max", 0, ct->batch_max,
+	SL("batch_seconds_max", 0, ct->batch_max,
 	    "Time the slowest batch took.");
 	S("clients", 0, d->nclients, "Connected clients.");
 	S("connections", 1, d->connections, "Connections accepted.");
@@ -1600,9 +1676,12 @@ daemon_stats(struct daemon *d, struct dstat *st)
 		S("index_bytes", 0, is.size,
 		    "Used size of the index's data file.");
 	}
-	S("uptime_seconds", 0, now_seconds() - d->started,
+	SL("uptime_seconds", 0, now_seconds() - d->started,
 	    "Seconds since the daemon started.");
+#undef SV
+#undef SL
 #undef S
+#undef SW
 	return (n);
 }
 
@@ -1618,6 +1697,8 @@ daemon_stats_line(struct daemon *d, struct buf *b, int sep)
 	n = daemon_stats(d, st);
 	buf_append(b, "stats", 5);
 	for (i = 0; i < n; i++) {
+		if (!(st[i].where & W_LINE))
+			continue;
 		if (st[i].value == floor(st[i].value) && st[i].value < 1e15)
 			snprintf(v, sizeof v, "%s=%.0f", st[i].name,
 			    st[i].value);
@@ -1645,13 +1726,78 @@ daemon_status(struct daemon *d, int force)
 	    ct->unique, ct->duplicates);
 }
 
-/* GET /metrics: the statistics in the Prometheus text format. */
+/*
+ * The process_* metrics of Prometheus's client libraries, from /proc:
+ * start time, CPU time, resident memory, open and allowed descriptors.
+ */
+static void
+daemon_process_metrics(struct evbuffer *b)
+{
+	struct dirent	*de;
+	struct rlimit	 rl;
+	DIR		*dir;
+	FILE		*f;
+	char		 line[1024], *p;
+	unsigned long long utime, stime, start, btime = 0;
+	long		 rss, tck = sysconf(_SC_CLK_TCK);
+	int		 fds = 0;
+
+#define PM(nm, type, hlp, fmt, v) evbuffer_add_printf(b, "# HELP " nm	\
+	" " hlp "\n# TYPE " nm " " type "\n" nm " " fmt "\n", v)
+	if ((f = fopen("/proc/stat", "r")) != NULL) {
+		while (fgets(line, sizeof line, f) != NULL &&
+		    sscanf(line, "btime %llu", &btime) != 1)
+			;
+		fclose(f);
+	}
+	/* Fields 14, 15, 22 and 24 of stat(5), after the command's ')'. */
+	if ((f = fopen("/proc/self/stat", "r")) != NULL) {
+		if (fgets(line, sizeof line, f) != NULL &&
+		    (p = strrchr(line, ')')) != NULL && sscanf(p + 2,
+		    "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu "
+		    "%*d %*d %*d %*d %*d %*d %llu %*u %ld", &utime, &stime,
+		    &start, &rss) == 4 && tck > 0) {
+			PM("process_cpu_seconds_total", "counter", "Total user "
+			    "and system CPU time spent in seconds.", "%.2f",
+			    (double)(utime + stime) / tck);
+			if (btime != 0)
+				PM("process_start_time_seconds", "gauge",
+				    "Start time of the process since unix "
+				    "epoch in seconds.", "%.2f", btime +
+				    (double)start / tck);
+			PM("process_resident_memory_bytes", "gauge",
+			    "Resident memory size in bytes.", "%ld",
+			    rss * sysconf(_SC_PAGESIZE));
+		}
+		fclose(f);
+	}
+	if ((dir = opendir("/proc/self/fd")) != NULL) {
+		while ((de = readdir(dir)) != NULL) {
+			if (de->d_name[0] != '.')
+				fds++;
+		}
+		closedir(dir);
+		PM("process_open_fds", "gauge", "Number of open file "
+		    "descriptors.", "%d", fds - 1);	/* not opendir's */
+	}
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+		PM("process_max_fds", "gauge", "Maximum number of open file "
+		    "descriptors.", "%llu", (unsigned long long)rl.rlim_cur);
+#undef PM
+}
+
+/*
+ * GET /metrics: the statistics in the Prometheus text format, then the
+ * batch time histogram, the build and the process.
+ */
 static void
 daemon_metrics(struct evhttp_request *req, void *arg)
 {
 	struct daemon	*d = arg;
 	struct dstat	 st[NSTATS];
 	struct evbuffer	*b;
+	const char	*last = "", *suffix;
+	uint64_t	 cum = 0;
 	size_t		 i, n;
 
 	if ((b = evbuffer_new()) == NULL) {
@@ -1660,13 +1806,44 @@ daemon_metrics(struct evhttp_request *req, void *arg)
 	}
 	n = daemon_stats(d, st);
 	for (i = 0; i < n; i++) {
-		evbuffer_add_printf(b, "# HELP mhfilter_%s%s %s\n"
-		    "# TYPE mhfilter_%s%s %s\nmhfilter_%s%s %.17g\n",
-		    st[i].name, st[i].counter ? "_total" : "", st[i].help,
-		    st[i].name, st[i].counter ? "_total" : "",
-		    st[i].counter ? "counter" : "gauge",
-		    st[i].name, st[i].counter ? "_total" : "", st[i].value);
+		if (!(st[i].where & W_METRIC))
+			continue;
+		suffix = st[i].counter ? "_total" : "";
+		/* A family's HELP and TYPE once, before its samples. */
+		if (strcmp(st[i].name, last) != 0)
+			evbuffer_add_printf(b, "# HELP mhfilter_%s%s %s\n"
+			    "# TYPE mhfilter_%s%s %s\n", st[i].name, suffix,
+			    st[i].help, st[i].name, suffix,
+			    st[i].counter ? "counter" : "gauge");
+		last = st[i].name;
+		evbuffer_add_printf(b, "mhfilter_%s%s%s%s%s %.17g\n",
+		    st[i].name, suffix, st[i].label != NULL ? "{" : "",
+		    st[i].label != NULL ? st[i].label : "",
+		    st[i].label != NULL ? "}" : "", st[i].value);
 	}
+	evbuffer_add_printf(b, "# HELP mhfilter_batch_duration_seconds Time "
+	    "to decide and commit a batch.\n"
+	    "# TYPE mhfilter_batch_duration_seconds histogram\n");
+	for (i = 0; i <= NBUCKETS; i++) {
+		cum += d->batch_hist[i];
+		if (i < NBUCKETS)
+			evbuffer_add_printf(b, "mhfilter_batch_duration_seconds"
+			    "_bucket{le=\"%g\"} %" PRIu64 "\n",
+			    batch_buckets[i], cum);
+		else
+			evbuffer_add_printf(b, "mhfilter_batch_duration_seconds"
+			    "_bucket{le=\"+Inf\"} %" PRIu64 "\n", cum);
+	}
+	evbuffer_add_printf(b, "mhfilter_batch_duration_seconds_sum %.17g\n"
+	    "mhfilter_batch_duration_seconds_count %" PRIu64 "\n",
+	    d->batch_sum, d->batch_count);
+	evbuffer_add_printf(b, "# HELP mhfilter_build_info The version, the "
+	    "index format and the signature scheme; always 1.\n"
+	    "# TYPE mhfilter_build_info gauge\n"
+	    "mhfilter_build_info{version=\"%s\",index_format=\"%d\","
+	    "scheme=\"%d\",scheme_name=\"%s\"} 1\n", PACKAGE_VERSION,
+	    MHF_INDEX_FORMAT, MHF_SCHEME, MHF_SCHEME_NAME);
+	daemon_process_metrics(b);
 	evhttp_add_header(evhttp_request_get_output_headers(req),
 	    "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
 	evhttp_send_reply(req, 200, "OK", b);

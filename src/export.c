@@ -8,7 +8,9 @@
  *
  * "sig" is the stored 16-bit signature values (little-endian) in hex;
  * "text", the normalised text, only when texts are kept; an id or text that
- * is not UTF-8 goes under "id_hex" or "text_hex".  An export walks the
+ * is not UTF-8 goes under "id_hex" or "text_hex"; "group", only for a
+ * duplicate kept in the index, the position (1 for the first document
+ * line) of the first document of its group, an earlier line.  An export walks the
  * documents through the backend (index_ops.each); an import inserts them
  * through index.c, band keys recomputed from the signatures.
  * tests/unit/test_codec.c and tests/e2e/stored.bats pin the format.
@@ -112,12 +114,13 @@ export_header(FILE *f, const struct index_params *p)
 }
 
 /*
- * One document of an export: id, time, flags, sig and, when text is not
- * NULL, the normalised text.  Returns -1 on a write error.
+ * One document of an export: id, time, flags, sig, when text is not NULL
+ * the normalised text, and when group is not 0 its group's position.
+ * Returns -1 on a write error.
  */
 int
 export_doc(FILE *f, const struct docinfo *d, unsigned K,
-    const struct buf *text)
+    const struct buf *text, uint64_t group)
 {
 	json_t		*o;
 	unsigned char	 sb[2 * MHF_MAX_PERMS];
@@ -133,14 +136,48 @@ export_doc(FILE *f, const struct docinfo *d, unsigned K,
 	free(h);
 	if (text != NULL)
 		json_bytes(o, "text", text->data, text->len);
+	if (group != 0)
+		json_object_set_new(o, "group",
+		    json_integer((json_int_t)group));
 	return (json_line(f, o));
 }
 
 /* What index_export's walk writes to. */
 struct exporting {
+	struct index	*ix;
 	FILE		*f;
 	unsigned	 K;
+	struct u64vec	 docs;		/* written, in order (LMDB: sorted) */
 };
+
+/*
+ * The position in the export of the first document of d's group, or 0
+ * (its own group, or one not exported).
+ */
+static int
+export_group(struct exporting *ex, const struct docinfo *d, uint64_t *pos,
+    char **cause)
+{
+	uint64_t	 g;
+	size_t		 lo = 0, hi = ex->docs.n, mid;
+	int		 rc;
+
+	*pos = 0;
+	if ((rc = index_group(ex->ix, d->docid, &g, cause)) != 0)
+		return (rc);
+	while (g != d->docid && lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		if (ex->docs.v[mid] == g) {
+			*pos = mid + 1;
+			break;
+		}
+		if (ex->docs.v[mid] < g)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return (0);
+}
 
 /* Write one document of the walk (an index_each_fn). */
 static int
@@ -148,8 +185,13 @@ export_one(void *arg, const struct docinfo *d, const struct buf *text,
     char **cause)
 {
 	struct exporting	*ex = arg;
+	uint64_t		 group;
+	int			 rc;
 
-	if (export_doc(ex->f, d, ex->K, text) != 0) {
+	if ((rc = export_group(ex, d, &group, cause)) != 0)
+		return (rc);
+	u64vec_push(&ex->docs, d->docid);
+	if (export_doc(ex->f, d, ex->K, text, group) != 0) {
 		xasprintf(cause, "export: write error: %s", strerror(errno));
 		return (INDEX_ERROR);
 	}
@@ -164,14 +206,16 @@ export_one(void *arg, const struct docinfo *d, const struct buf *text,
 int
 index_export(struct index *ix, FILE *f, char **cause)
 {
-	struct exporting	 ex = { f, ix->p.perms };
+	struct exporting	 ex = { ix, f, ix->p.perms, { 0 } };
 	int			 rc;
 
 	if (export_header(f, &ix->p) != 0) {
 		xasprintf(cause, "export: write error: %s", strerror(errno));
 		return (INDEX_ERROR);
 	}
-	if ((rc = ix->ops->each(ix, export_one, &ex, cause)) != 0)
+	rc = ix->ops->each(ix, export_one, &ex, cause);
+	u64vec_free(&ex.docs);
+	if (rc != 0)
 		return (rc);
 	if (fflush(f) != 0) {
 		xasprintf(cause, "export: write error: %s", strerror(errno));
@@ -248,11 +292,12 @@ json_getbytes(json_t *o, const char *name, struct buf *out)
 static int
 import_batch(struct index *ix, char **lines, const size_t *lens, size_t n,
     uint64_t first, uint64_t *keys, unsigned char *sb, uint32_t *sig,
-    struct buf *id, struct buf *text, char **cause)
+    struct buf *id, struct buf *text, struct u64vec *docs, char **cause)
 {
 	json_t		*o;
 	json_error_t	 jerr;
-	size_t		 i;
+	json_int_t	 group;
+	size_t		 i, had = docs->n;
 	int		 rc, flags;
 
 	if ((rc = index_begin(ix, cause)) != 0)
@@ -279,17 +324,32 @@ import_batch(struct index *ix, char **lines, const size_t *lens, size_t n,
 		lsh_keys(sig, ix->p.bands, ix->p.rows, ix->p.seed, keys);
 		flags = json_integer_value(json_object_get(o, "flags")) &
 		    (DOC_UNIQUE | DOC_BYTES);
+		group = json_integer_value(json_object_get(o, "group"));
+		if (group < 0 || (uint64_t)group > docs->n) {
+			json_decref(o);
+			xasprintf(cause, "import: line %" PRIu64 ": its group "
+			    "is not an earlier document", first + i + 1);
+			index_abort(ix);
+			docs->n = had;
+			return (INDEX_ERROR);
+		}
 		rc = index_insert(ix, keys, sig, id->data, id->len,
 		    ix->p.texts ? text->data : "", ix->p.texts ? text->len : 0,
 		    flags, json_integer_value(json_object_get(o, "time")),
 		    cause);
 		json_decref(o);
+		if (rc == 0 && group != 0)
+			rc = index_set_group(ix, docs->v[group - 1], cause);
 		if (rc != 0) {
 			index_abort(ix);
+			docs->n = had;
 			return (rc);
 		}
+		u64vec_push(docs, index_last_doc(ix));
 	}
-	return (index_commit(ix, cause));
+	if ((rc = index_commit(ix, cause)) != 0)
+		docs->n = had;
+	return (rc);
 }
 
 /*
@@ -368,6 +428,7 @@ int
 index_import(struct index *ix, FILE *f, uint64_t *count, char **cause)
 {
 	struct buf		 id = { 0 }, text = { 0 };
+	struct u64vec		 docs = { 0 };	/* the new numbers, in order */
 	unsigned char		*sb = NULL;
 	uint32_t		*sig = NULL;
 	uint64_t		*keys = NULL, lineno = 1;
@@ -403,7 +464,7 @@ index_import(struct index *ix, FILE *f, uint64_t *count, char **cause)
 		if (nb == 0)
 			break;
 		while ((rc = import_batch(ix, batch, blen, nb, lineno, keys,
-		    sb, sig, &id, &text, cause)) == INDEX_AGAIN)
+		    sb, sig, &id, &text, &docs, cause)) == INDEX_AGAIN)
 			;
 		if (rc != 0)
 			goto out;
@@ -426,5 +487,6 @@ out:
 	free(sig);
 	buf_free(&id);
 	buf_free(&text);
+	u64vec_free(&docs);
 	return (rc);
 }

@@ -26,9 +26,14 @@
  * the estimate reaches the threshold; none accepts any candidate.
  *
  * A record whose best match is identical (similarity 1) is not indexed
- * again: it would add nothing but bucket entries.  A record whose explicit
- * id is already indexed with the same text, reported unique, is a replay
- * (a rerun after a crash) and is reported unique again.
+ * again: it would add nothing but bucket entries.  A record whose own copy
+ * is indexed (the same explicit id and the same text) is either seen, a
+ * duplicate of itself that is not written again, or, where the copy was
+ * reported unique by an earlier run that may not have written it (a crash
+ * between its commit and its output: index_undelivered), a replay,
+ * reported unique again.  Without an id of its own a record's copy is an
+ * identical text in such an undelivered range.  With REPLAY_ALL every copy
+ * from an earlier run is a replay (at least once, whatever was delivered).
  */
 
 #include "config.h"
@@ -110,6 +115,10 @@ struct filter {
 	struct buf		 text;		/* a candidate's text */
 	double			 margin;	/* exact: signature prefilter */
 	struct filter_stats	 st;
+	/* The earlier documents this run has replayed: written again once. */
+	uint64_t		*replayed;	/* open addressing, 0 free */
+	size_t			 replayedsize;	/* a power of two, or 0 */
+	struct u64vec		 replays;	/* the same, in order */
 };
 
 static void	*prep_run(void *);
@@ -124,6 +133,9 @@ static size_t	filter_gather(struct filter *);
 static void	filter_docs(struct fbatch *);
 static int	cand_cmp(const void *, const void *);
 static int	est_cmp(const void *, const void *);
+static int	replayed_has(const struct filter *, uint64_t);
+static void	replayed_add(struct filter *, uint64_t);
+static void	replayed_truncate(struct filter *, size_t);
 
 /* Make a filter for the parameters in force (after index_open). */
 struct filter *
@@ -165,7 +177,67 @@ filter_free(struct filter *f)
 	u64vec_free(&f->scratch);
 	free(f->cands);
 	buf_free(&f->text);
+	free(f->replayed);
+	u64vec_free(&f->replays);
 	free(f);
+}
+
+/* The slot of docid in the set of replayed documents, or a free one. */
+static size_t
+replayed_slot(const struct filter *f, uint64_t docid)
+{
+	size_t	 mask = f->replayedsize - 1, i;
+
+	i = (size_t)((docid * 0x9e3779b97f4a7c15ULL) >> 32) & mask;
+	while (f->replayed[i] != 0 && f->replayed[i] != docid)
+		i = (i + 1) & mask;
+	return (i);
+}
+
+/* Has this run replayed the document already? */
+static int
+replayed_has(const struct filter *f, uint64_t docid)
+{
+	if (f->replayedsize == 0)
+		return (0);
+	return (f->replayed[replayed_slot(f, docid)] == docid);
+}
+
+/* Remember a replayed document (the table is kept at most half full). */
+static void
+replayed_add(struct filter *f, uint64_t docid)
+{
+	size_t	 n = f->replays.n;
+
+	u64vec_push(&f->replays, docid);
+	if (2 * (n + 1) > f->replayedsize) {
+		replayed_truncate(f, n + 1);	/* rebuilt, larger */
+		return;
+	}
+	f->replayed[replayed_slot(f, docid)] = docid;
+}
+
+/*
+ * Keep the first n replays only (a batch redone forgets its own), and
+ * rebuild the table for them.
+ */
+static void
+replayed_truncate(struct filter *f, size_t n)
+{
+	size_t	 i, size = 16;
+
+	f->replays.n = n;
+	while (size < 2 * n)
+		size *= 2;
+	if (size != f->replayedsize) {
+		free(f->replayed);
+		f->replayed = xcalloc(size, sizeof *f->replayed);
+		f->replayedsize = size;
+	} else
+		memset(f->replayed, 0, size * sizeof *f->replayed);
+	for (i = 0; i < n; i++)
+		f->replayed[replayed_slot(f, f->replays.v[i])] =
+		    f->replays.v[i];
 }
 
 /* A batch for filter_prepare and filter_decide. */
@@ -522,6 +594,104 @@ filter_exact(struct filter *f, struct index *ix, const struct slot *s,
 }
 
 /*
+ * The group of a duplicate of docid: the first document of docid's group
+ * into *group, and its id into v->group unless that is docid itself (the
+ * caller has its id).  A group whose first document was removed is
+ * docid's own.  0, or an INDEX_* code.
+ */
+static int
+filter_group(struct index *ix, struct verdict *v, uint64_t docid,
+    uint64_t *group, char **cause)
+{
+	struct docinfo	 d;
+	int		 rc;
+
+	if ((rc = index_group(ix, docid, group, cause)) != 0)
+		return (rc);
+	if (*group == docid)
+		return (0);
+	if ((rc = index_doc(ix, *group, &d, cause)) == INDEX_GONE) {
+		*group = docid;
+		return (0);
+	}
+	if (rc == 0)
+		buf_append(&v->group, d.id, d.idlen);
+	return (rc);
+}
+
+/*
+ * Is candidate d, of estimated similarity 1, the record's own copy?  With
+ * an explicit id: a document with that id (with REPLAY_ALL, from an
+ * earlier run only).  Without one: a unique document of an earlier run
+ * that may be missing from its output and that this run has not written
+ * again yet (REPLAY_UNDELIVERED only).  1, 0, or an INDEX_* code.
+ */
+static int
+filter_self(struct filter *f, struct index *ix, const struct record *r,
+    const struct docinfo *d, char **cause)
+{
+	int	 earlier = d->docid < index_run_start(ix);
+
+	if (r->id.len != 0) {
+		if (d->idlen != r->id.len ||
+		    memcmp(d->id, r->id.data, r->id.len) != 0)
+			return (0);
+		return (earlier || f->o.replay != REPLAY_ALL);
+	}
+	if (f->o.replay == REPLAY_ALL || !earlier ||
+	    !(d->flags & DOC_UNIQUE) || replayed_has(f, d->docid))
+		return (0);
+	return (index_undelivered(ix, d->docid, cause));
+}
+
+/*
+ * The record's identical copy self is indexed: decide the record.  A copy
+ * reported unique whose output may never have been written (an earlier
+ * run's, undelivered, or any earlier run's with REPLAY_ALL) makes the
+ * record a replay, unique again.  A copy reported duplicate there leaves
+ * the record to the other candidates (0), as the first run judged it.
+ * Otherwise the record was seen: a duplicate of itself.  1 when decided,
+ * 0 to go on, or an INDEX_* code.
+ */
+static int
+filter_copy(struct filter *f, struct index *ix, const struct record *r,
+    struct verdict *v, uint64_t self, int self_unique, char **cause)
+{
+	uint64_t	 group;
+	int		 pending = 1, rc;
+
+	if (self >= index_run_start(ix) || (f->o.replay != REPLAY_ALL &&
+	    replayed_has(f, self)))
+		pending = 0;		/* this run writes it, once */
+	else if (f->o.replay != REPLAY_ALL && r->id.len != 0 &&
+	    (pending = index_undelivered(ix, self, cause)) < 0)
+		return (pending);
+	if (pending && self_unique) {
+		v->kind = V_UNIQUE;
+		v->replay = 1;
+		v->self = self;
+		if (f->o.replay != REPLAY_ALL)
+			replayed_add(f, self);
+		return (1);
+	}
+	if (pending) {
+		v->self = self;		/* decided again: delivered with it */
+		return (0);
+	}
+	if (f->o.replay == REPLAY_ALL)
+		return (0);
+	if ((rc = filter_group(ix, v, self, &group, cause)) != 0)
+		return (rc);
+	v->kind = V_DUPLICATE;
+	v->seen = 1;
+	v->sim = 1.0;
+	buf_append(&v->match, r->id.data, r->id.len);
+	if (group == self)
+		buf_append(&v->group, r->id.data, r->id.len);
+	return (1);
+}
+
+/*
  * Phase 2 for record i: look up, verify, decide, insert.
  *
  * The candidates sharing the most bands (at most max_candidates) get a
@@ -531,12 +701,9 @@ filter_exact(struct filter *f, struct index *ix, const struct slot *s,
  * (with --pairs, below the threshold): neither it nor any after it can
  * plausibly matter.
  *
- * A candidate from an earlier run with the record's own explicit id and the
- * same text is that run's copy of this very record, never its match: if it was
- * reported unique, the record is a replay (reported unique again, not
- * re-indexed); otherwise it is left out and the record is judged by the
- * others.  An earlier version with the same id but another text is an
- * ordinary candidate.
+ * A candidate that is the record's own copy (filter_self) is never its
+ * match: filter_copy decides.  An earlier version with the same id but
+ * another text is an ordinary candidate.
  */
 static int
 filter_one(struct filter *f, struct index *ix, struct fbatch *fb, size_t i,
@@ -552,7 +719,7 @@ filter_one(struct filter *f, struct index *ix, struct fbatch *fb, size_t i,
 	struct docinfo	 d;
 	struct cand	*cd;
 	size_t		 c, n, kept;
-	uint64_t	 best_doc = 0, self = 0;
+	uint64_t	 best_doc = 0, self = 0, group = 0;
 	int		 rc, flags, self_unique = 0, indexed = 0;
 
 	f->found.n = 0;
@@ -569,12 +736,14 @@ filter_one(struct filter *f, struct index *ix, struct fbatch *fb, size_t i,
 		if (rc != 0)
 			return (rc);
 		f->cands[c].est = minhash_similarity(sig, d.sig, K);
-		if (self == 0 && f->cands[c].est >= 1.0 && r->id.len != 0 &&
-		    d.docid < index_run_start(ix) && d.idlen == r->id.len &&
-		    memcmp(d.id, r->id.data, r->id.len) == 0) {
-			self = d.docid;
-			self_unique = (d.flags & DOC_UNIQUE) != 0;
-			continue;
+		if (self == 0 && f->cands[c].est >= 1.0) {
+			if ((rc = filter_self(f, ix, r, &d, cause)) < 0)
+				return (rc);
+			if (rc > 0) {
+				self = d.docid;
+				self_unique = (d.flags & DOC_UNIQUE) != 0;
+				continue;
+			}
 		}
 		f->cands[kept++] = f->cands[c];
 	}
@@ -585,17 +754,16 @@ filter_one(struct filter *f, struct index *ix, struct fbatch *fb, size_t i,
 		if (f->o.verify == VERIFY_EXACT &&
 		    filter_exact(f, ix, s, self, &sim, cause) != 0)
 			return (-1);
-		if (sim >= 1.0 && self_unique) {
-			v->kind = V_UNIQUE;
-			v->replay = 1;
-			return (0);
-		}
 		if (sim < 1.0) {
 			/* Same id, other text: an ordinary candidate. */
 			f->cands[kept].docid = self;
 			f->cands[kept++].est = 1.0;
-		} else
+		} else {
+			if ((rc = filter_copy(f, ix, r, v, self, self_unique,
+			    cause)) != 0)
+				return (rc < 0 ? rc : 0);
 			indexed = 1;	/* this record is in the index */
+		}
 	}
 	n = kept;
 
@@ -635,20 +803,26 @@ filter_one(struct filter *f, struct index *ix, struct fbatch *fb, size_t i,
 		v->kind = V_UNIQUE;
 		flags |= DOC_UNIQUE;
 	} else {
-		if ((rc = index_doc(ix, best_doc, &d, cause)) != 0)
+		if ((rc = filter_group(ix, v, best_doc, &group, cause)) != 0 ||
+		    (rc = index_doc(ix, best_doc, &d, cause)) != 0)
 			return (rc);
 		v->kind = V_DUPLICATE;
 		v->sim = best;
 		buf_append(&v->match, d.id, d.idlen);
+		if (group == best_doc)
+			buf_append(&v->group, d.id, d.idlen);
 		if (best >= 1.0 || !f->o.chain)
 			return (0);	/* nothing new to index */
 	}
 	if (f->o.query_only || indexed)
 		return (0);
-	return (index_insert_encoded(ix, i, keys, sig,
+	rc = index_insert_encoded(ix, i, keys, sig,
 	    fb->ids[i].data, fb->ids[i].len, s->norm.data, s->norm.len,
 	    f->o.p.texts ? s->enc.data : NULL, s->enc.len, flags, r->time,
-	    cause));
+	    cause);
+	if (rc == 0 && v->kind == V_DUPLICATE)
+		rc = index_set_group(ix, group, cause);
+	return (rc);
 }
 
 /*
@@ -661,7 +835,7 @@ filter_decide(struct fbatch *fb, struct index *ix, char **cause)
 	struct filter		*f = fb->f;
 	struct filter_stats	 saved;
 	uint64_t		 expired;
-	size_t			 i, n = fb->n;
+	size_t			 i, n = fb->n, replays = f->replays.n;
 	int			 rc;
 
 	filter_prepare_wait(fb);
@@ -696,6 +870,7 @@ filter_decide(struct fbatch *fb, struct index *ix, char **cause)
 		if (rc != INDEX_AGAIN)
 			break;
 		f->st = saved;		/* the batch is counted once */
+		replayed_truncate(f, replays);
 	}
 	/* Keep the scratch of ordinary records, not of a huge one. */
 	shset_trim(&f->mine);
@@ -711,10 +886,13 @@ verdict_reset(struct verdict *v)
 {
 	v->kind = V_PENDING;
 	v->replay = 0;
+	v->seen = 0;
+	v->self = 0;
 	free(v->error);
 	v->error = NULL;
 	v->sim = 0;
 	buf_trim(&v->match);
+	buf_trim(&v->group);
 	v->npairs = 0;
 }
 
@@ -729,5 +907,6 @@ verdict_free(struct verdict *v)
 	free(v->pairs);
 	free(v->error);
 	buf_free(&v->match);
+	buf_free(&v->group);
 	memset(v, 0, sizeof *v);
 }

@@ -227,3 +227,66 @@ index_path(struct index *ix)
 {
 	return (ix->path);
 }
+
+/* The number of the document the last insert added (0: not known). */
+uint64_t
+index_last_doc(struct index *ix)
+{
+	return (ix->last_doc);
+}
+
+/* The document numbers [first, end) the last commit inserted. */
+void
+index_batch_range(struct index *ix, uint64_t *first, uint64_t *end)
+{
+	*first = ix->batch_first;
+	*end = ix->batch_end;
+}
+
+/*
+ * Might an earlier run's document be missing from that run's output (its
+ * batch committed, its output never marked delivered)?  1, 0, or
+ * INDEX_ERROR.  A backend that cannot tell says 1: at least once.
+ */
+int
+index_undelivered(struct index *ix, uint64_t docid, char **cause)
+{
+	if (ix->ops->undelivered == NULL)
+		return (1);
+	return (ix->ops->undelivered(ix, docid, cause));
+}
+
+/*
+ * The output of these ranges of documents ([first, end) pairs) and of
+ * these replays was delivered: the next commit forgets them.
+ */
+void
+index_delivered(struct index *ix, const uint64_t *ranges, size_t nranges,
+    const uint64_t *replays, size_t nreplays)
+{
+	if (ix->ops->delivered != NULL)
+		ix->ops->delivered(ix, ranges, nranges, replays, nreplays);
+}
+
+/*
+ * The first document of docid's group: where a chain of duplicates
+ * started.  0, or INDEX_ERROR.
+ */
+int
+index_group(struct index *ix, uint64_t docid, uint64_t *group, char **cause)
+{
+	if (ix->ops->group == NULL) {
+		*group = docid;
+		return (0);
+	}
+	return (ix->ops->group(ix, docid, group, cause));
+}
+
+/* The document just inserted is a duplicate in group. */
+int
+index_set_group(struct index *ix, uint64_t group, char **cause)
+{
+	if (ix->ops->set_group == NULL)
+		return (0);
+	return (ix->ops->set_group(ix, group, cause));
+}

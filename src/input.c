@@ -7,13 +7,22 @@
  *
  * For mail (-f mail) the delimiter is a framing mode instead: INPUT_MBOX
  * cuts mbox files before each "From " line that follows a blank line (the
- * blank line belongs to neither message) and reads a Maildir, given as a
- * directory, as one message a file from cur/ and new/ in file-name order
- * (an MH folder or a news spool: its numbered files, in numeric order);
- * INPUT_SINGLE reads each input as one message.  Messages are kept byte for
- * byte, From_ line and >From quoting included; mail.c undoes the quoting.
+ * blank line, "\r\n" in an mbox from Windows, belongs to neither message)
+ * and reads a Maildir, given as a directory, as one message a file from
+ * cur/ and new/ in file-name order (an MH folder or a news spool: its
+ * numbered files, in numeric order); INPUT_SINGLE reads each input as one
+ * message.  Messages are kept byte for byte, From_ line and >From quoting
+ * included; mail.c undoes the quoting.
  * A message's "line" (for warnings) is the line of its From_ line in the
  * mbox, so that an editor finds it; in a Maildir, the file names it.
+ *
+ * Compressed input is recognised by its first bytes, as zcat, zstdcat and
+ * xzcat would (gzip, zstd, xz; concatenated members and frames too), and
+ * decompressed under the framing, a chunk at a time: memory stays bounded.
+ * Other input whose first block is binary (input_binary) is not text:
+ * unless records are NUL-delimited or mail, the file is abandoned
+ * with one error, as is a compressed file found corrupt or truncated
+ * (the records before the damage are kept), and the others are read.
  *
  * stdio is not used because the filter must know whether more input is
  * ready, or becomes ready within a few milliseconds (input_wait), to close
@@ -25,15 +34,37 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <lzma.h>
+#include <utf8proc.h>
+#include <zlib.h>
+#include <zstd.h>
+
 #include "mhfilter.h"
 
 #define INPUT_CHUNK	(256 * 1024)
+
+/* What a file's first bytes say it is. */
+enum codec { CODEC_NONE, CODEC_GZIP, CODEC_ZSTD, CODEC_XZ };
+static const struct {
+	const char	*name;
+	const char	*magic;
+	size_t		 len;
+} codecs[] = {
+	{ "plain", "", 0 },
+	{ "gzip", "\x1f\x8b", 2 },
+	{ "zstd", "\x28\xb5\x2f\xfd", 4 },
+	{ "xz", "\xfd" "7zXZ\0", 6 },
+};
+#define MAGIC_MAX	6
 
 struct input {
 	char		**files;
@@ -60,10 +91,37 @@ struct input {
 	char		 *error;	/* a Maildir that could not be listed */
 	uint64_t	  nl;		/* newlines before start in this file */
 	uint64_t	  skipline;	/* where an over-long message began */
+	/* Compressed input: the codec, its state, the compressed bytes. */
+	enum codec	  codec;
+	int		  sniff;	/* the file's first bytes are not read */
+	int		  textcheck;	/* its first data is not looked at */
+	int		  failed;	/* the file is abandoned (input_next -2) */
+	int		  bomcheck;	/* a byte-order mark may come first */
+	/* For progress: bytes read of all files, and their total size. */
+	uint64_t	  done;
+	uint64_t	  total;	/* 0: unknown (not all regular files) */
+	unsigned char	 *zbuf;
+	size_t		  zsize;
+	size_t		  zstart;	/* unused compressed bytes */
+	size_t		  zend;
+	uint64_t	  zpos;		/* compressed bytes decoded */
+	int		  zeof;		/* no more compressed bytes */
+	int		  zmore;	/* the decoder may hold more output */
+	int		  zdone;	/* at the end of a member or frame */
+	z_stream	  gz;
+	ZSTD_DStream	 *zs;
+	lzma_stream	  xz;
 };
 
 static int	input_advance(struct input *, char **);
 static int	input_fill(struct input *, char **);
+static int	input_failed(struct input *);
+static void	input_bom(struct input *);
+static uint64_t	input_total(struct input *);
+static void	input_codec_end(struct input *);
+static ssize_t	input_decode(struct input *, char **);
+static int	input_fail(struct input *, char **, const char *, ...)
+		    __attribute__((format(printf, 3, 4)));
 static void	input_mail_files(struct input *);
 static int	input_mail_next(struct input *, struct rawrec *, char **);
 
@@ -90,6 +148,7 @@ input_open(char **files, int nfiles, int delim, size_t max)
 		in->framing = delim;
 		input_mail_files(in);
 	}
+	in->total = input_total(in);
 	return (in);
 }
 
@@ -185,17 +244,33 @@ input_mail_files(struct input *in)
 	in->nfiles = n;
 }
 
-/* Where the next message of an mbox starts ("\n\nFrom "), or NULL. */
+/*
+ * Where the next message of an mbox starts: the end of the line before the
+ * blank line ahead of a "From " line, or NULL.  The blank line, "\n" or,
+ * in an mbox written on Windows, "\r\n", is *blank bytes long.
+ */
 static char *
-input_mbox_sep(struct input *in)
+input_mbox_sep(struct input *in, size_t *blank)
 {
+	char	*p, *first = in->buf + in->start, *end = in->buf + in->end;
 	size_t	 from = in->scanned;
 
 	if (from < in->start + 6)
 		from = in->start;
 	else
 		from -= 6;	/* a separator across two reads */
-	return (memmem(in->buf + from, in->end - from, "\n\nFrom ", 7));
+	for (p = in->buf + from; (p = memmem(p, end - p, "\nFrom ", 6)) !=
+	    NULL; p++) {
+		if (p - 1 >= first && p[-1] == '\n') {
+			*blank = 1;
+			return (p - 1);
+		}
+		if (p - 2 >= first && p[-1] == '\r' && p[-2] == '\n') {
+			*blank = 2;
+			return (p - 2);
+		}
+	}
+	return (NULL);
 }
 
 /*
@@ -251,6 +326,20 @@ input_blank(const char *p, size_t len)
 }
 
 /*
+ * The length of the blank line ending the len bytes at p after a line of
+ * its own ("\n\n" or "\r\n\r\n": 1 or 2), or 0.
+ */
+static size_t
+input_blank_end(const char *p, size_t len)
+{
+	if (len >= 2 && memcmp(p + len - 2, "\n\n", 2) == 0)
+		return (1);
+	if (len >= 3 && memcmp(p + len - 3, "\n\r\n", 3) == 0)
+		return (2);
+	return (0);
+}
+
+/*
  * The next message (input_next with mail framing): an mbox is cut before
  * each separator; a Maildir file or a single message is a whole input.
  */
@@ -258,7 +347,7 @@ static int
 input_mail_next(struct input *in, struct rawrec *rr, char **cause)
 {
 	char		*p;
-	size_t		 len, keep, next;
+	size_t		 len, keep, next, blank;
 	uint64_t	 line;
 	int		 rv;
 
@@ -274,16 +363,15 @@ input_mail_next(struct input *in, struct rawrec *rr, char **cause)
 		}
 		p = NULL;
 		if (!in->whole[in->next - 1])
-			p = input_mbox_sep(in);
+			p = input_mbox_sep(in, &blank);
 		if (p != NULL || in->eof) {
 			len = (p != NULL ? (size_t)(p + 1 - in->buf) :
 			    in->end) - in->start;
-			next = in->start + len + (p != NULL);
+			next = in->start + len + (p != NULL ? blank : 0);
 			/* The blank line before the end of an mbox. */
-			if (p == NULL && !in->whole[in->next - 1] && len >= 2 &&
-			    memcmp(in->buf + in->start + len - 2, "\n\n", 2) ==
-			    0)
-				len--;
+			if (p == NULL && !in->whole[in->next - 1])
+				len -= input_blank_end(in->buf + in->start,
+				    len);
 			if (!in->skipping && input_blank(in->buf + in->start,
 			    len)) {
 				in->start = in->scanned = next;
@@ -302,8 +390,13 @@ input_mail_next(struct input *in, struct rawrec *rr, char **cause)
 		}
 		in->scanned = in->end;
 		if (in->end - in->start > in->max) {
-			/* Over the limit: drop it, not a separator's start. */
-			keep = in->whole[in->next - 1] ? 0 : 6;
+			/*
+			 * Over the limit: drop it, not what may be the start
+			 * of a separator ("\n\r\nFrom", or less of one).
+			 */
+			keep = in->whole[in->next - 1] ? 0 : 7;
+			if (keep > in->end - in->start)
+				keep = in->end - in->start;
 			if (!in->skipping)
 				in->skipline = in->nl + 1;
 			in->nl += input_count_nl(in->buf + in->start,
@@ -313,7 +406,7 @@ input_mail_next(struct input *in, struct rawrec *rr, char **cause)
 			in->start = in->scanned = in->end - keep;
 		}
 		if (input_fill(in, cause) == -1)
-			return (-1);
+			return (input_failed(in));
 	}
 }
 
@@ -327,6 +420,7 @@ input_advance(struct input *in, char **cause)
 	if (in->fd > STDIN_FILENO)
 		close(in->fd);
 	in->fd = -1;
+	input_codec_end(in);
 	if (in->next == in->nfiles)
 		return (0);
 	f = in->files[in->next++];
@@ -344,7 +438,285 @@ input_advance(struct input *in, char **cause)
 	in->eof = 0;
 	in->line = 0;
 	in->nl = 0;
+	in->sniff = 1;
+	in->textcheck = in->framing == 0 && in->delim != '\0';
+	in->bomcheck = 1;
+	in->failed = 0;
 	return (1);
+}
+
+/* Forget the current file's decoder, if any. */
+static void
+input_codec_end(struct input *in)
+{
+	switch (in->codec) {
+	case CODEC_GZIP:
+		inflateEnd(&in->gz);
+		break;
+	case CODEC_ZSTD:
+		ZSTD_freeDStream(in->zs);
+		in->zs = NULL;
+		break;
+	case CODEC_XZ:
+		lzma_end(&in->xz);
+		break;
+	default:
+		break;
+	}
+	in->codec = CODEC_NONE;
+	in->zstart = in->zend = 0;
+	in->zpos = 0;
+	in->zeof = in->zmore = in->zdone = 0;
+}
+
+/*
+ * Abandon the current file after an error found in its data: what is
+ * left of it is dropped, and input_next returns -2 (the caller reports
+ * the cause and calls again for the next file).  -1 for other errors.
+ */
+static int
+input_failed(struct input *in)
+{
+	if (!in->failed)
+		return (-1);
+	if (in->fd > STDIN_FILENO)
+		close(in->fd);
+	in->fd = -1;
+	input_codec_end(in);
+	in->start = in->end = in->scanned = 0;
+	in->skipping = 0;
+	in->skipped = 0;
+	return (-2);
+}
+
+/* Give up the current file: cause names it and what is wrong. */
+static int
+input_fail(struct input *in, char **cause, const char *fmt, ...)
+{
+	va_list	 ap;
+	char	*why;
+
+	va_start(ap, fmt);
+	if (vasprintf(&why, fmt, ap) == -1)
+		fatalx("vasprintf: out of memory");
+	va_end(ap);
+	xasprintf(cause, "%s: %s", in->name, why);
+	free(why);
+	in->failed = 1;
+	return (-1);
+}
+
+/*
+ * Is this first block of a file binary?  grep -I's test, a NUL byte, made
+ * less eager: a text with a stray NUL (a logger's) is read, and NULs are
+ * taken for binary only with invalid UTF-8 (an executable, an archive) or
+ * with a third of the bytes control characters (UTF-16 text).
+ */
+static int
+input_binary(const char *p, size_t len)
+{
+	const unsigned char	*u = (const unsigned char *)p;
+	size_t			 i, ctl = 0, cut;
+	utf8proc_int32_t	 cp;
+	utf8proc_ssize_t	 n;
+
+	if (memchr(p, '\0', len) == NULL)
+		return (0);
+	for (i = 0; i < len; i++) {
+		if (u[i] < 0x20 && strchr("\t\n\v\f\r", u[i]) == NULL)
+			ctl++;
+	}
+	if (ctl > len / 3)
+		return (1);
+	cut = len > 4 ? len - 4 : 0;	/* a character cut by the block */
+	for (i = 0; i < cut; i++) {
+		if (u[i] < 0x80)
+			continue;
+		n = utf8proc_iterate(u + i, (utf8proc_ssize_t)(len - i), &cp);
+		if (n < 0)
+			return (1);
+		i += (size_t)n - 1;
+	}
+	return (0);
+}
+
+/*
+ * Read the first bytes of the file into buf: enough to tell a compressed
+ * one by its magic number.  A pipe is not read further than needed: a
+ * short first record that is no magic's prefix is answered at once.
+ */
+static ssize_t
+input_sniff(struct input *in, char **cause)
+{
+	unsigned char	*p = (unsigned char *)in->buf + in->end;
+	ssize_t		 n, got = 0;
+	size_t		 k;
+	int		 prefix;
+
+	for (;;) {
+		n = read(in->fd, p + got, in->size - in->end - got);
+		if (n == -1)
+			return (-1);
+		got += n;
+		in->done += n;
+		prefix = 0;
+		for (k = 1; k < sizeof codecs / sizeof codecs[0]; k++) {
+			if (memcmp(p, codecs[k].magic, (size_t)got <
+			    codecs[k].len ? (size_t)got : codecs[k].len) != 0)
+				continue;
+			if ((size_t)got >= codecs[k].len) {
+				in->codec = k;
+				break;
+			}
+			prefix = 1;
+		}
+		if (n == 0 || in->codec != CODEC_NONE || !prefix)
+			break;
+	}
+	in->sniff = 0;
+	if (in->codec == CODEC_NONE)
+		return (got);
+	/* Compressed: what was read is the decoder's. */
+	if (in->zsize < (size_t)got || in->zbuf == NULL) {
+		in->zsize = got > INPUT_CHUNK ? (size_t)got : INPUT_CHUNK;
+		free(in->zbuf);
+		in->zbuf = xmalloc(in->zsize);
+	}
+	memcpy(in->zbuf, p, got);
+	in->zstart = 0;
+	in->zend = got;
+	in->zeof = n == 0;
+	switch (in->codec) {
+	case CODEC_GZIP:
+		memset(&in->gz, 0, sizeof in->gz);
+		if (inflateInit2(&in->gz, 15 + 16) != Z_OK)
+			fatalx("inflateInit2: out of memory");
+		break;
+	case CODEC_ZSTD:
+		if ((in->zs = ZSTD_createDStream()) == NULL)
+			fatalx("ZSTD_createDStream: out of memory");
+		ZSTD_initDStream(in->zs);
+		break;
+	case CODEC_XZ:
+		memset(&in->xz, 0, sizeof in->xz);
+		if (lzma_stream_decoder(&in->xz, UINT64_MAX,
+		    LZMA_CONCATENATED) != LZMA_OK)
+			fatalx("lzma_stream_decoder: out of memory");
+		break;
+	default:
+		break;
+	}
+	return (input_decode(in, cause));
+}
+
+/*
+ * Decode what the compressed bytes give into buf[end, size): the bytes
+ * made (0 at the end of the data), or -1 with a cause.  zcat's rules: a
+ * file ends at the end of a member or frame; another may follow.
+ */
+static ssize_t
+input_decode(struct input *in, char **cause)
+{
+	const char	*name = codecs[in->codec].name;
+	const char	*why = NULL;
+	size_t		 used, made, avail = in->size - in->end;
+	ssize_t		 n;
+	lzma_ret	 lr;
+	size_t		 zr;
+	int		 r;
+
+	for (;;) {
+		if (in->zstart == in->zend && !in->zeof && !in->zmore) {
+			n = read(in->fd, in->zbuf, in->zsize);
+			if (n == -1)
+				return (-1);
+			in->done += n;
+			in->zstart = 0;
+			in->zend = n;
+			in->zeof = n == 0;
+		}
+		if (in->zstart == in->zend && in->zeof && !in->zmore &&
+		    (in->zdone || in->codec != CODEC_XZ)) {
+			if (in->zdone)
+				break;
+			return (input_fail(in, cause, "%s data cut short "
+			    "(%" PRIu64 " bytes)", name, in->zpos));
+		}
+		used = in->zend - in->zstart;
+		switch (in->codec) {
+		case CODEC_GZIP:
+			/* Zeros after a member pad it (tar's blocks): gzip's. */
+			while (in->zdone && used > 0 &&
+			    in->zbuf[in->zstart] == 0) {
+				in->zstart++;
+				in->zpos++;
+				used--;
+			}
+			if (in->zdone && used == 0)
+				continue;
+			if (in->zdone) {
+				inflateReset(&in->gz);	/* the next member */
+				in->zdone = 0;
+			}
+			in->gz.next_in = in->zbuf + in->zstart;
+			in->gz.avail_in = used;
+			in->gz.next_out = (unsigned char *)in->buf + in->end;
+			in->gz.avail_out = avail;
+			r = inflate(&in->gz, Z_NO_FLUSH);
+			used -= in->gz.avail_in;
+			made = avail - in->gz.avail_out;
+			if (r == Z_STREAM_END)
+				in->zdone = 1;
+			else if (r != Z_OK && r != Z_BUF_ERROR)
+				why = in->gz.msg != NULL ? in->gz.msg :
+				    zError(r);
+			break;
+		case CODEC_ZSTD: {
+			ZSTD_inBuffer	 zin = { in->zbuf + in->zstart, used, 0 };
+			ZSTD_outBuffer	 zout = { in->buf + in->end, avail, 0 };
+
+			zr = ZSTD_decompressStream(in->zs, &zout, &zin);
+			used = zin.pos;
+			made = zout.pos;
+			if (ZSTD_isError(zr))
+				why = ZSTD_getErrorName(zr);
+			else
+				in->zdone = zr == 0;
+			break;
+		}
+		default:
+			in->xz.next_in = in->zbuf + in->zstart;
+			in->xz.avail_in = used;
+			in->xz.next_out = (uint8_t *)in->buf + in->end;
+			in->xz.avail_out = avail;
+			lr = lzma_code(&in->xz, in->zeof ? LZMA_FINISH :
+			    LZMA_RUN);
+			used -= in->xz.avail_in;
+			made = avail - in->xz.avail_out;
+			if (lr == LZMA_STREAM_END)
+				in->zdone = 1;
+			else if (lr == LZMA_BUF_ERROR && in->zeof)
+				return (input_fail(in, cause, "xz data cut "
+				    "short (%" PRIu64 " bytes)",
+				    in->zpos + used));
+			else if (lr != LZMA_OK && lr != LZMA_BUF_ERROR)
+				why = lr == LZMA_MEM_ERROR ? "out of memory" :
+				    "corrupt or unsupported data";
+			break;
+		}
+		if (why != NULL)
+			return (input_fail(in, cause, "corrupt %s data at "
+			    "byte %" PRIu64 " (%s)", name, in->zpos + used,
+			    why));
+		in->zstart += used;
+		in->zpos += used;
+		in->zmore = made == avail;
+		if (made > 0)
+			return ((ssize_t)made);
+		if (in->codec == CODEC_XZ && in->zdone)
+			break;
+	}
+	return (0);
 }
 
 /*
@@ -367,8 +739,16 @@ input_fill(struct input *in, char **cause)
 		in->size *= 2;
 		in->buf = xreallocarray(in->buf, in->size, 1);
 	}
-	n = read(in->fd, in->buf + in->end, in->size - in->end);
+	*cause = NULL;
+	if (in->sniff)
+		n = input_sniff(in, cause);
+	else if (in->codec != CODEC_NONE)
+		n = input_decode(in, cause);
+	else if ((n = read(in->fd, in->buf + in->end, in->size - in->end)) > 0)
+		in->done += n;
 	if (n == -1) {
+		if (in->failed)
+			return (-1);
 		if (errno == EINTR)
 			*cause = NULL;
 		else
@@ -376,15 +756,46 @@ input_fill(struct input *in, char **cause)
 			    strerror(errno));
 		return (-1);
 	}
+	if (n > 0 && in->textcheck) {
+		in->textcheck = 0;
+		if (input_binary(in->buf + in->end, n))
+			return (input_fail(in, cause, "binary data (NUL "
+			    "bytes and no text in its first %zd bytes): file "
+			    "skipped", n));
+	}
 	if (n == 0)
 		in->eof = 1;
 	in->end += n;
+	if (in->bomcheck)
+		input_bom(in);
 	return (0);
 }
 
 /*
+ * A UTF-8 byte-order mark at the start of a file (some Windows tools write
+ * one) is not part of the first record: skip it.  Its bytes may come in
+ * more than one read from a pipe.
+ */
+static void
+input_bom(struct input *in)
+{
+	static const char	 bom[] = "\xef\xbb\xbf";
+	size_t			 have = in->end - in->start;
+
+	if (have > 3)
+		have = 3;
+	if (memcmp(in->buf + in->start, bom, have) != 0 || have == 3 ||
+	    in->eof)
+		in->bomcheck = 0;
+	if (have == 3 && memcmp(in->buf + in->start, bom, 3) == 0)
+		in->start = in->scanned = in->start + 3;
+}
+
+/*
  * The next record: 1 and rr filled, 0 at the end of all input, -1 on a read
- * error (with a cause) or a signal (cause NULL; call again to go on).
+ * error (with a cause) or a signal (cause NULL; call again to go on), -2
+ * when the current file is abandoned (binary, corrupt: the cause says;
+ * call again for the next file).
  * rr->data stays valid until the next call.
  */
 int
@@ -424,7 +835,7 @@ input_next(struct input *in, struct rawrec *rr, char **cause)
 			in->start = in->scanned = in->end;
 		}
 		if (input_fill(in, cause) == -1)
-			return (-1);
+			return (input_failed(in));
 	}
 }
 
@@ -436,11 +847,13 @@ int
 input_wait(struct input *in, int ms)
 {
 	struct pollfd	 pfd;
+	size_t		 blank;
 
-	if (in->fd == -1 || in->regular || in->eof)
+	if (in->fd == -1 || in->regular || in->eof ||
+	    in->zstart < in->zend || in->zmore)
 		return (1);
 	if (in->framing != 0 ? !in->whole[in->next - 1] &&
-	    input_mbox_sep(in) != NULL : memchr(in->buf + in->scanned,
+	    input_mbox_sep(in, &blank) != NULL : memchr(in->buf + in->scanned,
 	    in->delim, in->end - in->scanned) != NULL)
 		return (1);
 	pfd.fd = in->fd;
@@ -468,6 +881,36 @@ input_wait_or(struct input *in, int fd)
 	return (pfd[0].revents != 0 || pfd[1].revents == 0);
 }
 
+/*
+ * How far the reading is: bytes read of all the inputs (compressed ones as
+ * they are stored) and, when every input is a regular file, their size;
+ * 0 when not known.
+ */
+void
+input_progress(struct input *in, uint64_t *done, uint64_t *total)
+{
+	*done = in->done;
+	*total = in->total;
+}
+
+/* The size of all the inputs, if they are all regular files; else 0. */
+static uint64_t
+input_total(struct input *in)
+{
+	struct stat	 st;
+	uint64_t	 total = 0;
+	int		 i;
+
+	for (i = 0; i < in->nfiles; i++) {
+		if ((strcmp(in->files[i], "-") == 0 ? fstat(STDIN_FILENO,
+		    &st) : stat(in->files[i], &st)) != 0 ||
+		    !S_ISREG(st.st_mode))
+			return (0);
+		total += st.st_size;
+	}
+	return (total);
+}
+
 /* Close the current file and free the reader. */
 void
 input_close(struct input *in)
@@ -476,6 +919,8 @@ input_close(struct input *in)
 		return;
 	if (in->fd > STDIN_FILENO)
 		close(in->fd);
+	input_codec_end(in);
+	free(in->zbuf);
 	while (in->owned != NULL && in->nfiles > 0)
 		free(in->owned[--in->nfiles]);
 	free(in->owned);

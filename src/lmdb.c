@@ -2,12 +2,12 @@
  * The index: an LMDB environment (a directory with data.mdb and lock.mdb).
  * This is the only file that talks to LMDB.
  *
- * Six named databases, format 4:
+ * Seven named databases, format 4 (groups below):
  *
  *   meta   text key -> text value: the parameter records (codec.c:
  *          meta_write), "next_doc" (the next document number), and the
  *          band index's state: "sweep", "l0_next", "l1_entries" (below),
- *          all decimal.
+ *          all decimal; and the undelivered ranges (below).
  *   docs   8-byte document number (big-endian, so key order is insertion
  *          order) -> its document record (codec.c: docrec_encode).
  *   texts  8-byte document number -> the normalised text for exact
@@ -77,6 +77,28 @@
  * write volume per document grows with the index (l1 / memtable); a third
  * level would bound it, at the price of a second read per band.
  *
+ * Groups.  A seventh database, groups: 8-byte document number -> the
+ * 8-byte number of the first document of its group (both big-endian), for
+ * each duplicate inserted (chains): if C duplicates B and B duplicates A,
+ * both B and C map to A.  A unique document has no record: it is its own
+ * group.  It came without a format change: older versions of mhfilter
+ * ignore it, and a duplicate they insert is its own group, which is what a
+ * missing record means; an index opened read-only that has none yet (made
+ * before it) reads as all unique documents their own groups.
+ *
+ * Undelivered ranges.  A run that marks its output (INDEX_TRACK: a stream
+ * with --replay undelivered) records, in each batch's own commit, the
+ * documents the batch inserted as a meta record "undelivered:" and the
+ * range's end as 16 hex digits (so that key order is document order) ->
+ * its first document, decimal.  Once the source has written (and synced)
+ * that batch's output, the record is deleted in a later commit
+ * (index_delivered); a replay, an earlier run's document written again,
+ * is cut out of its range the same way.  So after a crash the ranges left
+ * are exactly the documents that may be missing from the output, and a
+ * later run writes their records again (filter.c).  Formats before these
+ * records have none, which means everything was delivered; older versions
+ * of mhfilter ignore them.
+ *
  * Writes happen in one write transaction per batch (index_begin ...
  * index_commit), band merges included, so a crash leaves either all of a
  * batch or none of it; the caller writes a batch's verdicts only after its
@@ -129,6 +151,8 @@ struct lmdb {
 	MDB_dbi		 times;
 	MDB_dbi		 l0;
 	MDB_dbi		 l1;
+	MDB_dbi		 groups;
+	int		 have_groups;	/* groups exists (read-only: may not) */
 	size_t		 inline_max;	/* larger values go to overflow pages */
 	MDB_txn		*txn;
 	uint64_t	 next_doc;
@@ -159,6 +183,10 @@ struct lmdb {
 	const struct ixdoc *batch;	/* the prepared batch, for prefetch */
 	size_t		 nbatch;
 	size_t		 ahead;		/* its slot whose loads are started */
+
+	/* Delivery marks for the next commit (lm_undelivered_apply). */
+	struct u64vec	 dranges;	/* [first, end) pairs delivered */
+	struct u64vec	 dreplays;	/* earlier documents written again */
 };
 
 /* A chunk's l1 run, as the transaction sees it. */
@@ -176,6 +204,9 @@ static int	lmdb_prepare(struct index *, const struct ixdoc *, size_t,
 		    char **);
 static int	lmdb_commit(struct index *, char **);
 static void	lmdb_abort(struct index *);
+static int	lmdb_undelivered(struct index *, uint64_t, char **);
+static void	lmdb_delivered(struct index *, const uint64_t *, size_t,
+		    const uint64_t *, size_t);
 static int	lmdb_info(struct index *, struct index_info *, char **);
 static int	lmdb_text(struct index *, uint64_t, struct buf *, char **);
 static int	lmdb_insert(struct index *, size_t, const uint64_t *,
@@ -204,6 +235,9 @@ static int	l1_read(struct lmdb *, MDB_txn *, unsigned, unsigned,
 		    char **);
 static void	snap_end(struct lmdb *);
 static size_t	next_pending(const struct lmdb *, size_t);
+static int	lm_undelivered_find(struct lmdb *, uint64_t, uint64_t *,
+		    uint64_t *, char **);
+static int	lm_undelivered_apply(struct lmdb *, char **);
 
 /*
  * Turn an LMDB error into INDEX_ERROR with a cause; MDB_MAP_FULL becomes
@@ -496,14 +530,29 @@ lm_env_open(struct lmdb *ix, const char *path, int flags, uint64_t mapsize,
 		}
 	}
 
-	if ((rc = mdb_env_create(&ix->env)) != 0 ||
-	    (rc = mdb_env_set_maxdbs(ix->env, 8)) != 0 ||
-	    (rc = mdb_env_set_mapsize(ix->env,
-	    mapsize ? mapsize : MAP_DEFAULT)) != 0) {
-		lm_fail(ix, rc, "create", cause);
-		return (INDEX_ERROR);
+	for (;;) {
+		if ((rc = mdb_env_create(&ix->env)) != 0 ||
+		    (rc = mdb_env_set_maxdbs(ix->env, 8)) != 0 ||
+		    (rc = mdb_env_set_mapsize(ix->env,
+		    mapsize ? mapsize : MAP_DEFAULT)) != 0) {
+			lm_fail(ix, rc, "create", cause);
+			return (INDEX_ERROR);
+		}
+		rc = mdb_env_open(ix->env, ix->base.path, envflags, 0666);
+		/*
+		 * Reading an index one may not write (a read-only file
+		 * system, another user's): without lock.mdb, which a reader
+		 * must be able to write.  A writer at work meanwhile is not
+		 * seen (mhfilter(1), THE INDEX).
+		 */
+		if ((rc != EACCES && rc != EROFS) || !(envflags & MDB_RDONLY) ||
+		    (envflags & MDB_NOLOCK))
+			break;
+		mdb_env_close(ix->env);
+		ix->env = NULL;
+		envflags |= MDB_NOLOCK;
 	}
-	if ((rc = mdb_env_open(ix->env, ix->base.path, envflags, 0666)) != 0) {
+	if (rc != 0) {
 		if (rc == ENOENT)
 			xasprintf(cause, "no index at %s", ix->base.path);
 		else if (rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH) {
@@ -550,8 +599,13 @@ lm_dbis_open(struct lmdb *ix, int flags, char **cause)
 	    (rc = mdb_dbi_open(ix->txn, "docs", dbflags, &ix->docs)) == 0 &&
 	    (rc = mdb_dbi_open(ix->txn, "texts", dbflags, &ix->texts)) == 0 &&
 	    (rc = mdb_dbi_open(ix->txn, "times", dbflags, &ix->times)) == 0 &&
-	    (rc = mdb_dbi_open(ix->txn, "l0", dbflags, &ix->l0)) == 0)
-		rc = mdb_dbi_open(ix->txn, "l1", dbflags, &ix->l1);
+	    (rc = mdb_dbi_open(ix->txn, "l0", dbflags, &ix->l0)) == 0 &&
+	    (rc = mdb_dbi_open(ix->txn, "l1", dbflags, &ix->l1)) == 0) {
+		rc = mdb_dbi_open(ix->txn, "groups", dbflags, &ix->groups);
+		ix->have_groups = rc == 0;
+		if (rc == MDB_NOTFOUND && !(dbflags & MDB_CREATE))
+			rc = 0;		/* older, read-only: no duplicates */
+	}
 	if (rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE) {
 		xasprintf(cause, "%s is not an mhfilter index", ix->base.path);
 		return (INDEX_MISMATCH);
@@ -659,6 +713,8 @@ lmdb_close(struct index *base)
 	free(ix->sorted);
 	free(ix->sig);
 	free(ix->l1map);
+	u64vec_free(&ix->dranges);
+	u64vec_free(&ix->dreplays);
 	free(ix->base.path);
 	free(ix);
 }
@@ -739,6 +795,10 @@ lmdb_commit(struct index *base, char **cause)
 			return (rc);
 		}
 	}
+	if ((rc = lm_undelivered_apply(ix, cause)) != 0) {
+		lmdb_abort(&ix->base);
+		return (rc);
+	}
 	rc = mdb_txn_commit(ix->txn);
 	ix->txn = NULL;
 	if (rc != 0) {
@@ -746,6 +806,9 @@ lmdb_commit(struct index *base, char **cause)
 		lmdb_abort(&ix->base);
 		return (rc);
 	}
+	ix->dranges.n = ix->dreplays.n = 0;
+	ix->base.batch_first = ix->start_doc;
+	ix->base.batch_end = ix->next_doc;
 	/* Durable: keep the additions, forget what the sweep merged. */
 	memtable_commit(ix->mt);
 	while (ix->nmerged > 0)
@@ -1376,6 +1439,7 @@ lmdb_insert(struct index *base, size_t slot, const uint64_t *keys,
 		return (INDEX_ERROR);
 	}
 	docid = ix->next_doc++;
+	ix->base.last_doc = docid;
 	put_be64(kb, docid);
 	if (when == 0)
 		when = ix->now;
@@ -1464,6 +1528,9 @@ lm_delete(struct lmdb *ix, uint64_t docid, int64_t t, char **cause)
 	if ((rc = mdb_del(ix->txn, ix->texts, &k, NULL)) != 0 &&
 	    rc != MDB_NOTFOUND)
 		return (lm_fail(ix, rc, "removing a text", cause));
+	if (ix->have_groups && (rc = mdb_del(ix->txn, ix->groups, &k,
+	    NULL)) != 0 && rc != MDB_NOTFOUND)
+		return (lm_fail(ix, rc, "removing a group", cause));
 	timekey_put(tk, t, docid);
 	k.mv_data = tk;
 	k.mv_size = sizeof tk;
@@ -1982,6 +2049,181 @@ lmdb_adopt(struct index *base, const struct index_params *want,
 	return (0);
 }
 
+/* The meta key of the undelivered range that ends at end (exclusive). */
+#define UD_PREFIX	"undelivered:"
+#define UD_KEYLEN	(sizeof UD_PREFIX - 1 + 16)
+static void
+ud_key(char *kb, uint64_t end, MDB_val *k)
+{
+	snprintf(kb, UD_KEYLEN + 1, UD_PREFIX "%016" PRIx64, end);
+	k->mv_data = kb;
+	k->mv_size = UD_KEYLEN;
+}
+
+/* Write the undelivered range [first, end); an LMDB code. */
+static int
+ud_put(struct lmdb *ix, uint64_t first, uint64_t end)
+{
+	char	 kb[UD_KEYLEN + 1], num[24];
+	MDB_val	 k, v;
+
+	ud_key(kb, end, &k);
+	v.mv_size = (size_t)snprintf(num, sizeof num, "%" PRIu64, first);
+	v.mv_data = num;
+	return (mdb_put(ix->txn, ix->meta, &k, &v, 0));
+}
+
+/*
+ * The undelivered range holding docid, in the transaction: 1 with
+ * [*first, *end), 0 if none, INDEX_ERROR (a bad record).
+ */
+static int
+lm_undelivered_find(struct lmdb *ix, uint64_t docid, uint64_t *first,
+    uint64_t *end, char **cause)
+{
+	MDB_cursor	*c;
+	MDB_val		 k, v;
+	char		 kb[UD_KEYLEN + 1], num[24], *bad;
+	int		 rc;
+
+	if ((rc = mdb_cursor_open(ix->txn, ix->meta, &c)) != 0)
+		return (lm_fail(ix, rc, "cursor", cause));
+	ud_key(kb, docid + 1, &k);	/* the first range ending after docid */
+	rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+	mdb_cursor_close(c);
+	if (rc == MDB_NOTFOUND || (rc == 0 && (k.mv_size != UD_KEYLEN ||
+	    memcmp(k.mv_data, UD_PREFIX, sizeof UD_PREFIX - 1) != 0)))
+		return (0);
+	if (rc != 0)
+		return (lm_fail(ix, rc, "reading meta", cause));
+	memcpy(kb, k.mv_data, UD_KEYLEN);
+	kb[UD_KEYLEN] = '\0';
+	*end = strtoull(kb + sizeof UD_PREFIX - 1, &bad, 16);
+	if (*bad != '\0' || v.mv_size >= sizeof num)
+		goto corrupt;
+	memcpy(num, v.mv_data, v.mv_size);
+	num[v.mv_size] = '\0';
+	if (meta_number(num, UINT64_MAX, first) != 0 || *first >= *end)
+		goto corrupt;
+	return (*first <= docid);
+
+corrupt:
+	xasprintf(cause, "%s: meta record \"%s\" is bad", ix->base.path, kb);
+	return (INDEX_ERROR);
+}
+
+/* Is docid in an undelivered range?  1, 0, or INDEX_ERROR. */
+static int
+lmdb_undelivered(struct index *base, uint64_t docid, char **cause)
+{
+	struct lmdb	*ix = (struct lmdb *)base;
+	uint64_t	 first, end;
+
+	return (lm_undelivered_find(ix, docid, &first, &end, cause));
+}
+
+/* Queue delivery marks for the next commit. */
+static void
+lmdb_delivered(struct index *base, const uint64_t *ranges, size_t nranges,
+    const uint64_t *replays, size_t nreplays)
+{
+	struct lmdb	*ix = (struct lmdb *)base;
+	size_t		 i;
+
+	if (ix->base.flags & INDEX_RDONLY)
+		return;
+	for (i = 0; i < 2 * nranges; i++)
+		u64vec_push(&ix->dranges, ranges[i]);
+	for (i = 0; i < nreplays; i++)
+		u64vec_push(&ix->dreplays, replays[i]);
+}
+
+/*
+ * In the commit: record this batch's documents as undelivered (with
+ * INDEX_TRACK), delete the ranges delivered since, and cut the replays
+ * delivered since out of their ranges.
+ */
+static int
+lm_undelivered_apply(struct lmdb *ix, char **cause)
+{
+	char		 kb[UD_KEYLEN + 1];
+	MDB_val		 k;
+	uint64_t	 d, first, end;
+	size_t		 i;
+	int		 rc = 0, found;
+
+	if ((ix->base.flags & INDEX_TRACK) && ix->next_doc != ix->start_doc &&
+	    (rc = ud_put(ix, ix->start_doc, ix->next_doc)) != 0)
+		return (lm_fail(ix, rc, "writing meta", cause));
+	for (i = 0; i + 1 < ix->dranges.n; i += 2) {
+		ud_key(kb, ix->dranges.v[i + 1], &k);
+		rc = mdb_del(ix->txn, ix->meta, &k, NULL);
+		if (rc != 0 && rc != MDB_NOTFOUND)
+			return (lm_fail(ix, rc, "writing meta", cause));
+	}
+	for (i = 0; i < ix->dreplays.n; i++) {
+		d = ix->dreplays.v[i];
+		found = lm_undelivered_find(ix, d, &first, &end, cause);
+		if (found < 0)
+			return (found);
+		if (found == 0)
+			continue;
+		ud_key(kb, end, &k);
+		if ((rc = mdb_del(ix->txn, ix->meta, &k, NULL)) != 0 ||
+		    (first < d && (rc = ud_put(ix, first, d)) != 0) ||
+		    (d + 1 < end && (rc = ud_put(ix, d + 1, end)) != 0))
+			return (lm_fail(ix, rc, "writing meta", cause));
+	}
+	return (0);
+}
+
+/* The first document of docid's group. */
+static int
+lmdb_group(struct index *base, uint64_t docid, uint64_t *group, char **cause)
+{
+	struct lmdb	*ix = (struct lmdb *)base;
+	int		 rc;
+	MDB_val		 v;
+
+	*group = docid;
+	if (!ix->have_groups)
+		return (0);
+	if ((rc = lm_get(ix, ix->groups, docid, &v)) == MDB_NOTFOUND)
+		return (0);
+	if (rc != 0)
+		return (lm_fail(ix, rc, "reading a group", cause));
+	if (v.mv_size != 8 || (*group = get_be64(v.mv_data)) > docid) {
+		xasprintf(cause, "%s: the group of document %" PRIu64 " is "
+		    "damaged", ix->base.path, docid);
+		return (INDEX_ERROR);
+	}
+	return (0);
+}
+
+/* The document just inserted is a duplicate in group. */
+static int
+lmdb_set_group(struct index *base, uint64_t group, char **cause)
+{
+	struct lmdb	*ix = (struct lmdb *)base;
+	unsigned char	 kb[8], vb[8];
+	MDB_val		 k, v;
+	uint64_t	 docid = ix->next_doc - 1;
+	int		 rc;
+
+	if (!ix->have_groups || ix->next_doc == ix->start_doc ||
+	    group >= docid)
+		return (0);
+	put_be64(kb, docid);
+	put_be64(vb, group);
+	k.mv_data = kb;
+	k.mv_size = sizeof kb;
+	v.mv_data = vb;
+	v.mv_size = sizeof vb;
+	if ((rc = mdb_put(ix->txn, ix->groups, &k, &v, MDB_APPEND)) != 0)
+		return (lm_fail(ix, rc, "insert group", cause));
+	return (0);
+}
+
 const struct index_ops lmdb_ops = {
 	.name = "LMDB",
 	.exists = lmdb_exists,
@@ -2003,4 +2245,8 @@ const struct index_ops lmdb_ops = {
 	.compact = lmdb_compact,
 	.each = lmdb_each,
 	.adopt = lmdb_adopt,
+	.undelivered = lmdb_undelivered,
+	.delivered = lmdb_delivered,
+	.group = lmdb_group,
+	.set_group = lmdb_set_group,
 };

@@ -7,7 +7,8 @@
  * start, stop and statistics), log_debug only with -v.  When stderr is
  * connected to the journal (systemd sets JOURNAL_STREAM to its device and
  * inode), each line starts with its syslog priority, "<4>" and so on, which
- * journald strips and records as the message's priority.
+ * journald strips and records as the message's priority.  Control bytes
+ * in a message (of an id, a file name) are written escaped: \x1b.
  */
 
 #include "config.h"
@@ -64,13 +65,34 @@ log_verbose(int v)
 	log_verbosity = v;
 }
 
+/*
+ * Copy s to out (size len) with its control bytes as \xHH: an id or a
+ * file name may hold an escape sequence for the terminal, or a newline
+ * that would forge another message.
+ */
+void
+log_escape(const char *s, char *out, size_t len)
+{
+	const unsigned char	*u = (const unsigned char *)s;
+	size_t			 o = 0;
+
+	for (; *u != '\0' && o + 5 < len; u++) {
+		if (*u < 0x20 || *u == 0x7f)
+			o += snprintf(out + o, len - o, "\\x%02x", *u);
+		else
+			out[o++] = *u;
+	}
+	out[o] = '\0';
+}
+
 /* Write one message, with strerror(errsv) when errsv is not 0. */
 static void
 log_vwrite(int pri, int errsv, const char *fmt, va_list ap)
 {
-	char	 msg[1024], prefix[8] = "";
+	char	 raw[1024], msg[4 * sizeof raw], prefix[8] = "";
 
-	vsnprintf(msg, sizeof msg, fmt, ap);
+	vsnprintf(raw, sizeof raw, fmt, ap);
+	log_escape(raw, msg, sizeof msg);
 	if (log_journal)
 		snprintf(prefix, sizeof prefix, "<%d>", pri);
 	if (errsv != 0)

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "mhfilter.h"
@@ -43,6 +44,8 @@ struct options {
 	/* Mail (-f mail). */
 	int			 mail_single;	/* --single */
 	int			 mda;		/* --mda */
+	int			 replay_given;	/* --replay */
+	int			 group;		/* --group */
 };
 
 enum {
@@ -69,6 +72,11 @@ enum {
 enum {
 	OPT_SINGLE = 1024, OPT_MDA, OPT_MAIL_STRIP, OPT_MILTER,
 	OPT_MILTER_ACTION, OPT_MILTER_REPLY
+};
+
+/* Feed semantics (a range of their own). */
+enum {
+	OPT_REPLAY = 1536, OPT_CLUSTERS, OPT_GROUP
 };
 
 /* The maintenance modes' options, by MAINT_*, for messages. */
@@ -98,6 +106,7 @@ static const struct option long_opts[] = {
 	{ "verify", required_argument, NULL, OPT_VERIFY },
 	{ "max-candidates", required_argument, NULL, OPT_MAX_CAND },
 	{ "no-chain", no_argument, NULL, OPT_NO_CHAIN },
+	{ "replay", required_argument, NULL, OPT_REPLAY },
 	{ "db", required_argument, NULL, 'd' },
 	{ "query-only", no_argument, NULL, 'Q' },
 	{ "batch", required_argument, NULL, OPT_BATCH },
@@ -107,6 +116,8 @@ static const struct option long_opts[] = {
 	{ "duplicates", no_argument, NULL, 'D' },
 	{ "annotate", no_argument, NULL, 'a' },
 	{ "pairs", no_argument, NULL, 'p' },
+	{ "clusters", no_argument, NULL, OPT_CLUSTERS },
+	{ "group", no_argument, NULL, OPT_GROUP },
 	{ "stats", no_argument, NULL, OPT_STATS },
 	{ "progress", no_argument, NULL, OPT_PROGRESS },
 	{ "no-progress", no_argument, NULL, OPT_NO_PROGRESS },
@@ -172,6 +183,7 @@ static int	run_filter(struct options *, const struct index_params *, int,
 static void	set_maint(struct options *, int, const char *);
 static void	check_maint(struct options *, int);
 static int	run_maint(struct options *);
+static void	check_service(const struct options *);
 static void	cleanup(void);
 
 /* Print the usage summary. */
@@ -217,6 +229,9 @@ usage(FILE *f)
 "  -d, --db DIR             persistent index (default: a temporary one)\n"
 "  -Q, --query-only         compare with the index, insert nothing\n"
 "      --batch N            records per transaction (default 4000)\n"
+"      --replay WHICH       rewrite an earlier run's records only if they\n"
+"                           were not delivered: undelivered (default), or\n"
+"                           all of them\n"
 "      --map-size SIZE      initial index map size (default 1G)\n"
 "      --redis-password-file FILE\n"
 "                           Redis AUTH: a line 'password' or 'user password'\n"
@@ -230,6 +245,8 @@ usage(FILE *f)
 "  -D, --duplicates         write the duplicates, not the unique records\n"
 "  -a, --annotate           write every record with its verdict\n"
 "  -p, --pairs              write every verified pair\n"
+"      --clusters           write each record's id and its group's\n"
+"      --group              -a, -p: add the group (its first document)\n"
 "      --stats              print a summary on stderr at the end\n"
 "      --[no-]progress      progress on stderr (default: if a terminal)\n"
 "  -q, --quiet              no warnings about bad records\n"
@@ -274,11 +291,12 @@ static void
 usage_error(const char *fmt, ...)
 {
 	va_list	 ap;
-	char	 msg[512];
+	char	 raw[512], msg[4 * sizeof raw];
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
+	vsnprintf(raw, sizeof raw, fmt, ap);
 	va_end(ap);
+	log_escape(raw, msg, sizeof msg);
 	if (conf_file != NULL && optind >= 2)	/* one entry per argument */
 		fprintf(stderr, "mhfilter: %s:%u: %s\n", conf_file,
 		    conf_lines[optind - 2], msg);
@@ -496,16 +514,26 @@ apply_options(int argc, char **argv, struct options *o)
 		case 'Q':
 			o->f.query_only = 1;
 			break;
+		case OPT_REPLAY:
+			if (strcmp(optarg, "undelivered") == 0)
+				o->f.replay = REPLAY_UNDELIVERED;
+			else if (strcmp(optarg, "all") == 0)
+				o->f.replay = REPLAY_ALL;
+			else
+				usage_error("--replay: use undelivered or all, "
+				    "not %s", optarg);
+			o->replay_given = 1;
+			break;
 		case OPT_BATCH:
 			NUMBER(parse_uint, 1, 1000000, &u);
 			o->pl.batch = u;
 			break;
 		case OPT_MAP_SIZE:
-			NUMBER(parse_size, 1 << 20, UINT64_MAX >> 1,
+			NUMBER(parse_size, 1 << 20, 1ULL << 44,
 			    &o->f.p.mapsize);
 			break;
 		case OPT_MEMTABLE:
-			NUMBER(parse_size, 1 << 16, UINT64_MAX >> 1,
+			NUMBER(parse_size, 1 << 16, 1ULL << 40,
 			    &o->f.p.memtable);
 			break;
 		case OPT_THREADS:
@@ -524,6 +552,13 @@ apply_options(int argc, char **argv, struct options *o)
 			o->pl.mode = OUT_PAIRS;
 			o->f.want_pairs = 1;
 			modes++;
+			break;
+		case OPT_CLUSTERS:
+			o->pl.mode = OUT_CLUSTERS;
+			modes++;
+			break;
+		case OPT_GROUP:
+			o->group = 1;
 			break;
 		case OPT_STATS:
 			o->s.stats = o->d.stats = 1;
@@ -667,8 +702,10 @@ apply_options(int argc, char **argv, struct options *o)
 		}
 	}
 	if (modes > 1)
-		usage_error("--duplicates, --annotate and --pairs are "
-		    "exclusive");
+		usage_error("--duplicates, --annotate, --pairs and --clusters "
+		    "are exclusive");
+	if (o->group && o->pl.mode != OUT_ANNOTATE && o->pl.mode != OUT_PAIRS)
+		usage_error("--group goes with --annotate or --pairs");
 
 	/*
 	 * Mail: the delimiter becomes input.c's framing (mbox and Maildir,
@@ -684,10 +721,8 @@ apply_options(int argc, char **argv, struct options *o)
 				usage_error("--mda writes nothing: no "
 				    "--duplicates, --annotate or --pairs");
 			o->pl.mode = OUT_NONE;
-			mail_set_flags(mail_flags() | MAIL_NO_ID);
 		}
-		if (o->m.socket != NULL)	/* ids as for --mda */
-			mail_set_flags(mail_flags() | MAIL_NO_ID);
+
 		mail_init();
 	} else if (src == 2 && (o->mail_single || o->mda))
 		usage_error("--single and --mda go with --format mail");
@@ -696,6 +731,11 @@ apply_options(int argc, char **argv, struct options *o)
 		    "nothing)");
 	if (src == 2 && o->mda && o->d.nlisten > 0)
 		usage_error("--mda and --listen are exclusive");
+	if (o->group)
+		o->pl.mode |= OUT_GROUP;
+	if (src == 2 && o->replay_given && o->d.nlisten > 0)
+		usage_error("--replay does not go with --listen: the daemon "
+		    "answers every replay");
 	if (src == 2 && o->m.socket != NULL && (o->d.nlisten > 0 || o->mda))
 		usage_error("--milter and --%s are exclusive", o->mda ? "mda" :
 		    "listen");
@@ -912,6 +952,15 @@ run_explain(struct options *o)
 	}
 	lsh_rate(o->f.p.threshold, o->f.p.bands, o->f.p.rows, &c);
 	lsh_explain(stdout, o->f.p.perms, o->f.p.threshold, &c);
+	/* The bounds asked for, when no bands and rows meet them. */
+	if (c.fn > o->max_fn || c.fp > o->max_fp)
+		putchar('\n');
+	if (c.fn > o->max_fn)
+		printf("--max-fn %g is not met: fn is %.6f (more --perms "
+		    "would help)\n", o->max_fn, c.fn);
+	if (c.fp > o->max_fp)
+		printf("--max-fp %g is not met: fp is %.6f (more --perms, or "
+		    "a larger --max-fn, would help)\n", o->max_fp, c.fp);
 	return (EXIT_OK);
 }
 
@@ -928,8 +977,19 @@ run_filter(struct options *o, const struct index_params *asked, int serve,
 	char			*cause;
 	int			 rc, status;
 
-	rc = index_open(&the_index, o->db, o->f.query_only ? INDEX_RDONLY : 0,
-	    &o->f.p, o->given, &cause);
+	/*
+	 * A daemon client that never got its answer gets it again: the
+	 * daemon replays every earlier record.  The stream and the milter
+	 * write (or accept) an earlier run's record again only if that run
+	 * may not have (see filter.c), so they mark what they delivered in
+	 * a persistent index.
+	 */
+	if (serve && o->m.socket == NULL)
+		o->f.replay = REPLAY_ALL;
+	o->pl.track = o->db != NULL && !o->f.query_only &&
+	    o->f.replay == REPLAY_UNDELIVERED;
+	rc = index_open(&the_index, o->db, (o->f.query_only ? INDEX_RDONLY :
+	    0) | (o->pl.track ? INDEX_TRACK : 0), &o->f.p, o->given, &cause);
 	if (rc != 0) {
 		log_warnx("%s", cause);
 		free(cause);
@@ -964,6 +1024,35 @@ run_filter(struct options *o, const struct index_params *asked, int serve,
 	return (status);
 }
 
+/*
+ * A configuration file without listen makes a filter of standard input.
+ * Started by systemd (a service's environment) with no socket either, and
+ * with nothing to read (not a pipe, file or terminal: /dev/null), that is
+ * a daemon whose configuration lacks its address: refuse, saying so,
+ * rather than filter nothing and exit 0 for the unit to be restarted.
+ */
+static void
+check_service(const struct options *o)
+{
+	static const char *const vars[] = {
+		"NOTIFY_SOCKET", "LISTEN_FDS", "INVOCATION_ID"
+	};
+	struct stat	 st;
+	size_t		 i;
+
+	if (o->config == NULL || isatty(STDIN_FILENO) ||
+	    (fstat(STDIN_FILENO, &st) == 0 && (S_ISFIFO(st.st_mode) ||
+	    S_ISREG(st.st_mode) || S_ISSOCK(st.st_mode))))
+		return;
+	for (i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+		if (getenv(vars[i]) != NULL)
+			usage_error("started by systemd (%s is set) with no "
+			    "socket: %s has no listen key and systemd passed "
+			    "no sockets (add \"listen = ADDRESS\" there, or "
+			    "a .socket unit)", vars[i], o->config);
+	}
+}
+
 int
 main(int argc, char **argv)
 {
@@ -989,6 +1078,9 @@ main(int argc, char **argv)
 	if (o.redis_pwfile != NULL && !o.explain &&
 	    redis_password_file(o.redis_pwfile, &cause) != 0)
 		usage_error("--redis-password-file: %s", cause);
+	if (!serve && argc == 0 && o.maint == MAINT_NONE && !o.explain &&
+	    !o.mda)
+		check_service(&o);
 
 	asked = o.f.p;
 	o.f.p.texts = o.f.verify == VERIFY_EXACT;

@@ -125,6 +125,7 @@ void		 log_warn(const char *, ...)
 void		 log_warnx(const char *, ...)
 		    __attribute__((format(printf, 1, 2)));
 void		 log_verbose(int);
+void		 log_escape(const char *, char *, size_t);
 void		 log_info(const char *, ...)
 		    __attribute__((format(printf, 1, 2)));
 void		 log_debug(const char *, ...)
@@ -229,6 +230,7 @@ struct input	*input_open(char **, int, int, size_t);
 int		 input_next(struct input *, struct rawrec *, char **);
 int		 input_wait(struct input *, int);
 int		 input_wait_or(struct input *, int);
+void		 input_progress(struct input *, uint64_t *, uint64_t *);
 void		 input_close(struct input *);
 
 /* record.c: a raw record to (id, text) for the chosen format. */
@@ -360,6 +362,8 @@ struct index_params {
 
 #define INDEX_RDONLY	0x1	/* never write (--query-only) */
 #define INDEX_TEMP	0x2	/* a throwaway index: no fsync */
+#define INDEX_TRACK	0x4	/* keep each batch's documents undelivered
+				   until index_delivered (lmdb.c) */
 
 struct index;
 struct docinfo {
@@ -447,6 +451,19 @@ struct index_info {
  *				count, or INDEX_ERROR naming the line.
  * index_path, index_run_start	the path as given; the first document
  *				number this process could have inserted.
+ * index_last_doc		the number of the document the last insert
+ *				added (0: a backend that cannot say yet).
+ * index_batch_range		the document numbers [first, end) that the
+ *				last committed transaction inserted (first
+ *				== end: none, or a backend that cannot say).
+ * index_undelivered		see undelivered; 1 (unknown, so at least
+ *				once) when the backend has none.
+ * index_delivered		see delivered; nothing when the backend has
+ *				none.
+ * index_group			see group; the document itself when the
+ *				backend keeps no groups.
+ * index_set_group		see set_group; 0 when the backend keeps no
+ *				groups.
  */
 int		 index_is_remote(const char *);
 int		 index_exists(const char *, uint64_t *);
@@ -479,6 +496,13 @@ int		 index_check(struct index *, FILE *, uint64_t *, char **);
 int		 index_compact(struct index *, const char *, char **);
 const char	*index_path(struct index *);
 uint64_t	 index_run_start(struct index *);
+void		 index_batch_range(struct index *, uint64_t *, uint64_t *);
+uint64_t	 index_last_doc(struct index *);
+int		 index_undelivered(struct index *, uint64_t, char **);
+void		 index_delivered(struct index *, const uint64_t *, size_t,
+		    const uint64_t *, size_t);
+int		 index_group(struct index *, uint64_t, uint64_t *, char **);
+int		 index_set_group(struct index *, uint64_t, char **);
 
 /*
  * The storage backends behind index.c's functions: lmdb.c (a directory,
@@ -556,6 +580,26 @@ uint64_t	 index_run_start(struct index *);
  * adopt(ix, want, cause)
  *			take an export's parameters into an index with no
  *			documents yet.  0; ERROR (it has documents).
+ * undelivered(ix, docid, cause)
+ *			in a transaction: is the document in a range that
+ *			a committed batch inserted (INDEX_TRACK) and whose
+ *			output was never marked delivered?  1, 0; ERROR.
+ *			May be NULL (Redis: every earlier document may be
+ *			undelivered).
+ * delivered(ix, ranges, nranges, replays, nreplays)
+ *			the output of these ranges ([first, end) pairs) was
+ *			delivered, and these earlier documents were written
+ *			again as replays: forget them as undelivered in the
+ *			next commit (kept and retried if it fails).  May be
+ *			NULL.
+ * group(ix, docid, group, cause)
+ *			the first document of docid's group (docid itself
+ *			for a unique one) into *group.  0; ERROR.  May be
+ *			NULL (Redis).
+ * set_group(ix, group, cause)
+ *			in the write transaction: the document the last
+ *			insert added is a duplicate in group.  0; AGAIN;
+ *			ERROR.  May be NULL.
  */
 typedef int	 (*index_each_fn)(void *, const struct docinfo *,
 		    const struct buf *, char **);
@@ -591,6 +635,11 @@ struct index_ops {
 	int		(*each)(struct index *, index_each_fn, void *, char **);
 	int		(*adopt)(struct index *, const struct index_params *,
 			    char **);
+	int		(*undelivered)(struct index *, uint64_t, char **);
+	void		(*delivered)(struct index *, const uint64_t *, size_t,
+			    const uint64_t *, size_t);
+	int		(*group)(struct index *, uint64_t, uint64_t *, char **);
+	int		(*set_group)(struct index *, uint64_t, char **);
 };
 struct index {
 	const struct index_ops *ops;
@@ -598,6 +647,9 @@ struct index {
 	int		 flags;		/* INDEX_* */
 	struct index_params p;		/* in force */
 	uint64_t	 run_doc;	/* the first document number of this run */
+	uint64_t	 batch_first;	/* what the last commit inserted */
+	uint64_t	 batch_end;
+	uint64_t	 last_doc;	/* what the last insert added, or 0 */
 };
 extern const struct index_ops lmdb_ops;
 int		 lmdb_remove_dir(const char *);
@@ -609,7 +661,7 @@ int		 index_export(struct index *, FILE *, char **);
 int		 index_import(struct index *, FILE *, uint64_t *, char **);
 int		 export_header(FILE *, const struct index_params *);
 int		 export_doc(FILE *, const struct docinfo *, unsigned,
-		    const struct buf *);
+		    const struct buf *, uint64_t);
 
 /*
  * codec.c: what both backends store, byte for byte (the layouts are
@@ -720,6 +772,14 @@ int		 cluster_parse_redirect(const char *, size_t, unsigned *,
 #define V_BAD		3	/* malformed: passed or skipped by policy */
 #define V_TOOLONG	4	/* over --max-bytes: skipped */
 #define V_SKIP		5	/* left out by --on-bad-input: not written */
+/*
+ * --replay: a record whose own copy (same id, same text) an earlier run
+ * indexed as unique is written again (a replay) only if that copy's batch
+ * was never marked delivered (REPLAY_UNDELIVERED; otherwise it is seen),
+ * or always (REPLAY_ALL: at least once, as the daemon answers).
+ */
+#define REPLAY_UNDELIVERED 0
+#define REPLAY_ALL	1
 struct filter_opts {
 	struct index_params p;
 	int		 verify;	/* VERIFY_* */
@@ -728,6 +788,7 @@ struct filter_opts {
 	int		 want_pairs;
 	unsigned	 max_candidates;
 	unsigned	 threads;	/* for normalising, shingling, signing */
+	int		 replay;	/* REPLAY_*: which copies are replays */
 	/* Parses V_UNPARSED records in phase 1; 0 or -1 and a cause. */
 	int		(*parse)(struct record *, void *, char **);
 	void		*parse_arg;
@@ -741,9 +802,14 @@ struct pair {
 struct verdict {
 	int		 kind;		/* V_* */
 	int		 replay;	/* same id seen before: reported again */
+	int		 seen;		/* V_DUPLICATE of its own delivered copy */
+	uint64_t	 self;		/* an undelivered earlier copy that it
+					   was decided again for (a replay, or
+					   a duplicate judged again) */
 	char		*error;		/* V_BAD, V_TOOLONG: why */
 	double		 sim;		/* of the best match */
 	struct buf	 match;		/* the best match's external id */
+	struct buf	 group;		/* V_DUPLICATE: its group's first id */
 	struct pair	*pairs;		/* every verified match (--pairs) */
 	size_t		 npairs;
 	size_t		 pairsize;
@@ -776,15 +842,20 @@ void		 verdict_free(struct verdict *);
 #define OUT_ANNOTATE	2	/* every record with its verdict */
 #define OUT_PAIRS	3	/* earlier id, later id, similarity */
 #define OUT_NONE	4	/* nothing: the exit status says it (--mda) */
+#define OUT_CLUSTERS	5	/* record id, group id */
+#define OUT_MODE	0xff
+#define OUT_GROUP	0x100	/* with the group (--group) */
 struct output;
 struct output	*output_open(int, int, int, int);
 int		 output_record(struct output *, const struct record *,
 		    const struct verdict *, char **);
 #define OUTPUT_CLOSED	(-2)	/* output_flush: EPIPE, no cause */
 int		 output_flush(struct output *, char **);
+int		 output_sync(struct output *, char **);
+const char	*verdict_name(const struct verdict *);
 void		 output_close(struct output *);
 void		 output_field(struct buf *, const char *, size_t);
-void		 output_mail_header(struct buf *, const struct verdict *,
+void		 output_mail_header(struct buf *, const struct verdict *, int,
 		    const char *);
 
 /* mail.c: a mail message or news article to (text, id, time). */
@@ -793,7 +864,7 @@ void		 output_mail_header(struct buf *, const struct verdict *,
 #define MAIL_STRIP_FOOTER 0x4	/* a mailing list's footer */
 #define MAIL_STRIP_ALL	0x7
 #define MAIL_STRIP_DEFAULT MAIL_STRIP_ALL
-#define MAIL_NO_ID	0x100	/* leave the id empty (--mda) */
+#define MAIL_NO_ID	0x100	/* leave the id empty */
 #define MAIL_EXIT_DUPLICATE 0	/* --mda: the message is a duplicate */
 #define MAIL_EXIT_UNIQUE 1	/* --mda: deliver it as usual */
 void		 mail_init(void);
@@ -842,8 +913,9 @@ struct pipeline_opts {
 	const char	*time_field;	/* jsonl: the document time, or NULL */
 	uint64_t	 max_bytes;
 	int		 policy;	/* POLICY_* */
-	int		 mode;		/* OUT_* */
+	int		 mode;		/* OUT_*, OUT_GROUP */
 	size_t		 batch;		/* records per batch (--batch) */
+	int		 track;		/* mark batches delivered (INDEX_TRACK) */
 	int		 quiet;
 	int		 stop_on_error;	/* a failure stops it all (stream) */
 };
@@ -853,10 +925,12 @@ struct pl_counts {
 	uint64_t	 unique;
 	uint64_t	 replayed;
 	uint64_t	 duplicates;
+	uint64_t	 seen;		/* of the duplicates: already delivered */
 	uint64_t	 empty;
 	uint64_t	 invalid;
 	uint64_t	 too_long;
 	uint64_t	 failed;	/* in a batch that did not commit */
+	uint64_t	 blank;		/* blank lines left out (stream.c) */
 	uint64_t	 bytes;
 	uint64_t	 batches;
 	double		 batch_seconds;	/* deciding and committing */
@@ -873,6 +947,8 @@ struct plbatch {
 	void		*arg;		/* the source's, kept with the batch */
 	int		 rc;		/* 0: committed, or PL_* */
 	char		*cause;		/* PL_FAILED: why */
+	uint64_t	 first;		/* the documents its commit inserted */
+	uint64_t	 end;
 	/* The pipeline's. */
 	double		 seconds;
 	uint64_t	 records;

@@ -302,7 +302,7 @@ milter_add_header(SMFICTX *ctx, struct mctx *m)
 	v.kind = m->kind;
 	v.sim = m->sim;
 	v.match = m->match;
-	output_mail_header(&b, &v, "");
+	output_mail_header(&b, &v, 0, "");
 	buf_append(&b, "", 1);
 	value = b.data + sizeof HEADER_NAME + 1;	/* after "X-Mhfilter: " */
 	if (smfi_insheader(ctx, 0, HEADER_NAME, value) != MI_SUCCESS)

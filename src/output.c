@@ -17,6 +17,8 @@
 
 #include "config.h"
 
+#include <sys/stat.h>
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +41,8 @@ struct output {
 	int		 delim;
 	struct buf	 b;
 	struct buf	 id;
+	int		 file;		/* fd is a regular file: output_sync */
+	int		 group;		/* OUT_GROUP: say each record's group */
 };
 
 static const char *verdict_names[] = {
@@ -58,13 +62,40 @@ struct output *
 output_open(int fd, int mode, int format, int delim)
 {
 	struct output	*o;
+	struct stat	 st;
 
 	o = xcalloc(1, sizeof *o);
 	o->fd = fd;
-	o->mode = mode;
+	o->mode = mode & OUT_MODE;
+	o->group = (mode & OUT_GROUP) != 0;
 	o->format = format;
 	o->delim = delim;
+	o->file = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
 	return (o);
+}
+
+/*
+ * The id of a record's group into o->id: a duplicate's group, or the
+ * record's own id.
+ */
+static void
+output_group_id(struct output *o, const struct record *r,
+    const struct verdict *v)
+{
+	if (v->kind == V_DUPLICATE) {
+		o->id.len = 0;
+		buf_append(&o->id, v->group.data, v->group.len);
+	} else
+		record_idstr(r, &o->id);
+}
+
+/* A verdict's name, as --annotate and mail headers give it. */
+const char *
+verdict_name(const struct verdict *v)
+{
+	if (v->kind == V_DUPLICATE && v->seen)
+		return ("seen");
+	return (verdict_names[v->kind]);
 }
 
 /*
@@ -156,14 +187,18 @@ output_json(struct output *o, const struct record *r, const struct verdict *v)
 	}
 	buf_append(&o->b, raw, close - raw);
 	buf_append(&o->b, ",\"mhfilter\":{\"verdict\":\"", 24);
-	buf_append(&o->b, verdict_names[v->kind],
-	    strlen(verdict_names[v->kind]));
+	buf_append(&o->b, verdict_name(v), strlen(verdict_name(v)));
 	buf_append(&o->b, "\"", 1);
 	if (v->kind == V_DUPLICATE) {
 		buf_append(&o->b, ",\"match\":", 9);
 		output_jsonstr(&o->b, v->match.data, v->match.len);
 		snprintf(sim, sizeof sim, ",\"similarity\":%.4f", v->sim);
 		buf_append(&o->b, sim, strlen(sim));
+	}
+	if (o->group && (v->kind == V_DUPLICATE || v->kind == V_UNIQUE)) {
+		output_group_id(o, r, v);
+		buf_append(&o->b, ",\"group\":", 9);
+		output_jsonstr(&o->b, o->id.data, o->id.len);
 	}
 	buf_append(&o->b, "}", 1);
 	buf_append(&o->b, close, len - (close - raw));
@@ -175,7 +210,7 @@ output_annotate(struct output *o, const struct record *r,
     const struct verdict *v)
 {
 	char	 sim[32];
-	const char *name = verdict_names[v->kind];
+	const char *name = verdict_name(v);
 
 	if (o->format == FORMAT_JSONL) {
 		output_json(o, r, v);
@@ -189,30 +224,53 @@ output_annotate(struct output *o, const struct record *r,
 		buf_append(&o->b, sim, strlen(sim));
 	} else
 		buf_append(&o->b, "\t-\t-\t", 5);
+	if (o->group && v->kind != V_DUPLICATE && v->kind != V_UNIQUE)
+		buf_append(&o->b, "-\t", 2);
+	else if (o->group) {
+		output_group_id(o, r, v);
+		output_field(&o->b, o->id.data, o->id.len);
+		buf_append(&o->b, "\t", 1);
+	}
 	buf_append(&o->b, r->raw.data, r->raw.len);
 }
 
-/* The X-Mhfilter header field of a verdict, ending with eol. */
+/* An id as one line of printable text in a header field. */
+static void
+output_header_id(struct buf *b, const char *id, size_t len)
+{
+	size_t	 i, start = b->len;
+
+	buf_append(b, id, len);
+	for (i = start; i < b->len; i++) {
+		if ((unsigned char)b->data[i] < 0x20 || b->data[i] == 0x7f ||
+		    b->data[i] == '>')
+			b->data[i] = '?';
+	}
+}
+
+/*
+ * The X-Mhfilter header field of a verdict, with group its group, ending
+ * with eol.
+ */
 void
-output_mail_header(struct buf *b, const struct verdict *v, const char *eol)
+output_mail_header(struct buf *b, const struct verdict *v, int group,
+    const char *eol)
 {
 	char	 sim[32];
-	size_t	 i, start;
 
+	/* A message seen before is a duplicate to a mail filter's rules. */
 	buf_append(b, "X-Mhfilter: ", 12);
 	buf_append(b, verdict_names[v->kind], strlen(verdict_names[v->kind]));
 	if (v->kind == V_DUPLICATE) {
 		buf_append(b, "; of=<", 6);
-		/* An id is one line of printable text in a header. */
-		start = b->len;
-		buf_append(b, v->match.data, v->match.len);
-		for (i = start; i < b->len; i++) {
-			if ((unsigned char)b->data[i] < 0x20 ||
-			    b->data[i] == 0x7f || b->data[i] == '>')
-				b->data[i] = '?';
-		}
+		output_header_id(b, v->match.data, v->match.len);
 		snprintf(sim, sizeof sim, ">; similarity=%.2f", v->sim);
 		buf_append(b, sim, strlen(sim));
+		if (group) {
+			buf_append(b, "; group=<", 9);
+			output_header_id(b, v->group.data, v->group.len);
+			buf_append(b, ">", 1);
+		}
 	}
 	buf_append(b, eol, strlen(eol));
 }
@@ -281,24 +339,28 @@ output_mail(struct output *o, const struct record *r, const struct verdict *v)
 		nl = nl != NULL ? nl + 1 : end;
 		buf_append(&o->b, p, nl - p);
 		p = nl;
-	} else if (mbox) {
+	}
+	/* The lines mhfilter adds end as the message's first line does. */
+	if ((nl = memchr(p, '\n', end - p)) != NULL && nl > p && nl[-1] == '\r')
+		eol = "\r\n";
+	if (!had && mbox) {
 		t = r->time != 0 ? (time_t)r->time : time(NULL);
 		gmtime_r(&t, &tm);
 		strftime(from, sizeof from, "From MAILER-DAEMON %a %b %e "
-		    "%H:%M:%S %Y\n", &tm);
+		    "%H:%M:%S %Y", &tm);
 		buf_append(&o->b, from, strlen(from));
+		buf_append(&o->b, eol, strlen(eol));
 	}
-	if ((nl = memchr(p, '\n', end - p)) != NULL && nl > p && nl[-1] == '\r')
-		eol = "\r\n";
 	if (v != NULL)
-		output_mail_header(&o->b, v, eol);
+		output_mail_header(&o->b, v, o->group, eol);
 	output_mail_copy(&o->b, p, end, mbox && !had, v != NULL);
 	if (o->delim == '\0')
 		buf_append(&o->b, "", 1);
 	else if (mbox) {
+		/* Its blank line, "\r\n" after a message read with CRLF. */
 		if (r->raw.len > 0 && end[-1] != '\n')
-			buf_append(&o->b, "\n", 1);
-		buf_append(&o->b, "\n", 1);
+			buf_append(&o->b, eol, strlen(eol));
+		buf_append(&o->b, eol, strlen(eol));
 	}
 }
 
@@ -310,7 +372,8 @@ output_record(struct output *o, const struct record *r,
 	char	 c = o->delim, sim[32];
 	size_t	 i;
 
-	if (o->format == FORMAT_MAIL && o->mode != OUT_PAIRS) {
+	if (o->format == FORMAT_MAIL && o->mode != OUT_PAIRS &&
+	    o->mode != OUT_CLUSTERS) {
 		if (o->mode == OUT_NONE || (o->mode == OUT_UNIQUE &&
 		    v->kind == V_DUPLICATE) || (o->mode == OUT_DUPLICATES &&
 		    v->kind != V_DUPLICATE))
@@ -341,9 +404,25 @@ output_record(struct output *o, const struct record *r,
 			    v->pairs[i].id.len);
 			buf_append(&o->b, "\t", 1);
 			output_field(&o->b, o->id.data, o->id.len);
-			snprintf(sim, sizeof sim, "\t%.4f\n", v->pairs[i].sim);
+			snprintf(sim, sizeof sim, "\t%.4f", v->pairs[i].sim);
 			buf_append(&o->b, sim, strlen(sim));
+			if (o->group) {
+				buf_append(&o->b, "\t", 1);
+				output_field(&o->b, v->group.data,
+				    v->group.len);
+			}
+			buf_append(&o->b, "\n", 1);
 		}
+		goto check;
+	case OUT_CLUSTERS:
+		if (v->kind != V_UNIQUE && v->kind != V_DUPLICATE)
+			return (0);
+		record_idstr(r, &o->id);
+		output_field(&o->b, o->id.data, o->id.len);
+		buf_append(&o->b, "\t", 1);
+		output_group_id(o, r, v);
+		output_field(&o->b, o->id.data, o->id.len);
+		buf_append(&o->b, "\n", 1);
 		goto check;
 	}
 	buf_append(&o->b, &c, 1);
@@ -376,6 +455,21 @@ output_flush(struct output *o, char **cause)
 		off += n;
 	}
 	buf_trim(&o->b);
+	return (0);
+}
+
+/*
+ * Make what was written durable when it went to a regular file (before
+ * its records are marked delivered); a pipe or a terminal has nothing to
+ * sync.
+ */
+int
+output_sync(struct output *o, char **cause)
+{
+	if (o->file && fdatasync(o->fd) == -1 && errno != EINVAL) {
+		xasprintf(cause, "sync error: %s", strerror(errno));
+		return (-1);
+	}
 	return (0);
 }
 

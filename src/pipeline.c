@@ -29,6 +29,15 @@
  * each decided batch.  A pull source (the stream) waits on pipeline_get; an
  * event loop (the daemon) polls pipeline_notify_fd and calls
  * pipeline_deliver when it is readable.
+ *
+ * Delivery marks (o.track, the stream with --replay undelivered): each
+ * commit records the documents it inserted as undelivered (lmdb.c); once
+ * the source has written a batch's output (and synced it, to a file), it
+ * hands the batch's range and its replays to the writer, which has the
+ * index forget them in its next commit, or in a commit of their own when
+ * it has nothing else to do.  A crash therefore leaves undelivered at most
+ * the batches in flight and those delivered since the last commit: those
+ * are what a later run writes again (filter.c).
  */
 
 #include "config.h"
@@ -83,6 +92,8 @@ struct pipeline {
 	uint64_t		 seq;		/* batches decided */
 	uint64_t		 failed[FAILED_CONNS];	/* the writer's */
 	size_t			 nfailed;
+	struct u64vec		 mranges;	/* delivered, to mark */
+	struct u64vec		 mreplays;
 
 	/* The source thread's. */
 	struct pl_counts	 ct;
@@ -99,6 +110,8 @@ static void	 pipeline_recycle(struct plbatch *);
 static struct plbatch *pipeline_next_done(struct pipeline *);
 static int	 pipeline_busy(struct pipeline *);
 static int	 pipeline_parse(struct record *, void *, char **);
+static int	 pipeline_mark(struct pipeline *, struct plbatch *, char **);
+static int	 pipeline_marks_take(struct pipeline *);
 
 /*
  * Make a pipeline over an open index, with a filter for fo (the parser is
@@ -165,6 +178,8 @@ pipeline_free(struct pipeline *p)
 		free(p->b[i].cause);
 	}
 	filter_free(p->f);
+	u64vec_free(&p->mranges);
+	u64vec_free(&p->mreplays);
 	close(p->notify[0]);
 	close(p->notify[1]);
 	pthread_mutex_destroy(&p->lock);
@@ -456,6 +471,7 @@ pipeline_deliver(struct pipeline *p, int wait)
 		pthread_mutex_unlock(&p->lock);
 		if (b == NULL)
 			break;
+		rc = 0;
 		if (b->rc != PL_DROPPED) {
 			pipeline_count(p, b);
 			if (b->rc == 0 &&
@@ -464,6 +480,10 @@ pipeline_deliver(struct pipeline *p, int wait)
 		}
 		if (p->deliver != NULL)
 			p->deliver(p->deliver_arg, b);
+		/* Written and answered: delivered. */
+		if (b->rc == 0 && rc == 0 &&
+		    (rc = pipeline_mark(p, b, &cause)) != 0)
+			pipeline_write_failed(p, rc, cause);
 		pipeline_recycle(b);
 		pthread_mutex_lock(&p->lock);
 		b->state = B_FREE;
@@ -516,6 +536,7 @@ pipeline_count(struct pipeline *p, struct plbatch *b)
 			break;
 		case V_DUPLICATE:
 			ct->duplicates++;
+			ct->seen += v->seen;
 			break;
 		case V_EMPTY:
 			ct->empty++;
@@ -546,6 +567,76 @@ pipeline_write(struct pipeline *p, struct plbatch *b, char **cause)
 			return (rc);
 	}
 	return (output_flush(p->out, cause));
+}
+
+/*
+ * A batch's output is written: with o.track, sync it (to a file) and hand
+ * its documents and replays to the writer to be marked delivered.
+ */
+static int
+pipeline_mark(struct pipeline *p, struct plbatch *b, char **cause)
+{
+	size_t	 i, n = 0;
+	int	 rc;
+
+	if (!p->o.track)
+		return (0);
+	for (i = 0; i < b->n; i++)
+		n += b->vs[i].self != 0;
+	if (b->first == b->end && n == 0)
+		return (0);
+	if (p->out != NULL && (rc = output_sync(p->out, cause)) != 0)
+		return (rc);
+	pthread_mutex_lock(&p->lock);
+	if (b->first != b->end) {
+		u64vec_push(&p->mranges, b->first);
+		u64vec_push(&p->mranges, b->end);
+	}
+	for (i = 0; i < b->n; i++) {
+		if (b->vs[i].self != 0)
+			u64vec_push(&p->mreplays, b->vs[i].self);
+	}
+	pthread_cond_signal(&p->work);
+	pthread_mutex_unlock(&p->lock);
+	return (0);
+}
+
+/*
+ * Give the index the delivery marks the source has handed over, for its
+ * next commit (writer).  Returns whether there were any.
+ */
+static int
+pipeline_marks_take(struct pipeline *p)
+{
+	int	 any;
+
+	pthread_mutex_lock(&p->lock);
+	any = p->mranges.n != 0 || p->mreplays.n != 0;
+	if (any)
+		index_delivered(p->ix, p->mranges.v, p->mranges.n / 2,
+		    p->mreplays.v, p->mreplays.n);
+	p->mranges.n = p->mreplays.n = 0;
+	pthread_mutex_unlock(&p->lock);
+	return (any);
+}
+
+/*
+ * Nothing to decide but delivery marks: commit them on their own, so that
+ * a quiet feed's last batch is not written again after a crash (writer).
+ */
+static void
+pipeline_marks_commit(struct pipeline *p)
+{
+	char	*cause;
+
+	if (!pipeline_marks_take(p))
+		return;
+	if (index_begin(p->ix, &cause) != 0 ||
+	    index_commit(p->ix, &cause) != 0) {
+		/* The index keeps the marks for its next commit. */
+		log_warnx("%s", cause);
+		free(cause);
+	}
 }
 
 /* Free the memory of big records, or the slots would hoard it. */
@@ -681,8 +772,12 @@ pipeline_decide(struct pipeline *p, struct plbatch *b)
 	double	 t0;
 
 	pipeline_screen(p, b);
+	pipeline_marks_take(p);
 	t0 = now_seconds();
 	b->rc = filter_decide(b->fb, p->ix, &cause) != 0 ? PL_FAILED : 0;
+	b->first = b->end = 0;
+	if (b->rc == 0)
+		index_batch_range(p->ix, &b->first, &b->end);
 	b->seconds = now_seconds() - t0;
 	filter_stats(p->f, &b->fst);
 	if (b->rc != 0) {
@@ -712,10 +807,17 @@ pipeline_run(void *arg)
 
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
-		while (p->queue == NULL && !p->closing)
+		while (p->queue == NULL && !p->closing && p->mranges.n == 0 &&
+		    p->mreplays.n == 0)
 			pthread_cond_wait(&p->work, &p->lock);
-		if ((b = p->queue) == NULL)
-			break;
+		if ((b = p->queue) == NULL) {
+			if (p->mranges.n == 0 && p->mreplays.n == 0)
+				break;		/* closing */
+			pthread_mutex_unlock(&p->lock);
+			pipeline_marks_commit(p);
+			pthread_mutex_lock(&p->lock);
+			continue;
+		}
 		pthread_mutex_unlock(&p->lock);
 		filter_prepare_wait(b->fb);
 

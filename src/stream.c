@@ -32,6 +32,7 @@
  * 30,000 records/s where a file given as an argument went at 80,000.
  */
 #define INPUT_GRACE	2
+#define PROGRESS_HZ	4	/* progress line redraws a second, at most */
 
 struct stream {
 	const struct stream_opts	*o;
@@ -41,12 +42,14 @@ struct stream {
 	uint64_t			 recno;
 	int				 eof;
 	double				 start;
+	uint64_t			 skipped_files;	/* input_next -2 */
 };
 
 static volatile sig_atomic_t	 stop_signal;
 static volatile sig_atomic_t	 want_stats;
 
 static int	stream_is_input(const char *, char **, int);
+static int	stream_blank(struct stream *, const struct rawrec *);
 static int	stream_read(struct stream *, struct plbatch *);
 static void	stream_deliver(void *, struct plbatch *);
 static void	stream_progress(struct stream *, int);
@@ -64,6 +67,31 @@ stream_signal(int sig)
 		want_stats = 1;
 	else if (stop_signal == 0)
 		stop_signal = sig;
+}
+
+/*
+ * Is this a blank line of TSV or JSON Lines, left out?  Nothing but JSON's
+ * white space (for TSV spaces and a CR: a tab makes an empty record).
+ */
+static int
+stream_blank(struct stream *s, const struct rawrec *rr)
+{
+	const char	*ws;
+	size_t		 i;
+
+	if (s->po->delim != '\n' || rr->toolong)
+		return (0);
+	if (s->po->format == FORMAT_JSONL)
+		ws = " \t\r";
+	else if (s->po->format == FORMAT_TSV)
+		ws = " \r";
+	else
+		return (0);
+	for (i = 0; i < rr->len; i++) {
+		if (rr->data[i] == '\0' || strchr(ws, rr->data[i]) == NULL)
+			return (0);
+	}
+	return (1);
 }
 
 /*
@@ -104,10 +132,25 @@ stream_read(struct stream *s, struct plbatch *b)
 			}
 			continue;
 		}
+		if (rc == -2) {
+			/* A file not text or corrupt: the others are read. */
+			log_warnx("%s", cause);
+			free(cause);
+			s->skipped_files++;
+			if (s->po->policy == POLICY_FAIL)
+				return (EXIT_DATA);
+			continue;
+		}
 		if (rc < 0) {
 			log_warnx("%s", cause);
 			free(cause);
 			return (EXIT_ERROR);
+		}
+		if (stream_blank(s, &rr)) {
+			/* A blank line: no record, no warning; counted. */
+			s->recno++;
+			pipeline_counts(s->p)->blank++;
+			continue;
 		}
 		inlen = (rr.toolong ? rr.fulllen : rr.len) + rr.delimited;
 		if (rr.toolong) {
@@ -141,21 +184,34 @@ stream_deliver(void *arg, struct plbatch *b)
 	}
 }
 
-/* Redraw the progress line on stderr, at most once a second. */
+/*
+ * Redraw the progress line on stderr, at most PROGRESS_HZ times a second:
+ * the counts, the bytes read and their rate, and when the inputs are
+ * regular files (their size known) the share read and the time left.
+ */
 static void
 stream_progress(struct stream *s, int last)
 {
 	static double		 shown;
 	const struct pl_counts	*ct = pipeline_counts(s->p);
-	double			 now = now_seconds();
+	double			 now = now_seconds(), secs, eta;
+	uint64_t		 done, total;
 
-	if (!last && now - shown < 1.0)
+	if (!last && now - shown < 1.0 / PROGRESS_HZ)
 		return;
 	shown = now;
+	secs = now - s->start > 0 ? now - s->start : 1e-9;
+	input_progress(s->in, &done, &total);
 	fprintf(stderr, "\rmhfilter: %" PRIu64 " records, %" PRIu64
-	    " unique, %" PRIu64 " duplicates, %.0f records/s\033[K",
-	    ct->records, ct->unique, ct->duplicates,
-	    ct->records / (now - s->start > 0 ? now - s->start : 1));
+	    " unique, %" PRIu64 " duplicates, %.0f records/s, %.1f MB, "
+	    "%.1f MB/s", ct->records, ct->unique, ct->duplicates,
+	    ct->records / secs, done / 1e6, done / secs / 1e6);
+	if (total > 0 && done <= total) {
+		eta = done > 0 ? (total - done) * secs / done : 0;
+		fprintf(stderr, ", %.0f%%, %d:%02d left", 100.0 * done / total,
+		    (int)(eta / 60), (int)eta % 60);
+	}
+	fputs("\033[K", stderr);
 	if (last)
 		fputc('\n', stderr);
 }
@@ -178,9 +234,11 @@ stream_print_stats(struct pipeline *p, double secs)
 	STAT("unique", "%" PRIu64, ct->unique);
 	STAT("replayed", "%" PRIu64, ct->replayed);
 	STAT("duplicates", "%" PRIu64, ct->duplicates);
+	STAT("seen", "%" PRIu64, ct->seen);
 	STAT("empty", "%" PRIu64, ct->empty);
 	STAT("invalid", "%" PRIu64, ct->invalid);
 	STAT("too_long", "%" PRIu64, ct->too_long);
+	STAT("blank", "%" PRIu64, ct->blank);
 	STAT("invalid_utf8", "%" PRIu64, fs.invalid_utf8);
 	STAT("candidates", "%" PRIu64, fs.candidates);
 	STAT("verified", "%" PRIu64, fs.verified);
@@ -292,6 +350,8 @@ stream_run(const struct stream_opts *o, struct pipeline *p, char **files,
 	rc = pipeline_finish(p);
 	if (status == EXIT_OK)
 		status = rc;
+	if (s.skipped_files > 0 && status == EXIT_OK)
+		status = EXIT_ERROR;
 	if (o->progress)
 		stream_progress(&s, 1);
 	if (stop_signal && status == EXIT_OK) {

@@ -30,6 +30,9 @@ parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out,
 
 	errno = 0;
 	if (!isdigit((unsigned char)*s)) {
+		if (*s == '-' && isdigit((unsigned char)s[1]) &&
+		    strspn(s + 1, "0123456789") == strlen(s + 1))
+			goto range;	/* a number, but negative */
 		xasprintf(cause, "'%s' is not a number", s);
 		return (-1);
 	}
@@ -38,25 +41,45 @@ parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out,
 		xasprintf(cause, "'%s' is not a number", s);
 		return (-1);
 	}
-	if (errno == ERANGE || v < min || v > max) {
-		xasprintf(cause, "'%s' is out of range (%llu to %llu)", s,
-		    (unsigned long long)min, (unsigned long long)max);
-		return (-1);
-	}
+	if (errno == ERANGE || v < min || v > max)
+		goto range;
 	*out = v;
 	return (0);
+range:
+	xasprintf(cause, "'%s' is out of range (%llu to %llu)", s,
+	    (unsigned long long)min, (unsigned long long)max);
+	return (-1);
 }
 
-/* Parse a size with an optional binary suffix (K, M, G) in [min, max]. */
+/* A size for a message: with the largest binary suffix that is exact. */
+static void
+size_str(uint64_t v, char *out, size_t len)
+{
+	static const char	 units[] = "KMGT";
+	int			 i;
+
+	for (i = 3; i >= 0; i--) {
+		if (v != 0 && v % (1ULL << (10 * (i + 1))) == 0) {
+			snprintf(out, len, "%llu%c", (unsigned long long)(v >>
+			    (10 * (i + 1))), units[i]);
+			return;
+		}
+	}
+	snprintf(out, len, "%llu", (unsigned long long)v);
+}
+
+/* Parse a size with an optional binary suffix (K, M, G, T) in [min, max]. */
 int
 parse_size(const char *s, uint64_t min, uint64_t max, uint64_t *out,
     char **cause)
 {
-	char			*end;
+	char			*end, lo[32], hi[32];
 	unsigned long long	 v;
 	uint64_t		 mult = 1;
 
 	errno = 0;
+	if (*s == '-' && isdigit((unsigned char)s[1]))
+		goto range;	/* a negative number */
 	if (!isdigit((unsigned char)*s))
 		goto bad;
 	v = strtoull(s, &end, 10);
@@ -64,6 +87,10 @@ parse_size(const char *s, uint64_t min, uint64_t max, uint64_t *out,
 		goto range;
 	switch (*end) {
 	case '\0':
+		break;
+	case 't': case 'T':
+		mult = 1ULL << 40;
+		end++;
 		break;
 	case 'k': case 'K':
 		mult = 1ULL << 10;
@@ -92,12 +119,14 @@ parse_size(const char *s, uint64_t min, uint64_t max, uint64_t *out,
 	*out = v;
 	return (0);
 bad:
-	xasprintf(cause, "'%s' is not a size (a number, optionally with K, M "
-	    "or G)", s);
+	xasprintf(cause, "'%s' is not a size (a number, optionally with K, M, "
+	    "G or T)", s);
 	return (-1);
 range:
-	xasprintf(cause, "'%s' is out of range (%llu to %llu bytes)", s,
-	    (unsigned long long)min, (unsigned long long)max);
+	size_str(min, lo, sizeof lo);
+	size_str(max, hi, sizeof hi);
+	xasprintf(cause, "'%s' is out of range (%s to %s bytes)", s, lo,
+	    hi);
 	return (-1);
 }
 

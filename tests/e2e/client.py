@@ -32,6 +32,8 @@ TLS connections trust $CLIENT_CA (the server must be "localhost" or
                                    then stay connected until killed
   client.py raw ADDR DATA-FILE OUT send the bytes, read replies until the
                                    server closes; no half-close
+  client.py burst ADDR N           N raw clients at once; print each distinct
+                                   outcome (bytes read, errors) and its count
   client.py notify SOCKET OUT      receive sd_notify datagrams on SOCKET (a
                                    path, or @name for the abstract namespace)
                                    and append each, then a line "--", to OUT
@@ -256,14 +258,16 @@ def send(addr, infile, outfile):
         print("client: send: %s" % err[0], file=sys.stderr)
 
 
-def raw(addr, datafile, outfile):
-    data = open(datafile, "rb").read()
+def exchange(addr, data):
+    """Send data without half-closing, read until the server closes;
+    return the bytes read and the errors met (send, recv)."""
     s = connect(addr)
     s.settimeout(TIMEOUT)
+    errors = []
     try:
         s.sendall(data)
     except OSError as e:
-        print("client: send: %s" % e, file=sys.stderr)
+        errors.append("send: %s" % type(e).__name__)
     got = b""
     try:
         while True:
@@ -272,8 +276,35 @@ def raw(addr, datafile, outfile):
                 break
             got += chunk
     except OSError as e:
-        print("client: recv: %s" % e, file=sys.stderr)
+        errors.append("recv: %s" % type(e).__name__)
+    s.close()
+    return got, errors
+
+
+def raw(addr, datafile, outfile):
+    got, errors = exchange(addr, open(datafile, "rb").read())
+    for e in errors:
+        print("client: %s" % e, file=sys.stderr)
     open(outfile, "wb").write(got)
+
+
+def burst(addr, n):
+    """n connections at once, each sending records and reading what comes
+    back until the server closes; print each outcome with its count."""
+    seen, lock = {}, threading.Lock()
+
+    def one():
+        got, errors = exchange(addr, b"a record before any answer\n" * 50)
+        k = " ".join([repr(got)] + errors)
+        with lock:
+            seen[k] = seen.get(k, 0) + 1
+    ts = [threading.Thread(target=one) for _ in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    for k in sorted(seen):
+        print(seen[k], k)
 
 
 def stuck(addr, outfile):
@@ -356,6 +387,8 @@ def main():
         stuck(args[0], args[1])
     elif cmd == "raw":
         raw(args[0], args[1], args[2])
+    elif cmd == "burst":
+        burst(args[0], int(args[1]))
     elif cmd == "notify":
         notify(args[0], args[1])
     elif cmd == "http":

@@ -87,7 +87,8 @@ wait_note() {
 	grep -qF "serving HTTP on unix:$T/http (from systemd)" "$T/derr"
 	timeout 60 python3 "$CLIENT" http "unix:$T/http" /metrics >metrics
 	head -n 1 metrics | grep -qx 200
-	grep -qx 'mhfilter_records_total 2' metrics
+	grep -qx 'mhfilter_records_total{verdict="unique"} 1' metrics
+	grep -qx 'mhfilter_records_total{verdict="duplicate"} 1' metrics
 	stop_daemon
 	# The sockets are systemd's: mhfilter does not remove them.
 	[ -S "$T/sock" ]
@@ -157,4 +158,26 @@ wait_note() {
 	for i in $(seq 400); do grep -q 'ready:' err && break; sleep 0.05; done
 	grep -q '^<6>mhfilter: ready:' err || fail "$(cat err)"
 	stop_daemon
+}
+
+@test "started by systemd with a configuration lacking listen and no socket: refused, status 2" {
+	printf 'threshold = 0.8\n' >conf
+	for var in INVOCATION_ID NOTIFY_SOCKET LISTEN_FDS; do
+		status=0
+		env "$var=x" timeout 60 "$MHFILTER" --config conf \
+		    </dev/null >out 2>err || status=$?
+		[ "$status" -eq 2 ] || fail "$var: status $status" "$(cat err)"
+		grep -q "^mhfilter: started by systemd ($var is set) with no socket: conf has no listen key" err ||
+		    fail "$(cat err)"
+	done
+	# Records on standard input, or files: a filter, as from a shell.
+	echo 'some words to filter' >in
+	INVOCATION_ID=x mhrun --config conf <in
+	assert_status 0
+	assert_same in "$T/out"
+	INVOCATION_ID=x mhrun --config conf in </dev/null
+	assert_status 0
+	assert_same in "$T/out"
+	mhrun --config conf </dev/null
+	assert_status 0
 }

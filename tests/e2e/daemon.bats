@@ -463,15 +463,41 @@ sys.stdout.buffer.write(bytes(r.randrange(256) for _ in range(300000)))' >garbag
 	timeout 60 python3 "$CLIENT" http "$h" /metrics >metrics
 	head -n 1 metrics | grep -qx 200
 	grep -qx '# TYPE mhfilter_records_total counter' metrics
-	grep -qx 'mhfilter_records_total 4' metrics
-	grep -qx 'mhfilter_unique_total 2' metrics
-	grep -qx 'mhfilter_duplicates_total 1' metrics
+	# Each record once, by verdict: the four sum to the records sent.
+	grep -qx 'mhfilter_records_total{verdict="unique"} 2' metrics
+	grep -qx 'mhfilter_records_total{verdict="duplicate"} 1' metrics
+	grep -qx 'mhfilter_records_total{verdict="empty"} 1' metrics
+	sum="$(sed -n 's/^mhfilter_records_total{verdict="[a-z_]*"} //p' metrics |
+	    awk '{ s += $1 } END { print s }')"
+	[ "$sum" -eq 4 ] || fail "verdicts sum to $sum"
+	# No metric a sum would count twice.
+	if grep -q '^mhfilter_\(errors\|unique\|duplicates\)_total' metrics; then
+		fail "a metric counting records twice:" "$(cat metrics)"
+	fi
 	grep -qx '# TYPE mhfilter_index_documents gauge' metrics
 	grep -qx 'mhfilter_index_documents 3' metrics
-	grep -q '^mhfilter_batch_seconds_total [0-9]' metrics
-	# Every sample has HELP and TYPE lines.
-	[ "$(grep -c '^mhfilter_' metrics)" -eq "$(grep -c '^# TYPE ' metrics)" ]
-	[ "$(grep -c '^mhfilter_' metrics)" -eq "$(grep -c '^# HELP ' metrics)" ]
+	grep -qx '# TYPE mhfilter_batch_duration_seconds histogram' metrics
+	grep -qx 'mhfilter_batch_duration_seconds_bucket{le="+Inf"} 1' metrics
+	grep -qx 'mhfilter_batch_duration_seconds_count 1' metrics
+	grep -q '^mhfilter_batch_duration_seconds_sum [0-9]' metrics
+	grep -q '^mhfilter_build_info{version="[0-9.]*",index_format="[0-9]*",scheme="[0-9]*",scheme_name="[^"]*"} 1$' metrics
+	for m in process_start_time_seconds process_resident_memory_bytes \
+	    process_cpu_seconds_total process_open_fds process_max_fds; do
+		grep -q "^$m [0-9]" metrics || fail "no $m"
+	done
+	# The text format is valid: HELP and TYPE before the samples, names,
+	# labels, cumulative buckets ending with +Inf (and promtool's lint).
+	tail -n +2 metrics >exposition
+	python3 "$E2E_DIR/promcheck.py" exposition || fail "$(cat exposition)"
+	if command -v promtool >/dev/null; then
+		promtool check metrics <exposition || fail "promtool"
+	else
+		echo "# promtool is absent: checked by promcheck.py only" >&3
+	fi
+	# STATS keeps its keys.
+	s="$(printf '#mhfilter stats\n' | dsend "unix:$T/sock")"
+	[ "$(stats_of records <<<"$s")" = 4 ]
+	[ "$(stats_of errors <<<"$s")" = 0 ]
 	timeout 60 python3 "$CLIENT" http "$h" /healthz >health
 	printf '200\nok\n' | assert_same - health
 	timeout 60 python3 "$CLIENT" http "$h" /nope | head -n 1 | grep -qx 404

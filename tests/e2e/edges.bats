@@ -70,3 +70,39 @@ start_fed() {
 	grep -q "^mhfilter: unrecognized option '--no-such-option'" "$T/err" ||
 	    fail "$(cat "$T/err")"
 }
+
+@test "numbers: a negative one is out of range; a size's limits in K, M, G, T" {
+	mhrun --batch -1 </dev/null
+	assert_status 2
+	assert_err_has "--batch: '-1' is out of range (1 to 1000000)"
+	mhrun --memtable 1 </dev/null
+	assert_status 2
+	assert_err_has "--memtable: '1' is out of range (64K to 1T bytes)"
+	assert_err_lacks 9223372036854775807
+}
+
+@test "--explain says which of --max-fn and --max-fp is not met" {
+	mhrun --explain
+	assert_status 0
+	assert_err_lacks 'not met'
+	grep -q '^--max-fp 0.05 is not met: fp is 0.361820' "$T/out" ||
+	    fail "$(cat "$T/out")"
+	mhrun --explain --max-fn 0.5 --max-fp 0.5
+	if grep -q 'not met' "$T/out"; then fail "$(cat "$T/out")"; fi
+	mhrun --explain -t 0.5 --perms 4 --max-fn 0.001
+	grep -q '^--max-fn 0.001 is not met: fn is ' "$T/out" ||
+	    fail "$(cat "$T/out")"
+}
+
+@test "control bytes in messages (file names, ids) are escaped on stderr" {
+	name="$(printf 'in\033[31m\ttab')"
+	printf 'no tab here\n' >"$name"
+	mhrun -f tsv "$name"
+	assert_status 0
+	assert_err_has 'mhfilter: in\x1b[31m\x09tab:1: no TAB between id and text'
+	if grep -q "$(printf '\033')" "$T/err"; then fail "ESC on stderr"; fi
+	mhrun "$(printf 'no\nsuch')"
+	assert_status 1
+	assert_err_has 'mhfilter: no\x0asuch: No such file or directory'
+	[ "$(wc -l <"$T/err")" -eq 1 ] || fail "$(cat "$T/err")"
+}

@@ -275,3 +275,139 @@ for rec in open(sys.argv[1]).read().split("\0")[:-1]:
 	assert_status 0
 	sed -n 2p in.jsonl | assert_out
 }
+
+@test "compressed input (gzip, zstd, xz) is read as zcat would, from files and stdin" {
+	gen_tsv 2000 >in
+	gzip -c in >in.gz
+	zstd -q -c in >in.zst
+	xz -c in >in.xz
+	for f in in.gz in.zst in.xz; do
+		mhrun -f tsv "$f"
+		assert_status 0
+		assert_same in "$T/out"
+		mhrun -f tsv <"$f"
+		assert_status 0
+		assert_same in "$T/out"
+	done
+	# Concatenated members and frames, and a plain file among them.
+	cat in.gz in.gz >twice.gz
+	gen_tsv 10 7 >plain
+	mhrun -f tsv --stats twice.gz plain in.zst
+	assert_status 0
+	assert_stat records 6010
+	cat in plain >expected
+	assert_same expected "$T/out"
+	# Zeros padding a gzip member (tar's blocks) are not data.
+	{ cat in.gz; head -c 10240 /dev/zero; } >padded.gz
+	mhrun -f tsv padded.gz
+	assert_status 0
+	assert_same in "$T/out"
+}
+
+@test "corrupt or truncated compressed input: one error naming the file and the offset, the rest is read" {
+	gen_tsv 2000 >in
+	gen_tsv 10 7 >plain
+	gzip -c in >in.gz
+	head -c 3000 in.gz >cut.gz
+	mhrun -f tsv cut.gz plain
+	assert_status 1
+	assert_err_has 'mhfilter: cut.gz: gzip data cut short (3000 bytes)'
+	[ "$(wc -l <"$T/err")" -eq 1 ] || fail "$(cat "$T/err")"
+	# What came before the damage is kept, then the next file.
+	tail -n 10 "$T/out" | cmp - plain
+	python3 -c '
+import sys
+b = bytearray(open("in.gz", "rb").read())
+b[4000:4008] = b"\xff" * 8
+open("bad.gz", "wb").write(b)'
+	mhrun -f tsv bad.gz plain
+	assert_status 1
+	grep -q '^mhfilter: bad.gz: corrupt gzip data at byte [0-9]* (' \
+	    "$T/err" || fail "$(cat "$T/err")"
+	xz -c in | head -c 2000 >cut.xz
+	mhrun -f tsv cut.xz
+	assert_status 1
+	assert_err_has 'mhfilter: cut.xz: xz data cut short'
+	zstd -q -c in | head -c 2000 >cut.zst
+	mhrun -f tsv cut.zst
+	assert_status 1
+	assert_err_has 'mhfilter: cut.zst: zstd data cut short'
+}
+
+@test "binary input: one error naming the file, which is skipped; -z is not binary" {
+	gen_tsv 10 >in
+	head -c 100000 "$MHFILTER" >bin
+	for f in line tsv jsonl; do
+		mhrun -f "$f" bin
+		assert_status 1
+		assert_err_has 'mhfilter: bin: binary data (NUL bytes and no text'
+		[ "$(wc -l <"$T/err")" -eq 1 ] || fail "$(cat "$T/err")"
+		[ ! -s "$T/out" ] || fail "binary written out"
+	done
+	mhrun -f tsv bin in
+	assert_status 1
+	assert_same in "$T/out"
+	# Compressed binary too.
+	gzip -c bin >bin.gz
+	mhrun bin.gz
+	assert_status 1
+	assert_err_has 'mhfilter: bin.gz: binary data'
+	[ ! -s "$T/out" ] || fail "binary written out"
+	# Under --on-bad-input=fail it stops there, with status 3.
+	mhrun -f tsv --on-bad-input=fail bin in
+	assert_status 3
+	[ ! -s "$T/out" ] || fail "$(cat "$T/out")"
+	# NUL-delimited records hold NULs.
+	printf 'one\0two\0' | gzip -c >z.gz
+	mhrun -z z.gz
+	assert_status 0
+	printf 'one\0two\0' | cmp - "$T/out"
+}
+
+@test "UTF-16 text is binary; a text with a stray NUL is not" {
+	printf 'a text of words\n' | iconv -f utf-8 -t utf-16 >u16
+	mhrun u16
+	assert_status 1
+	assert_err_has 'mhfilter: u16: binary data'
+	printf 'one \0two three\nfour five six\n' >stray
+	mhrun stray
+	assert_status 0
+	assert_same stray "$T/out"
+}
+
+@test "a UTF-8 byte-order mark at the start of a file is skipped" {
+	printf '\357\273\277{"id":"a","text":"the first text of words"}\n' >bom.jsonl
+	printf '{"id":"b","text":"the first text of words"}\n' >>bom.jsonl
+	mhrun -f jsonl --stats bom.jsonl
+	assert_status 0
+	assert_stat invalid 0
+	assert_stat duplicates 1
+	printf '{"id":"a","text":"the first text of words"}\n' | assert_out
+	# In every file, and on stdin; the BOM is not part of a TSV id.
+	printf '\357\273\277x\tsome words here\n' >bom.tsv
+	mhrun -f tsv -a bom.tsv bom.tsv
+	printf 'unique\t-\t-\tx\tsome words here\nseen\tx\t1.0000\tx\tsome words here\n' |
+	    assert_out
+	mhrun -f tsv <bom.tsv
+	printf 'x\tsome words here\n' | assert_out
+}
+
+@test "blank lines in JSON Lines and TSV are skipped without a warning, counted as blank" {
+	printf '{"text":"one two three four"}\n\n  \r\n{"text":"five six seven eight"}\n' >b.jsonl
+	mhrun -f jsonl --stats b.jsonl
+	assert_status 0
+	assert_stat blank 2
+	assert_stat records 2
+	assert_stat invalid 0
+	[ -z "$(grep -v '^mhfilter: [a-z_0-9]*: ' "$T/err")" ] || fail "$(cat "$T/err")"
+	grep -v '^ *.\?$' b.jsonl | assert_out
+	printf 'a\tone two three four\n\n2\tfive six seven\n' >b.tsv
+	mhrun -f tsv --stats b.tsv
+	assert_status 0
+	assert_stat blank 1
+	assert_stat invalid 0
+	# Record numbers count the blank lines: the original is record 2.
+	printf '\n{"text":"one two three four"}\n{"text":"one two three four"}\n' |
+	    mhf -f jsonl -a >out
+	grep -q '"verdict":"duplicate","match":"2"' out || fail "$(cat out)"
+}

@@ -170,10 +170,16 @@ mismatch() {
 	assert_stat index_documents 50
 }
 
-@test "--query-only: an unchanged rerun reports every record as a replay" {
+@test "--query-only: an unchanged rerun finds every record seen; a replay with --replay all" {
 	gen_tsv 30 >in
 	mhf -f tsv -d db in >/dev/null
 	mhrun -f tsv -d db -Q --stats in
+	assert_status 0
+	[ ! -s "$T/out" ] || fail "seen records written" "$(cat "$T/out")"
+	assert_stat seen 30
+	assert_stat duplicates 30
+	assert_stat unique 0
+	mhrun -f tsv -d db -Q --replay all --stats in
 	assert_status 0
 	assert_same in "$T/out"
 	assert_stat replayed 30
@@ -302,7 +308,7 @@ mismatch() {
 	assert_stat index_documents 2
 }
 
-@test "replays: a rerun with tsv ids writes every unique record again" {
+@test "replays: a rerun with tsv ids and --replay all writes every unique record again" {
 	gen_tsv 40 >in
 	# Plus a near duplicate and an exact copy under other ids.
 	printf 'dup1\t%s!\n' "$(sed -n 3p in | cut -f2)" >>in
@@ -313,7 +319,7 @@ mismatch() {
 	assert_stat unique 40
 	assert_stat duplicates 2
 	assert_stat replayed 0
-	mhrun -f tsv -d db --stats in
+	mhrun -f tsv -d db --replay all --stats in
 	assert_status 0
 	head -n 40 in | assert_out
 	assert_stat unique 40
@@ -340,9 +346,14 @@ mismatch() {
 	# Rerun, as after a crash: r1 is a replay, r2 is still a duplicate
 	# of r1.  (mhfilter 0.1.0 makes r2 its own best match, the copy
 	# chained in by the first run: "duplicate r2 1.0000 r2 ...".)
-	mhrun -f tsv -d db -a in
+	mhrun -f tsv -d db --replay all -a in
 	assert_status 0
 	assert_same expected "$T/out"
+	# The first run completed: by default both were seen.
+	mhrun -f tsv -d db -a in
+	assert_status 0
+	printf 'seen\tr1\t1.0000\tr1\t%s\nseen\tr2\t1.0000\tr2\t%s!\n' "$A" "$A" |
+	    assert_out
 }
 
 @test "the pairs of a rerun are those of the first run: no self pairs" {
@@ -353,7 +364,7 @@ mismatch() {
 	printf 'r1\tr2\t%s\n' "$s" | assert_out
 	# (mhfilter 0.1.0 gives "r1 r1", "r2 r1" (r2 as the earlier
 	# document of r1), "r2 r2" and "r1 r2".)
-	mhrun -f tsv -d db -p in
+	mhrun -f tsv -d db --replay all -p in
 	assert_status 0
 	printf 'r1\tr2\t%s\n' "$s" | assert_out
 }
@@ -361,7 +372,7 @@ mismatch() {
 @test "replays: with jsonl ids, and not without them" {
 	printf '{"id":"n1","text":"The harbour bridge reopened to traffic"}\n{"id":2,"text":"Markets were quiet ahead of the holiday"}\n' >in
 	mhf -f jsonl -d db in >/dev/null
-	mhrun -f jsonl -d db --stats in
+	mhrun -f jsonl -d db --replay all --stats in
 	assert_status 0
 	assert_same in "$T/out"
 	assert_stat replayed 2
@@ -386,10 +397,10 @@ mismatch() {
 	[ "$(stat -c %s db/data.mdb)" -gt 1048576 ]
 	# The grown index reopens with the default map size, and the small
 	# one too.
-	mhrun -f tsv -d db --stats in
+	mhrun -f tsv -d db --replay all --stats in
 	assert_status 0
 	assert_stat replayed 3000
-	mhrun -f tsv -d db --map-size 1M --stats in
+	mhrun -f tsv -d db --replay all --map-size 1M --stats in
 	assert_status 0
 	assert_stat replayed 3000
 }
@@ -512,14 +523,19 @@ mismatch() {
 	[ "$(stat -c %s db/data.mdb)" -gt 2097152 ]
 }
 
-@test "the same id and text twice in one run is a duplicate, not a replay" {
+@test "the same id and text twice in one run is seen, not a replay" {
 	printf 'a\thello world foo bar\na\thello world foo bar\n' >in
 	mhrun -f tsv -a --stats in
 	assert_status 0
-	printf 'unique\t-\t-\ta\thello world foo bar\nduplicate\ta\t1.0000\ta\thello world foo bar\n' |
+	printf 'unique\t-\t-\ta\thello world foo bar\nseen\ta\t1.0000\ta\thello world foo bar\n' |
 	    assert_out
 	assert_stat replayed 0
 	assert_stat duplicates 1
+	assert_stat seen 1
+	# --replay all: a duplicate of the record with its id, as before.
+	mhrun -f tsv -a --replay all in
+	printf 'unique\t-\t-\ta\thello world foo bar\nduplicate\ta\t1.0000\ta\thello world foo bar\n' |
+	    assert_out
 }
 
 @test "stored parameters out of range are refused with status 4, not used" {
@@ -561,4 +577,93 @@ mismatch() {
 	mhrun -d db0 q
 	assert_status 4
 	assert_err_has "invalid"
+}
+
+@test "groups: a chain's first document is the group of every later one, across runs" {
+	B="$A!"
+	C="$A!!"
+	printf 'a\t%s\nb\t%s\nz\tan unrelated record of its own\n' "$A" "$B" >run1
+	printf 'c\t%s\n' "$C" >run2
+	mhrun -f tsv -d db -t 0.9 --clusters run1
+	assert_status 0
+	printf 'a\ta\nb\ta\nz\tz\n' | assert_out
+	# A later run: c's best match is b (chained in by run 1), its group
+	# is still a.
+	mhrun -f tsv -d db -t 0.9 -a --group run2
+	assert_status 0
+	cut -f1,2,4,5 "$T/out" >got
+	printf 'duplicate\tb\ta\tc\n' | assert_same - got
+	printf 'e\t%s\n' "$C" | mhrun -f tsv -d db -t 0.9 -p --group
+	assert_status 0
+	awk -F'\t' '{ print $1 "\t" $2 "\t" $4 }' "$T/out" | sort >got
+	printf 'a\te\ta\nb\te\ta\nc\te\ta\n' | assert_same - got
+	# jsonl: a "group" member.
+	printf '{"id":"d","text":"%s!!!"}\n' "$A" >run3
+	mhrun -f jsonl -d db -t 0.9 -a --group run3
+	grep -q '"verdict":"duplicate".*"group":"a"' "$T/out" || fail "$(cat "$T/out")"
+	# Seen records keep their group.
+	mhrun -f tsv -d db -t 0.9 --clusters run1
+	printf 'a\ta\nb\ta\nz\tz\n' | assert_out
+	# An export carries the groups (the position of the group's first
+	# document); an import keeps them.
+	mhrun -d db --export ex
+	assert_status 0
+	[ "$(grep -c '"group":1}' ex)" -eq 3 ] || fail "$(cat ex)"
+	mhrun -d db2 --import ex
+	assert_status 0
+	printf 'f\t%s!!!!\n' "$A" | mhrun -f tsv -d db2 -t 0.9 --clusters
+	printf 'f\ta\n' | assert_out
+	# A group that is not an earlier line is refused.
+	sed '2s/}$/,"group":5}/' ex >bad
+	mhrun -d db3 --import bad
+	assert_status 1
+	assert_err_has "line 2: its group is not an earlier document"
+}
+
+@test "groups: --group needs -a or -p; --clusters excludes the other modes" {
+	mhrun --group </dev/null
+	assert_status 2
+	assert_err_has "--group goes with --annotate or --pairs"
+	mhrun --clusters -a </dev/null
+	assert_status 2
+}
+
+# Run mhfilter as a user who may read the index but not write it: nobody
+# when the tests run as root, else the caller (the modes do the rest).
+mhrun_reader() {
+	status=0
+	if [ "$(id -u)" -eq 0 ]; then
+		timeout 60 setpriv --reuid=nobody --regid=nogroup \
+		    --clear-groups "$MHFILTER" "$@" >"$T/out" 2>"$T/err" ||
+		    status=$?
+	else
+		timeout 60 "$MHFILTER" "$@" >"$T/out" 2>"$T/err" || status=$?
+	fi
+}
+
+@test "-Q, --info, --check and --export read an index they may not write" {
+	gen_tsv 200 >in
+	mhrun -f tsv --db "$T/db" in
+	assert_status 0
+	chmod 0755 "$T"
+	chmod 0444 "$T/db"/*
+	chmod 0555 "$T/db"
+	mkdir "$T/w"
+	chmod 0777 "$T/w"
+	mhrun_reader -f tsv --db "$T/db" -Q --stats "$T/in"
+	assert_status 0
+	assert_stat seen 200
+	mhrun_reader --db "$T/db" --info
+	assert_status 0
+	grep -q . "$T/out" || fail "no --info output"
+	mhrun_reader --db "$T/db" --check
+	assert_status 0
+	mhrun_reader --db "$T/db" --export "$T/w/export"
+	assert_status 0
+	[ -s "$T/w/export" ] || fail "nothing exported"
+	# Writing it is still refused.
+	mhrun_reader -f tsv --db "$T/db" "$T/in"
+	assert_status 1
+	assert_err_has 'Permission denied'
+	chmod -R u+w "$T/db"
 }

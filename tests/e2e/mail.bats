@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # Mail and news (-f mail): mbox, Maildir and single messages in; mbox,
 # the X-Mhfilter header, Message-ID pairs and duplicates out; re-sent
-# copies found; bad input; the MDA hook, through procmail for real.
+# copies found; bad input; the MDA hook, through procmail for real (and
+# maildrop and Dovecot's Sieve where they are installed).
 
 load helpers
 load daemon-helpers
@@ -81,6 +82,43 @@ make_mbox() {
 	grep -v '^X-Mhfilter: ' "$T/out" >got
 	{ cat in.mbox; echo; } >expected
 	assert_same expected got
+}
+
+@test "mbox with CRLF line ends (from Windows): framed, compared and written as read" {
+	make_mbox
+	sed 's/$/\r/' in.mbox >crlf.mbox
+	mhrun -f mail --stats crlf.mbox
+	assert_status 0
+	assert_stat records 3
+	assert_stat duplicates 1
+	# Messages 1 and 3 byte for byte, each with its CRLF blank line.
+	awk '/^From bob/ { skip = 1 } /^From carol/ { skip = 0 } !skip' \
+	    crlf.mbox >expected
+	printf '\r\n' >>expected
+	assert_same expected "$T/out"
+	mhrun -f mail -p crlf.mbox
+	printf 'm1@example.org\tother.2@example.net\t1.0000\n' | assert_out
+	# The header field ends as the message's lines do.
+	mhrun -f mail -a crlf.mbox
+	grep -v '^X-Mhfilter: ' "$T/out" >got
+	{ cat crlf.mbox; printf '\r\n'; } >expected
+	assert_same expected got
+	[ "$(grep -c $'^X-Mhfilter: .*\r$' "$T/out")" -eq 3 ] ||
+	    fail "$(grep '^X-Mhfilter' "$T/out" | cat -A)"
+	# The text has no CR: a CRLF copy of an LF message is identical.
+	{ sed -n '/^From carol/,$p' in.mbox; echo
+	  sed -n '/^From carol/,$p' crlf.mbox | sed 's/m3@/m4@/'; } >mixed.mbox
+	mhrun -f mail -p mixed.mbox
+	printf 'm3@example.org\tm4@example.org\t1.0000\n' | assert_out
+	# A CRLF message from a Maildir: the From_ line and the blank line
+	# that mhfilter adds end in CRLF too.
+	mkdir -p md/new
+	sed -n '/^From carol/,$p' crlf.mbox | tail -n +2 >md/new/1.host
+	mhrun -f mail md
+	assert_status 0
+	[ "$(grep -c '^From MAILER-DAEMON ' "$T/out")" -eq 1 ] &&
+	    [ "$(grep -vc $'\r$' "$T/out")" -eq 0 ] ||
+	    fail "$(cat -A "$T/out")"
 }
 
 @test "mbox: From_ quoting is undone for the text and kept in the output" {
@@ -235,6 +273,18 @@ make_mbox() {
 	assert_status 3
 }
 
+@test "a message over a --max-bytes smaller than a separator, from a pipe in pieces" {
+	# Fewer bytes read than the reader keeps of an over-long message for
+	# a separator's start (a read before the buffer, seen by ASan).
+	for max in 1 3 6; do
+		mhrun -f mail --max-bytes "$max" --stats < <(printf 'From '
+		    sleep 0.2; msg tiny@example.org 'Tiny' x)
+		assert_status 0
+		assert_stat records 1
+		assert_stat too_long 1
+	done
+}
+
 @test "a message over --max-bytes is a bad record; a 50 MB attachment under 64M is read" {
 	{
 		echo 'From a@example.org Tue Jul  1 10:00:00 2025'
@@ -373,4 +423,69 @@ Content-Type: multipart/mixed; boundary=zz'
 	[ "$(ls Maildir/new | wc -l)" -eq 1 ]
 	[ "$(ls Maildir/.Duplicates/new | wc -l)" -eq 1 ]
 	grep -q '^Message-ID: <w2@example.org>' Maildir/.Duplicates/new/*
+}
+
+@test "mbox: a compressed mailbox is read like the plain one" {
+	make_mbox
+	gzip -c in.mbox >in.mbox.gz
+	mhrun -f mail --stats in.mbox
+	cp "$T/out" plain.out
+	mhrun -f mail --stats in.mbox.gz
+	assert_status 0
+	assert_stat records 3
+	assert_stat duplicates 1
+	assert_same plain.out "$T/out"
+	xz -c in.mbox | mhf -f mail >xz.out
+	assert_same plain.out xz.out
+}
+
+@test "Sieve with the contrib script, through Pigeonhole's vnd.dovecot.execute (skipped without sieve-test)" {
+	local s="$TESTDIR/../contrib/mhfilter.sieve" m
+
+	command -v sieve-test >/dev/null || skip "sieve-test is not" \
+	    "installed (Debian packages dovecot-core and dovecot-sieve)"
+	# The wrapper and the settings that the script's comments give, with
+	# this mhfilter and a program directory of the test's own; a
+	# configuration file of the test's own, not /etc/dovecot's.
+	mkdir bin home
+	sed -n 's/^#\t//p' "$s" | sed -n '1,2p' |
+	    sed "s|^exec mhfilter |exec $MHFILTER |" >bin/mhfilter-mda
+	chmod 755 bin/mhfilter-mda
+	grep -q "^exec $MHFILTER -f mail --mda" bin/mhfilter-mda ||
+	    fail "no wrapper in $s:" "$(cat bin/mhfilter-mda)"
+	{
+		echo 'plugin {'
+		sed -n 's/^#\t\(sieve_[a-z_]* = \)/\1/p' "$s" |
+		    sed "s|^\(sieve_execute_bin_dir = \).*|\1$T/bin|"
+		echo '}'
+		echo "mail_location = maildir:$T/home/Maildir"
+	} >dovecot.conf
+	[ "$(grep -c '^sieve_' dovecot.conf)" -eq 3 ] ||
+	    fail "settings missing in $s:" "$(cat dovecot.conf)"
+	cp "$s" home/
+	# As root, Dovecot delivers (and runs the program) as another user.
+	if [ "$(id -u)" -eq 0 ]; then
+		setpriv --reuid=nobody --regid=nogroup --clear-groups \
+		    "$MHFILTER" --version >/dev/null 2>&1 ||
+		    skip "nobody cannot run $MHFILTER (in a private directory?)"
+		printf 'mail_uid = nobody\nmail_gid = %s\n' \
+		    "$(id -gn nobody)" >>dovecot.conf
+		chmod 755 "$T"
+		chown -R nobody home
+	fi
+	msg v1@example.org 'Release notes' "$BODY1" >m1
+	msg v2@example.org 'Fwd: Release notes' "$BODY1" \
+	    'Received: from relay.example.net' >m2
+	msg v3@example.org 'Lunch' "$BODY2" >m3
+	for m in m1 m2 m3; do
+		HOME="$T/home" timeout 60 sieve-test -c dovecot.conf -e \
+		    -l "maildir:$T/home/Maildir" home/mhfilter.sieve $m \
+		    >>log 2>&1 || fail "sieve-test $m: $?" "$(cat log)"
+	done
+	[ "$(ls home/Maildir/new | wc -l)" -eq 2 ] || fail "$(cat log)"
+	[ "$(ls home/Maildir/.Duplicates/new | wc -l)" -eq 1 ] ||
+	    fail "$(cat log)"
+	grep -q '^Message-ID: <v2@example.org>' home/Maildir/.Duplicates/new/*
+	grep -q '^Message-ID: <v1@example.org>' home/Maildir/new/*
+	grep -q '^Message-ID: <v3@example.org>' home/Maildir/new/*
 }

@@ -85,6 +85,7 @@ V='Voters in the northern province head to the polls on Sunday'
 	assert_stat bytes "$(stat -c %s in)"
 	assert_stat index_documents 5
 	assert_stat replayed 0
+	assert_stat seen 0
 	for key in candidates verified records_per_second max_rss_kb; do
 		stat_of "$key" | grep -qE '^[0-9]+$' || fail "$key: $(stat_of "$key")"
 	done
@@ -97,14 +98,15 @@ V='Voters in the northern province head to the polls on Sunday'
 	! grep -vE '^mhfilter: [a-z_0-9]+: [0-9.]+$' "$T/err" || fail "odd line"
 	# Each key once, in the documented order.
 	cut -d: -f2 "$T/err" | tr -d ' ' >keys
-	printf '%s\n' records unique replayed duplicates empty invalid \
-	    too_long invalid_utf8 candidates verified expired batches bytes \
-	    seconds \
+	printf '%s\n' records unique replayed duplicates seen empty invalid \
+	    too_long blank invalid_utf8 candidates verified expired batches \
+	    bytes seconds \
 	    records_per_second mb_per_second index_documents \
 	    index_band_entries index_bytes max_rss_kb | cmp - keys
-	# Malformed records are counted as invalid.
+	# Malformed records are counted as invalid; the blank line is not one.
 	mhrun -f jsonl --stats -q in
-	assert_stat invalid 7
+	assert_stat invalid 6
+	assert_stat blank 1
 	assert_stat empty 0
 }
 
@@ -206,4 +208,26 @@ o = json.loads(open(sys.argv[1], encoding="utf-8").read())
 assert o["mhfilter"]["verdict"] == "duplicate", o
 assert o["mhfilter"]["match"] == "\ufffd\ufffdid", o' "$T/out" ||
 	    fail "not the expected JSON" "$(cat "$T/out")"
+}
+
+@test "progress on a terminal: bytes, rate, and for files the share read and the time left, at most 4 a second" {
+	command -v script >/dev/null || skip "script(1) is not installed"
+	gen_tsv 20000 >in
+	gzip -c in >in.gz
+	start=$(date +%s.%N)
+	script -qec "timeout 60 '$MHFILTER' -f tsv --batch 10 in.gz 2>&1 >out" /dev/null >tty
+	end=$(date +%s.%N)
+	assert_same in out
+	tr '\r' '\n' <tty | grep 'mhfilter: 20000 records' >last
+	grep -qE ' records/s, [0-9.]+ MB, [0-9.]+ MB/s, 100%, 0:00 left' last ||
+	    fail "$(cat tty)"
+	# 2000 batches, but not 2000 redraws.
+	n=$(tr '\r' '\n' <tty | grep -c 'mhfilter: [0-9]* records')
+	max=$(python3 -c "print(int(($end - $start) * 4) + 2)")
+	[ "$n" -le "$max" ] || fail "$n redraws in $(python3 -c "print($end - $start)") s"
+	# From a pipe the size is not known: no share, no time left.
+	script -qec "cat in | timeout 60 '$MHFILTER' -f tsv 2>&1 >out" /dev/null >tty
+	tr '\r' '\n' <tty | grep -q 'mhfilter: 20000 records.* MB/s' ||
+	    fail "$(cat tty)"
+	if grep -q 'left' tty; then fail "time left from a pipe:" "$(cat tty)"; fi
 }

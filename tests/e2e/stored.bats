@@ -151,3 +151,33 @@ EOF
 	# Kept documents have no expiry without --retain.
 	[ "$(rcli TTL kat:d:1)" = -1 ] || fail "TTL $(rcli TTL kat:d:1)"
 }
+
+@test "the LMDB groups and undelivered records are these bytes" {
+	command -v mdb_dump >/dev/null || skip "mdb_dump is not installed"
+	dump() {
+		mdb_dump -p -s "$1" db | sed -n '/^HEADER=END/,/^DATA=END/p' |
+		    sed '1d;$d'
+	}
+	t='Storm damage closed the coastal road for two days'
+	printf 'a\t%s\nb\t%s!\nc\t%s!!\n' "$t" "$t" "$t" >in
+	# The output cannot be written: the batch stays undelivered.
+	status=0
+	timeout 60 "$MHFILTER" -f tsv -d db in >/dev/full 2>err || status=$?
+	[ "$status" -eq 1 ] || fail "exit status $status" "$(cat err)"
+	cat >want <<'EOF2'
+ \00\00\00\00\00\00\00\02
+ \00\00\00\00\00\00\00\01
+ \00\00\00\00\00\00\00\03
+ \00\00\00\00\00\00\00\01
+EOF2
+	dump groups >got
+	cmp want got || fail "groups:" "$(diff want got)"
+	dump meta | grep -A1 '^ undelivered' >got
+	printf ' undelivered:0000000000000004\n 1\n' | cmp - got ||
+	    fail "meta: $(cat got)"
+	# Written by the next run (a replay), then marked delivered.
+	mhrun -f tsv -d db --stats in
+	assert_status 0
+	assert_stat replayed 1
+	! dump meta | grep -q undelivered || fail "still undelivered"
+}

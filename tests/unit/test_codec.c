@@ -486,7 +486,7 @@ test_export(void **state)
 	buf_append(&t, "short text", 10);
 	data = NULL;
 	assert_non_null(f = open_memstream(&data, &len));
-	assert_int_equal(export_doc(f, &d, 8, &t), 0);
+	assert_int_equal(export_doc(f, &d, 8, &t, 0), 0);
 	assert_stream(f, &data, &len, "{\"id\":\"doc-1\",\"time\":1700000000,"
 	    "\"flags\":1,\"sig\":\"010002003412feff0000ffff00010700\","
 	    "\"text\":\"short text\"}\n");
@@ -501,14 +501,18 @@ test_export(void **state)
 	buf_append(&t, "\xfe\xfftext", 6);
 	data = NULL;
 	assert_non_null(f = open_memstream(&data, &len));
-	assert_int_equal(export_doc(f, &d, 8, &t), 0);
-	assert_int_equal(export_doc(f, &d, 8, NULL), 0);
+	assert_int_equal(export_doc(f, &d, 8, &t, 0), 0);
+	assert_int_equal(export_doc(f, &d, 8, NULL, 0), 0);
+	/* A duplicate kept in the index: its group's position last. */
+	assert_int_equal(export_doc(f, &d, 8, NULL, 3), 0);
 	assert_stream(f, &data, &len, "{\"id_hex\":\"ff01\","
 	    "\"time\":1700000000,\"flags\":2,\"sig\":"
 	    "\"010002003412feff0000ffff00010700\","
 	    "\"text_hex\":\"feff74657874\"}\n"
 	    "{\"id_hex\":\"ff01\",\"time\":1700000000,\"flags\":2,\"sig\":"
-	    "\"010002003412feff0000ffff00010700\"}\n");
+	    "\"010002003412feff0000ffff00010700\"}\n"
+	    "{\"id_hex\":\"ff01\",\"time\":1700000000,\"flags\":2,\"sig\":"
+	    "\"010002003412feff0000ffff00010700\",\"group\":3}\n");
 	fclose(f);
 	free(data);
 	buf_free(&b);

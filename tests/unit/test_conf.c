@@ -135,6 +135,42 @@ test_long_line(void **state)
 	free(text);
 }
 
+/*
+ * A NUL byte is an error naming the line, not the end of the value; a
+ * device (/dev/zero: no end) and a file over 1 MB are refused.
+ */
+static void
+test_not_text(void **state)
+{
+	struct conf_entry	*e;
+	size_t			 n;
+	char			*text, *path, *cause = NULL;
+	FILE			*f;
+
+	path = conf_file("");
+	assert_non_null(f = fopen(path, "w"));
+	fwrite("quiet\nthreshold = 0.5\0junk\n", 1, 28, f);
+	assert_int_equal(fclose(f), 0);
+	assert_int_equal(conf_load(path, &e, &n, &cause), -1);
+	assert_non_null(strstr(cause, ":2: a NUL byte in the line"));
+	free(cause);
+	assert_int_equal(conf_load("/dev/zero", &e, &n, &cause), -1);
+	assert_string_equal(cause, "/dev/zero: not a regular file");
+	free(cause);
+	text = xmalloc(2 << 20);
+	memset(text, '#', (2 << 20) - 1);
+	text[(2 << 20) - 1] = '\0';
+	unlink(path);
+	free(path);
+	path = conf_file(text);
+	assert_int_equal(conf_load(path, &e, &n, &cause), -1);
+	assert_non_null(strstr(cause, ": larger than 1048576 bytes"));
+	free(cause);
+	unlink(path);
+	free(path);
+	free(text);
+}
+
 /* Durations: units, the default unit, ranges and errors. */
 static void
 test_time(void **state)
@@ -194,6 +230,7 @@ main(void)
 		cmocka_unit_test(test_entries),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_long_line),
+		cmocka_unit_test(test_not_text),
 		cmocka_unit_test(test_time),
 	};
 

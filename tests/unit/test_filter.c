@@ -42,6 +42,7 @@ struct fixture {
 	char		 dir[PATH_MAX];
 	char		 path[PATH_MAX + 16];
 	struct filter_opts fo;
+	int		 track;		/* open with INDEX_TRACK */
 	struct index	*ix;
 	struct filter	*f;
 	struct fbatch	*fb;
@@ -70,8 +71,8 @@ run_open(struct fixture *fx)
 {
 	char	*cause = NULL;
 
-	if (index_open(&fx->ix, fx->path, fx->fo.query_only ? INDEX_RDONLY :
-	    0, &fx->fo.p, 0, &cause) != 0)
+	if (index_open(&fx->ix, fx->path, (fx->fo.query_only ? INDEX_RDONLY :
+	    0) | (fx->track ? INDEX_TRACK : 0), &fx->fo.p, 0, &cause) != 0)
 		fail_msg("index_open: %s", cause);
 	fx->f = filter_create(&fx->fo);
 	fx->fb = fbatch_create(fx->f);
@@ -346,15 +347,16 @@ test_signature(void **state)
 }
 
 /*
- * A later run: the same id with the same text is a replay (unique again,
- * not indexed again); the same id with another text is judged by its
- * text.
+ * A later run, with REPLAY_ALL: the same id with the same text is a
+ * replay (unique again, not indexed again); the same id with another text
+ * is judged by its text.
  */
 static void
 test_replay(void **state)
 {
 	struct fixture	*fx = *state;
 
+	fx->fo.replay = REPLAY_ALL;
 	run_open(fx);
 	add(fx, "r1\t" A);
 	add(fx, "r2\t" B);
@@ -372,6 +374,86 @@ test_replay(void **state)
 	expect(fx, 2, V_DUPLICATE, "r1");
 	assert_false(fx->vs[2].replay);
 	assert_int_equal(docs(fx), 3);	/* r1, r2, and r2's new text */
+}
+
+/* Mark what the last decide's commit inserted as delivered. */
+static void
+delivered(struct fixture *fx, const uint64_t *replays, size_t n)
+{
+	uint64_t	 r[2];
+
+	index_batch_range(fx->ix, &r[0], &r[1]);
+	index_delivered(fx->ix, r, r[0] != r[1], replays, n);
+}
+
+/* The records test_undelivered replays, again: written before. */
+static void
+written_before(struct fixture *fx)
+{
+	next_batch(fx);
+	add(fx, "r3\t" A2);
+	add(fx, "\t" "z1 z2 z3 z4 z5 z6 z7 z8 z9 z10");
+	decide(fx);
+	expect(fx, 0, V_DUPLICATE, "r3");
+	assert_true(fx->vs[0].seen);
+	expect(fx, 1, V_DUPLICATE, "2");
+	assert_false(fx->vs[1].replay);
+}
+
+/*
+ * REPLAY_UNDELIVERED over a tracked index: an earlier run's copy whose
+ * batch was marked delivered makes the record seen (a duplicate of
+ * itself, not written); one whose batch was not (a crash between commit
+ * and output) makes it a replay, and once that replay is delivered too,
+ * the record is seen.  Without an id, an identical text in an undelivered
+ * range is the record's copy; in a delivered one, a plain duplicate.
+ */
+static void
+test_undelivered(void **state)
+{
+	struct fixture	*fx = *state;
+	uint64_t	 replays[2];
+
+	fx->fo.replay = REPLAY_UNDELIVERED;
+	fx->track = 1;
+	run_open(fx);
+	add(fx, "r1\t" A);
+	add(fx, "r2\t" B);
+	decide(fx);
+	delivered(fx, NULL, 0);		/* batch 1 written */
+	next_batch(fx);
+	add(fx, "r3\t" A2);
+	add(fx, "\t" "z1 z2 z3 z4 z5 z6 z7 z8 z9 z10");
+	decide(fx);			/* batch 2 never written: a crash */
+	run_close(fx);
+
+	run_open(fx);
+	next_batch(fx);
+	add(fx, "r1\t" A);
+	add(fx, "r3\t" A2);
+	add(fx, "\t" "z1 z2 z3 z4 z5 z6 z7 z8 z9 z10");
+	add(fx, "\t" B);
+	decide(fx);
+	expect(fx, 0, V_DUPLICATE, "r1");
+	assert_true(fx->vs[0].seen);
+	expect(fx, 1, V_UNIQUE, NULL);
+	assert_true(fx->vs[1].replay);
+	expect(fx, 2, V_UNIQUE, NULL);
+	assert_true(fx->vs[2].replay);
+	expect(fx, 3, V_DUPLICATE, "r2");
+	assert_false(fx->vs[3].seen);
+	assert_int_equal(docs(fx), 4);	/* nothing indexed again */
+	/* The replays are written: they are carved out of their range. */
+	replays[0] = fx->vs[1].self;
+	replays[1] = fx->vs[2].self;
+	assert_true(replays[0] != 0 && replays[1] != 0);
+	delivered(fx, replays, 2);
+	/* Written by this run already: seen, or a duplicate (no id). */
+	written_before(fx);
+	run_close(fx);
+	/* A later run: the replays' delivery was recorded. */
+	run_open(fx);
+	written_before(fx);
 }
 
 int
@@ -393,6 +475,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_signature, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_replay, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_undelivered, setup,
+		    teardown),
 	};
 
 	log_init("test_filter");

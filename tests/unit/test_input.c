@@ -1,8 +1,9 @@
 /*
  * Unit tests for input.c: records cut at the delimiter (newline or NUL),
  * the last record of a file without one, records over the limit (shorter
- * and longer than the read buffer), several files, a missing file, stdin,
- * and input_wait/input_wait_or on a pipe and on a regular file.
+ * and longer than the read buffer), mbox framing with CRLF line ends,
+ * several files, a missing file, stdin, input_wait/input_wait_or on a pipe
+ * and on a regular file, and gzip streamed from a pipe.
  */
 
 #include "config.h"
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <zlib.h>
 
 #include "mhfilter.h"
 
@@ -198,6 +200,80 @@ test_huge(void **state)
 	free(data);
 }
 
+/*
+ * An mbox written on Windows: messages are cut before a "From " line after
+ * a CRLF blank line (which belongs to neither), not before one inside a
+ * paragraph or a quoted one; the last one loses the blank line before the
+ * end of the file.  Bytes are kept as read.
+ */
+static void
+test_mbox_crlf(void **state)
+{
+	static const char	 m1[] = "From a Tue Jul  1 10:00:00 2025\r\n"
+	    "Subject: one\r\n\r\nbody\r\nFrom inside\r\n";
+	static const char	 m2[] = "From b Tue Jul  1 10:00:00 2025\r\n"
+	    "Subject: two\r\n\r\n>From the start.\r\n";
+	static const char	 m3[] = "From c Tue Jul  1 10:00:00 2025\r\n"
+	    "Subject: three\r\n\r\nlast\r\n";
+	static const struct want want[] = {
+		{ m1, sizeof m1 - 1, 1, NULL, 1 },
+		{ m2, sizeof m2 - 1, 1, NULL, 7 },
+		{ m3, sizeof m3 - 1, 0, NULL, 12 },
+	};
+	struct buf		 b = { 0 };
+
+	buf_append(&b, m1, sizeof m1 - 1);
+	buf_append(&b, "\r\n", 2);
+	buf_append(&b, m2, sizeof m2 - 1);
+	buf_append(&b, "\r\n", 2);
+	buf_append(&b, m3, sizeof m3 - 1);
+	expect_file(b.data, b.len, INPUT_MBOX, 1000, want, 3);
+	/* The blank line before the end of the file is no part of m3. */
+	buf_append(&b, "\r\n", 2);
+	expect_file(b.data, b.len, INPUT_MBOX, 1000, want, 3);
+	buf_free(&b);
+}
+
+/*
+ * A CRLF separator across two reads (input.c reads 256 KiB first), at
+ * every offset: the first message kept whole under the limit, reported
+ * with its length over it, and the next one intact either way.
+ */
+static void
+test_mbox_crlf_reads(void **state)
+{
+	static const char	 m2[] = "From b Tue Jul  1 10:00:00 2025\r\n"
+	    "Subject: two\r\n\r\nshort\r\n";
+	const size_t		 chunk = 256 * 1024;
+	struct want		 want[2];
+	struct buf		 b = { 0 };
+	size_t			 len1, i, shift, lines;
+
+	for (shift = 0; shift <= 10; shift++) {
+		/* Message 1 ends its last line at chunk - shift. */
+		len1 = chunk - shift;
+		b.len = 0;
+		buf_append(&b, "From a Tue Jul  1 10:00:00 2025\r\n", 33);
+		for (lines = 1; b.len < len1; lines++) {
+			/* Lines of 72 bytes, the last of 72 to 143. */
+			i = len1 - b.len < 144 ? len1 - b.len : 72;
+			while (i-- > 2)
+				buf_append(&b, "x", 1);
+			buf_append(&b, "\r\n", 2);
+		}
+		assert_int_equal(b.len, len1);
+		buf_append(&b, "\r\n", 2);
+		buf_append(&b, m2, sizeof m2 - 1);
+		want[0] = (struct want){ b.data, len1, 1, NULL, 1 };
+		want[1] = (struct want){ m2, sizeof m2 - 1, 0, NULL,
+		    lines + 2 };
+		expect_file(b.data, b.len, INPUT_MBOX, 1024 * 1024, want, 2);
+		want[0].data = NULL;
+		expect_file(b.data, b.len, INPUT_MBOX, 1000, want, 2);
+	}
+	buf_free(&b);
+}
+
 /* Many short records across the buffer's refills, in order. */
 static void
 test_many(void **state)
@@ -345,6 +421,75 @@ test_stdin(void **state)
 	close(saved);
 }
 
+/* Compress len bytes of data with gzip into out, flushed: a part. */
+static size_t
+gzip_part(z_stream *z, const char *data, size_t len, int flush,
+    unsigned char *out, size_t size)
+{
+	z->next_in = (unsigned char *)data;
+	z->avail_in = len;
+	z->next_out = out;
+	z->avail_out = size;
+	assert_true(deflate(z, flush) != Z_STREAM_ERROR);
+	assert_int_equal(z->avail_in, 0);
+	return (size - z->avail_out);
+}
+
+/*
+ * Gzip from a pipe, streamed: a producer that sends a flushed part and
+ * pauses gets the records in it answered without more input; the rest,
+ * in another member, follows; the end of the data is the end of input.
+ */
+static void
+test_gzip_stream(void **state)
+{
+	struct input	*in;
+	struct rawrec	 rr;
+	z_stream	 z;
+	unsigned char	 out[256];
+	char		*cause = NULL;
+	size_t		 n;
+	int		 p[2], saved;
+
+	saved = dup(STDIN_FILENO);
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(dup2(p[0], STDIN_FILENO), STDIN_FILENO);
+	close(p[0]);
+	in = input_open(NULL, 0, '\n', 100);
+
+	memset(&z, 0, sizeof z);
+	assert_int_equal(deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8,
+	    Z_DEFAULT_STRATEGY), Z_OK);
+	n = gzip_part(&z, "one\ntw", 6, Z_SYNC_FLUSH, out, sizeof out);
+	assert_int_equal(write(p[1], out, n), (ssize_t)n);
+	assert_int_equal(input_next(in, &rr, &cause), 1);
+	assert_int_equal(rr.len, 3);
+	assert_memory_equal(rr.data, "one", 3);
+	/* Half a record decoded, nothing more sent: not ready. */
+	assert_false(input_wait(in, 10));
+	n = gzip_part(&z, "o\n", 2, Z_FINISH, out, sizeof out);
+	assert_int_equal(write(p[1], out, n), (ssize_t)n);
+	deflateEnd(&z);
+	assert_int_equal(input_next(in, &rr, &cause), 1);
+	assert_memory_equal(rr.data, "two", 3);
+	/* A second member. */
+	memset(&z, 0, sizeof z);
+	assert_int_equal(deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8,
+	    Z_DEFAULT_STRATEGY), Z_OK);
+	n = gzip_part(&z, "three\n", 6, Z_FINISH, out, sizeof out);
+	deflateEnd(&z);
+	assert_int_equal(write(p[1], out, n), (ssize_t)n);
+	close(p[1]);
+	assert_int_equal(input_next(in, &rr, &cause), 1);
+	assert_int_equal(rr.len, 5);
+	assert_memory_equal(rr.data, "three", 5);
+	assert_int_equal(input_next(in, &rr, &cause), 0);
+	input_close(in);
+
+	assert_int_equal(dup2(saved, STDIN_FILENO), STDIN_FILENO);
+	close(saved);
+}
+
 /* Run the tests, each bounded by an alarm as in memcached's testapp. */
 int
 main(void)
@@ -354,10 +499,13 @@ main(void)
 		cmocka_unit_test(test_nul),
 		cmocka_unit_test(test_toolong),
 		cmocka_unit_test(test_huge),
+		cmocka_unit_test(test_mbox_crlf),
+		cmocka_unit_test(test_mbox_crlf_reads),
 		cmocka_unit_test(test_many),
 		cmocka_unit_test(test_files),
 		cmocka_unit_test(test_missing),
 		cmocka_unit_test(test_stdin),
+		cmocka_unit_test(test_gzip_stream),
 	};
 
 	alarm(60);

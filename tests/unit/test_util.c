@@ -241,6 +241,48 @@ test_format(void **state)
 	assert_int_equal(buf[5], 'x');
 }
 
+/*
+ * Numbers and sizes: a negative number is out of range, not "not a
+ * number"; a size's limits are written with the largest exact suffix.
+ */
+static void
+test_numbers(void **state)
+{
+	static const struct {
+		int		 size;
+		const char	*in;
+		uint64_t	 lo, hi;
+		const char	*cause;		/* NULL: accepted */
+	} cases[] = {
+		{ 0, "-1", 1, 1000000, "'-1' is out of range (1 to 1000000)" },
+		{ 0, "-x", 1, 10, "'-x' is not a number" },
+		{ 0, "12", 1, 100, NULL },
+		{ 1, "1", 1 << 16, 1ULL << 40,
+		    "'1' is out of range (64K to 1T bytes)" },
+		{ 1, "-1", 1, 1ULL << 30, "'-1' is out of range (1 to 1G bytes)" },
+		{ 1, "2T", 1, 1ULL << 40, "out of range" },
+		{ 1, "1T", 1, 1ULL << 40, NULL },
+		{ 1, "3x", 1, 1000, "'3x' is not a size" },
+	};
+	char		*cause;
+	uint64_t	 v;
+	size_t		 i;
+	int		 rv;
+
+	for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		cause = NULL;
+		rv = (cases[i].size ? parse_size : parse_uint)(cases[i].in,
+		    cases[i].lo, cases[i].hi, &v, &cause);
+		if ((rv == 0) != (cases[i].cause == NULL))
+			fail_msg("\"%s\": returned %d (%s)", cases[i].in, rv,
+			    cause ? cause : "no cause");
+		if (rv != 0 && strstr(cause, cases[i].cause) == NULL)
+			fail_msg("\"%s\": cause \"%s\", want \"%s\"",
+			    cases[i].in, cause, cases[i].cause);
+		free(cause);
+	}
+}
+
 /* Run the tests, each bounded by an alarm as in memcached's testapp. */
 int
 main(void)
@@ -249,6 +291,7 @@ main(void)
 		cmocka_unit_test(test_duration),
 		cmocka_unit_test(test_time),
 		cmocka_unit_test(test_format),
+		cmocka_unit_test(test_numbers),
 	};
 
 	alarm(60);
