@@ -19,6 +19,13 @@
  * Delivery is at least once: a command whose connection broke before its
  * reply came may have run, and it is sent again.  hiredis writes with
  * write(2), so the program must ignore SIGPIPE.
+ *
+ * Authentication: with cluster_auth's credentials every connection, to a
+ * seed, a node of the slot map, a MOVED or ASK target or the same node
+ * again after a failure, starts with AUTH.  A refused AUTH, and NOAUTH or
+ * NOPERM in any reply, are not transient: the next call fails at once
+ * with "authentication failed" and the node's address (never the
+ * password), so that nothing is written.
  */
 
 #include "config.h"
@@ -108,7 +115,12 @@ struct cluster {
 	int		 wait_ms;
 	uint64_t	 roundtrips;
 	char		*lasterr;	/* the last transient error */
+	char		*authfail;	/* AUTH refused: give up */
 };
+
+/* cluster_auth's credentials, for every connection. */
+static char	*auth_user;
+static char	*auth_pass;
 
 static unsigned	 crc16(const char *, size_t);
 static int	 cluster_split(const char *, size_t, char **, int *,
@@ -125,6 +137,9 @@ static void	 node_free(struct cnode *);
 static void	 node_trouble(struct cluster *, struct cnode *, const char *);
 static void	 node_fail(struct cluster *, struct cnode *);
 static int	 node_connect(struct cluster *, struct cnode *, double);
+static int	 node_auth(struct cluster *, struct cnode *);
+static int	 node_denied(struct cluster *, struct cnode *,
+		     const redisReply *);
 static void	 node_push(struct cnode *, size_t);
 static void	 node_unanswer(struct cluster *, struct cnode *);
 static int	 cluster_install(struct cluster *, struct cnode *,
@@ -594,6 +609,8 @@ node_connect(struct cluster *c, struct cnode *n, double deadline)
 		n->ctx = ctx;
 		n->tv = -1;
 		redisEnableKeepAlive(ctx);	/* connections last months */
+		if (node_auth(c, n) != 0)
+			return (-1);
 	}
 	if (t != n->tv) {
 		if (redisSetTimeout(n->ctx, tv) != REDIS_OK) {
@@ -603,6 +620,74 @@ node_connect(struct cluster *c, struct cnode *n, double deadline)
 		n->tv = t;
 	}
 	return (0);
+}
+
+/*
+ * Set the credentials of every later connection: a password, with an ACL
+ * user or (user NULL) for the default user; pass NULL for none.
+ */
+void
+cluster_auth(const char *user, const char *pass)
+{
+	if (auth_pass != NULL)
+		explicit_bzero(auth_pass, strlen(auth_pass));
+	free(auth_user);
+	free(auth_pass);
+	auth_user = user != NULL ? xstrdup(user) : NULL;
+	auth_pass = pass != NULL ? xstrdup(pass) : NULL;
+}
+
+/*
+ * Authenticate a new connection, if there are credentials.  Returns 0, or
+ * -1 after a broken connection (transient) or a refusal (c->authfail).
+ */
+static int
+node_auth(struct cluster *c, struct cnode *n)
+{
+	redisReply	*r;
+
+	if (auth_pass == NULL)
+		return (0);
+	if (auth_user != NULL)
+		r = redisCommand(n->ctx, "AUTH %s %s", auth_user, auth_pass);
+	else
+		r = redisCommand(n->ctx, "AUTH %s", auth_pass);
+	if (r == NULL) {
+		node_fail(c, n);
+		return (-1);
+	}
+	if (r->type == REDIS_REPLY_ERROR) {
+		/* Redis's message names neither the password nor the user. */
+		if (c->authfail == NULL)
+			xasprintf(&c->authfail, "redis %s:%d: authentication "
+			    "failed%s%s: %s", n->host, n->port,
+			    auth_user != NULL ? " for user " : "",
+			    auth_user != NULL ? auth_user : "", r->str);
+		freeReplyObject(r);
+		node_close(n);
+		return (-1);
+	}
+	freeReplyObject(r);
+	return (0);
+}
+
+/*
+ * Whether an error reply says the connection lacks credentials (NOAUTH)
+ * or permissions (NOPERM): then c->authfail is set, and it is not retried.
+ */
+static int
+node_denied(struct cluster *c, struct cnode *n, const redisReply *r)
+{
+	if (strncmp(r->str, "NOAUTH", 6) != 0 &&
+	    strncmp(r->str, "NOPERM", 6) != 0 &&
+	    strncmp(r->str, "WRONGPASS", 9) != 0)
+		return (0);
+	if (c->authfail == NULL)
+		xasprintf(&c->authfail, "redis %s:%d: authentication failed%s: "
+		    "%s", n->host, n->port, strncmp(r->str, "NOAUTH", 6) == 0 ?
+		    " (a password is needed: --redis-password-file)" : "",
+		    r->str);
+	return (1);
 }
 
 /* Add a command to a node's list for this attempt. */
@@ -738,7 +823,7 @@ cluster_fetch(struct cluster *c, struct cnode *n, double deadline)
 		rv = -1;
 		if (strstr(r->str, "cluster support disabled") != NULL)
 			rv = 1;
-		else
+		else if (!node_denied(c, n, r))
 			node_trouble(c, n, r->str);
 		freeReplyObject(r);
 		return (rv);
@@ -932,8 +1017,16 @@ cluster_connect(const char *hosts, double timeout, char **cause)
 				cluster_single(c, n);
 				goto done;
 			}
+			if (c->authfail != NULL)
+				break;
 		}
 		left = deadline - now_seconds();
+		if (c->authfail != NULL) {
+			*cause = c->authfail;
+			c->authfail = NULL;
+			cluster_close(c);
+			return (NULL);
+		}
 		if (left <= 0) {
 			xasprintf(cause, "%s (gave up after %g s)",
 			    c->lasterr != NULL ? c->lasterr : hosts, timeout);
@@ -975,6 +1068,7 @@ cluster_close(struct cluster *c)
 	buf_free(&c->wire);
 	free(c->cmds);
 	free(c->lasterr);
+	free(c->authfail);
 	free(c);
 }
 
@@ -1065,8 +1159,9 @@ cluster_classify(struct cluster *c, struct cnode *n, struct ccmd *cmd,
 		freeReplyObject(r);
 		return (ATT_REDIRECT);
 	}
-	if (cluster_transient(r->str)) {
-		node_trouble(c, n, r->str);
+	if (cluster_transient(r->str) || node_denied(c, n, r)) {
+		if (c->authfail == NULL)
+			node_trouble(c, n, r->str);
 		freeReplyObject(r);
 		return (ATT_BACKOFF);
 	}
@@ -1265,6 +1360,11 @@ cluster_exec(struct cluster *c, char **cause)
 		    now_seconds() - c->refreshed > CLUSTER_REFRESH)
 			cluster_refresh(c, deadline);
 		flags = cluster_attempt(c, deadline, &waitcause);
+		if (c->authfail != NULL) {
+			free(waitcause);
+			*cause = xstrdup(c->authfail);
+			return (-1);
+		}
 		if (flags & ATT_WAITFAIL) {
 			*cause = waitcause;
 			return (-1);

@@ -61,10 +61,14 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/listener.h>
 #include <event2/util.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 
 #include "mhfilter.h"
 
@@ -77,7 +81,7 @@
 #define STATUS_SECS	1.0		/* systemd STATUS= at most this often */
 #define COMMAND		"#mhfilter "	/* a record starting so is a command */
 #define COMMAND_MAX	256
-#define SOCKNAME_MAX	192		/* "unix:" and a path, or tcp: */
+#define SOCKNAME_MAX	192		/* "unix:" and a path, tcp:, tls: */
 #define BATCHES_AHEAD	2		/* one deciding, one in phase 1 */
 #define READ_MAX	(256 * 1024)	/* bytes read from a client at once */
 
@@ -89,6 +93,9 @@
 struct client {
 	struct daemon		*d;
 	struct bufferevent	*bev;
+	SSL			*ssl;		/* tls: listeners; else NULL */
+	int			 tls_up;	/* the handshake is done */
+	int			 tls_done;	/* close_notify sent, or broken */
 	uint64_t		 conn;		/* connection number, from 1 */
 	char			 peer[80];
 	uint64_t		 recno;		/* records read, from 1 */
@@ -121,6 +128,7 @@ struct listener {
 	struct evconnlistener	*ev;
 	char			*name;
 	char			*unlink;	/* socket file made by us */
+	int			 tls;		/* a tls: listener */
 };
 
 /* The upper bounds (s) of mhfilter_batch_duration_seconds's buckets. */
@@ -138,6 +146,7 @@ struct daemon {
 	int			 outfd;
 	struct listener		*ls;
 	size_t			 nls;
+	SSL_CTX			*tls;		/* for new TLS connections */
 	struct event		*resume;	/* listen again (EMFILE) */
 	struct evhttp		*http;
 	struct clients		 clients;
@@ -164,6 +173,7 @@ struct daemon {
 	double			 batch_sum;
 	uint64_t		 connections;
 	uint64_t		 rejected;
+	uint64_t		 tls_refused;	/* failed TLS handshakes */
 	int			 failing;	/* the last batch failed */
 	int			 stopping;
 	int			 status;	/* exit status */
@@ -192,12 +202,16 @@ struct dstat {
 
 static int	daemon_listen(struct daemon *, const char *, char **);
 static int	daemon_listen_unix(struct daemon *, const char *, char **);
-static int	daemon_listen_tcp(struct daemon *, const char *, char **);
+static int	daemon_listen_tcp(struct daemon *, const char *, int,
+		    char **);
+static int	daemon_resolve(const char *, struct addrinfo **, char **);
+static int	daemon_loopback(const struct sockaddr *);
+static void	daemon_tls_reload(struct daemon *);
 static int	daemon_activated(struct daemon *, char **);
 static int	daemon_http(struct daemon *, char **);
 static int	daemon_http_bind(struct daemon *, char **);
 static int	daemon_add_listener(struct daemon *, int, const char *,
-		    const char *, char **);
+		    const char *, int, char **);
 static void	daemon_sockname(int, char *, size_t);
 static void	daemon_accept(struct evconnlistener *, evutil_socket_t,
 		    struct sockaddr *, int, void *);
@@ -222,8 +236,10 @@ static void	daemon_process_metrics(struct evbuffer *);
 static void	daemon_healthz(struct evhttp_request *, void *);
 static void	daemon_notfound(struct evhttp_request *, void *);
 
-static struct client *client_new(struct daemon *, int, const char *);
-static void	daemon_refuse(struct daemon *, int);
+static struct client *client_new(struct daemon *, int, const char *, int);
+static void	client_close_notify(struct client *);
+static void	client_tls_failed(struct client *);
+static void	daemon_refuse(struct daemon *, int, int);
 static void	client_free(struct client *);
 static void	client_read(struct bufferevent *, void *);
 static void	client_write(struct bufferevent *, void *);
@@ -329,7 +345,7 @@ daemon_sockname(int fd, char *out, size_t len)
 /* Serve the protocol on a listening socket. */
 static int
 daemon_add_listener(struct daemon *d, int fd, const char *name,
-    const char *unlinkpath, char **cause)
+    const char *unlinkpath, int tls, char **cause)
 {
 	struct listener	*l;
 
@@ -347,6 +363,7 @@ daemon_add_listener(struct daemon *d, int fd, const char *name,
 	evconnlistener_set_error_cb(l->ev, daemon_accept_error);
 	l->name = xstrdup(name);
 	l->unlink = unlinkpath != NULL ? xstrdup(unlinkpath) : NULL;
+	l->tls = tls;
 	d->nls++;
 	log_info("listening on %s", name);
 	return (0);
@@ -401,24 +418,28 @@ daemon_listen_unix(struct daemon *d, const char *path, char **cause)
 		goto fail;
 	}
 	snprintf(name, sizeof name, "unix:%s", path);
-	return (daemon_add_listener(d, fd, name, path, cause));
+	return (daemon_add_listener(d, fd, name, path, 0, cause));
 
 fail:
 	xasprintf(cause, "--listen unix:%s: %s", path, strerror(errno));
 	return (-1);
 }
 
-/* Listen on every address a TCP host:port resolves to (port 0: any). */
+/*
+ * Resolve the HOST:PORT of a tcp: or tls: listener (spec is "tcp:..." or
+ * "tls:..."; an empty HOST or "*" is every address, [V6] an IPv6 one).
+ * Returns 0 with the addresses in *res, or -1 with a cause.
+ */
 static int
-daemon_listen_tcp(struct daemon *d, const char *spec, char **cause)
+daemon_resolve(const char *spec, struct addrinfo **res, char **cause)
 {
-	struct addrinfo	 hints, *res, *ai;
-	char		*host, *port, name[SOCKNAME_MAX];
-	int		 fd, on = 1, rc, bound = 0, errsv = 0;
+	struct addrinfo	 hints;
+	char		*host, *port;
+	int		 rc;
 
-	host = xstrdup(spec);
+	host = xstrdup(spec + 4);
 	if ((port = strrchr(host, ':')) == NULL || port[1] == '\0') {
-		xasprintf(cause, "--listen tcp:%s: use tcp:HOST:PORT", spec);
+		xasprintf(cause, "--listen %s: use %.3s:HOST:PORT", spec, spec);
 		free(host);
 		return (-1);
 	}
@@ -432,13 +453,108 @@ daemon_listen_tcp(struct daemon *d, const char *spec, char **cause)
 	hints.ai_socktype = SOCK_STREAM;
 	hints.ai_flags = AI_PASSIVE;
 	rc = getaddrinfo(*host == '\0' || strcmp(host, "*") == 0 ? NULL :
-	    host, port, &hints, &res);
+	    host, port, &hints, res);
+	free(host);
 	if (rc != 0) {
-		xasprintf(cause, "--listen tcp:%s: %s", spec,
-		    gai_strerror(rc));
-		free(host);
+		xasprintf(cause, "--listen %s: %s", spec, gai_strerror(rc));
 		return (-1);
 	}
+	return (0);
+}
+
+/* Whether an address is a loopback one: 127.0.0.0/8 or ::1. */
+static int
+daemon_loopback(const struct sockaddr *sa)
+{
+	const struct sockaddr_in	*sin;
+	const struct sockaddr_in6	*sin6;
+	const uint8_t			*b;
+
+	if (sa->sa_family == AF_INET) {
+		sin = (const struct sockaddr_in *)sa;
+		return ((ntohl(sin->sin_addr.s_addr) >> 24) == 127);
+	}
+	if (sa->sa_family != AF_INET6)
+		return (0);
+	sin6 = (const struct sockaddr_in6 *)sa;
+	if (IN6_IS_ADDR_LOOPBACK(&sin6->sin6_addr))
+		return (1);
+	b = sin6->sin6_addr.s6_addr;
+	return (IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr) && b[12] == 127);
+}
+
+/*
+ * Check the --listen addresses before anything starts: a plaintext tcp:
+ * listener on an address other than loopback needs --trusted-network
+ * (records and replies would cross the network in clear, and anyone there
+ * could query the index); a tls: one needs --tls-cert and --tls-key, and
+ * those need a tls: listener or sockets from systemd (one named tls).
+ * Returns 0, or -1 with a cause.
+ */
+int
+daemon_check_listen(const struct daemon_opts *o, char **cause)
+{
+	struct addrinfo	*res, *ai;
+	size_t		 i, ntls = 0;
+	int		 open;
+
+	for (i = 0; i < o->nlisten; i++) {
+		if (strncmp(o->listen[i], "tls:", 4) == 0)
+			ntls++;
+		if (strncmp(o->listen[i], "tcp:", 4) != 0 ||
+		    o->trusted_network)
+			continue;
+		if (daemon_resolve(o->listen[i], &res, cause) != 0) {
+			/* daemon_listen says so, as for any address. */
+			free(*cause);
+			*cause = NULL;
+			continue;
+		}
+		for (open = 0, ai = res; ai != NULL; ai = ai->ai_next)
+			open |= !daemon_loopback(ai->ai_addr);
+		freeaddrinfo(res);
+		if (open) {
+			xasprintf(cause, "--listen %s: refused: plaintext TCP "
+			    "beyond loopback lets anyone on the network read "
+			    "the records and query the index; use "
+			    "tls:HOST:PORT with --tls-cert and --tls-key (and "
+			    "--tls-client-ca), or say --trusted-network",
+			    o->listen[i]);
+			return (-1);
+		}
+	}
+	if (ntls > 0 && (o->tls.cert == NULL || o->tls.key == NULL)) {
+		xasprintf(cause, "--listen tls:...: needs --tls-cert and "
+		    "--tls-key");
+		return (-1);
+	}
+	/* (Sockets from systemd named tls are checked when taken.) */
+	if (ntls == 0 && notify_listen_count() <= 0 && (o->tls.cert != NULL ||
+	    o->tls.key != NULL || o->tls.client_ca != NULL)) {
+		xasprintf(cause, "--tls-cert, --tls-key and --tls-client-ca "
+		    "go with --listen tls:HOST:PORT");
+		return (-1);
+	}
+	if ((o->tls.cert == NULL) != (o->tls.key == NULL)) {
+		xasprintf(cause, "--tls-cert and --tls-key go together");
+		return (-1);
+	}
+	return (0);
+}
+
+/*
+ * Listen on every address the HOST:PORT of a tcp: or tls: spec resolves
+ * to (port 0: any); tls says which.
+ */
+static int
+daemon_listen_tcp(struct daemon *d, const char *spec, int tls, char **cause)
+{
+	struct addrinfo	*res, *ai;
+	char		 name[SOCKNAME_MAX];
+	int		 fd, on = 1, bound = 0, errsv = 0;
+
+	if (daemon_resolve(spec, &res, cause) != 0)
+		return (-1);
 	for (ai = res; ai != NULL; ai = ai->ai_next) {
 		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC,
 		    ai->ai_protocol);
@@ -457,17 +573,17 @@ daemon_listen_tcp(struct daemon *d, const char *spec, char **cause)
 			continue;
 		}
 		daemon_sockname(fd, name, sizeof name);
-		if (daemon_add_listener(d, fd, name, NULL, cause) != 0) {
+		if (tls)
+			memcpy(name, "tls", 3);		/* was "tcp" */
+		if (daemon_add_listener(d, fd, name, NULL, tls, cause) != 0) {
 			freeaddrinfo(res);
-			free(host);
 			return (-1);
 		}
 		bound++;
 	}
 	freeaddrinfo(res);
-	free(host);
 	if (bound == 0) {
-		xasprintf(cause, "--listen tcp:%s: %s", spec,
+		xasprintf(cause, "--listen %s: %s", spec,
 		    strerror(errsv != 0 ? errsv : EADDRNOTAVAIL));
 		return (-1);
 	}
@@ -481,14 +597,18 @@ daemon_listen(struct daemon *d, const char *spec, char **cause)
 	if (strncmp(spec, "unix:", 5) == 0)
 		return (daemon_listen_unix(d, spec + 5, cause));
 	if (strncmp(spec, "tcp:", 4) == 0)
-		return (daemon_listen_tcp(d, spec + 4, cause));
-	xasprintf(cause, "--listen %s: use unix:PATH or tcp:HOST:PORT", spec);
+		return (daemon_listen_tcp(d, spec, 0, cause));
+	if (strncmp(spec, "tls:", 4) == 0)
+		return (daemon_listen_tcp(d, spec, 1, cause));
+	xasprintf(cause, "--listen %s: use unix:PATH, tcp:HOST:PORT or "
+	    "tls:HOST:PORT", spec);
 	return (-1);
 }
 
 /*
  * Take the sockets systemd passed (socket activation).  One named "http"
- * (FileDescriptorName=http) serves /metrics; the others the protocol.
+ * (FileDescriptorName=http) serves /metrics, those named "tls" the
+ * protocol in TLS (with --tls-cert), the others the protocol.
  */
 static int
 daemon_activated(struct daemon *d, char **cause)
@@ -496,7 +616,7 @@ daemon_activated(struct daemon *d, char **cause)
 	struct notify_fd	*fds;
 	char			 name[SOCKNAME_MAX];
 	size_t			 n, i;
-	int			 on, rv = 0;
+	int			 on, tls, rv = 0;
 	socklen_t		 len;
 
 	n = notify_listen_fds(&fds);
@@ -531,9 +651,20 @@ daemon_activated(struct daemon *d, char **cause)
 			log_info("serving HTTP on %s (from systemd)", name);
 			continue;
 		}
+		tls = strcmp(fds[i].name, "tls") == 0;
+		if (tls && d->tls == NULL) {
+			xasprintf(cause, "%s: a socket named tls (from systemd) "
+			    "needs --tls-cert and --tls-key", name);
+			close(fds[i].fd);
+			rv = -1;
+			continue;
+		}
+		if (tls && strncmp(name, "tcp:", 4) == 0)
+			memcpy(name, "tls", 3);		/* was "tcp" */
 		if (strlen(name) + 16 <= sizeof name)
 			strcat(name, " (from systemd)");
-		if (daemon_add_listener(d, fds[i].fd, name, NULL, cause) != 0)
+		if (daemon_add_listener(d, fds[i].fd, name, NULL, tls,
+		    cause) != 0)
 			rv = -1;
 	}
 	for (i = 0; i < n; i++)
@@ -590,8 +721,9 @@ daemon_http_bind(struct daemon *d, char **cause)
 		memmove(host, host + 1, strlen(host));
 		host[strlen(host) - 1] = '\0';
 	}
+	/* Metrics are not for everyone: no host is loopback, not any. */
 	bs = evhttp_bind_socket_with_handle(d->http,
-	    *host == '\0' ? "0.0.0.0" : host, p);
+	    *host == '\0' ? "127.0.0.1" : host, p);
 	if (bs == NULL) {
 		xasprintf(cause, "--http %s: cannot listen: %s", d->o->http,
 		    strerror(errno));
@@ -654,7 +786,13 @@ daemon_accept(struct evconnlistener *l, evutil_socket_t fd,
 	struct client	*c;
 	char		 peer[80], host[INET6_ADDRSTRLEN], port[16];
 	static double	 warned;
+	size_t		 i;
+	int		 tls = 0;
 
+	for (i = 0; i < d->nls; i++) {
+		if (d->ls[i].ev == l)
+			tls = d->ls[i].tls;
+	}
 	if (d->stopping) {
 		close(fd);
 		return;
@@ -669,10 +807,10 @@ daemon_accept(struct evconnlistener *l, evutil_socket_t fd,
 
 	if (d->nclients - d->nadmitted >= REFUSED_MAX(d->o->max_clients)) {
 		/* Too many refused ones still lingering: say so briefly. */
-		daemon_refuse(d, fd);
+		daemon_refuse(d, fd, tls);
 		return;
 	}
-	c = client_new(d, fd, peer);
+	c = client_new(d, fd, peer, tls);
 	if (d->nadmitted >= d->o->max_clients) {
 		d->rejected++;
 		if (now_seconds() - warned >= 10) {
@@ -695,14 +833,20 @@ daemon_accept(struct evconnlistener *l, evutil_socket_t fd,
  * the busy line written at once (a new socket's buffer takes it), the
  * write side shut, and what the client sent so far read, so that closing
  * does not reset the connection (a reset can destroy the line unread).
+ * A TLS client could not read a plaintext line: it is only closed.
  */
 static void
-daemon_refuse(struct daemon *d, int fd)
+daemon_refuse(struct daemon *d, int fd, int tls)
 {
 	struct buf	 b = { 0 };
 	char		 msg[80], drop[4096];
 	int		 i;
 
+	d->rejected++;
+	if (tls) {
+		close(fd);
+		return;
+	}
 	snprintf(msg, sizeof msg, "too many clients (--max-clients %" PRIu64
 	    ")", d->o->max_clients);
 	reply_error(&b, NULL, 0, "busy", msg);
@@ -713,12 +857,15 @@ daemon_refuse(struct daemon *d, int fd)
 	    i++)
 		;
 	close(fd);
-	d->rejected++;
 }
 
-/* Make a client for an accepted connection. */
+/*
+ * Make a client for an accepted connection.  On a tls: listener its
+ * bufferevent is an OpenSSL one, with the current context: the rest of
+ * the client's code is the same for every transport.
+ */
 static struct client *
-client_new(struct daemon *d, int fd, const char *peer)
+client_new(struct daemon *d, int fd, const char *peer, int tls)
 {
 	struct client	*c;
 	struct timeval	 tv;
@@ -728,7 +875,24 @@ client_new(struct daemon *d, int fd, const char *peer)
 	c->conn = ++d->connections;
 	snprintf(c->peer, sizeof c->peer, "%s", peer);
 	evutil_make_socket_nonblocking(fd);
-	c->bev = bufferevent_socket_new(d->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (tls) {
+		if ((c->ssl = SSL_new(d->tls)) == NULL)
+			fatalx("SSL_new failed");
+		/*
+		 * Deferred callbacks: libevent reports the end of a TLS
+		 * stream from the read that also took the stream's last
+		 * bytes, before they are in the input buffer; deferred, the
+		 * read callback runs first and the last records count.
+		 */
+		c->bev = bufferevent_openssl_socket_new(d->base, fd, c->ssl,
+		    BUFFEREVENT_SSL_ACCEPTING,
+		    BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+		/* A client may end with a TCP FIN, without close_notify. */
+		if (c->bev != NULL)
+			bufferevent_openssl_set_allow_dirty_shutdown(c->bev, 1);
+	} else
+		c->bev = bufferevent_socket_new(d->base, fd,
+		    BEV_OPT_CLOSE_ON_FREE);
 	if (c->bev == NULL)
 		fatalx("bufferevent_socket_new failed");
 	bufferevent_setcb(c->bev, client_read, client_write, client_event, c);
@@ -763,8 +927,10 @@ client_free(struct client *c)
 	d->nclients--;
 	if (c->admitted)
 		d->nadmitted--;
-	bufferevent_free(c->bev);
+	client_close_notify(c);
+	bufferevent_free(c->bev);	/* and SSL_free */
 	c->bev = NULL;
+	c->ssl = NULL;
 	free(c->last);
 	c->last = NULL;
 	if (c->pending > 0)
@@ -866,11 +1032,69 @@ client_finish(struct client *c)
 		return;
 	}
 	c->state = C_LINGER;
+	client_close_notify(c);
 	shutdown(bufferevent_getfd(c->bev), SHUT_WR);
 	evbuffer_drain(in, evbuffer_get_length(in));
 	bufferevent_set_timeouts(c->bev, &tv, NULL);
 	bufferevent_setwatermark(c->bev, EV_READ, 0, 0);
 	bufferevent_enable(c->bev, EV_READ);
+}
+
+/*
+ * End a TLS connection properly (close_notify) when its handshake is done,
+ * it did not fail and everything queued was written: the client then
+ * knows the replies were not cut short.  Nothing for plaintext.
+ */
+static void
+client_close_notify(struct client *c)
+{
+	if (c->ssl == NULL || !c->tls_up || c->tls_done ||
+	    evbuffer_get_length(bufferevent_get_output(c->bev)) != 0)
+		return;
+	c->tls_done = 1;
+	if (SSL_shutdown(c->ssl) < 0)
+		tls_error(NULL, 0);	/* empty OpenSSL's error queue */
+}
+
+/*
+ * A TLS connection failed: in the handshake (a plaintext client, no
+ * certificate or one not signed by --tls-client-ca, expired, an old
+ * protocol) or later.  Logged (a handshake failure at most every 10 s,
+ * since anyone who can connect can cause one) and closed.
+ */
+static void
+client_tls_failed(struct client *c)
+{
+	static double	 warned;
+	unsigned long	 e, last = 0;
+	char		 why[256];
+
+	/* Latest first; SSL_get_error's code (no library) comes last. */
+	while ((e = bufferevent_get_openssl_error(c->bev)) != 0) {
+		if (last == 0 && ERR_GET_LIB(e) != 0)
+			last = e;
+	}
+	if (last != 0)
+		tls_reason(last, why, sizeof why);
+	else
+		tls_error(why, sizeof why);
+	if (why[0] == '\0')
+		snprintf(why, sizeof why, "%s",
+		    evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+	tls_verify_error(c->ssl, why, sizeof why);
+	c->tls_done = 1;
+	if (!c->tls_up)
+		c->d->tls_refused++;
+	if (c->tls_up)
+		log_debug("connection %" PRIu64 ": TLS: %s", c->conn, why);
+	else if (now_seconds() - warned >= 10) {
+		warned = now_seconds();
+		log_warnx("connection %" PRIu64 " from %s: TLS handshake "
+		    "failed: %s", c->conn, c->peer, why);
+	} else
+		log_debug("connection %" PRIu64 " from %s: TLS handshake "
+		    "failed: %s", c->conn, c->peer, why);
+	client_free(c);
 }
 
 /* Close the clients whose last bytes were written. */
@@ -927,7 +1151,20 @@ client_event(struct bufferevent *bev, short what, void *arg)
 {
 	struct client	*c = arg;
 	struct evbuffer	*out = bufferevent_get_output(bev);
+	char		 subject[256];
 
+	if (what & BEV_EVENT_CONNECTED) {
+		/* A TLS handshake is done. */
+		c->tls_up = 1;
+		tls_peer(c->ssl, subject, sizeof subject);
+		log_debug("connection %" PRIu64 ": %s, client certificate %s",
+		    c->conn, SSL_get_version(c->ssl), subject);
+		return;
+	}
+	if ((what & BEV_EVENT_ERROR) && c->ssl != NULL) {
+		client_tls_failed(c);
+		return;
+	}
 	if (what & BEV_EVENT_ERROR) {
 		log_debug("connection %" PRIu64 ": %s", c->conn,
 		    evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
@@ -939,7 +1176,12 @@ client_event(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	if (what & BEV_EVENT_EOF) {
-		/* Answer what it sent, then close. */
+		/*
+		 * Answer what it sent, then close.  At the end of a TLS
+		 * stream libevent stops writing too: the replies still go.
+		 */
+		if (c->ssl != NULL)
+			bufferevent_enable(bev, EV_WRITE);
 		c->eof = 1;
 		client_process(c);
 		client_settle(c);
@@ -1436,6 +1678,8 @@ daemon_stats(struct daemon *d, struct dstat *st)
 	S("connections", 1, d->connections, "Connections accepted.");
 	S("rejected", 1, d->rejected, "Connections refused "
 	    "(--max-clients).");
+	S("tls_refused", 1, d->tls_refused, "TLS handshakes that failed "
+	    "(plaintext, no or a refused client certificate).");
 	if (have_is) {
 		S("index_documents", 0, is.docs, "Documents in the index.");
 		S("index_bytes", 0, is.size,
@@ -1792,6 +2036,31 @@ daemon_open_log(struct daemon *d, char **cause)
 	return (0);
 }
 
+/*
+ * SIGHUP: read the TLS certificate, key and client CA again (rotation
+ * without a restart).  New connections get the new context; those already
+ * connected keep theirs.  If the files are bad, the old context stays.
+ */
+static void
+daemon_tls_reload(struct daemon *d)
+{
+	SSL_CTX	*ctx;
+	char	*cause;
+
+	if (d->tls == NULL)
+		return;
+	if ((ctx = tls_context(&d->o->tls, &cause)) == NULL) {
+		log_warnx("SIGHUP: %s; the TLS certificate in use stays",
+		    cause);
+		free(cause);
+		return;
+	}
+	tls_context_free(d->tls);	/* connections hold a reference */
+	d->tls = ctx;
+	log_info("SIGHUP: TLS certificate and key reloaded from %s",
+	    d->o->tls.cert);
+}
+
 /* SIGTERM, SIGINT, SIGHUP, SIGUSR1. */
 static void
 daemon_signal(evutil_socket_t sig, short events, void *arg)
@@ -1818,6 +2087,7 @@ daemon_signal(evutil_socket_t sig, short events, void *arg)
 			free(cause);
 		} else
 			log_info("SIGHUP: output and log reopened");
+		daemon_tls_reload(d);
 		notify_send("READY=1");
 		break;
 	case SIGUSR1:
@@ -1865,8 +2135,12 @@ daemon_run(const struct daemon_opts *o, struct pipeline *p)
 	if ((d->base = event_base_new()) == NULL)
 		fatalx("event_base_new failed");
 	if (daemon_open_log(d, &cause) != 0 ||
-	    daemon_open_output(d, &cause) != 0 ||
-	    daemon_activated(d, &cause) != 0)
+	    daemon_open_output(d, &cause) != 0)
+		goto fail;
+	if (o->tls.cert != NULL &&
+	    (d->tls = tls_context(&o->tls, &cause)) == NULL)
+		goto fail;
+	if (daemon_activated(d, &cause) != 0)
 		goto fail;
 	for (i = 0; i < o->nlisten; i++) {
 		if (daemon_listen(d, o->listen[i], &cause) != 0)
@@ -1940,6 +2214,7 @@ daemon_run(const struct daemon_opts *o, struct pipeline *p)
 	output_close(d->out);
 	if (d->outfd > STDERR_FILENO)
 		close(d->outfd);
+	tls_context_free(d->tls);
 	event_base_free(d->base);
 	return (d->status);
 
@@ -1951,6 +2226,7 @@ fail:
 	output_close(d->out);
 	if (d->outfd > STDERR_FILENO)
 		close(d->outfd);
+	tls_context_free(d->tls);
 	event_base_free(d->base);
 	return (EXIT_ERROR);
 }

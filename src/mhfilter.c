@@ -31,6 +31,7 @@ struct options {
 	struct milter_opts	 m;
 	int			 given;		/* IP_* */
 	const char		*db;
+	const char		*redis_pwfile;	/* --redis-password-file */
 	double			 max_fn;
 	double			 max_fp;
 	int			 explain;
@@ -57,7 +58,8 @@ enum {
 /* Daemon mode's options, and --config (a range of their own). */
 enum {
 	OPT_LISTEN = 512, OPT_BATCH_DELAY, OPT_MAX_CLIENTS, OPT_IDLE_TIMEOUT,
-	OPT_HTTP, OPT_LOG_FILE, OPT_CONFIG
+	OPT_HTTP, OPT_LOG_FILE, OPT_CONFIG, OPT_TLS_CERT, OPT_TLS_KEY,
+	OPT_TLS_CLIENT_CA, OPT_TRUSTED_NETWORK, OPT_REDIS_PASSWORD_FILE
 };
 
 /* Retention and the maintenance modes (a range of their own). */
@@ -129,6 +131,12 @@ static const struct option long_opts[] = {
 	{ "idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT },
 	{ "http", required_argument, NULL, OPT_HTTP },
 	{ "log-file", required_argument, NULL, OPT_LOG_FILE },
+	{ "tls-cert", required_argument, NULL, OPT_TLS_CERT },
+	{ "tls-key", required_argument, NULL, OPT_TLS_KEY },
+	{ "tls-client-ca", required_argument, NULL, OPT_TLS_CLIENT_CA },
+	{ "trusted-network", no_argument, NULL, OPT_TRUSTED_NETWORK },
+	{ "redis-password-file", required_argument, NULL,
+	    OPT_REDIS_PASSWORD_FILE },
 	{ "config", required_argument, NULL, OPT_CONFIG },
 	{ "retain", required_argument, NULL, OPT_RETAIN },
 	{ "max-docs", required_argument, NULL, OPT_MAX_DOCS },
@@ -225,6 +233,8 @@ usage(FILE *f)
 "                           were not delivered: undelivered (default), or\n"
 "                           all of them\n"
 "      --map-size SIZE      initial index map size (default 1G)\n"
+"      --redis-password-file FILE\n"
+"                           Redis AUTH: a line 'password' or 'user password'\n"
 "      --memtable SIZE      memory for band entries not yet merged\n"
 "                           (default 64M)\n"
 "      --threads N          threads that normalise and sign (default:\n"
@@ -244,11 +254,17 @@ usage(FILE *f)
 "  -o, --output FILE        write to FILE (appended in daemon mode)\n"
 "  -v, --verbose            more messages (daemon: each connection)\n"
 "Daemon:\n"
-"      --listen ADDR        serve unix:PATH or tcp:HOST:PORT (repeatable)\n"
+"      --listen ADDR        serve unix:PATH, tls:HOST:PORT or tcp:HOST:PORT\n"
+"                           (repeatable; tcp: on loopback only unless\n"
+"                           --trusted-network)\n"
+"      --tls-cert FILE      tls: the server's certificate chain (PEM)\n"
+"      --tls-key FILE       tls: its private key (PEM); both re-read on SIGHUP\n"
+"      --tls-client-ca FILE tls: require client certificates signed by it\n"
+"      --trusted-network    allow plaintext tcp: beyond loopback\n"
 "      --batch-delay TIME   longest wait before a batch commits (default 5ms)\n"
 "      --max-clients N      clients at once (default 256)\n"
 "      --idle-timeout TIME  close silent clients (default 10m, 0: never)\n"
-"      --http HOST:PORT     serve /metrics and /healthz\n"
+"      --http HOST:PORT     serve /metrics and /healthz (no HOST: loopback)\n"
 "      --log-file FILE      log there, not to stderr (reopened on SIGHUP)\n"
 "      --config FILE        read long options from FILE, key = value\n"
 "Milter (a mail filter for Postfix and Sendmail):\n"
@@ -590,6 +606,21 @@ apply_options(int argc, char **argv, struct options *o)
 			break;
 		case OPT_LOG_FILE:
 			o->d.log_file = optarg;
+			break;
+		case OPT_TLS_CERT:
+			o->d.tls.cert = optarg;
+			break;
+		case OPT_TLS_KEY:
+			o->d.tls.key = optarg;
+			break;
+		case OPT_TLS_CLIENT_CA:
+			o->d.tls.client_ca = optarg;
+			break;
+		case OPT_TRUSTED_NETWORK:
+			o->d.trusted_network = 1;
+			break;
+		case OPT_REDIS_PASSWORD_FILE:
+			o->redis_pwfile = optarg;	/* read by main */
 			break;
 		case OPT_CONFIG:
 			/* Read before the rest by parse_options. */
@@ -1027,6 +1058,7 @@ main(int argc, char **argv)
 {
 	struct options		 o;
 	struct index_params	 asked;
+	char			*cause;
 	int			 status, serve;
 
 	log_init("mhfilter");
@@ -1039,6 +1071,13 @@ main(int argc, char **argv)
 	    o.m.socket != NULL;
 	if (serve && argc > 0 && !o.explain)
 		usage_error("no files in daemon mode: clients send the records");
+	if (serve && o.m.socket == NULL && !o.explain &&
+	    daemon_check_listen(&o.d, &cause) != 0)
+		usage_error("%s", cause);
+	/* Read now, not while parsing: --explain opens no Redis. */
+	if (o.redis_pwfile != NULL && !o.explain &&
+	    redis_password_file(o.redis_pwfile, &cause) != 0)
+		usage_error("--redis-password-file: %s", cause);
 	if (!serve && argc == 0 && o.maint == MAINT_NONE && !o.explain &&
 	    !o.mda)
 		check_service(&o);

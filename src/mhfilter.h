@@ -29,7 +29,8 @@
  *   stream.c    a source: files or standard input -> the pipeline ->
  *               standard output
  *   daemon.c    a source: socket clients -> the pipeline -> reply lines;
- *               notify.c talks to systemd (sd_notify, LISTEN_FDS)
+ *               notify.c talks to systemd (sd_notify, LISTEN_FDS),
+ *               tls.c makes the TLS contexts of its tls: listeners
  *   milter.c    a source: Postfix or Sendmail (libmilter) -> the
  *               pipeline -> an action on each message
  *   mhfilter.c  main: options (conf.c reads the configuration file, whose
@@ -673,6 +674,7 @@ int		 lmdb_guard_caught(struct index *, const char *, sigjmp_buf *,
 		    char **);
 int		 lmdb_damaged(struct index *, char **);
 extern const struct index_ops redis_ops;
+int		 redis_password_file(const char *, char **);
 
 /* export.c: export and import, JSON Lines (see the top of the file). */
 int		 index_export(struct index *, FILE *, char **);
@@ -753,6 +755,7 @@ struct cluster;
 struct redisReply;
 struct cluster	*cluster_connect(const char *, double, char **);
 void		 cluster_close(struct cluster *);
+void		 cluster_auth(const char *, const char *);
 size_t		 cluster_queue(struct cluster *, const char *, size_t, int,
 		    const char **, const size_t *);
 int		 cluster_exec(struct cluster *, char **);
@@ -1015,10 +1018,17 @@ void		 stream_print_stats(struct pipeline *, double);
 
 /* daemon.c: the socket server and its protocol, over the pipeline. */
 #define PROTOCOL_VERSION 1	/* of the reply lines; see mhfilter(1) */
+struct tls_opts {
+	const char	*cert;		/* --tls-cert: PEM chain */
+	const char	*key;		/* --tls-key: PEM */
+	const char	*client_ca;	/* --tls-client-ca, or NULL */
+};
 struct daemon_opts {
 	double		 batch_delay;	/* seconds */
-	char		**listen;	/* "unix:PATH" or "tcp:HOST:PORT" */
+	char		**listen;	/* "unix:PATH", "tcp:HOST:PORT", "tls:" */
 	size_t		 nlisten;
+	struct tls_opts	 tls;
+	int		 trusted_network; /* plaintext tcp: beyond loopback */
 	const char	*http;		/* HOST:PORT or NULL */
 	const char	*output;	/* file, "-" for stdout, or NULL */
 	const char	*log_file;
@@ -1027,9 +1037,20 @@ struct daemon_opts {
 	int		 stats;		/* statistics at exit */
 };
 int		 daemon_run(const struct daemon_opts *, struct pipeline *);
+int		 daemon_check_listen(const struct daemon_opts *, char **);
 int		 daemon_parse_time(const char *, double, double, double *,
 		    char **);
 int		 daemon_command(const char *, size_t);
+
+/* tls.c: the daemon's TLS server contexts (OpenSSL). */
+struct ssl_ctx_st;
+struct ssl_st;
+struct ssl_ctx_st *tls_context(const struct tls_opts *, char **);
+void		 tls_context_free(struct ssl_ctx_st *);
+void		 tls_error(char *, size_t);
+void		 tls_reason(unsigned long, char *, size_t);
+void		 tls_peer(struct ssl_st *, char *, size_t);
+void		 tls_verify_error(struct ssl_st *, char *, size_t);
 
 /* milter.c: a mail filter for Postfix and Sendmail, over the pipeline. */
 #define MILTER_HEADER		0	/* --milter-action */

@@ -55,6 +55,8 @@
 
 #include "config.h"
 
+#include <sys/stat.h>
+
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -456,6 +458,59 @@ get_counter(struct redis *r, const char *what, uint64_t *v, char **cause)
 
 static void	redis_close(struct index *);
 static void	redis_abort(struct index *);
+
+/*
+ * --redis-password-file: read the credentials every Redis connection
+ * authenticates with (cluster_auth), one line: "password" (the default
+ * user's, requirepass) or "user password" (an ACL user).  Returns 0, or
+ * -1 with a cause that never holds the password.
+ */
+int
+redis_password_file(const char *path, char **cause)
+{
+	FILE		*f;
+	struct stat	 st;
+	char		 line[1024], *sp;
+	size_t		 len;
+	int		 rv = -1;
+
+	if ((f = fopen(path, "re")) == NULL) {
+		xasprintf(cause, "%s: %s", path, strerror(errno));
+		return (-1);
+	}
+	if (fstat(fileno(f), &st) == 0 && (st.st_mode & S_IROTH))
+		log_warnx("--redis-password-file %s is readable by every user",
+		    path);
+	if (fgets(line, sizeof line, f) == NULL) {
+		xasprintf(cause, "%s: %s", path, ferror(f) ? strerror(errno) :
+		    "empty (one line: password, or user password)");
+		goto out;
+	}
+	len = strcspn(line, "\r\n");
+	if (line[len] == '\0' && len == sizeof line - 1) {
+		xasprintf(cause, "%s: the line is over %zu bytes", path,
+		    sizeof line - 2);
+		goto out;
+	}
+	line[len] = '\0';
+	sp = strchr(line, ' ');
+	if (len == 0 || line[0] == ' ' || (sp != NULL &&
+	    (sp[1] == '\0' || strchr(sp + 1, ' ') != NULL))) {
+		xasprintf(cause, "%s: expected one line: password, or user "
+		    "and password separated by one space", path);
+		goto out;
+	}
+	if (sp != NULL) {
+		*sp = '\0';
+		cluster_auth(line, sp + 1);
+	} else
+		cluster_auth(NULL, line);
+	rv = 0;
+out:
+	explicit_bzero(line, sizeof line);
+	fclose(f);
+	return (rv);
+}
 
 /* A Redis index may exist wherever the URL points: only opening tells. */
 static int

@@ -1,15 +1,29 @@
 #!/usr/bin/env python3
 """Test clients for mhfilter's daemon mode (tests/e2e/daemon*.bats).
 
-An address is unix:PATH or tcp:HOST:PORT, as for --listen.  Every command is
-bounded in time; none assumes anything about speed.
+An address is unix:PATH, tcp:HOST:PORT or tls:HOST:PORT, as for --listen.
+Every command is bounded in time; none assumes anything about speed.
+TLS connections trust $CLIENT_CA (the server must be "localhost" or
+127.0.0.1) and present $CLIENT_CERT with $CLIENT_KEY, if set; a TLS error
+(a refused handshake) is printed as "client: tls: ..." and exits 3.
 
   client.py send ADDR [IN [OUT]]   send IN (default stdin) while reading the
                                    replies into OUT (default stdout), one
                                    write and flush per line; half-close after
                                    the input, read until the server closes;
                                    $CLIENT_CHUNK_LINES lines at a time with
-                                   $CLIENT_CHUNK_PAUSE s between, if set
+                                   $CLIENT_CHUNK_PAUSE s between, if set;
+                                   over TLS, which has no half-close, read
+                                   until every line has its reply instead,
+                                   or with $CLIENT_TLS_FIN set, end with a
+                                   TCP half-close (no close_notify) and
+                                   read until the server closes
+  client.py tlsend ADDR IN OUT     TLS: send IN but the second half of
+                                   its last line, read the replies of the
+                                   other lines, then send that half and a
+                                   close_notify in one write, and read the
+                                   last reply into OUT until the server
+                                   closes
   client.py wait ADDR              wait until ADDR accepts connections
   client.py stuck ADDR OUT         send short records and never read: write
                                    "blocked BYTES" to OUT once the server
@@ -28,7 +42,9 @@ bounded in time; none assumes anything about speed.
 """
 
 import os
+import select
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -49,9 +65,11 @@ def connect(addr, deadline=None):
             if addr.startswith("unix:"):
                 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
                 s.connect(addr[5:])
-            elif addr.startswith("tcp:"):
+            elif addr.startswith("tcp:") or addr.startswith("tls:"):
                 host, port = addr[4:].rsplit(":", 1)
                 s = socket.create_connection((host.strip("[]"), int(port)))
+                if addr.startswith("tls:"):
+                    s = tls_wrap(s)
             else:
                 sys.exit("bad address " + addr)
             return s
@@ -61,10 +79,151 @@ def connect(addr, deadline=None):
             time.sleep(0.05)
 
 
+def emit(out, data, last=False):
+    """Write the complete lines of data (all of it if last), each flushed;
+    return what is left and the number of lines written."""
+    n = 0
+    while b"\n" in data:
+        line, data = data.split(b"\n", 1)
+        out.write(line + b"\n")
+        out.flush()
+        n += 1
+    if last and data:
+        out.write(data)
+        out.flush()
+        data = b""
+    return data, n
+
+
+def tls_context():
+    """A client context: trust $CLIENT_CA, present $CLIENT_CERT."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.load_verify_locations(os.environ["CLIENT_CA"])
+    if os.environ.get("CLIENT_CERT"):
+        ctx.load_cert_chain(os.environ["CLIENT_CERT"],
+                            os.environ["CLIENT_KEY"])
+    return ctx
+
+
+def tls_wrap(s):
+    """The client side of a TLS connection (handshake done, or exit 3)."""
+    try:
+        return tls_context().wrap_socket(s, server_hostname="localhost")
+    except (ssl.SSLError, OSError) as e:
+        tls_failed(e)
+
+
+def tlsend(addr, infile, outfile):
+    """TLS through memory buffers, so that the end of the last record
+    and the close_notify after it leave in one write (and arrive
+    together), after the start of that record."""
+    data = open(infile, "rb").read()
+    cut = len(data) - (len(data) - data.rstrip(b"\n").rfind(b"\n")) // 2
+    host, port = addr[4:].rsplit(":", 1)
+    raw = socket.create_connection((host.strip("[]"), int(port)))
+    raw.settimeout(TIMEOUT)
+    inb, outb = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = tls_context().wrap_bio(inb, outb, server_hostname="localhost")
+    got = []
+
+    def step(op):
+        """Run op until it needs no more input; False at the end."""
+        while True:
+            try:
+                return op()
+            except ssl.SSLWantReadError:
+                raw.sendall(outb.read())
+                chunk = raw.recv(65536)
+                if not chunk:
+                    return False
+                inb.write(chunk)
+            except ssl.SSLZeroReturnError:
+                return False
+            except ssl.SSLError as e:
+                tls_failed(e)
+    step(obj.do_handshake)
+    raw.sendall(outb.read())
+    obj.write(data[:cut])
+    raw.sendall(outb.read())
+    want = data[:cut].count(b"\n")
+    while b"".join(got).count(b"\n") < want:
+        chunk = step(lambda: obj.read(65536))
+        if not chunk:
+            break
+        got.append(chunk)
+    obj.write(data[cut:])
+    try:
+        obj.unwrap()
+    except ssl.SSLWantReadError:
+        pass
+    raw.sendall(outb.read())
+    while True:
+        chunk = step(lambda: obj.read(65536))
+        if not chunk:
+            break
+        got.append(chunk)
+    open(outfile, "wb").write(b"".join(got))
+
+
+def tls_failed(e):
+    print("client: tls: %s" % e, file=sys.stderr)
+    sys.exit(3)
+
+
+def send_tls(s, data, out):
+    """send over TLS: one thread (an SSL object is not for two), no
+    half-close: done when every line sent has its reply, or at EOF."""
+    lines = data.splitlines(keepends=True)
+    step = CHUNK_LINES if CHUNK_LINES > 0 else len(lines)
+    s.setblocking(False)
+    fin = os.environ.get("CLIENT_TLS_FIN")
+    sent, got, buf, pending = 0, 0, b"", b""
+    deadline = time.monotonic() + TIMEOUT
+    next_send = 0.0
+    while (fin or got < len(lines)) and time.monotonic() < deadline:
+        if not buf and sent < len(lines) and time.monotonic() >= next_send:
+            buf = b"".join(lines[sent:sent + step])
+            sent += step
+            if CHUNK_LINES > 0:
+                next_send = time.monotonic() + CHUNK_PAUSE
+        if fin == "1" and not buf and sent >= len(lines):
+            # The FIN of a duplicate of the descriptor, under TLS.
+            socket.socket(fileno=os.dup(s.fileno())).shutdown(
+                socket.SHUT_WR)
+            fin = "sent"
+        try:
+            if buf:
+                buf = buf[s.send(buf):]
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            pass
+        except ssl.SSLError as e:
+            tls_failed(e)
+        except OSError:
+            pass    # the server may close first (an error)
+        try:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            select.select([s], [s] if buf else [], [], 0.05)
+            continue
+        except ssl.SSLError as e:
+            tls_failed(e)
+        except OSError:
+            break
+        pending, n = emit(out, pending + chunk)
+        got += n
+    emit(out, pending, True)
+    s.close()
+
+
 def send(addr, infile, outfile):
     data = open(infile, "rb").read() if infile else sys.stdin.buffer.read()
     out = open(outfile, "wb") if outfile else sys.stdout.buffer
     s = connect(addr)
+    if addr.startswith("tls:"):
+        send_tls(s, data, out)
+        return
     s.settimeout(TIMEOUT)
     err = []
 
@@ -91,14 +250,8 @@ def send(addr, infile, outfile):
             break
         if not chunk:
             break
-        pending += chunk
-        while b"\n" in pending:
-            line, pending = pending.split(b"\n", 1)
-            out.write(line + b"\n")
-            out.flush()
-    if pending:
-        out.write(pending)
-        out.flush()
+        pending, _ = emit(out, pending + chunk)
+    emit(out, pending, True)
     t.join(TIMEOUT)
     s.close()
     if err:
@@ -165,7 +318,8 @@ def stuck(addr, outfile):
         try:
             sent += s.send(rec)
             last = time.monotonic()
-        except BlockingIOError:
+        except (BlockingIOError, ssl.SSLWantWriteError,
+                ssl.SSLWantReadError):
             if time.monotonic() - last >= 3:
                 result = "blocked %d\n" % sent
             time.sleep(0.01)
@@ -225,6 +379,8 @@ def main():
     if cmd == "send":
         send(args[0], args[1] if len(args) > 1 else None,
              args[2] if len(args) > 2 else None)
+    elif cmd == "tlsend":
+        tlsend(args[0], args[1], args[2])
     elif cmd == "wait":
         connect(args[0]).close()
     elif cmd == "stuck":

@@ -223,11 +223,12 @@ start_read() {
 }
 
 # Kill mhfilter while its reader is paused (a slow consumer): batches are
-# committed that are not written yet.
+# committed that are not written yet.  (A run that has ended by then, all
+# its input read, is left as it ended.)
 kill_paused() {
 	kill -STOP "$RPID"
 	sleep "${1:-0.5}"
-	kill -9 "$MPID"
+	kill -9 "$MPID" 2>/dev/null || true
 	wait_exit "$MPID"
 	kill -CONT "$RPID"
 	wait "$RPID" || true

@@ -389,7 +389,7 @@ sys.stdout.buffer.write(bytes(r.randrange(256) for _ in range(300000)))' >garbag
 	assert_err_has "no files in daemon mode"
 	mhrun --listen "udp:1.2.3.4:5"
 	assert_status 1
-	assert_err_has "--listen udp:1.2.3.4:5: use unix:PATH or tcp:HOST:PORT"
+	assert_err_has "--listen udp:1.2.3.4:5: use unix:PATH, tcp:HOST:PORT or tls:HOST:PORT"
 	mhrun --listen "tcp:127.0.0.1"
 	assert_status 1
 	mhrun --http 127.0.0.1:0 </dev/null

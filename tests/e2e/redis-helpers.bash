@@ -94,25 +94,30 @@ redis_start_port() {
 	return 1
 }
 
-# Start one Redis (no cluster) on a free port with data in $1; set and
-# export REDIS_SINGLE="127.0.0.1:PORT".
+# Start one Redis (no cluster) on a free port with data in $1 and the
+# redis-server options that follow; set and export
+# REDIS_SINGLE="127.0.0.1:PORT".
 redis_single_start() {
 	local port
 
 	REDIS_DIR="$1"
 	export REDIS_DIR
 	port="$(redis_free_ports 1)" || return 1
-	redis_start_port "$1" "$port" || return 1
+	redis_start_port "$1" "$port" "${@:2}" || return 1
 	REDIS_SINGLE="127.0.0.1:$port"
 	export REDIS_SINGLE
 }
 
-# Start a cluster of $2 masters with $3 replicas each, data in $1; wait
-# (30 s) until every node sees all slots served.  Exports REDIS_CLUSTER,
-# the masters' addresses as a seed list "127.0.0.1:P1,127.0.0.1:P2,...",
-# and REDIS_CLUSTER_PORTS, every node's port.
+# Start a cluster of $2 masters with $3 replicas each, data in $1, and
+# the redis-server options that follow (such as --requirepass, with
+# REDISCLI_AUTH exported for redis-cli); wait (30 s) until every node
+# sees all slots served.  Exports REDIS_CLUSTER, the masters' addresses
+# as a seed list "127.0.0.1:P1,127.0.0.1:P2,...", and
+# REDIS_CLUSTER_PORTS, every node's port.
 redis_cluster_start() {
 	local dir="$1" masters="$2" replicas="$3" ports p addrs=()
+
+	shift 3
 
 	REDIS_DIR="$dir"
 	export REDIS_DIR
@@ -124,7 +129,7 @@ redis_cluster_start() {
 		    --cluster-config-file "nodes-$p.conf" \
 		    --cluster-node-timeout 1000 \
 		    --cluster-replica-validity-factor 0 \
-		    --repl-diskless-sync-delay 0 || return 1
+		    --repl-diskless-sync-delay 0 "$@" || return 1
 		addrs+=("127.0.0.1:$p")
 	done
 	timeout 60 redis-cli --cluster create "${addrs[@]}" \
