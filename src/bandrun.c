@@ -404,9 +404,13 @@ memtable_clear(struct memtable *mt)
 	mt->nundo = 0;
 }
 
-/* Add an entry; memtable_rollback takes it back until memtable_commit. */
-void
-memtable_add(struct memtable *mt, uint64_t key, uint64_t docid)
+/*
+ * Add an entry read back from the log: kept, with no undo record (a
+ * rebuild's millions of them would cost 4 bytes each for nothing).
+ * Returns its bucket.
+ */
+unsigned
+memtable_load(struct memtable *mt, uint64_t key, uint64_t docid)
 {
 	struct mtchunk	*ch;
 	unsigned	 c = mt_bucket(key);
@@ -420,6 +424,15 @@ memtable_add(struct memtable *mt, uint64_t key, uint64_t docid)
 	ch->v[ch->n].docid = docid;
 	ch->n++;
 	mt->entries++;
+	return (c);
+}
+
+/* Add an entry; memtable_rollback takes it back until memtable_commit. */
+void
+memtable_add(struct memtable *mt, uint64_t key, uint64_t docid)
+{
+	unsigned	 c = memtable_load(mt, key, docid);
+
 	if (mt->nundo == mt->undosize) {
 		mt->undosize = mt->undosize ? 2 * mt->undosize : 1024;
 		mt->undo = xreallocarray(mt->undo, mt->undosize,

@@ -123,6 +123,8 @@
 #define BUCKET_MAX	1024	/* entries read from one band bucket */
 #define SNAP_CHUNKS	(BAND_CHUNKS / 16)	/* see lmdb_prepare */
 #define MAP_DEFAULT	(1ULL << 30)
+#define L0_READS	8	/* partial reads of l0, then a whole one */
+#define UNCOUNTED	UINT64_MAX
 
 /* The band index's position, in meta; committed, and a transaction's. */
 struct lsmstate {
@@ -155,6 +157,12 @@ struct lmdb {
 	/* The band index: committed state, and the transaction's. */
 	struct memtable	*mt;
 	int		 loaded;	/* mt matches the committed state */
+	unsigned char	*held;		/* by chunk: 1 mt holds its l0 entries,
+					   2 to be read (lsm_read); NULL: all */
+	uint64_t	 unheld;	/* l0 entries of the others, or
+					   UNCOUNTED */
+	unsigned	 reads;		/* partial reads of l0 since emptied */
+	size_t		 nwant;		/* chunks marked 2 in held */
 	struct lsmstate	 lsm;		/* as committed */
 	struct lsmstate	 tx;		/* as the transaction has it */
 	uint64_t	 mt_max;	/* memtable budget, entries */
@@ -212,7 +220,11 @@ static int	lm_get(struct lmdb *, MDB_dbi, uint64_t, MDB_val *);
 static int	lm_txn(struct lmdb *, unsigned, MDB_txn **);
 static int	lm_meta_u64(struct lmdb *, const char *, uint64_t *, char **);
 static int	lsm_load(struct lmdb *, char **);
-static int	lsm_rebuild(struct lmdb *, char **);
+static void	lsm_forget(struct lmdb *);
+static int	lsm_read(struct lmdb *, MDB_txn *, int, char **);
+static int	lsm_hold(struct lmdb *, uint64_t, int, char **);
+static int	lsm_hold_keys(struct lmdb *, const uint64_t *, char **);
+static int	lsm_entries(struct lmdb *, MDB_txn *, uint64_t *, char **);
 static int	lsm_merge(struct lmdb *, unsigned, uint64_t, char **);
 static int	lsm_flush(struct lmdb *, char **);
 static int	lm_first_doc(struct lmdb *, uint64_t *, char **);
@@ -677,6 +689,7 @@ lmdb_close(struct index *base)
 	buf_free(&ix->rec);
 	buf_free(&ix->chunk);
 	memtable_free(ix->mt);
+	free(ix->held);
 	free(ix->pend);
 	free(ix->merged);
 	free(ix->sorted);
@@ -834,8 +847,9 @@ lm_meta_u64(struct lmdb *ix, const char *key, uint64_t *out, char **cause)
 }
 
 /*
- * At the start of a transaction: take the band state from meta, and
- * rebuild the memtable if another process (or none yet) made it.
+ * At the start of a transaction: take the band state from meta, and empty
+ * the memtable if another process (or none yet) made it; lsm_hold reads
+ * l0 back as batches need it.
  */
 static int
 lsm_load(struct lmdb *ix, char **cause)
@@ -851,10 +865,7 @@ lsm_load(struct lmdb *ix, char **cause)
 		snap_end(ix);		/* l1 moved under it */
 		ix->lsm.sweep = sweep;
 		ix->lsm.l0_next = l0_next;
-		if (lsm_rebuild(ix, cause) != 0) {
-			ix->loaded = 0;
-			return (INDEX_ERROR);
-		}
+		lsm_forget(ix);
 		ix->loaded = 1;
 	}
 	ix->lsm.l1_entries = l1_entries;
@@ -863,30 +874,58 @@ lsm_load(struct lmdb *ix, char **cause)
 }
 
 /*
- * Rebuild the memtable from l0: every entry whose chunk the sweep has not
- * passed since its record was written.
+ * Empty the memtable, to be read back from l0 by chunk as batches need it
+ * (lsm_hold).  A rebuild of the whole of it on open, up to --memtable of
+ * entries, was most of the time and memory of a small run (100 records
+ * touch 1,600 chunks of 16,384); so was the undo record of each entry.
+ */
+static void
+lsm_forget(struct lmdb *ix)
+{
+	if (memtable_entries(ix->mt) > 0)
+		memtable_clear(ix->mt);	/* a new one is empty: leave it */
+	if (ix->held == NULL)
+		ix->held = xmalloc(BAND_CHUNKS);
+	memset(ix->held, 0, BAND_CHUNKS);
+	ix->unheld = UNCOUNTED;
+	ix->reads = 0;
+	ix->nwant = 0;
+}
+
+/*
+ * Read into the memtable, from l0 as txn has it, the entries of the chunks
+ * marked 2 in held (all those not held, with all) that the sweep has not
+ * passed since their record was written, and count the entries of the
+ * chunks still not held.  Records from l0_next on are the transaction's
+ * own (lsm_flush), in the memtable already.  Only chunks with no entries
+ * in the memtable are read, so memtable_rollback still takes back exactly
+ * the transaction's additions.
  */
 static int
-lsm_rebuild(struct lmdb *ix, char **cause)
+lsm_read(struct lmdb *ix, MDB_txn *txn, int all, char **cause)
 {
 	MDB_cursor		*cur;
 	MDB_val			 k, v;
 	const unsigned char	*p;
 	struct bentry		 e;
-	uint64_t		 written, passed;
+	uint64_t		 written, passed, unheld = 0;
 	size_t			 i, n;
 	unsigned		 c;
 	int			 rc;
 
-	memtable_clear(ix->mt);
-	if ((rc = mdb_cursor_open(ix->txn, ix->l0, &cur)) != 0)
+	if ((rc = mdb_cursor_open(txn, ix->l0, &cur)) != 0)
 		return (lm_fail(ix, rc, "reading l0", cause));
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		p = v.mv_data;
+		if (k.mv_size == 8 && get_be64(k.mv_data) >= ix->lsm.l0_next) {
+			rc = MDB_NOTFOUND;
+			break;
+		}
 		if (v.mv_size < L0_HEADER ||
 		    (v.mv_size - L0_HEADER) % BENTRY_SIZE != 0) {
 			mdb_cursor_close(cur);
+			ix->loaded = 0;	/* half read: empty it next time */
 			xasprintf(cause, "index %s: an l0 record is corrupt",
 			    ix->base.path);
 			return (INDEX_ERROR);
@@ -902,15 +941,95 @@ lsm_rebuild(struct lmdb *ix, char **cause)
 			run_get(p + L0_HEADER, i, &e);
 			c = band_chunk(e.key);
 			if ((c + BAND_CHUNKS - written % BAND_CHUNKS) %
-			    BAND_CHUNKS < passed)
-				continue;	/* merged since */
-			memtable_add(ix->mt, e.key, e.docid);
+			    BAND_CHUNKS < passed || ix->held[c] == 1)
+				continue;	/* merged since, or held */
+			if (all || ix->held[c] == 2)
+				memtable_load(ix->mt, e.key, e.docid);
+			else
+				unheld++;
 		}
 	}
 	mdb_cursor_close(cur);
-	memtable_commit(ix->mt);
-	if (rc != MDB_NOTFOUND)
+	if (rc != MDB_NOTFOUND) {
+		ix->loaded = 0;
 		return (lm_fail(ix, rc, "reading l0", cause));
+	}
+	if (all) {
+		free(ix->held);
+		ix->held = NULL;
+		ix->unheld = 0;
+		return (0);
+	}
+	for (c = 0; c < BAND_CHUNKS && ix->nwant > 0; c++) {
+		if (ix->held[c] == 2) {
+			ix->held[c] = 1;
+			ix->nwant--;
+		}
+	}
+	ix->unheld = unheld;
+	ix->reads++;
+	return (0);
+}
+
+/*
+ * Have the memtable hold the chunks marked in held, and the q the sweep
+ * merges next (a commit's), in one pass over l0.  Past L0_READS passes,
+ * or for a quarter of the chunks, it reads them all, as it did on open
+ * before: a daemon's small batches would read l0 again and again.
+ */
+static int
+lsm_hold(struct lmdb *ix, uint64_t q, int all, char **cause)
+{
+	uint64_t	 i;
+	unsigned	 c;
+
+	if (ix->held == NULL)
+		return (0);
+	if (all || q >= BAND_CHUNKS / 4 || ix->nwant >= BAND_CHUNKS / 4 ||
+	    ix->reads >= L0_READS)
+		return (lsm_read(ix, ix->txn, 1, cause));
+	for (i = 0; i < q; i++) {
+		c = (unsigned)((ix->tx.sweep + i) % BAND_CHUNKS);
+		if (ix->held[c] == 0) {
+			ix->held[c] = 2;
+			ix->nwant++;
+		}
+	}
+	if (ix->nwant == 0 && ix->unheld != UNCOUNTED)
+		return (0);
+	return (lsm_read(ix, ix->txn, 0, cause));
+}
+
+/*
+ * Have the memtable hold the chunks of one record's band keys: all of
+ * them if one is missing (a lookup or an insert that no lmdb_prepare
+ * announced: an import).
+ */
+static int
+lsm_hold_keys(struct lmdb *ix, const uint64_t *keys, char **cause)
+{
+	unsigned	 j;
+
+	for (j = 0; ix->held != NULL && j < ix->base.p.bands; j++)
+		if (ix->held[band_chunk(keys[j])] != 1)
+			return (lsm_hold(ix, 0, 1, cause));
+	return (0);
+}
+
+/*
+ * The band entries not yet merged: those of the memtable and, while it
+ * holds only some chunks, those of the rest of l0 (counted in txn if they
+ * never were).
+ */
+static int
+lsm_entries(struct lmdb *ix, MDB_txn *txn, uint64_t *n, char **cause)
+{
+	int	 rc;
+
+	if (ix->held != NULL && ix->unheld == UNCOUNTED &&
+	    (rc = lsm_read(ix, txn, 0, cause)) != 0)
+		return (rc);
+	*n = memtable_entries(ix->mt) + (ix->held != NULL ? ix->unheld : 0);
 	return (0);
 }
 
@@ -1027,10 +1146,15 @@ lsm_flush(struct lmdb *ix, char **cause)
 	}
 	q = (uint64_t)ix->tx.quota;
 	ix->tx.quota -= q;
-	if (memtable_entries(ix->mt) > ix->mt_max)
+	if ((rc = lsm_hold(ix, q, 0, cause)) != 0)
+		return (rc);
+	if (memtable_entries(ix->mt) + (ix->held ? ix->unheld : 0) >
+	    ix->mt_max)
 		q += BAND_CHUNKS / 64;	/* over budget: catch up */
 	if (q > BAND_CHUNKS)
 		q = BAND_CHUNKS;
+	if ((rc = lsm_hold(ix, q, 0, cause)) != 0)
+		return (rc);
 	if (q > 0) {
 		if (lm_first_doc(ix, &live, cause) != 0)
 			return (INDEX_ERROR);
@@ -1096,6 +1220,8 @@ lmdb_candidates(struct index *base, size_t slot, const uint64_t *keys,
 	unsigned	 j;
 	int		 rc;
 
+	if ((rc = lsm_hold_keys(ix, keys, cause)) != 0)
+		return (rc);
 	/*
 	 * A lookup is a few cache misses (see run_prefetch), started early
 	 * so that they overlap: all of this record's at once, and those of
@@ -1195,15 +1321,33 @@ lmdb_prepare(struct index *base, const struct ixdoc *docs, size_t n,
 {
 	struct lmdb	*ix = (struct lmdb *)base;
 	size_t		 i, keys = 0;
-	unsigned	 c;
+	unsigned	 c, j;
 	int		 rc;
 
-	for (i = 0; i < n; i++)
-		keys += docs[i].pending ? ix->base.p.bands : 0;
+	for (i = 0; i < n; i++) {
+		if (!docs[i].pending)
+			continue;
+		keys += ix->base.p.bands;
+		for (j = 0; ix->held != NULL && j < ix->base.p.bands; j++) {
+			c = band_chunk(docs[i].keys[j]);
+			if (ix->held[c] == 0) {
+				ix->held[c] = 2;
+				ix->nwant++;
+			}
+		}
+	}
 	ix->batch = docs;
 	ix->nbatch = n;
 	ix->ahead = INDEX_NOSLOT;
 	ix->l1valid = 0;
+	/*
+	 * The memtable's chunks of the batch's keys, and (a writer's) of
+	 * the commit's merges: the sweep's quota for every key inserted.
+	 */
+	if ((rc = lsm_hold(ix, (ix->base.flags & INDEX_RDONLY) ? 0 :
+	    (uint64_t)(ix->tx.quota + (double)BAND_CHUNKS * keys /
+	    (ix->mt_max / 2)), 0, cause)) != 0)
+		return (rc);
 	if (keys < BAND_CHUNKS / 4)
 		return (0);
 	if (ix->l1map == NULL)
@@ -1407,6 +1551,8 @@ lmdb_insert(struct index *base, size_t slot, const uint64_t *keys,
 		    ix->base.path);
 		return (INDEX_ERROR);
 	}
+	if ((rc = lsm_hold_keys(ix, keys, cause)) != 0)
+		return (rc);
 	docid = ix->next_doc++;
 	put_be64(kb, docid);
 	if (when == 0)
@@ -1464,6 +1610,7 @@ lmdb_stats(struct index *base, struct index_stats *st, char **cause)
 	MDB_txn		*txn;
 	MDB_stat	 ms;
 	MDB_envinfo	 info;
+	uint64_t	 n;
 	int		 rc;
 
 	memset(st, 0, sizeof *st);
@@ -1471,7 +1618,11 @@ lmdb_stats(struct index *base, struct index_stats *st, char **cause)
 		return (lm_fail(ix, rc, "stats", cause));
 	if (mdb_stat(txn, ix->docs, &ms) == 0)
 		st->docs = ms.ms_entries;
-	st->band_entries = ix->lsm.l1_entries + memtable_entries(ix->mt);
+	if ((rc = lsm_entries(ix, txn, &n, cause)) != 0) {
+		mdb_txn_abort(txn);
+		return (rc);
+	}
+	st->band_entries = ix->lsm.l1_entries + n;
 	mdb_env_stat(ix->env, &ms);
 	mdb_env_info(ix->env, &info);
 	st->size = (uint64_t)(info.me_last_pgno + 1) * ms.ms_psize;
@@ -1651,12 +1802,13 @@ lmdb_info(struct index *base, struct index_info *in, char **cause)
 	if (mdb_stat(ix->txn, ix->docs, &st) == 0)
 		in->docs = st.ms_entries;
 	if (lm_meta_u64(ix, "next_doc", &in->next_doc, cause) != 0 ||
-	    lm_meta_u64(ix, "l1_entries", &u, cause) != 0) {
+	    lm_meta_u64(ix, "l1_entries", &u, cause) != 0 ||
+	    lsm_entries(ix, ix->txn, &in->band_entries, cause) != 0) {
 		mdb_txn_abort(ix->txn);
 		ix->txn = NULL;
 		return (INDEX_ERROR);
 	}
-	in->band_entries = u + memtable_entries(ix->mt);
+	in->band_entries += u;
 	if (lm_meta_get(ix, "created", v, sizeof v) == 0 &&
 	    meta_number(v, INT64_MAX, &u) == 0)
 		in->created = (int64_t)u;
@@ -1883,7 +2035,7 @@ lmdb_check(struct index *base, FILE *f, uint64_t *problems, char **cause)
 	}
 	ix->loaded = 0;		/* rebuild the memtable from this snapshot */
 	if (lm_meta_u64(ix, "next_doc", &ix->next_doc, cause) != 0 ||
-	    lsm_load(ix, cause) != 0 ||
+	    lsm_load(ix, cause) != 0 || lsm_hold(ix, 0, 1, cause) != 0 ||
 	    lm_meta_u64(ix, "sweep", &sweep, cause) != 0 ||
 	    lm_meta_u64(ix, "l0_next", &l0_next, cause) != 0) {
 		mdb_txn_abort(ix->txn);

@@ -298,6 +298,7 @@ struct memtable	*memtable_create(void);
 void		 memtable_free(struct memtable *);
 void		 memtable_clear(struct memtable *);
 void		 memtable_add(struct memtable *, uint64_t, uint64_t);
+unsigned	 memtable_load(struct memtable *, uint64_t, uint64_t);
 void		 memtable_commit(struct memtable *);
 void		 memtable_rollback(struct memtable *);
 void		 memtable_prefetch(const struct memtable *, uint64_t, int);
