@@ -268,6 +268,43 @@ run_find(const unsigned char *run, size_t n, uint64_t key,
 }
 
 /*
+ * Where to read w entries of an n-entry run around where key should be,
+ * for run_find_window: sets *from, returns how many.
+ */
+size_t
+run_window(size_t n, uint64_t key, size_t w, size_t *from)
+{
+	size_t	 at = run_guess(l1_frag_of(key), n);
+
+	if (n <= w) {
+		*from = 0;
+		return (n);
+	}
+	*from = at > w / 2 ? at - w / 2 : 0;
+	if (*from > n - w)
+		*from = n - w;
+	return (w);
+}
+
+/*
+ * run_find on entries [from, from + m) of an n-entry run, at win.  -1,
+ * having found nothing, unless they hold every entry of the key's (the
+ * caller then searches the whole run).
+ */
+int
+run_find_window(const unsigned char *win, size_t from, size_t m, size_t n,
+    uint64_t key, struct u64vec *out, size_t max)
+{
+	uint64_t	 frag = l1_frag_of(key);
+
+	if (m == 0 || (from > 0 && l1_frag(win, 0) >= frag) ||
+	    (from + m < n && l1_frag(win, m - 1) <= frag))
+		return (-1);
+	run_find(win, m, key, out, max);
+	return (0);
+}
+
+/*
  * The first entry of run[from, n) that is not below the encoded entry e,
  * by bisection.  A run's order is its entries' byte order: key fragment,
  * then document number, both big-endian.
@@ -425,6 +462,34 @@ memtable_load(struct memtable *mt, uint64_t key, uint64_t docid)
 	ch->n++;
 	mt->entries++;
 	return (c);
+}
+
+/*
+ * Read back n entries of an l0 record, written when the sweep was at
+ * chunk wm and passed chunks ago: add those in chunks marked 2 in state
+ * (all but those marked 1, with all) that the sweep has not passed since,
+ * and return how many of the rest (marked 0) it has not passed either.
+ */
+size_t
+memtable_read_log(struct memtable *mt, const unsigned char *log, size_t n,
+    unsigned wm, uint64_t passed, const unsigned char *state, int all)
+{
+	uint64_t	 key;
+	size_t		 i, others = 0;
+	unsigned	 c;
+
+	for (i = 0; i < n; i++) {
+		key = get_le64(log + BENTRY_SIZE * i);
+		c = band_chunk(key);
+		if (((c - wm) & (BAND_CHUNKS - 1)) < passed || state[c] == 1)
+			continue;	/* merged since, or held */
+		if (all || state[c] == 2)
+			memtable_load(mt, key, get_le64(log + BENTRY_SIZE * i +
+			    8));
+		else
+			others++;
+	}
+	return (others);
 }
 
 /* Add an entry; memtable_rollback takes it back until memtable_commit. */

@@ -126,6 +126,8 @@
 #define L0_READS	8	/* partial reads of l0, then a whole one */
 #define UNCOUNTED	UINT64_MAX
 #define L0_WINDOW	4096	/* l0 entries read at a time (lsm_read) */
+#define RUN_WINDOW	512	/* l1 entries read for a lookup (lm_pread) */
+#define MAP_NONE	((const unsigned char *)UINTPTR_MAX)
 
 /* The band index's position, in meta; committed, and a transaction's. */
 struct lsmstate {
@@ -164,7 +166,11 @@ struct lmdb {
 					   UNCOUNTED */
 	unsigned	 reads;		/* partial reads of l0 since emptied */
 	size_t		 nwant;		/* chunks marked 2 in held */
-	unsigned char	*l0buf;		/* L0_WINDOW entries, for lsm_read */
+	unsigned char	*rbuf;		/* for lm_pread: L0_WINDOW entries */
+	const unsigned char *map;	/* the map's address: NULL not known
+					   yet, MAP_NONE not found */
+	size_t		 mapsize;
+	int		 fd;		/* of the data file, or -1 */
 	struct lsmstate	 lsm;		/* as committed */
 	struct lsmstate	 tx;		/* as the transaction has it */
 	uint64_t	 mt_max;	/* memtable budget, entries */
@@ -224,13 +230,15 @@ static int	lm_meta_u64(struct lmdb *, const char *, uint64_t *, char **);
 static int	lsm_load(struct lmdb *, char **);
 static void	lsm_forget(struct lmdb *);
 static int	lsm_read(struct lmdb *, MDB_txn *, int, char **);
-static const unsigned char *lm_mapbase(struct lmdb *, const unsigned char *,
-		    int);
-static const unsigned char *l0_window(struct lmdb *, const unsigned char *,
-		    size_t, const unsigned char **, int);
+static void	lm_findmap(struct lmdb *, const unsigned char *);
+static const unsigned char *lm_pread(struct lmdb *, const unsigned char *,
+		    size_t);
+static void	lm_run_find(struct lmdb *, const unsigned char *, size_t,
+		    uint64_t, struct u64vec *, size_t);
 static int	lsm_hold(struct lmdb *, uint64_t, int, char **);
 static int	lsm_hold_keys(struct lmdb *, const uint64_t *, char **);
 static int	lsm_entries(struct lmdb *, MDB_txn *, uint64_t *, char **);
+static uint64_t	lsm_estimate(struct lmdb *, MDB_txn *);
 static int	lsm_merge(struct lmdb *, unsigned, uint64_t, char **);
 static int	lsm_flush(struct lmdb *, char **);
 static int	lm_first_doc(struct lmdb *, uint64_t *, char **);
@@ -696,7 +704,7 @@ lmdb_close(struct index *base)
 	buf_free(&ix->chunk);
 	memtable_free(ix->mt);
 	free(ix->held);
-	free(ix->l0buf);
+	free(ix->rbuf);
 	free(ix->pend);
 	free(ix->merged);
 	free(ix->sorted);
@@ -913,15 +921,12 @@ lsm_read(struct lmdb *ix, MDB_txn *txn, int all, char **cause)
 {
 	MDB_cursor		*cur;
 	MDB_val			 k, v;
-	const unsigned char	*p, *w = NULL, *map = NULL;
-	struct bentry		 e;
+	const unsigned char	*p, *w;
 	uint64_t		 written, passed, unheld = 0;
-	size_t			 i, n;
+	size_t			 i, n, m;
 	unsigned		 c;
-	int			 rc, fd;
+	int			 rc;
 
-	if (mdb_env_get_fd(ix->env, &fd) != 0)
-		fd = -1;
 	if ((rc = mdb_cursor_open(txn, ix->l0, &cur)) != 0)
 		return (lm_fail(ix, rc, "reading l0", cause));
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
@@ -946,20 +951,14 @@ lsm_read(struct lmdb *ix, MDB_txn *txn, int all, char **cause)
 		if (passed >= BAND_CHUNKS)
 			continue;
 		n = (v.mv_size - L0_HEADER) / BENTRY_SIZE;
-		for (i = 0; i < n; i++) {
-			if (i % L0_WINDOW == 0)
-				w = l0_window(ix, p + L0_HEADER + i *
-				    BENTRY_SIZE, n - i < L0_WINDOW ? n - i :
-				    L0_WINDOW, &map, fd);
-			run_get(w, i % L0_WINDOW, &e);
-			c = band_chunk(e.key);
-			if ((c + BAND_CHUNKS - written % BAND_CHUNKS) %
-			    BAND_CHUNKS < passed || ix->held[c] == 1)
-				continue;	/* merged since, or held */
-			if (all || ix->held[c] == 2)
-				memtable_load(ix->mt, e.key, e.docid);
-			else
-				unheld++;
+		lm_findmap(ix, p);
+		for (i = 0; i < n; i += m) {
+			m = n - i < L0_WINDOW ? n - i : L0_WINDOW;
+			w = lm_pread(ix, p + L0_HEADER + i * BENTRY_SIZE,
+			    m * BENTRY_SIZE);
+			unheld += memtable_read_log(ix->mt, w, m,
+			    (unsigned)(written % BAND_CHUNKS), passed, ix->held,
+			    all);
 		}
 	}
 	mdb_cursor_close(cur);
@@ -985,59 +984,115 @@ lsm_read(struct lmdb *ix, MDB_txn *txn, int all, char **cause)
 }
 
 /*
- * The address of the map, from a value at p in it that begins an overflow
- * page, or NULL.  LMDB does not say (MDB_envinfo's me_mapaddr is a fixed
- * map's only), but such a page begins with its own number, a header of
- * 16 bytes before the value; the guess is checked against the file.
+ * A small run reads little of the map, but what it touches counts in its
+ * RSS, the page cache's 64 KB around each fault (fault-around): a pass
+ * over the 32 MB of l0 at a million documents added 46 MB to a run of
+ * 10 MB without it, and the 1,600 lookups of 100 records 150 MB.  So
+ * those read with pread (lm_pread), which needs the map's address: LMDB
+ * does not give it (MDB_envinfo's me_mapaddr is a fixed map's only), but
+ * an overflow page begins with its own number, 16 bytes before its value
+ * v.  The address found is checked against the file.
  */
-static const unsigned char *
-lm_mapbase(struct lmdb *ix, const unsigned char *p, int fd)
+static void
+lm_findmap(struct lmdb *ix, const unsigned char *v)
 {
-	const unsigned char	*page = p - 16;
+	const unsigned char	*page = v - 16;
 	unsigned char		 head[64];
+	MDB_envinfo		 info;
 	MDB_stat		 ms;
 	size_t			 pgno;
 
-	if (mdb_env_stat(ix->env, &ms) != 0 ||
+	if (ix->map != NULL || mdb_env_stat(ix->env, &ms) != 0 ||
 	    (uintptr_t)page % ms.ms_psize != 0)
-		return (NULL);
+		return;		/* known, or v not in an overflow page */
+	ix->map = MAP_NONE;
 	memcpy(&pgno, page, sizeof pgno);
-	if (pgno == 0 || pgno > (uintptr_t)page / ms.ms_psize ||
-	    pread(fd, head, sizeof head, (off_t)(pgno * ms.ms_psize)) !=
+	if (mdb_env_get_fd(ix->env, &ix->fd) != 0 ||
+	    mdb_env_info(ix->env, &info) != 0 ||
+	    pgno == 0 || pgno > (uintptr_t)page / ms.ms_psize ||
+	    pread(ix->fd, head, sizeof head, (off_t)(pgno * ms.ms_psize)) !=
 	    (ssize_t)sizeof head || memcmp(head, page, sizeof head) != 0)
-		return (NULL);
-	return (page - pgno * ms.ms_psize);
+		return;
+	ix->map = page - pgno * ms.ms_psize;
+	ix->mapsize = info.me_mapsize;
 }
 
 /*
- * n entries of an l0 record at p: copied with pread when p is in the map,
- * else (a page of this transaction's, or no map address found) p itself.
- * *map is the map's address, found on the first call.  A pass over l0
- * reads up to --memtable of it, and the pages of the map it touches count
- * in the process's RSS, 64 KB of the page cache for each fault (fault
- * around): 46 MB for the 32 MB of l0 at a million documents, in a run
- * that has 10 MB without them.
+ * The entries of l0 the sweep has not passed, estimated from its records'
+ * headers alone: band keys are uniform hashes, so of a record's n entries
+ * written passed chunks ago, about n * (BAND_CHUNKS - passed) / BAND_CHUNKS
+ * are in chunks not passed since.  For the statistics a process takes on
+ * start-up (pipeline_create), before a batch has read l0 (lsm_read then
+ * counts them): counting would read all of l0, up to --memtable.
+ */
+static uint64_t
+lsm_estimate(struct lmdb *ix, MDB_txn *txn)
+{
+	MDB_cursor		*cur;
+	MDB_val			 k, v;
+	const unsigned char	*h;
+	uint64_t		 written, passed, sum = 0;
+	int			 rc;
+
+	if (mdb_cursor_open(txn, ix->l0, &cur) != 0)
+		return (0);
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		if (v.mv_size < L0_HEADER)
+			continue;
+		lm_findmap(ix, v.mv_data);
+		h = lm_pread(ix, v.mv_data, L0_HEADER);
+		written = get_le64(h);
+		passed = ix->lsm.sweep - (written < ix->lsm.sweep ? written :
+		    ix->lsm.sweep);
+		if (passed < BAND_CHUNKS)
+			sum += (v.mv_size - L0_HEADER) / BENTRY_SIZE *
+			    (BAND_CHUNKS - passed) / BAND_CHUNKS;
+	}
+	mdb_cursor_close(cur);
+	return (sum);
+}
+
+/*
+ * len bytes at p: copied with pread when p is in the map (lm_findmap),
+ * else (a page of a write transaction's, or no map address) p itself.
  */
 static const unsigned char *
-l0_window(struct lmdb *ix, const unsigned char *p, size_t n,
-    const unsigned char **map, int fd)
+lm_pread(struct lmdb *ix, const unsigned char *p, size_t len)
 {
-	MDB_envinfo	 info;
-	size_t		 len = n * BENTRY_SIZE;
+	if (ix->map == NULL || ix->map == MAP_NONE || p < ix->map ||
+	    (size_t)(p - ix->map) + len > ix->mapsize ||
+	    len > L0_WINDOW * BENTRY_SIZE)
+		return (p);
+	if (ix->rbuf == NULL)
+		ix->rbuf = xmalloc(L0_WINDOW * BENTRY_SIZE);
+	if (pread(ix->fd, ix->rbuf, len, p - ix->map) != (ssize_t)len)
+		return (p);
+	return (ix->rbuf);
+}
 
-	if (fd == -1)
-		return (p);
-	if (*map == NULL && (*map = lm_mapbase(ix, p - L0_HEADER, fd)) == NULL)
-		*map = (const unsigned char *)UINTPTR_MAX;	/* none */
-	if (*map == (const unsigned char *)UINTPTR_MAX ||
-	    mdb_env_info(ix->env, &info) != 0 || p < *map ||
-	    (size_t)(p - *map) + len > info.me_mapsize)
-		return (p);
-	if (ix->l0buf == NULL)
-		ix->l0buf = xmalloc(L0_WINDOW * BENTRY_SIZE);
-	if (pread(fd, ix->l0buf, len, p - *map) != (ssize_t)len)
-		return (p);
-	return (ix->l0buf);
+/*
+ * run_find on an l1 run that no prepared batch mapped (a small batch's):
+ * a run in overflow pages is read with pread, RUN_WINDOW entries around
+ * where the key should be (run_window), unless they may not hold all of
+ * its entries.
+ */
+static void
+lm_run_find(struct lmdb *ix, const unsigned char *run, size_t n,
+    uint64_t key, struct u64vec *out, size_t max)
+{
+	const unsigned char	*w;
+	size_t			 from, m;
+
+	if (n * L1E_SIZE >= ix->inline_max) {
+		lm_findmap(ix, run);
+		m = run_window(n, key, RUN_WINDOW, &from);
+		w = lm_pread(ix, run + from * L1E_SIZE, m * L1E_SIZE);
+		if (w != run + from * L1E_SIZE &&
+		    run_find_window(w, from, m, n, key, out, max) == 0)
+			return;
+	}
+	run_find(run, n, key, out, max);
 }
 
 /*
@@ -1373,7 +1428,7 @@ lm_bucket(struct lmdb *ix, uint64_t key, struct u64vec *out,
 		return (0);
 	if (rc != 0)
 		return (rc);
-	run_find(v.mv_data, v.mv_size / L1E_SIZE, key, out, max - got);
+	lm_run_find(ix, v.mv_data, v.mv_size / L1E_SIZE, key, out, max - got);
 	return (0);
 }
 
@@ -1523,6 +1578,7 @@ snap_end(struct lmdb *ix)
 	ix->snap = NULL;
 	ix->snap_sweep = UINT64_MAX;	/* l1map holds nothing of it */
 	ix->l1valid = 0;
+	ix->map = NULL;			/* a resize may move the map */
 }
 
 /* The l1 key of chunk c, in kb. */
@@ -1687,7 +1743,9 @@ lmdb_stats(struct index *base, struct index_stats *st, char **cause)
 		return (lm_fail(ix, rc, "stats", cause));
 	if (mdb_stat(txn, ix->docs, &ms) == 0)
 		st->docs = ms.ms_entries;
-	if ((rc = lsm_entries(ix, txn, &n, cause)) != 0) {
+	if (ix->held != NULL && ix->unheld == UNCOUNTED)
+		n = memtable_entries(ix->mt) + lsm_estimate(ix, txn);
+	else if ((rc = lsm_entries(ix, txn, &n, cause)) != 0) {
 		mdb_txn_abort(txn);
 		return (rc);
 	}

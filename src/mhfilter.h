@@ -292,6 +292,9 @@ int		 bentry_cmp(const void *, const void *);
 size_t		 run_find(const unsigned char *, size_t, uint64_t,
 		    struct u64vec *, size_t);
 void		 run_prefetch(const unsigned char *, size_t, uint64_t);
+size_t		 run_window(size_t, uint64_t, size_t, size_t *);
+int		 run_find_window(const unsigned char *, size_t, size_t, size_t,
+		    uint64_t, struct u64vec *, size_t);
 size_t		 run_merge(unsigned, const unsigned char *, size_t,
 		    const struct bentry *, size_t, uint64_t, unsigned char *);
 struct memtable	*memtable_create(void);
@@ -299,6 +302,8 @@ void		 memtable_free(struct memtable *);
 void		 memtable_clear(struct memtable *);
 void		 memtable_add(struct memtable *, uint64_t, uint64_t);
 unsigned	 memtable_load(struct memtable *, uint64_t, uint64_t);
+size_t		 memtable_read_log(struct memtable *, const unsigned char *,
+		    size_t, unsigned, uint64_t, const unsigned char *, int);
 void		 memtable_commit(struct memtable *);
 void		 memtable_rollback(struct memtable *);
 void		 memtable_prefetch(const struct memtable *, uint64_t, int);
