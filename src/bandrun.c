@@ -464,15 +464,56 @@ memtable_load(struct memtable *mt, uint64_t key, uint64_t docid)
 	return (c);
 }
 
+/* Is key among the n sorted keys? */
+int
+u64_sorted_has(const uint64_t *keys, size_t n, uint64_t key)
+{
+	size_t	 lo = 0, hi = n, mid;
+
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		if (keys[mid] < key)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return (lo < n && keys[lo] == key);
+}
+
+/* qsort order of uint64_t. */
+static int
+u64_cmp(const void *a, const void *b)
+{
+	uint64_t	 x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return ((x > y) - (x < y));
+}
+
+/* Sort a vector and drop its repeats. */
+void
+u64_sort_unique(struct u64vec *v)
+{
+	size_t	 i, n = 0;
+
+	qsort(v->v, v->n, sizeof *v->v, u64_cmp);
+	for (i = 0; i < v->n; i++)
+		if (n == 0 || v->v[i] != v->v[n - 1])
+			v->v[n++] = v->v[i];
+	v->n = n;
+}
+
 /*
  * Read back n entries of an l0 record, written when the sweep was at
- * chunk wm and passed chunks ago: add those in chunks marked 2 in state
- * (all but those marked 1, with all) that the sweep has not passed since,
- * and return how many of the rest (marked 0) it has not passed either.
+ * chunk wm and passed chunks ago, by what state (lmdb.c's held) says of
+ * their chunks: add those of chunks to read (2, or 4 and a key among the
+ * nkeys sorted keys; with all, any but 1) that the sweep has not passed
+ * since, and return how many it has not passed are in neither the
+ * memtable nor this read.
  */
 size_t
 memtable_read_log(struct memtable *mt, const unsigned char *log, size_t n,
-    unsigned wm, uint64_t passed, const unsigned char *state, int all)
+    unsigned wm, uint64_t passed, const unsigned char *state,
+    const uint64_t *keys, size_t nkeys, int all)
 {
 	uint64_t	 key;
 	size_t		 i, others = 0;
@@ -483,6 +524,12 @@ memtable_read_log(struct memtable *mt, const unsigned char *log, size_t n,
 		c = band_chunk(key);
 		if (((c - wm) & (BAND_CHUNKS - 1)) < passed || state[c] == 1)
 			continue;	/* merged since, or held */
+		if (state[c] >= 3 && u64_sorted_has(keys, nkeys, key)) {
+			if (state[c] == 4)
+				memtable_load(mt, key, get_le64(log +
+				    BENTRY_SIZE * i + 8));
+			continue;
+		}
 		if (all || state[c] == 2)
 			memtable_load(mt, key, get_le64(log + BENTRY_SIZE * i +
 			    8));

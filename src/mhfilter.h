@@ -303,7 +303,10 @@ void		 memtable_clear(struct memtable *);
 void		 memtable_add(struct memtable *, uint64_t, uint64_t);
 unsigned	 memtable_load(struct memtable *, uint64_t, uint64_t);
 size_t		 memtable_read_log(struct memtable *, const unsigned char *,
-		    size_t, unsigned, uint64_t, const unsigned char *, int);
+		    size_t, unsigned, uint64_t, const unsigned char *,
+		    const uint64_t *, size_t, int);
+int		 u64_sorted_has(const uint64_t *, size_t, uint64_t);
+void		 u64_sort_unique(struct u64vec *);
 void		 memtable_commit(struct memtable *);
 void		 memtable_rollback(struct memtable *);
 void		 memtable_prefetch(const struct memtable *, uint64_t, int);
