@@ -64,9 +64,11 @@
  *     (one sequential rewrite per chunk) and drops them from the memtable.
  *     The pace keeps the memtable under its budget (--memtable): a full
  *     sweep per half budget of new entries.  An l0 record is deleted once
- *     the sweep has gone all the way round since it was written; on open,
- *     the memtable is rebuilt from l0, less the entries whose chunks the
- *     sweep has passed since.
+ *     the sweep has gone all the way round since it was written.  On
+ *     open the memtable is empty: a batch reads back from l0, in one pass,
+ *     the entries of the chunks it needs (a read-only batch: of its keys)
+ *     less those whose chunks the sweep has passed since (lsm_hold), so
+ *     that a small run costs no more against a large index.
  *   - A lookup reads the key's chunk in the memtable and its l1 run
  *     (binary search): one LMDB read per band.
  *   - Merging leaves out the entries of removed documents below the
@@ -95,8 +97,8 @@
  * batch or none of it; the caller writes a batch's verdicts only after its
  * commit, so whatever was reported unique is on disk.  LMDB serialises
  * write transactions between processes; a process that finds another's
- * commits since its own (the band state in meta moved) rebuilds its
- * memtable from l0 before going on.  When the map is full the transaction
+ * commits since its own (the band state in meta moved) empties its
+ * memtable, to be read back from l0 the same way.  When the map is full the transaction
  * fails with MDB_MAP_FULL: index_abort then doubles the map and the caller
  * redoes the batch (INDEX_AGAIN).
  */
