@@ -175,6 +175,7 @@ struct lmdb {
 	int		 loaded;	/* mt matches the committed state */
 	unsigned char	*held;		/* by chunk (MT_*); NULL: all held */
 	struct u64vec	 keyset;	/* a read-only batch's keys, sorted */
+	uint64_t	*keybits;	/* their KEYSET_BIT bits */
 	uint64_t	 unheld;	/* l0 entries of the others, or
 					   UNCOUNTED */
 	unsigned	 reads;		/* partial reads of l0 since emptied */
@@ -719,6 +720,7 @@ lmdb_close(struct index *base)
 	memtable_free(ix->mt);
 	free(ix->held);
 	u64vec_free(&ix->keyset);
+	free(ix->keybits);
 	free(ix->rbuf);
 	free(ix->pend);
 	free(ix->merged);
@@ -1000,7 +1002,7 @@ lsm_read(struct lmdb *ix, MDB_txn *txn, int all, char **cause)
 			    m * BENTRY_SIZE);
 			unheld += memtable_read_log(ix->mt, w, m,
 			    (unsigned)(written % BAND_CHUNKS), passed, ix->held,
-			    ix->keyset.v, ix->keyset.n, all);
+			    ix->keyset.v, ix->keyset.n, ix->keybits, all);
 		}
 	}
 	mdb_cursor_close(cur);
@@ -1512,6 +1514,15 @@ lmdb_prepare(struct index *base, const struct ixdoc *docs, size_t n,
 		}
 	}
 	u64_sort_unique(&ix->keyset);
+	if (ix->keyset.n > 0) {
+		if (ix->keybits == NULL)
+			ix->keybits = xcalloc(KEYSET_BITS / 64,
+			    sizeof *ix->keybits);
+		memset(ix->keybits, 0, KEYSET_BITS / 8);
+		for (i = 0; i < ix->keyset.n; i++)
+			ix->keybits[KEYSET_BIT(ix->keyset.v[i]) / 64] |=
+			    1ULL << KEYSET_BIT(ix->keyset.v[i]) % 64;
+	}
 	ix->batch = docs;
 	ix->nbatch = n;
 	ix->ahead = INDEX_NOSLOT;
