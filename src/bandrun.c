@@ -268,6 +268,43 @@ run_find(const unsigned char *run, size_t n, uint64_t key,
 }
 
 /*
+ * Where to read w entries of an n-entry run around where key should be,
+ * for run_find_window: sets *from, returns how many.
+ */
+size_t
+run_window(size_t n, uint64_t key, size_t w, size_t *from)
+{
+	size_t	 at = run_guess(l1_frag_of(key), n);
+
+	if (n <= w) {
+		*from = 0;
+		return (n);
+	}
+	*from = at > w / 2 ? at - w / 2 : 0;
+	if (*from > n - w)
+		*from = n - w;
+	return (w);
+}
+
+/*
+ * run_find on entries [from, from + m) of an n-entry run, at win.  -1,
+ * having found nothing, unless they hold every entry of the key's (the
+ * caller then searches the whole run).
+ */
+int
+run_find_window(const unsigned char *win, size_t from, size_t m, size_t n,
+    uint64_t key, struct u64vec *out, size_t max)
+{
+	uint64_t	 frag = l1_frag_of(key);
+
+	if (m == 0 || (from > 0 && l1_frag(win, 0) >= frag) ||
+	    (from + m < n && l1_frag(win, m - 1) <= frag))
+		return (-1);
+	run_find(win, m, key, out, max);
+	return (0);
+}
+
+/*
  * The first entry of run[from, n) that is not below the encoded entry e,
  * by bisection.  A run's order is its entries' byte order: key fragment,
  * then document number, both big-endian.
@@ -404,9 +441,13 @@ memtable_clear(struct memtable *mt)
 	mt->nundo = 0;
 }
 
-/* Add an entry; memtable_rollback takes it back until memtable_commit. */
-void
-memtable_add(struct memtable *mt, uint64_t key, uint64_t docid)
+/*
+ * Add an entry read back from the log: kept, with no undo record (a
+ * rebuild's millions of them would cost 4 bytes each for nothing).
+ * Returns its bucket.
+ */
+unsigned
+memtable_load(struct memtable *mt, uint64_t key, uint64_t docid)
 {
 	struct mtchunk	*ch;
 	unsigned	 c = mt_bucket(key);
@@ -420,6 +461,103 @@ memtable_add(struct memtable *mt, uint64_t key, uint64_t docid)
 	ch->v[ch->n].docid = docid;
 	ch->n++;
 	mt->entries++;
+	return (c);
+}
+
+/* Is key among the n sorted keys? */
+int
+u64_sorted_has(const uint64_t *keys, size_t n, uint64_t key)
+{
+	size_t	 lo = 0, hi = n, mid;
+
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		if (keys[mid] < key)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return (lo < n && keys[lo] == key);
+}
+
+/* qsort order of uint64_t. */
+static int
+u64_cmp(const void *a, const void *b)
+{
+	uint64_t	 x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return ((x > y) - (x < y));
+}
+
+/* Sort a vector and drop its repeats. */
+void
+u64_sort_unique(struct u64vec *v)
+{
+	size_t	 i, n = 0;
+
+	qsort(v->v, v->n, sizeof *v->v, u64_cmp);
+	for (i = 0; i < v->n; i++)
+		if (n == 0 || v->v[i] != v->v[n - 1])
+			v->v[n++] = v->v[i];
+	v->n = n;
+}
+
+/*
+ * Read back n entries of an l0 record, written when the sweep was at
+ * chunk wm and passed chunks ago, by what state (lmdb.c's held) says of
+ * their chunks: add those of chunks to read (2, or 4 and a key among the
+ * nkeys sorted keys, whose KEYSET_BIT bits are set in bits; with all, any
+ * but 1) that the sweep has not passed
+ * since, and return how many it has not passed are in neither the
+ * memtable nor this read.
+ */
+size_t
+memtable_read_log(struct memtable *mt, const unsigned char *log, size_t n,
+    unsigned wm, uint64_t passed, const unsigned char *state,
+    const uint64_t *keys, size_t nkeys, const uint64_t *bits, int all)
+{
+	uint64_t	 key;
+	size_t		 i, others = 0;
+	unsigned	 c, live;
+
+	for (i = 0; i < n; i++) {
+		key = get_le64(log + BENTRY_SIZE * i);
+		c = band_chunk(key);
+		live = ((c - wm) & (BAND_CHUNKS - 1)) >= passed;
+		/*
+		 * Most entries of a small batch's pass: counted without a
+		 * branch on live, which is random (one mispredicted branch
+		 * an entry made this loop twice as slow).
+		 */
+		if (state[c] == 0 && !all) {
+			others += live;
+			continue;
+		}
+		if (!live || state[c] == 1)
+			continue;	/* merged since, or held */
+		if (state[c] >= 3 && (bits[KEYSET_BIT(key) / 64] >>
+		    KEYSET_BIT(key) % 64 & 1) &&
+		    u64_sorted_has(keys, nkeys, key)) {
+			if (state[c] == 4)
+				memtable_load(mt, key, get_le64(log +
+				    BENTRY_SIZE * i + 8));
+			continue;
+		}
+		if (all || state[c] == 2)
+			memtable_load(mt, key, get_le64(log + BENTRY_SIZE * i +
+			    8));
+		else
+			others++;
+	}
+	return (others);
+}
+
+/* Add an entry; memtable_rollback takes it back until memtable_commit. */
+void
+memtable_add(struct memtable *mt, uint64_t key, uint64_t docid)
+{
+	unsigned	 c = memtable_load(mt, key, docid);
+
 	if (mt->nundo == mt->undosize) {
 		mt->undosize = mt->undosize ? 2 * mt->undosize : 1024;
 		mt->undo = xreallocarray(mt->undo, mt->undosize,

@@ -64,9 +64,11 @@
  *     (one sequential rewrite per chunk) and drops them from the memtable.
  *     The pace keeps the memtable under its budget (--memtable): a full
  *     sweep per half budget of new entries.  An l0 record is deleted once
- *     the sweep has gone all the way round since it was written; on open,
- *     the memtable is rebuilt from l0, less the entries whose chunks the
- *     sweep has passed since.
+ *     the sweep has gone all the way round since it was written.  On
+ *     open the memtable is empty: a batch reads back from l0, in one pass,
+ *     the entries of the chunks it needs (a read-only batch: of its keys)
+ *     less those whose chunks the sweep has passed since (lsm_hold), so
+ *     that a small run costs no more against a large index.
  *   - A lookup reads the key's chunk in the memtable and its l1 run
  *     (binary search): one LMDB read per band.
  *   - Merging leaves out the entries of removed documents below the
@@ -104,8 +106,8 @@
  * batch or none of it; the caller writes a batch's verdicts only after its
  * commit, so whatever was reported unique is on disk.  LMDB serialises
  * write transactions between processes; a process that finds another's
- * commits since its own (the band state in meta moved) rebuilds its
- * memtable from l0 before going on.  When the map is full the transaction
+ * commits since its own (the band state in meta moved) empties its
+ * memtable, to be read back from l0 the same way.  When the map is full the transaction
  * fails with MDB_MAP_FULL: index_abort then doubles the map and the caller
  * redoes the batch (INDEX_AGAIN).
  */
@@ -135,6 +137,22 @@
 #define BUCKET_MAX	1024	/* entries read from one band bucket */
 #define SNAP_CHUNKS	(BAND_CHUNKS / 16)	/* see lmdb_prepare */
 #define MAP_DEFAULT	(1ULL << 30)
+#define L0_READS	8	/* partial reads of l0, then a whole one */
+#define UNCOUNTED	UINT64_MAX
+#define L0_WINDOW	4096	/* l0 entries read at a time (lsm_read) */
+#define RUN_WINDOW	512	/* l1 entries read for a lookup (lm_pread) */
+#define MAP_NONE	((const unsigned char *)UINTPTR_MAX)
+
+/*
+ * What the memtable holds of a chunk's l0 entries (lmdb's held).  A read-
+ * only batch needs only the entries of its own keys: holding whole chunks
+ * (a tenth of l0 for 100 records) cost 6.5 MB of its 8 MB of heap.
+ */
+#define MT_NONE		0
+#define MT_ALL		1
+#define MT_WANT		2	/* all, at the next lsm_read */
+#define MT_KEYS		3	/* those of keys in keyset */
+#define MT_WANTKEYS	4	/* those, at the next lsm_read */
 
 /* The band index's position, in meta; committed, and a transaction's. */
 struct lsmstate {
@@ -169,6 +187,18 @@ struct lmdb {
 	/* The band index: committed state, and the transaction's. */
 	struct memtable	*mt;
 	int		 loaded;	/* mt matches the committed state */
+	unsigned char	*held;		/* by chunk (MT_*); NULL: all held */
+	struct u64vec	 keyset;	/* a read-only batch's keys, sorted */
+	uint64_t	*keybits;	/* their KEYSET_BIT bits */
+	uint64_t	 unheld;	/* l0 entries of the others, or
+					   UNCOUNTED */
+	unsigned	 reads;		/* partial reads of l0 since emptied */
+	size_t		 nwant;		/* chunks marked 2 in held */
+	unsigned char	*rbuf;		/* for lm_pread: L0_WINDOW entries */
+	const unsigned char *map;	/* the map's address: NULL not known
+					   yet, MAP_NONE not found */
+	size_t		 mapsize;
+	int		 fd;		/* of the data file, or -1 */
 	struct lsmstate	 lsm;		/* as committed */
 	struct lsmstate	 tx;		/* as the transaction has it */
 	uint64_t	 mt_max;	/* memtable budget, entries */
@@ -188,8 +218,7 @@ struct lmdb {
 	size_t		 ahead;		/* its slot whose loads are started */
 	uint64_t	 l0_bad;	/* damaged l0 entries (lsm_rebuild) */
 	int		 walked;	/* lm_walk found every page sound */
-	const char	*map;		/* the map and its page size, for */
-	size_t		 psize;		/* lm_ovf_ok */
+	size_t		 psize;		/* the page size, for lm_ovf_ok */
 
 	/* Delivery marks for the next commit (lm_undelivered_apply). */
 	struct u64vec	 dranges;	/* [first, end) pairs delivered */
@@ -230,7 +259,18 @@ static int	lm_get(struct lmdb *, MDB_dbi, uint64_t, MDB_val *);
 static int	lm_txn(struct lmdb *, unsigned, MDB_txn **);
 static int	lm_meta_u64(struct lmdb *, const char *, uint64_t *, char **);
 static int	lsm_load(struct lmdb *, char **);
-static int	lsm_rebuild(struct lmdb *, char **);
+static void	lsm_forget(struct lmdb *);
+static int	lsm_read(struct lmdb *, MDB_txn *, int, char **);
+static void	lm_findmap(struct lmdb *, const unsigned char *);
+static const unsigned char *lm_pread(struct lmdb *, const unsigned char *,
+		    size_t);
+static void	lm_run_find(struct lmdb *, const unsigned char *, size_t,
+		    uint64_t, struct u64vec *, size_t);
+static int	lsm_hold(struct lmdb *, uint64_t, int, char **);
+static int	lsm_hold_keys(struct lmdb *, const uint64_t *, char **);
+static void	lsm_unkey(struct lmdb *);
+static int	lsm_entries(struct lmdb *, MDB_txn *, uint64_t *, char **);
+static uint64_t	lsm_estimate(struct lmdb *, MDB_txn *);
 static int	lsm_merge(struct lmdb *, unsigned, uint64_t, char **);
 static int	lsm_flush(struct lmdb *, char **);
 static int	lm_first_doc(struct lmdb *, uint64_t *, char **);
@@ -248,7 +288,7 @@ static int	lm_undelivered_apply(struct lmdb *, char **);
 static void	guard_install(void);
 static int	lmdb_check(struct index *, FILE *, uint64_t *, char **);
 static int	lm_walk(struct lmdb *, char **);
-static int	lm_ovf_ok(const struct lmdb *, const MDB_val *);
+static int	lm_ovf_ok(struct lmdb *, const MDB_val *);
 static void	guard_assert(MDB_env *, const char *);
 
 /*
@@ -594,7 +634,6 @@ lm_env_open(struct lmdb *ix, const char *path, int flags, uint64_t mapsize,
 	const char	*tmp;
 	MDB_stat	 ms;
 	unsigned int	 envflags = MDB_NOTLS;
-	MDB_envinfo	 info;
 	uint64_t	 size;
 	int		 rc, dead, fresh;
 
@@ -678,10 +717,8 @@ lm_env_open(struct lmdb *ix, const char *path, int flags, uint64_t mapsize,
 	 */
 	if (ix->base.flags & INDEX_TEMP)
 		lmdb_remove_dir(ix->base.path);
-	if (mdb_env_stat(ix->env, &ms) == 0)
+	if (mdb_env_stat(ix->env, &ms) == 0) {
 		ix->inline_max = ms.ms_psize / 2;
-	if (mdb_env_info(ix->env, &info) == 0) {
-		ix->map = info.me_mapaddr;
 		ix->psize = ms.ms_psize;
 	}
 	/* Forget readers left by processes that died (kill -9). */
@@ -846,6 +883,10 @@ lmdb_close(struct index *base)
 	buf_free(&ix->rec);
 	buf_free(&ix->chunk);
 	memtable_free(ix->mt);
+	free(ix->held);
+	u64vec_free(&ix->keyset);
+	free(ix->keybits);
+	free(ix->rbuf);
 	free(ix->pend);
 	free(ix->merged);
 	free(ix->sorted);
@@ -932,7 +973,7 @@ lmdb_begin(struct index *base, char **cause)
  * dirty pages are outside the map, and not checked.
  */
 static int
-lm_ovf_ok(const struct lmdb *ix, const MDB_val *v)
+lm_ovf_ok(struct lmdb *ix, const MDB_val *v)
 {
 	const unsigned char	*p = v->mv_data;
 	uint64_t		 pgno;
@@ -940,7 +981,9 @@ lm_ovf_ok(const struct lmdb *ix, const MDB_val *v)
 	uint16_t		 flags;
 	size_t			 off;
 
-	if (ix->map == NULL || p < (const unsigned char *)ix->map + 16)
+	lm_findmap(ix, p);
+	if (ix->map == NULL || ix->map == MAP_NONE || ix->psize == 0 ||
+	    p < ix->map + 16)
 		return (1);
 	off = (size_t)(p - (const unsigned char *)ix->map);
 	if (off % ix->psize != 16)
@@ -1106,8 +1149,9 @@ lm_meta_u64(struct lmdb *ix, const char *key, uint64_t *out, char **cause)
 }
 
 /*
- * At the start of a transaction: take the band state from meta, and
- * rebuild the memtable if another process (or none yet) made it.
+ * At the start of a transaction: take the band state from meta, and empty
+ * the memtable if another process (or none yet) made it; lsm_hold reads
+ * l0 back as batches need it.
  */
 static int
 lsm_load(struct lmdb *ix, char **cause)
@@ -1123,43 +1167,111 @@ lsm_load(struct lmdb *ix, char **cause)
 		snap_end(ix);		/* l1 moved under it */
 		ix->lsm.sweep = sweep;
 		ix->lsm.l0_next = l0_next;
-		if (lsm_rebuild(ix, cause) != 0) {
-			ix->loaded = 0;
-			return (INDEX_ERROR);
-		}
+		lsm_forget(ix);
 		ix->loaded = 1;
-	}
+	} else
+		lsm_unkey(ix);		/* the last batch's keys */
 	ix->lsm.l1_entries = l1_entries;
 	ix->tx = ix->lsm;
 	return (0);
 }
 
 /*
- * Rebuild the memtable from l0: every entry whose chunk the sweep has not
- * passed since its record was written.
+ * Empty the memtable, to be read back from l0 by chunk as batches need it
+ * (lsm_hold).  A rebuild of the whole of it on open, up to --memtable of
+ * entries, was most of the time and memory of a small run (100 records
+ * touch 1,600 chunks of 16,384); so was the undo record of each entry.
+ */
+static void
+lsm_forget(struct lmdb *ix)
+{
+	if (memtable_entries(ix->mt) > 0)
+		memtable_clear(ix->mt);	/* a new one is empty: leave it */
+	if (ix->held == NULL)
+		ix->held = xmalloc(BAND_CHUNKS);
+	memset(ix->held, 0, BAND_CHUNKS);
+	ix->unheld = UNCOUNTED;
+	ix->reads = 0;
+	ix->nwant = 0;
+	ix->keyset.n = 0;
+}
+
+/*
+ * Drop what the memtable holds for a batch's keys only (MT_KEYS), and
+ * forget what it was to read so (MT_WANTKEYS): before another batch, with
+ * other keys, or a read of whole chunks.
+ */
+static void
+lsm_unkey(struct lmdb *ix)
+{
+	size_t		 before;
+	unsigned	 c;
+
+	if (ix->held == NULL || ix->keyset.n == 0)
+		return;
+	before = memtable_entries(ix->mt);
+	for (c = 0; c < BAND_CHUNKS; c++) {
+		if (ix->held[c] == MT_KEYS)
+			memtable_drop(ix->mt, c);
+		if (ix->held[c] >= MT_KEYS)
+			ix->held[c] = MT_NONE;
+	}
+	if (ix->unheld != UNCOUNTED)
+		ix->unheld += before - memtable_entries(ix->mt);
+	ix->keyset.n = 0;
+}
+
+/*
+ * The entries of an l0 window that no document can have made: zeroed or
+ * random bytes (document 0, or one not yet numbered).
+ */
+static uint64_t
+l0_bad_entries(const unsigned char *w, size_t m, uint64_t next_doc)
+{
+	uint64_t	 docid, bad = 0;
+	size_t		 i;
+
+	for (i = 0; i < m; i++) {
+		docid = get_le64(w + BENTRY_SIZE * i + 8);
+		bad += docid == 0 || docid >= next_doc;
+	}
+	return (bad);
+}
+
+/*
+ * Read into the memtable, from l0 as txn has it, the entries of the chunks
+ * marked 2 in held (all those not held, with all) that the sweep has not
+ * passed since their record was written, and count the entries of the
+ * chunks still not held.  Records from l0_next on are the transaction's
+ * own (lsm_flush), in the memtable already.  Only chunks with no entries
+ * in the memtable are read, so memtable_rollback still takes back exactly
+ * the transaction's additions.
  */
 static int
-lsm_rebuild(struct lmdb *ix, char **cause)
+lsm_read(struct lmdb *ix, MDB_txn *txn, int all, char **cause)
 {
 	MDB_cursor		*cur;
 	MDB_val			 k, v;
-	const unsigned char	*p;
-	struct bentry		 e;
-	uint64_t		 written, passed;
-	size_t			 i, n;
+	const unsigned char	*p, *w;
+	uint64_t		 written, passed, unheld = 0;
+	size_t			 i, n, m;
 	unsigned		 c;
 	int			 rc;
 
-	memtable_clear(ix->mt);
 	ix->l0_bad = 0;
-	if ((rc = mdb_cursor_open(ix->txn, ix->l0, &cur)) != 0)
+	if ((rc = mdb_cursor_open(txn, ix->l0, &cur)) != 0)
 		return (lm_fail(ix, rc, "reading l0", cause));
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		p = v.mv_data;
+		if (k.mv_size == 8 && get_be64(k.mv_data) >= ix->lsm.l0_next) {
+			rc = MDB_NOTFOUND;
+			break;
+		}
 		if (v.mv_size < L0_HEADER ||
 		    (v.mv_size - L0_HEADER) % BENTRY_SIZE != 0) {
 			mdb_cursor_close(cur);
+			ix->loaded = 0;	/* half read: empty it next time */
 			xasprintf(cause, "index %s is damaged: an l0 record is "
 			    "corrupt (run --check)", ix->base.path);
 			return (INDEX_ERROR);
@@ -1171,27 +1283,223 @@ lsm_rebuild(struct lmdb *ix, char **cause)
 		if (passed >= BAND_CHUNKS)
 			continue;
 		n = (v.mv_size - L0_HEADER) / BENTRY_SIZE;
-		for (i = 0; i < n; i++) {
-			run_get(p + L0_HEADER, i, &e);
-			/*
-			 * Zeroed or random bytes, not a document: left out
-			 * here, reported by lmdb_begin and lmdb_check.
-			 */
-			if (e.docid == 0 || e.docid >= ix->next_doc) {
-				ix->l0_bad++;
-				continue;
-			}
-			c = band_chunk(e.key);
-			if ((c + BAND_CHUNKS - written % BAND_CHUNKS) %
-			    BAND_CHUNKS < passed)
-				continue;	/* merged since */
-			memtable_add(ix->mt, e.key, e.docid);
+		lm_findmap(ix, p);
+		for (i = 0; i < n; i += m) {
+			m = n - i < L0_WINDOW ? n - i : L0_WINDOW;
+			w = lm_pread(ix, p + L0_HEADER + i * BENTRY_SIZE,
+			    m * BENTRY_SIZE);
+			ix->l0_bad += l0_bad_entries(w, m, ix->next_doc);
+			unheld += memtable_read_log(ix->mt, w, m,
+			    (unsigned)(written % BAND_CHUNKS), passed, ix->held,
+			    ix->keyset.v, ix->keyset.n, ix->keybits, all);
 		}
 	}
 	mdb_cursor_close(cur);
-	memtable_commit(ix->mt);
-	if (rc != MDB_NOTFOUND)
+	if (rc != MDB_NOTFOUND) {
+		ix->loaded = 0;
 		return (lm_fail(ix, rc, "reading l0", cause));
+	}
+	if (ix->l0_bad > 0) {
+		ix->loaded = 0;
+		xasprintf(cause, "index %s is damaged: %" PRIu64 " band "
+		    "entries in l0 are not of a document below next_doc (run "
+		    "--check)", ix->base.path, ix->l0_bad);
+		return (INDEX_ERROR);
+	}
+	if (all) {
+		free(ix->held);
+		ix->held = NULL;
+		ix->unheld = 0;
+		return (0);
+	}
+	for (c = 0; c < BAND_CHUNKS && ix->nwant > 0; c++) {
+		if (ix->held[c] == MT_WANT || ix->held[c] == MT_WANTKEYS) {
+			ix->held[c] = ix->held[c] == MT_WANT ? MT_ALL :
+			    MT_KEYS;
+			ix->nwant--;
+		}
+	}
+	ix->unheld = unheld;
+	ix->reads++;
+	return (0);
+}
+
+/*
+ * A small run reads little of the map, but what it touches counts in its
+ * RSS, the page cache's 64 KB around each fault (fault-around): a pass
+ * over the 32 MB of l0 at a million documents added 46 MB to a run of
+ * 10 MB without it, and the 1,600 lookups of 100 records 150 MB.  So
+ * those read with pread (lm_pread), which needs the map's address: LMDB
+ * does not give it (MDB_envinfo's me_mapaddr is a fixed map's only), but
+ * an overflow page begins with its own number, 16 bytes before its value
+ * v.  The address found is checked against the file.
+ */
+static void
+lm_findmap(struct lmdb *ix, const unsigned char *v)
+{
+	const unsigned char	*page = v - 16;
+	unsigned char		 head[64];
+	MDB_envinfo		 info;
+	MDB_stat		 ms;
+	size_t			 pgno;
+
+	if (ix->map != NULL || mdb_env_stat(ix->env, &ms) != 0 ||
+	    (uintptr_t)page % ms.ms_psize != 0)
+		return;		/* known, or v not in an overflow page */
+	ix->map = MAP_NONE;
+	memcpy(&pgno, page, sizeof pgno);
+	if (mdb_env_get_fd(ix->env, &ix->fd) != 0 ||
+	    mdb_env_info(ix->env, &info) != 0 ||
+	    pgno == 0 || pgno > (uintptr_t)page / ms.ms_psize ||
+	    pread(ix->fd, head, sizeof head, (off_t)(pgno * ms.ms_psize)) !=
+	    (ssize_t)sizeof head || memcmp(head, page, sizeof head) != 0)
+		return;
+	ix->map = page - pgno * ms.ms_psize;
+	ix->mapsize = info.me_mapsize;
+}
+
+/*
+ * The entries of l0 the sweep has not passed, estimated from its records'
+ * headers alone: band keys are uniform hashes, so of a record's n entries
+ * written passed chunks ago, about n * (BAND_CHUNKS - passed) / BAND_CHUNKS
+ * are in chunks not passed since.  For the statistics a process takes on
+ * start-up (pipeline_create), before a batch has read l0 (lsm_read then
+ * counts them): counting would read all of l0, up to --memtable.
+ */
+static uint64_t
+lsm_estimate(struct lmdb *ix, MDB_txn *txn)
+{
+	MDB_cursor		*cur;
+	MDB_val			 k, v;
+	const unsigned char	*h;
+	uint64_t		 written, passed, sum = 0;
+	int			 rc;
+
+	if (mdb_cursor_open(txn, ix->l0, &cur) != 0)
+		return (0);
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		if (v.mv_size < L0_HEADER)
+			continue;
+		lm_findmap(ix, v.mv_data);
+		h = lm_pread(ix, v.mv_data, L0_HEADER);
+		written = get_le64(h);
+		passed = ix->lsm.sweep - (written < ix->lsm.sweep ? written :
+		    ix->lsm.sweep);
+		if (passed < BAND_CHUNKS)
+			sum += (v.mv_size - L0_HEADER) / BENTRY_SIZE *
+			    (BAND_CHUNKS - passed) / BAND_CHUNKS;
+	}
+	mdb_cursor_close(cur);
+	return (sum);
+}
+
+/*
+ * len bytes at p: copied with pread when p is in the map (lm_findmap),
+ * else (a page of a write transaction's, or no map address) p itself.
+ */
+static const unsigned char *
+lm_pread(struct lmdb *ix, const unsigned char *p, size_t len)
+{
+	if (ix->map == NULL || ix->map == MAP_NONE || p < ix->map ||
+	    (size_t)(p - ix->map) + len > ix->mapsize ||
+	    len > L0_WINDOW * BENTRY_SIZE)
+		return (p);
+	if (ix->rbuf == NULL)
+		ix->rbuf = xmalloc(L0_WINDOW * BENTRY_SIZE);
+	if (pread(ix->fd, ix->rbuf, len, p - ix->map) != (ssize_t)len)
+		return (p);
+	return (ix->rbuf);
+}
+
+/*
+ * run_find on an l1 run that no prepared batch mapped (a small batch's):
+ * a run in overflow pages is read with pread, RUN_WINDOW entries around
+ * where the key should be (run_window), unless they may not hold all of
+ * its entries.
+ */
+static void
+lm_run_find(struct lmdb *ix, const unsigned char *run, size_t n,
+    uint64_t key, struct u64vec *out, size_t max)
+{
+	const unsigned char	*w;
+	size_t			 from, m;
+
+	if (n * L1E_SIZE >= ix->inline_max) {
+		lm_findmap(ix, run);
+		m = run_window(n, key, RUN_WINDOW, &from);
+		w = lm_pread(ix, run + from * L1E_SIZE, m * L1E_SIZE);
+		if (w != run + from * L1E_SIZE &&
+		    run_find_window(w, from, m, n, key, out, max) == 0)
+			return;
+	}
+	run_find(run, n, key, out, max);
+}
+
+/*
+ * Have the memtable hold the chunks marked in held, and the q the sweep
+ * merges next (a commit's), in one pass over l0.  Past L0_READS passes,
+ * or for a quarter of the chunks, it reads them all, as it did on open
+ * before: a daemon's small batches would read l0 again and again.
+ */
+static int
+lsm_hold(struct lmdb *ix, uint64_t q, int all, char **cause)
+{
+	uint64_t	 i;
+	unsigned	 c;
+
+	if (ix->held == NULL)
+		return (0);
+	if (all || q >= BAND_CHUNKS / 4 || ix->nwant >= BAND_CHUNKS / 4 ||
+	    ix->reads >= L0_READS) {
+		lsm_unkey(ix);
+		return (lsm_read(ix, ix->txn, 1, cause));
+	}
+	for (i = 0; i < q; i++) {
+		c = (unsigned)((ix->tx.sweep + i) % BAND_CHUNKS);
+		if (ix->held[c] == MT_NONE) {
+			ix->held[c] = MT_WANT;
+			ix->nwant++;
+		}
+	}
+	if (ix->nwant == 0 && ix->unheld != UNCOUNTED)
+		return (0);
+	return (lsm_read(ix, ix->txn, 0, cause));
+}
+
+/*
+ * Have the memtable hold the chunks of one record's band keys: all of
+ * them if one is missing (a lookup or an insert that no lmdb_prepare
+ * announced: an import).
+ */
+static int
+lsm_hold_keys(struct lmdb *ix, const uint64_t *keys, char **cause)
+{
+	unsigned	 j, h;
+
+	for (j = 0; ix->held != NULL && j < ix->base.p.bands; j++) {
+		h = ix->held[band_chunk(keys[j])];
+		if (h != MT_ALL && (h != MT_KEYS ||
+		    !u64_sorted_has(ix->keyset.v, ix->keyset.n, keys[j])))
+			return (lsm_hold(ix, 0, 1, cause));
+	}
+	return (0);
+}
+
+/*
+ * The band entries not yet merged: those of the memtable and, while it
+ * holds only some chunks, those of the rest of l0 (counted in txn if they
+ * never were).
+ */
+static int
+lsm_entries(struct lmdb *ix, MDB_txn *txn, uint64_t *n, char **cause)
+{
+	int	 rc;
+
+	if (ix->held != NULL && ix->unheld == UNCOUNTED &&
+	    (rc = lsm_read(ix, txn, 0, cause)) != 0)
+		return (rc);
+	*n = memtable_entries(ix->mt) + (ix->held != NULL ? ix->unheld : 0);
 	return (0);
 }
 
@@ -1308,10 +1616,15 @@ lsm_flush(struct lmdb *ix, char **cause)
 	}
 	q = (uint64_t)ix->tx.quota;
 	ix->tx.quota -= q;
-	if (memtable_entries(ix->mt) > ix->mt_max)
+	if ((rc = lsm_hold(ix, q, 0, cause)) != 0)
+		return (rc);
+	if (memtable_entries(ix->mt) + (ix->held ? ix->unheld : 0) >
+	    ix->mt_max)
 		q += BAND_CHUNKS / 64;	/* over budget: catch up */
 	if (q > BAND_CHUNKS)
 		q = BAND_CHUNKS;
+	if ((rc = lsm_hold(ix, q, 0, cause)) != 0)
+		return (rc);
 	if (q > 0) {
 		if (lm_first_doc(ix, &live, cause) != 0)
 			return (INDEX_ERROR);
@@ -1381,6 +1694,8 @@ lmdb_candidates(struct index *base, size_t slot, const uint64_t *keys,
 	unsigned	 j;
 	int		 rc;
 
+	if ((rc = lsm_hold_keys(ix, keys, cause)) != 0)
+		return (rc);
 	/*
 	 * A lookup is a few cache misses (see run_prefetch), started early
 	 * so that they overlap: all of this record's at once, and those of
@@ -1465,7 +1780,7 @@ lm_bucket(struct lmdb *ix, uint64_t key, struct u64vec *out,
 		return (rc);
 	if (v.mv_size % L1E_SIZE != 0)
 		return (MDB_CORRUPTED);	/* (a run is whole entries) */
-	run_find(v.mv_data, v.mv_size / L1E_SIZE, key, out, max - got);
+	lm_run_find(ix, v.mv_data, v.mv_size / L1E_SIZE, key, out, max - got);
 	return (0);
 }
 
@@ -1482,15 +1797,46 @@ lmdb_prepare(struct index *base, const struct ixdoc *docs, size_t n,
 {
 	struct lmdb	*ix = (struct lmdb *)base;
 	size_t		 i, keys = 0;
-	unsigned	 c;
+	unsigned	 c, j, mark;
 	int		 rc;
 
-	for (i = 0; i < n; i++)
-		keys += docs[i].pending ? ix->base.p.bands : 0;
+	mark = (ix->base.flags & INDEX_RDONLY) ? MT_WANTKEYS : MT_WANT;
+	for (i = 0; i < n; i++) {
+		if (!docs[i].pending)
+			continue;
+		keys += ix->base.p.bands;
+		for (j = 0; ix->held != NULL && j < ix->base.p.bands; j++) {
+			c = band_chunk(docs[i].keys[j]);
+			if (ix->held[c] == MT_NONE) {
+				ix->held[c] = mark;
+				ix->nwant++;
+			}
+			if (ix->held[c] == MT_WANTKEYS)
+				u64vec_push(&ix->keyset, docs[i].keys[j]);
+		}
+	}
+	u64_sort_unique(&ix->keyset);
+	if (ix->keyset.n > 0) {
+		if (ix->keybits == NULL)
+			ix->keybits = xcalloc(KEYSET_BITS / 64,
+			    sizeof *ix->keybits);
+		memset(ix->keybits, 0, KEYSET_BITS / 8);
+		for (i = 0; i < ix->keyset.n; i++)
+			ix->keybits[KEYSET_BIT(ix->keyset.v[i]) / 64] |=
+			    1ULL << KEYSET_BIT(ix->keyset.v[i]) % 64;
+	}
 	ix->batch = docs;
 	ix->nbatch = n;
 	ix->ahead = INDEX_NOSLOT;
 	ix->l1valid = 0;
+	/*
+	 * The memtable's chunks of the batch's keys, and (a writer's) of
+	 * the commit's merges: the sweep's quota for every key inserted.
+	 */
+	if ((rc = lsm_hold(ix, (ix->base.flags & INDEX_RDONLY) ? 0 :
+	    (uint64_t)(ix->tx.quota + (double)BAND_CHUNKS * keys /
+	    (ix->mt_max / 2)), 0, cause)) != 0)
+		return (rc);
 	if (keys < BAND_CHUNKS / 4)
 		return (0);
 	if (ix->l1map == NULL)
@@ -1597,6 +1943,7 @@ snap_end(struct lmdb *ix)
 	ix->snap = NULL;
 	ix->snap_sweep = UINT64_MAX;	/* l1map holds nothing of it */
 	ix->l1valid = 0;
+	ix->map = NULL;			/* a resize may move the map */
 }
 
 /* The l1 key of chunk c, in kb. */
@@ -1702,6 +2049,8 @@ lmdb_insert(struct index *base, size_t slot, const uint64_t *keys,
 		    ix->base.path);
 		return (INDEX_ERROR);
 	}
+	if ((rc = lsm_hold_keys(ix, keys, cause)) != 0)
+		return (rc);
 	docid = ix->next_doc++;
 	ix->base.last_doc = docid;
 	put_be64(kb, docid);
@@ -1760,6 +2109,7 @@ lmdb_stats(struct index *base, struct index_stats *st, char **cause)
 	MDB_txn		*txn;
 	MDB_stat	 ms;
 	MDB_envinfo	 info;
+	uint64_t	 n;
 	int		 rc;
 
 	memset(st, 0, sizeof *st);
@@ -1767,7 +2117,13 @@ lmdb_stats(struct index *base, struct index_stats *st, char **cause)
 		return (lm_fail(ix, rc, "stats", cause));
 	if (mdb_stat(txn, ix->docs, &ms) == 0)
 		st->docs = ms.ms_entries;
-	st->band_entries = ix->lsm.l1_entries + memtable_entries(ix->mt);
+	if (ix->held != NULL && ix->unheld == UNCOUNTED)
+		n = memtable_entries(ix->mt) + lsm_estimate(ix, txn);
+	else if ((rc = lsm_entries(ix, txn, &n, cause)) != 0) {
+		mdb_txn_abort(txn);
+		return (rc);
+	}
+	st->band_entries = ix->lsm.l1_entries + n;
 	if ((rc = mdb_env_stat(ix->env, &ms)) == 0 &&
 	    (rc = mdb_env_info(ix->env, &info)) == 0)
 		st->size = (uint64_t)(info.me_last_pgno + 1) * ms.ms_psize;
@@ -1959,12 +2315,13 @@ lmdb_info(struct index *base, struct index_info *in, char **cause)
 	if (mdb_stat(ix->txn, ix->docs, &st) == 0)
 		in->docs = st.ms_entries;
 	if (lm_meta_u64(ix, "next_doc", &in->next_doc, cause) != 0 ||
-	    lm_meta_u64(ix, "l1_entries", &u, cause) != 0) {
+	    lm_meta_u64(ix, "l1_entries", &u, cause) != 0 ||
+	    lsm_entries(ix, ix->txn, &in->band_entries, cause) != 0) {
 		mdb_txn_abort(ix->txn);
 		ix->txn = NULL;
 		return (INDEX_ERROR);
 	}
-	in->band_entries = u + memtable_entries(ix->mt);
+	in->band_entries += u;
 	if (lm_meta_get(ix, "created", v, sizeof v) == 0 &&
 	    meta_number(v, INT64_MAX, &u) == 0)
 		in->created = (int64_t)u;
@@ -2246,7 +2603,7 @@ lmdb_check(struct index *base, FILE *f, uint64_t *problems, char **cause)
 	}
 	ix->loaded = 0;		/* rebuild the memtable from this snapshot */
 	if (lm_meta_u64(ix, "next_doc", &ix->next_doc, cause) != 0 ||
-	    lsm_load(ix, cause) != 0 ||
+	    lsm_load(ix, cause) != 0 || lsm_hold(ix, 0, 1, cause) != 0 ||
 	    lm_meta_u64(ix, "sweep", &sweep, cause) != 0 ||
 	    lm_meta_u64(ix, "l0_next", &l0_next, cause) != 0) {
 		mdb_txn_abort(ix->txn);

@@ -273,6 +273,9 @@ struct bentry {
 #define L1E_SIZE	10		/* bytes of an entry in an l1 run */
 #define L1E_BITS	40		/* key bits below the chunk's, kept */
 #define L1E_DOCMAX	((1ULL << 40) - 1)	/* largest document number */
+/* A key's bit in a filter of 2^16 (memtable_read_log's keyset). */
+#define KEYSET_BITS	(1U << 16)
+#define KEYSET_BIT(key)	((unsigned)((key) >> 34) & (KEYSET_BITS - 1))
 static inline unsigned
 band_chunk(uint64_t key)
 {
@@ -296,12 +299,21 @@ int		 bentry_cmp(const void *, const void *);
 size_t		 run_find(const unsigned char *, size_t, uint64_t,
 		    struct u64vec *, size_t);
 void		 run_prefetch(const unsigned char *, size_t, uint64_t);
+size_t		 run_window(size_t, uint64_t, size_t, size_t *);
+int		 run_find_window(const unsigned char *, size_t, size_t, size_t,
+		    uint64_t, struct u64vec *, size_t);
 size_t		 run_merge(unsigned, const unsigned char *, size_t,
 		    const struct bentry *, size_t, uint64_t, unsigned char *);
 struct memtable	*memtable_create(void);
 void		 memtable_free(struct memtable *);
 void		 memtable_clear(struct memtable *);
 void		 memtable_add(struct memtable *, uint64_t, uint64_t);
+unsigned	 memtable_load(struct memtable *, uint64_t, uint64_t);
+size_t		 memtable_read_log(struct memtable *, const unsigned char *,
+		    size_t, unsigned, uint64_t, const unsigned char *,
+		    const uint64_t *, size_t, const uint64_t *, int);
+int		 u64_sorted_has(const uint64_t *, size_t, uint64_t);
+void		 u64_sort_unique(struct u64vec *);
 void		 memtable_commit(struct memtable *);
 void		 memtable_rollback(struct memtable *);
 void		 memtable_prefetch(const struct memtable *, uint64_t, int);

@@ -1283,6 +1283,141 @@ u64_cmp(const void *a, const void *b)
 #define SNAP_WANT	64	/* room for a lookup's expected documents */
 
 /*
+ * A brute-force model of the band index for test_snapshot and
+ * test_partial: every document's keys, and the (key, document) pairs of
+ * the batches inserted, sorted.
+ */
+struct model {
+	uint64_t	*keys;
+	uint64_t	*pairs;
+	size_t		 npairs;
+	size_t		 n;		/* documents inserted */
+	struct ixdoc	*d;		/* the batch */
+	size_t		*shared;	/* its key taken from earlier, or B */
+	size_t		 nd;
+	uint64_t	 s;		/* random state */
+};
+
+/* A model for batches of nd documents. */
+static void
+model_init(struct model *m, size_t nd, size_t batches, uint64_t seed)
+{
+	memset(m, 0, sizeof *m);
+	m->keys = xcalloc(nd * batches, B * sizeof *m->keys);
+	m->pairs = xcalloc(nd * batches * B, 2 * sizeof *m->pairs);
+	m->d = xcalloc(nd, sizeof *m->d);
+	m->shared = xcalloc(nd, sizeof *m->shared);
+	m->nd = nd;
+	m->s = seed;
+}
+
+static void
+model_free(struct model *m)
+{
+	free(m->keys);
+	free(m->pairs);
+	free(m->d);
+	free(m->shared);
+}
+
+/*
+ * The next batch: random band keys, each document's but the first
+ * batch's with one taken from an earlier document.
+ */
+static void
+model_batch(struct model *m)
+{
+	uint64_t	*nk;
+	size_t		 i, j;
+
+	for (i = 0; i < m->nd; i++) {
+		nk = m->keys + (m->n + i) * B;
+		for (j = 0; j < B; j++)
+			nk[j] = next64(&m->s);
+		m->shared[i] = B;	/* none */
+		if (m->n > 0) {
+			m->shared[i] = next64(&m->s) % B;
+			nk[m->shared[i]] = m->keys[next64(&m->s) % (m->n * B)];
+		}
+		m->d[i].keys = nk;
+		m->d[i].pending = 1;
+	}
+}
+
+/*
+ * Look up each document of the prepared batch (numbered from n + 1) and,
+ * with insert, insert it: every lookup must return exactly the documents
+ * holding its keys, as the model has them: the pairs of earlier batches,
+ * and this batch's shared keys if inserted.
+ */
+static void
+model_lookups(struct fixture *f, const struct model *m, size_t b,
+    int insert)
+{
+	const uint64_t	*k, *hit;
+	uint64_t	 want[SNAP_WANT];
+	uint32_t	 sig[K] = { 0 };
+	size_t		 nwant, i, j, o;
+
+	for (i = 0; i < m->nd; i++) {
+		k = m->d[i].keys;
+		nwant = 0;
+		for (j = 0; j < B; j++) {
+			hit = bsearch(&k[j], m->pairs, m->npairs,
+			    2 * sizeof *m->pairs, u64_cmp);
+			while (hit != NULL && hit > m->pairs && hit[-2] == k[j])
+				hit -= 2;
+			for (; hit != NULL && hit < m->pairs + 2 * m->npairs &&
+			    hit[0] == k[j]; hit += 2) {
+				assert_true(nwant < SNAP_WANT);
+				want[nwant++] = hit[1];
+			}
+			for (o = 0; o < i && insert; o++) {
+				if (m->shared[o] < B &&
+				    m->d[o].keys[m->shared[o]] == k[j]) {
+					assert_true(nwant < SNAP_WANT);
+					want[nwant++] = m->n + o + 1;
+				}
+			}
+		}
+		f->out.n = 0;
+		CHECK(f, index_candidates(f->ix, i, k, &f->out, &f->cause));
+		if (nwant > 1)
+			qsort(want, nwant, sizeof *want, u64_cmp);
+		if (f->out.n > 1)
+			qsort(f->out.v, f->out.n, sizeof *f->out.v, u64_cmp);
+		if (f->out.n != nwant || (nwant > 0 && memcmp(want, f->out.v,
+		    nwant * sizeof *want) != 0))
+			fail_msg("batch %zu, document %zu: %zu candidates, "
+			    "want %zu", b, m->n + i + 1, f->out.n, nwant);
+		if (insert)
+			CHECK(f, index_insert(f->ix, k, sig, "x", 1, "t", 1, 0,
+			    0, &f->cause));
+	}
+}
+
+/* Begin, prepare and look up the next batch, then commit it. */
+static void
+model_run(struct fixture *f, struct model *m, size_t b, int insert)
+{
+	size_t	 i;
+
+	model_batch(m);
+	CHECK(f, index_begin(f->ix, &f->cause));
+	CHECK(f, index_prepare(f->ix, m->d, m->nd, &f->cause));
+	model_lookups(f, m, b, insert);
+	CHECK(f, index_commit(f->ix, &f->cause));
+	if (!insert)
+		return;
+	for (i = 0; i < m->nd * B; i++) {
+		m->pairs[2 * m->npairs] = m->keys[m->n * B + i];
+		m->pairs[2 * m->npairs++ + 1] = m->n + i / B + 1;
+	}
+	qsort(m->pairs, m->npairs, 2 * sizeof *m->pairs, u64_cmp);
+	m->n += m->nd;
+}
+
+/*
  * Lookups across many batches while the sweep merges.  lmdb_prepare finds
  * the l1 runs through a snapshot kept across batches plus the chunks merged
  * since, re-read each batch.  The memtable budget makes the sweep advance
@@ -1297,18 +1432,11 @@ test_snapshot(void **state)
 {
 	struct fixture		*f = *state;
 	struct index_params	 p;
-	struct ixdoc		*d;
-	uint64_t		*keys, *pairs, *nk, *hit, s = 7;
-	const uint64_t		*k;
-	uint64_t		 want[SNAP_WANT];
-	uint32_t		 sig[K] = { 0 };
-	size_t			 n = 0, npairs = 0, nwant, i, j, m, b;
-	size_t			 shared[SNAP_DOCS];
+	struct model		 m;
+	size_t			 b;
 	char			 v[32];
 
-	keys = xcalloc(SNAP_DOCS * SNAP_BATCHES, B * sizeof *keys);
-	pairs = xcalloc(SNAP_DOCS * SNAP_BATCHES * B, 2 * sizeof *pairs);
-	d = xcalloc(SNAP_DOCS, sizeof *d);
+	model_init(&m, SNAP_DOCS, SNAP_BATCHES, 7);
 	params(&p);
 	p.memtable = 4 << 20;
 	CHECK(f, index_open(&f->ix, f->path, 0, &p, 0, &f->cause));
@@ -1316,78 +1444,52 @@ test_snapshot(void **state)
 	snprintf(v, sizeof v, "%u", BAND_CHUNKS - 300);
 	raw_meta_put(f->path, "sweep", v);
 	CHECK(f, index_open(&f->ix, f->path, 0, &p, 0, &f->cause));
-	for (b = 0; b < SNAP_BATCHES; b++) {
-		for (i = 0; i < SNAP_DOCS; i++) {
-			nk = keys + (n + i) * B;
-			for (j = 0; j < B; j++)
-				nk[j] = next64(&s);
-			shared[i] = B;		/* none */
-			if (n > 0) {
-				shared[i] = next64(&s) % B;
-				nk[shared[i]] = keys[next64(&s) % (n * B)];
-			}
-			d[i].keys = nk;
-			d[i].pending = 1;
-		}
-		CHECK(f, index_begin(f->ix, &f->cause));
-		CHECK(f, index_prepare(f->ix, d, SNAP_DOCS, &f->cause));
-		for (i = 0; i < SNAP_DOCS; i++) {
-			k = d[i].keys;
-			/*
-			 * The model: the (key, document) pairs of earlier
-			 * batches, sorted, and this batch's shared keys.
-			 */
-			nwant = 0;
-			for (j = 0; j < B; j++) {
-				hit = bsearch(&k[j], pairs, npairs,
-				    2 * sizeof *pairs, u64_cmp);
-				while (hit != NULL && hit > pairs &&
-				    hit[-2] == k[j])
-					hit -= 2;
-				for (; hit != NULL && hit < pairs + 2 * npairs &&
-				    hit[0] == k[j]; hit += 2) {
-					assert_true(nwant < SNAP_WANT);
-					want[nwant++] = hit[1];
-				}
-				for (m = 0; m < i; m++) {
-					if (shared[m] < B &&
-					    d[m].keys[shared[m]] == k[j]) {
-						assert_true(nwant < SNAP_WANT);
-						want[nwant++] = n + m + 1;
-					}
-				}
-			}
-			f->out.n = 0;
-			CHECK(f, index_candidates(f->ix, i, k, &f->out,
-			    &f->cause));
-			if (nwant > 1)
-				qsort(want, nwant, sizeof *want, u64_cmp);
-			if (f->out.n > 1)
-				qsort(f->out.v, f->out.n, sizeof *f->out.v,
-				    u64_cmp);
-			if (f->out.n != nwant || (nwant > 0 && memcmp(want,
-			    f->out.v, nwant * sizeof *want) != 0))
-				fail_msg("batch %zu, document %zu: %zu "
-				    "candidates, want %zu", b, n + i + 1,
-				    f->out.n, nwant);
-			CHECK(f, index_insert(f->ix, k, sig, "x", 1, "t", 1,
-			    0, 0, &f->cause));
-		}
-		CHECK(f, index_commit(f->ix, &f->cause));
-		for (i = 0; i < SNAP_DOCS * B; i++) {
-			pairs[2 * npairs] = keys[n * B + i];
-			pairs[2 * npairs++ + 1] = n + i / B + 1;
-		}
-		qsort(pairs, npairs, 2 * sizeof *pairs, u64_cmp);
-		n += SNAP_DOCS;
-	}
+	for (b = 0; b < SNAP_BATCHES; b++)
+		model_run(f, &m, b, 1);
 	close_ix(f);
 	raw_meta(f->path, "sweep", v, sizeof v);
 	if (strtoull(v, NULL, 10) < 2 * BAND_CHUNKS)
 		fail_msg("the sweep is at %s: not round", v);
-	free(keys);
-	free(pairs);
-	free(d);
+	model_free(&m);
+}
+
+#define PART_DOCS	200	/* x B keys: under BAND_CHUNKS / 4, no l1map */
+#define PART_BATCHES	60
+#define PART_OPEN	5	/* batches between opens */
+
+/*
+ * Small batches, each few after an open, so that the memtable holds only
+ * what each batch needs of l0 (lsm_hold): the chunks of its keys and of
+ * its commit's merges for a writer, the entries of its keys alone for a
+ * read-only open (every other one).  The budget makes the sweep go round
+ * in about 40 batches, so merges meet chunks held and not.  Every lookup
+ * must return exactly the documents holding its keys, as a brute-force
+ * model has them; a read-only batch inserts nothing.
+ */
+static void
+test_partial(void **state)
+{
+	struct fixture		*f = *state;
+	struct index_params	 p;
+	struct model		 m;
+	size_t			 b;
+	int			 rdonly = 0;
+
+	model_init(&m, PART_DOCS, PART_BATCHES, 11);
+	params(&p);
+	p.memtable = 1 << 20;
+	for (b = 0; b < PART_BATCHES; b++) {
+		if (b % PART_OPEN == 0) {
+			if (b > 0)
+				close_ix(f);
+			rdonly = b > 0 && (b / PART_OPEN) % 2 == 1;
+			CHECK(f, index_open(&f->ix, f->path,
+			    rdonly ? INDEX_RDONLY : 0, &p, 0, &f->cause));
+		}
+		model_run(f, &m, b, !rdonly);
+	}
+	close_ix(f);
+	model_free(&m);
 }
 
 #define T(name)	cmocka_unit_test_setup_teardown(name, setup, teardown)
@@ -1417,6 +1519,7 @@ main(void)
 		T(test_upgrade_format2),
 		T(test_upgrade_format3),
 		T(test_snapshot),
+		T(test_partial),
 		T(test_l1_leaves),
 	};
 
