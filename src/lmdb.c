@@ -2540,6 +2540,7 @@ check_l0(struct lmdb *ix, struct checking *ck, uint64_t sweep,
 {
 	MDB_cursor	*cur;
 	MDB_val		 k, v;
+	uint64_t	 bad = 0;
 	int		 rc;
 
 	if ((rc = mdb_cursor_open(ix->txn, ix->l0, &cur)) != 0) {
@@ -2554,12 +2555,16 @@ check_l0(struct lmdb *ix, struct checking *ck, uint64_t sweep,
 		    get_le64(v.mv_data) > sweep)
 			problem(ck->f, ck->problems, "an l0 record is "
 			    "malformed");
+		else if (lm_ovf_ok(ix, &v))
+			bad += l0_bad_entries((const unsigned char *)
+			    v.mv_data + L0_HEADER, (v.mv_size - L0_HEADER) /
+			    BENTRY_SIZE, ix->next_doc);
 	}
 	mdb_cursor_close(cur);
 	check_walked(ck, "l0", rc);
-	if (ix->l0_bad > 0)
+	if (bad > 0)
 		problem(ck->f, ck->problems, "l0 holds %" PRIu64 " entries "
-		    "not of a document below next_doc", ix->l0_bad);
+		    "not of a document below next_doc", bad);
 }
 
 /* LMDB's free list (database 0): it can be read to its end. */
