@@ -495,6 +495,8 @@ u64_sort_unique(struct u64vec *v)
 {
 	size_t	 i, n = 0;
 
+	if (v->n == 0)
+		return;		/* (v->v may be NULL: not for qsort) */
 	qsort(v->v, v->n, sizeof *v->v, u64_cmp);
 	for (i = 0; i < v->n; i++)
 		if (n == 0 || v->v[i] != v->v[n - 1])
