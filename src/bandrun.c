@@ -403,6 +403,25 @@ run_merge(unsigned c, const unsigned char *old, size_t nold,
 	return (n);
 }
 
+/*
+ * Where a sweep merges a chunk's nadd new entries: into its young run (1),
+ * which holds ny, or, with the young run's, into its old run (0), which
+ * holds nold.  Rewriting the old run costs nold; letting the young run grow
+ * to y before that costs about y / 2 a merge over the y / nadd merges it
+ * takes, and nold * nadd / y a merge for the old run's rewrite: least when
+ * y * y = 2 * nold * nadd, which bounds the young run.  An old run below
+ * min (a young index's, or one a sweep adds a good share to) is cheap to
+ * rewrite, and a second run would only cost lookups: no young run then.
+ */
+int
+run_young(size_t nold, size_t ny, size_t nadd, size_t min)
+{
+	double	 y = (double)ny + (double)nadd;
+
+	return (nold >= min && nold > 0 &&
+	    y * y <= 2.0 * (double)nold * (double)nadd);
+}
+
 /* A new, empty memtable. */
 struct memtable *
 memtable_create(void)

@@ -2,7 +2,7 @@
  * The index: an LMDB environment (a directory with data.mdb and lock.mdb).
  * This is the only file that talks to LMDB.
  *
- * Seven named databases, format 4 (groups below):
+ * Eight named databases, format 5 (groups below):
  *
  *   meta   text key -> text value: the parameter records (codec.c:
  *          meta_write), "next_doc" (the next document number), and the
@@ -24,6 +24,9 @@
  *          BAND_CHUNK_BITS bits.  Format 2 kept 16-byte entries (the whole
  *          key, little-endian); lmdb_upgrade rewrites them on the first
  *          writable open.
+ *   l1y    the young runs: chunk number -> a run, as in l1, of entries
+ *          merged since the chunk's l1 run was last rewritten (below).
+ *          New in format 5; format 4 is format 5 without young runs.
  *   l0     8-byte run number (big-endian) -> the entries one batch added:
  *          u64 sweep position when written (little-endian), then its
  *          entries in insertion order, 16 bytes each (whole key and
@@ -54,7 +57,7 @@
  * documents with 16 bands dirties ~16,000 pages once the tree is large,
  * and a commit writes them all (64 MB for 1,000 documents).  Format 1 did
  * that and slowed from 5,000 to 2,700 records/s between 100k and 300k
- * documents.  Formats 2 and 3 are a two-level log-structured merge instead:
+ * documents.  Formats 2 to 5 are a log-structured merge instead:
  *
  *   - A batch's new entries go to the memtable (bandrun.c: in memory, by
  *     chunk) and, as one sequential record, to l0: a commit writes about
@@ -69,15 +72,23 @@
  *     the entries of the chunks it needs (a read-only batch: of its keys)
  *     less those whose chunks the sweep has passed since (lsm_hold), so
  *     that a small run costs no more against a large index.
- *   - A lookup reads the key's chunk in the memtable and its l1 run
- *     (binary search): one LMDB read per band.
+ *   - A lookup reads the key's chunk in the memtable and its l1 runs
+ *     (interpolation search): the old one and the young one (below).
  *   - Merging leaves out the entries of removed documents below the
  *     oldest one held; removed documents above it are skipped at lookup
  *     (index_doc says INDEX_GONE) until the oldest passes them.
  *
- * The cost of a sweep grows with l1 while the memtable does not, so the
- * write volume per document grows with the index (l1 / memtable); a third
- * level would bound it, at the price of a second read per band.
+ * Young runs.  A merge rewrites the chunk's whole run, so with one run a
+ * chunk the sweep's cost grows with l1 while the memtable does not: the
+ * write volume per document grows with the index (l1 / memtable), and with
+ * records of 1 KB a stream slowed threefold between 2 and 4 million
+ * documents.  So each chunk has two runs, an old one (l1) and a young one
+ * (l1y), and a merge goes into the young run until it would pass
+ * sqrt(2 * old * new entries), then, with the young run's entries, into
+ * the old run, which is rewritten that much less often (run_young gives
+ * the reasoning).  The volume per merge then grows as the square root of
+ * l1, not as l1.  A lookup reads both runs; an old run still in its leaf
+ * page, or under eight times what a sweep adds to it, gets no young run.
  *
  * Groups.  A seventh database, groups: 8-byte document number -> the
  * 8-byte number of the first document of its group (both big-endian), for
@@ -164,7 +175,7 @@ struct lsmstate {
 
 struct lmdb {
 	struct index	 base;		/* first: what index.c sees */
-	int		 format;	/* as opened (3 read-only, else 4) */
+	int		 format;	/* as opened (3 or 4 read-only, else 5) */
 	MDB_env		*env;
 	MDB_dbi		 meta;
 	MDB_dbi		 docs;
@@ -172,6 +183,8 @@ struct lmdb {
 	MDB_dbi		 times;
 	MDB_dbi		 l0;
 	MDB_dbi		 l1;
+	MDB_dbi		 l1y;
+	int		 have_l1y;	/* l1y exists (read-only: may not) */
 	MDB_dbi		 groups;
 	int		 have_groups;	/* groups exists (read-only: may not) */
 	size_t		 inline_max;	/* larger values go to overflow pages */
@@ -209,6 +222,10 @@ struct lmdb {
 	struct bentry	*sorted;	/* scratch for merges */
 	size_t		 sortedsize;
 	struct buf	 chunk;		/* scratch for merges */
+	struct buf	 ychunk;	/* a young run merged, encoded */
+	struct bentry	*ysorted;	/* and decoded */
+	size_t		 ysortedsize;
+	size_t		 young_min;	/* run_young's min */
 	struct l1ref	*l1map;		/* BAND_CHUNKS, from lmdb_prepare */
 	int		 l1valid;	/* l1map is this txn's l1 */
 	MDB_txn		*snap;		/* read-only: where l1map points */
@@ -225,10 +242,12 @@ struct lmdb {
 	struct u64vec	 dreplays;	/* earlier documents written again */
 };
 
-/* A chunk's l1 run, as the transaction sees it. */
+/* A chunk's l1 runs, old and young, as the transaction sees them. */
 struct l1ref {
 	const unsigned char	*run;
 	size_t			 n;	/* entries */
+	const unsigned char	*yrun;
+	size_t			 yn;
 };
 
 static int	lmdb_exists(const char *, uint64_t *);
@@ -264,13 +283,17 @@ static int	lsm_read(struct lmdb *, MDB_txn *, int, char **);
 static void	lm_findmap(struct lmdb *, const unsigned char *);
 static const unsigned char *lm_pread(struct lmdb *, const unsigned char *,
 		    size_t);
-static void	lm_run_find(struct lmdb *, const unsigned char *, size_t,
+static size_t	lm_run_find(struct lmdb *, const unsigned char *, size_t,
 		    uint64_t, struct u64vec *, size_t);
 static int	lsm_hold(struct lmdb *, uint64_t, int, char **);
 static int	lsm_hold_keys(struct lmdb *, const uint64_t *, char **);
 static void	lsm_unkey(struct lmdb *);
 static int	lsm_entries(struct lmdb *, MDB_txn *, uint64_t *, char **);
 static uint64_t	lsm_estimate(struct lmdb *, MDB_txn *);
+static int	lm_run_get(struct lmdb *, MDB_dbi, unsigned, MDB_val *,
+		    char **);
+static int	lm_run_put(struct lmdb *, MDB_dbi, unsigned, size_t,
+		    const unsigned char *, size_t, char **);
 static int	lsm_merge(struct lmdb *, unsigned, uint64_t, char **);
 static int	lsm_flush(struct lmdb *, char **);
 static int	lm_first_doc(struct lmdb *, uint64_t *, char **);
@@ -280,6 +303,8 @@ static int	lm_bucket(struct lmdb *, uint64_t, struct u64vec *,
 static void	lmdb_prefetch(struct lmdb *, const uint64_t *, int);
 static int	l1_read(struct lmdb *, MDB_txn *, unsigned, unsigned,
 		    char **);
+static int	l1_read_runs(struct lmdb *, MDB_txn *, MDB_dbi, unsigned,
+		    unsigned, int, char **);
 static void	snap_end(struct lmdb *);
 static size_t	next_pending(const struct lmdb *, size_t);
 static int	lm_undelivered_find(struct lmdb *, uint64_t, uint64_t *,
@@ -460,13 +485,15 @@ l1_upgrade(struct lmdb *ix, char **cause)
 }
 
 /*
- * Bring an older index to format 4 inside the open transaction.  Format 2
+ * Bring an older index to format 5 inside the open transaction.  Format 2
  * kept l1 in 16-byte entries: every run is rewritten (l1_upgrade), which a
- * read-only open cannot do, and says so.  Format 3 differs only in that its
- * texts are never LZ4: reading it is reading format 4, and a writable open
- * only writes the new "format" record, so that an older mhfilter refuses
- * the index instead of finding texts it cannot decode.  Sets *format to the
- * format lm_meta_check is to expect.
+ * read-only open cannot do, and says so.  Format 3 differs from 4 only in
+ * that its texts are never LZ4, and format 4 from 5 only in that it has no
+ * young runs (l1y): reading either is reading format 5, and a writable
+ * open only writes the new "format" record (l1y is created by the open), so
+ * that an older mhfilter refuses the index instead of finding texts it
+ * cannot decode or missing the band entries of young runs.  Sets *format
+ * to the format lm_meta_check is to expect.
  */
 static int
 lmdb_upgrade(struct lmdb *ix, int flags, int *format, char **cause)
@@ -476,7 +503,8 @@ lmdb_upgrade(struct lmdb *ix, int flags, int *format, char **cause)
 
 	*format = MHF_INDEX_FORMAT;
 	if (lm_meta_get(ix, "format", stored, sizeof stored) != 0 ||
-	    (strcmp(stored, "2") != 0 && strcmp(stored, "3") != 0))
+	    (strcmp(stored, "2") != 0 && strcmp(stored, "3") != 0 &&
+	    strcmp(stored, "4") != 0))
 		return (0);	/* lm_meta_check judges the rest */
 	if (strcmp(stored, "2") == 0) {
 		if (flags & INDEX_RDONLY) {
@@ -488,7 +516,7 @@ lmdb_upgrade(struct lmdb *ix, int flags, int *format, char **cause)
 		if ((rc = l1_upgrade(ix, cause)) != 0)
 			return (rc);
 	} else if (flags & INDEX_RDONLY) {
-		*format = 3;
+		*format = stored[0] - '0';
 		return (0);
 	}
 	log_info("%s: upgraded from index format %s to %d", ix->base.path,
@@ -755,6 +783,12 @@ lm_dbis_open(struct lmdb *ix, int flags, char **cause)
 		if (rc == MDB_NOTFOUND && !(dbflags & MDB_CREATE))
 			rc = 0;		/* older, read-only: no duplicates */
 	}
+	if (rc == 0) {
+		rc = mdb_dbi_open(ix->txn, "l1y", dbflags, &ix->l1y);
+		ix->have_l1y = rc == 0;
+		if (rc == MDB_NOTFOUND && !(dbflags & MDB_CREATE))
+			rc = 0;		/* format 4 or older, read-only */
+	}
 	if (rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE) {
 		xasprintf(cause, "%s is not an mhfilter index", ix->base.path);
 		return (INDEX_MISMATCH);
@@ -851,6 +885,13 @@ lmdb_open(struct index **ixp, const char *path, int flags,
 	    sizeof(struct bentry);
 	if (ix->mt_max < 1024)
 		ix->mt_max = 1024;
+	/*
+	 * Eight times what a sweep adds to a chunk (see run_young), and
+	 * a run out of its leaf page: rewriting one in a leaf costs little.
+	 */
+	ix->young_min = (size_t)(8 * (ix->mt_max / 2) / BAND_CHUNKS);
+	if (ix->young_min < ix->inline_max / L1E_SIZE)
+		ix->young_min = ix->inline_max / L1E_SIZE;
 	ix->enc = textenc_create();
 	*p = ix->base.p;
 	*ixp = &ix->base;
@@ -882,6 +923,8 @@ lmdb_close(struct index *base)
 	textenc_free(ix->enc);
 	buf_free(&ix->rec);
 	buf_free(&ix->chunk);
+	buf_free(&ix->ychunk);
+	free(ix->ysorted);
 	memtable_free(ix->mt);
 	free(ix->held);
 	u64vec_free(&ix->keyset);
@@ -1009,7 +1052,7 @@ static int
 lm_walk(struct lmdb *ix, char **cause)
 {
 	MDB_dbi		 dbis[] = { 0, ix->meta, ix->docs, ix->texts, ix->times,
-			    ix->l0, ix->l1 };
+			    ix->l0, ix->l1, ix->l1y };
 	MDB_txn		*txn;
 	MDB_cursor	*cur;
 	MDB_val		 k, v, prev;
@@ -1020,7 +1063,7 @@ lm_walk(struct lmdb *ix, char **cause)
 	/* (A read transaction: LMDB walks its free list in no other.) */
 	if ((rc = mdb_txn_begin(ix->env, NULL, MDB_RDONLY, &txn)) != 0)
 		return (lm_fail(ix, rc, "walking the index", cause));
-	for (i = 0; i < sizeof dbis / sizeof dbis[0]; i++) {
+	for (i = 0; i < sizeof dbis / sizeof dbis[0] - !ix->have_l1y; i++) {
 		if ((rc = mdb_cursor_open(txn, dbis[i], &cur)) != 0)
 			break;
 		prev.mv_data = NULL;
@@ -1418,12 +1461,12 @@ lm_pread(struct lmdb *ix, const unsigned char *p, size_t len)
  * where the key should be (run_window), unless they may not hold all of
  * its entries.
  */
-static void
+static size_t
 lm_run_find(struct lmdb *ix, const unsigned char *run, size_t n,
     uint64_t key, struct u64vec *out, size_t max)
 {
 	const unsigned char	*w;
-	size_t			 from, m;
+	size_t			 from, m, had = out->n;
 
 	if (n * L1E_SIZE >= ix->inline_max) {
 		lm_findmap(ix, run);
@@ -1431,9 +1474,9 @@ lm_run_find(struct lmdb *ix, const unsigned char *run, size_t n,
 		w = lm_pread(ix, run + from * L1E_SIZE, m * L1E_SIZE);
 		if (w != run + from * L1E_SIZE &&
 		    run_find_window(w, from, m, n, key, out, max) == 0)
-			return;
+			return (out->n - had);
 	}
-	run_find(run, n, key, out, max);
+	return (run_find(run, n, key, out, max));
 }
 
 /*
@@ -1527,35 +1570,47 @@ lm_first_doc(struct lmdb *ix, uint64_t *docid, char **cause)
 }
 
 /*
- * Merge chunk c's memtable entries into its l1 run, leaving out entries of
- * documents below live.
+ * Chunk c's run in dbi (l1 or l1y) as the transaction has it, in *v (empty
+ * when it has none).
  */
 static int
-lsm_merge(struct lmdb *ix, unsigned c, uint64_t live, char **cause)
+lm_run_get(struct lmdb *ix, MDB_dbi dbi, unsigned c, MDB_val *v,
+    char **cause)
+{
+	MDB_val		 k;
+	unsigned char	 kb[4];
+	int		 rc;
+
+	chunk_key(kb, c, &k);
+	rc = mdb_get(ix->txn, dbi, &k, v);
+	if (rc == MDB_NOTFOUND) {
+		v->mv_data = NULL;
+		v->mv_size = 0;
+		return (0);
+	}
+	if (rc != 0)
+		return (lm_fail(ix, rc, "reading l1", cause));
+	if (v->mv_size % L1E_SIZE != 0 || !lm_ovf_ok(ix, v)) {
+		xasprintf(cause, "index %s is damaged: band chunk %u is "
+		    "corrupt (run --check)", ix->base.path, c);
+		return (INDEX_ERROR);
+	}
+	return (0);
+}
+
+/*
+ * Replace chunk c's run in dbi, of nold entries, by the n in run (none:
+ * delete it).
+ */
+static int
+lm_run_put(struct lmdb *ix, MDB_dbi dbi, unsigned c, size_t nold,
+    const unsigned char *run, size_t n, char **cause)
 {
 	MDB_val		 k, v;
 	unsigned char	 kb[4];
-	size_t		 nadd, nold = 0, n;
-	int		 rc;
+	int		 rc = 0;
 
-	nadd = memtable_sorted(ix->mt, c, &ix->sorted, &ix->sortedsize);
-	if (nadd == 0)
-		return (0);
 	chunk_key(kb, c, &k);
-	rc = mdb_get(ix->txn, ix->l1, &k, &v);
-	if (rc == 0) {
-		if (v.mv_size % L1E_SIZE != 0 || !lm_ovf_ok(ix, &v)) {
-			xasprintf(cause, "index %s is damaged: band chunk %u "
-			    "is corrupt (run --check)", ix->base.path, c);
-			return (INDEX_ERROR);
-		}
-		nold = v.mv_size / L1E_SIZE;
-	} else if (rc != MDB_NOTFOUND)
-		return (lm_fail(ix, rc, "reading l1", cause));
-	ix->chunk.len = 0;
-	buf_reserve(&ix->chunk, (nold + nadd) * L1E_SIZE);
-	n = run_merge(c, nold ? v.mv_data : NULL, nold, ix->sorted, nadd,
-	    live, (unsigned char *)ix->chunk.data);
 	/*
 	 * A run small enough to live in its leaf page (a young index's) is
 	 * deleted before it is written again: LMDB merges sparse pages only
@@ -1563,16 +1618,76 @@ lsm_merge(struct lmdb *ix, unsigned c, uint64_t live, char **cause)
 	 * pages the l1 tree kept the leaves they had filled, nearly empty,
 	 * for good: 8,000 pages, 33 bytes per document at a million.
 	 */
-	rc = 0;
 	if (nold > 0 && (n == 0 || nold * L1E_SIZE < ix->inline_max))
-		rc = mdb_del(ix->txn, ix->l1, &k, NULL);
+		rc = mdb_del(ix->txn, dbi, &k, NULL);
 	if (rc == 0 && n > 0) {
-		v.mv_data = ix->chunk.data;
+		v.mv_data = (void *)run;
 		v.mv_size = n * L1E_SIZE;
-		rc = mdb_put(ix->txn, ix->l1, &k, &v, 0);
+		rc = mdb_put(ix->txn, dbi, &k, &v, 0);
 	}
 	if (rc != 0)
 		return (lm_fail(ix, rc, "writing l1", cause));
+	return (0);
+}
+
+/*
+ * Merge chunk c's memtable entries into its young run, or with the young
+ * run into its old one (run_young decides), leaving out entries of
+ * documents below live.  Everything is read and merged before anything is
+ * written: a write may move the pages the runs were read from.
+ */
+static int
+lsm_merge(struct lmdb *ix, unsigned c, uint64_t live, char **cause)
+{
+	MDB_val			 v, yv = { 0, NULL };
+	const struct bentry	*add;
+	size_t			 nadd, nold, ny, n, i;
+	int			 rc;
+
+	nadd = memtable_sorted(ix->mt, c, &ix->sorted, &ix->sortedsize);
+	if (nadd == 0)
+		return (0);
+	if ((rc = lm_run_get(ix, ix->l1, c, &v, cause)) != 0 ||
+	    (ix->have_l1y && (rc = lm_run_get(ix, ix->l1y, c, &yv,
+	    cause)) != 0))
+		return (rc);
+	nold = v.mv_size / L1E_SIZE;
+	ny = yv.mv_size / L1E_SIZE;
+	ix->chunk.len = 0;
+	if (ix->have_l1y && run_young(nold, ny, nadd, ix->young_min)) {
+		buf_reserve(&ix->chunk, (ny + nadd) * L1E_SIZE);
+		n = run_merge(c, yv.mv_data, ny, ix->sorted, nadd, live,
+		    (unsigned char *)ix->chunk.data);
+		if ((rc = lm_run_put(ix, ix->l1y, c, ny,
+		    (unsigned char *)ix->chunk.data, n, cause)) != 0)
+			return (rc);
+		nold = ny;
+	} else {
+		add = ix->sorted;
+		if (ny > 0) {
+			/* The young run and the new entries, as one list. */
+			buf_reserve(&ix->ychunk, (ny + nadd) * L1E_SIZE);
+			nadd = run_merge(c, yv.mv_data, ny, ix->sorted, nadd,
+			    live, (unsigned char *)ix->ychunk.data);
+			if (nadd > ix->ysortedsize) {
+				ix->ysortedsize = nadd;
+				ix->ysorted = xreallocarray(ix->ysorted, nadd,
+				    sizeof *ix->ysorted);
+			}
+			for (i = 0; i < nadd; i++)
+				l1_get((unsigned char *)ix->ychunk.data, i, c,
+				    &ix->ysorted[i]);
+			add = ix->ysorted;
+		}
+		buf_reserve(&ix->chunk, (nold + nadd) * L1E_SIZE);
+		n = run_merge(c, nold ? v.mv_data : NULL, nold, add, nadd,
+		    live, (unsigned char *)ix->chunk.data);
+		if ((ny > 0 && (rc = lm_run_put(ix, ix->l1y, c, ny, NULL, 0,
+		    cause)) != 0) || (rc = lm_run_put(ix, ix->l1, c, nold,
+		    (unsigned char *)ix->chunk.data, n, cause)) != 0)
+			return (rc);
+		nold += ny;
+	}
 	ix->tx.l1_entries += n;
 	ix->tx.l1_entries -= nold < ix->tx.l1_entries ? nold :
 	    ix->tx.l1_entries;
@@ -1737,8 +1852,10 @@ lmdb_prefetch(struct lmdb *ix, const uint64_t *keys, int stage)
 		l = &ix->l1map[band_chunk(keys[j])];
 		if (stage == 0)
 			MHF_PREFETCH(l);
-		else
+		else {
 			run_prefetch(l->run, l->n, keys[j]);
+			run_prefetch(l->yrun, l->yn, keys[j]);
+		}
 	}
 }
 
@@ -1752,7 +1869,8 @@ next_pending(const struct lmdb *ix, size_t slot)
 }
 
 /*
- * The documents under one band key: memtable, then l1, at most max of
+ * The documents under one band key: memtable, then l1's old and young runs
+ * (so that l1's are in document order, as in one run), at most max of
  * them.  Returns an LMDB error.
  */
 static int
@@ -1763,24 +1881,29 @@ lm_bucket(struct lmdb *ix, uint64_t key, struct u64vec *out,
 	unsigned char	 kb[4];
 	unsigned	 c;
 	size_t		 got;
-	int		 rc;
+	int		 rc, i;
 
 	got = memtable_find(ix->mt, key, out, max);
 	c = band_chunk(key);
 	if (ix->l1valid) {
-		run_find(ix->l1map[c].run, ix->l1map[c].n, key, out,
+		got += run_find(ix->l1map[c].run, ix->l1map[c].n, key, out,
+		    max - got);
+		run_find(ix->l1map[c].yrun, ix->l1map[c].yn, key, out,
 		    max - got);
 		return (0);
 	}
 	chunk_key(kb, c, &k);
-	rc = mdb_get(ix->txn, ix->l1, &k, &v);
-	if (rc == MDB_NOTFOUND)
-		return (0);
-	if (rc != 0)
-		return (rc);
-	if (v.mv_size % L1E_SIZE != 0)
-		return (MDB_CORRUPTED);	/* (a run is whole entries) */
-	lm_run_find(ix, v.mv_data, v.mv_size / L1E_SIZE, key, out, max - got);
+	for (i = 0; i < 1 + ix->have_l1y; i++) {
+		rc = mdb_get(ix->txn, i == 0 ? ix->l1 : ix->l1y, &k, &v);
+		if (rc == MDB_NOTFOUND)
+			continue;
+		if (rc != 0)
+			return (rc);
+		if (v.mv_size % L1E_SIZE != 0)
+			return (MDB_CORRUPTED);	/* (a run is whole entries) */
+		got += lm_run_find(ix, v.mv_data, v.mv_size / L1E_SIZE, key,
+		    out, max - got);
+	}
 	return (0);
 }
 
@@ -1883,12 +2006,29 @@ lmdb_prepare(struct index *base, const struct ixdoc *docs, size_t n,
 }
 
 /*
- * Point l1map[from, to) at the runs of those chunks that txn sees, in one
- * cursor pass (a chunk without a run gets none).
+ * Point l1map[from, to) at the runs, old and young, of those chunks that
+ * txn sees, in one cursor pass over each database (a chunk without a run
+ * gets none).
  */
 static int
 l1_read(struct lmdb *ix, MDB_txn *txn, unsigned from, unsigned to,
     char **cause)
+{
+	int	 rc;
+
+	if (from >= to)
+		return (0);
+	memset(ix->l1map + from, 0, (to - from) * sizeof *ix->l1map);
+	rc = l1_read_runs(ix, txn, ix->l1, from, to, 0, cause);
+	if (rc == 0 && ix->have_l1y)
+		rc = l1_read_runs(ix, txn, ix->l1y, from, to, 1, cause);
+	return (rc);
+}
+
+/* l1_read's pass over one database: l1 (young 0) or l1y (1). */
+static int
+l1_read_runs(struct lmdb *ix, MDB_txn *txn, MDB_dbi dbi, unsigned from,
+    unsigned to, int young, char **cause)
 {
 	MDB_cursor	*cur;
 	MDB_val		 k, v;
@@ -1897,10 +2037,7 @@ l1_read(struct lmdb *ix, MDB_txn *txn, unsigned from, unsigned to,
 	unsigned	 c;
 	int		 rc;
 
-	if (from >= to)
-		return (0);
-	memset(ix->l1map + from, 0, (to - from) * sizeof *ix->l1map);
-	if ((rc = mdb_cursor_open(txn, ix->l1, &cur)) != 0)
+	if ((rc = mdb_cursor_open(txn, dbi, &cur)) != 0)
 		return (lm_fail(ix, rc, "reading l1", cause));
 	chunk_key(fb, from, &k);
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0;
@@ -1915,8 +2052,13 @@ l1_read(struct lmdb *ix, MDB_txn *txn, unsigned from, unsigned to,
 			rc = MDB_NOTFOUND;	/* past the range: done */
 			break;
 		}
-		ix->l1map[c].run = v.mv_data;
-		ix->l1map[c].n = v.mv_size / L1E_SIZE;
+		if (young) {
+			ix->l1map[c].yrun = v.mv_data;
+			ix->l1map[c].yn = v.mv_size / L1E_SIZE;
+		} else {
+			ix->l1map[c].run = v.mv_data;
+			ix->l1map[c].n = v.mv_size / L1E_SIZE;
+		}
 	}
 	mdb_cursor_close(cur);
 	if (rc != MDB_NOTFOUND) {
@@ -2328,7 +2470,8 @@ lmdb_info(struct index *base, struct index_info *in, char **cause)
 	in->oldest = edge_time(ix->txn, ix->times, MDB_FIRST);
 	in->newest = edge_time(ix->txn, ix->times, MDB_LAST);
 	in->bands_bytes = dbi_bytes(ix->txn, ix->l1) +
-	    dbi_bytes(ix->txn, ix->l0);
+	    dbi_bytes(ix->txn, ix->l0) +
+	    (ix->have_l1y ? dbi_bytes(ix->txn, ix->l1y) : 0);
 	in->docs_bytes = dbi_bytes(ix->txn, ix->docs) +
 	    dbi_bytes(ix->txn, ix->times);
 	in->texts_bytes = dbi_bytes(ix->txn, ix->texts);
@@ -2483,9 +2626,28 @@ check_orphans(struct lmdb *ix, struct checking *ck, MDB_dbi dbi,
 	check_walked(ck, what, rc);
 }
 
-/* The l1 runs: in their chunks, sorted, of documents below next_doc. */
+static void	check_runs(struct lmdb *, struct checking *, MDB_dbi,
+		    const char *);
+
+/*
+ * The l1 runs, old and young: in their chunks, sorted, of documents below
+ * next_doc, as many entries as meta says.
+ */
 static void
 check_l1(struct lmdb *ix, struct checking *ck)
+{
+	check_runs(ix, ck, ix->l1, "l1");
+	if (ix->have_l1y)
+		check_runs(ix, ck, ix->l1y, "l1y");
+	if (ck->l1 != ix->lsm.l1_entries)
+		problem(ck->f, ck->problems, "l1 holds %" PRIu64 " entries; "
+		    "meta says %" PRIu64, ck->l1, ix->lsm.l1_entries);
+}
+
+/* check_l1 of one database, l1 or l1y (what). */
+static void
+check_runs(struct lmdb *ix, struct checking *ck, MDB_dbi dbi,
+    const char *what)
 {
 	MDB_cursor		*cur;
 	MDB_val			 k, v;
@@ -2495,21 +2657,22 @@ check_l1(struct lmdb *ix, struct checking *ck)
 	unsigned		 c;
 	int			 rc;
 
-	if ((rc = mdb_cursor_open(ix->txn, ix->l1, &cur)) != 0) {
-		check_walked(ck, "l1", rc);
+	if ((rc = mdb_cursor_open(ix->txn, dbi, &cur)) != 0) {
+		check_walked(ck, what, rc);
 		return;
 	}
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		p = k.mv_data;
 		if (k.mv_size != 4 || v.mv_size % L1E_SIZE != 0) {
-			problem(ck->f, ck->problems, "an l1 record is "
-			    "malformed");
+			problem(ck->f, ck->problems, "an %s record is "
+			    "malformed", what);
 			continue;
 		}
 		c = (unsigned)p[0] << 24 | p[1] << 16 | p[2] << 8 | p[3];
 		if (c >= BAND_CHUNKS) {
-			problem(ck->f, ck->problems, "l1 holds chunk %u", c);
+			problem(ck->f, ck->problems, "%s holds chunk %u", what,
+			    c);
 			continue;
 		}
 		n = v.mv_size / L1E_SIZE;
@@ -2517,20 +2680,17 @@ check_l1(struct lmdb *ix, struct checking *ck)
 		for (i = 0; i < n; i++) {
 			l1_get(v.mv_data, i, c, &e);
 			if (i > 0 && bentry_cmp(&prev, &e) >= 0)
-				problem(ck->f, ck->problems, "chunk %u is not "
-				    "sorted at entry %zu", c, i);
+				problem(ck->f, ck->problems, "%s chunk %u is "
+				    "not sorted at entry %zu", what, c, i);
 			if (e.docid == 0 || e.docid >= ix->next_doc)
-				problem(ck->f, ck->problems, "chunk %u: "
+				problem(ck->f, ck->problems, "%s chunk %u: "
 				    "document %" PRIu64 " is not below "
-				    "next_doc", c, e.docid);
+				    "next_doc", what, c, e.docid);
 			prev = e;
 		}
 	}
 	mdb_cursor_close(cur);
-	check_walked(ck, "l1", rc);
-	if (ck->l1 != ix->lsm.l1_entries)
-		problem(ck->f, ck->problems, "l1 holds %" PRIu64 " entries; "
-		    "meta says %" PRIu64, ck->l1, ix->lsm.l1_entries);
+	check_walked(ck, what, rc);
 }
 
 /* The memtable's log: well formed, below l0_next and the sweep. */

@@ -65,7 +65,7 @@
  * shingle hashing, MinHash, band hashing); the known-answer tests in
  * tests/unit fail loudly when either changes by accident.
  */
-#define MHF_INDEX_FORMAT	4	/* LMDB; 2 and 3 are upgraded on open */
+#define MHF_INDEX_FORMAT	5	/* LMDB; 2 to 4 are upgraded on open */
 #define MHF_REDIS_FORMAT	3	/* 2 is upgraded on open */
 #define MHF_SCHEME		2
 #define MHF_SCHEME_NAME		"xxh3-oph16-dens-v2"
@@ -304,6 +304,7 @@ int		 run_find_window(const unsigned char *, size_t, size_t, size_t,
 		    uint64_t, struct u64vec *, size_t);
 size_t		 run_merge(unsigned, const unsigned char *, size_t,
 		    const struct bentry *, size_t, uint64_t, unsigned char *);
+int		 run_young(size_t, size_t, size_t, size_t);
 struct memtable	*memtable_create(void);
 void		 memtable_free(struct memtable *);
 void		 memtable_clear(struct memtable *);

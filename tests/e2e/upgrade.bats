@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
-# Indexes of the older LMDB formats 2 and 3, made by the mhfilter of their
-# day (tests/data/index-format2, index-format3; see the README there), are
+# Indexes of the older LMDB formats 2, 3 and 4, made by the mhfilter of
+# their day (tests/data/index-format2, 3 and 4; see the README there), are
 # opened by this one: queried, upgraded by a run that adds documents,
 # checked, and their documents still found as duplicates.
 
@@ -59,7 +59,7 @@ assert_upgraded() {
 	cmp want got || fail "the rest, on the upgraded index:" "$(diff want got)"
 	grep -q '^duplicate	15	0.9364' got ||
 	    fail "line 23 is not a duplicate of the old document 15"
-	assert_info 4 39
+	assert_info 5 39
 	mhrun --db db -Q -a first
 	assert_status 0
 	assert_first_found
@@ -70,16 +70,21 @@ assert_upgraded() {
 	assert_info 3 19
 }
 
-@test "format 3: -Q finds its documents (zstd texts verified) and leaves it format 3" {
-	old_index 3
+# -Q on the fixture of format $1 finds its documents and leaves it so.
+assert_query_leaves() {
+	old_index "$1"
 	mhrun --db db -Q -a first
 	assert_status 0
 	assert_first_found
 	mhrun --db db --info
-	grep -qx 'format: 3' "$T/out" || fail "--info: $(cat "$T/out")"
+	grep -qx "format: $1" "$T/out" || fail "--info: $(cat "$T/out")"
 }
 
-@test "format 3: a run that adds documents upgrades it to format 4" {
+@test "format 3: -Q finds its documents (zstd texts verified) and leaves it format 3" {
+	assert_query_leaves 3
+}
+
+@test "format 3: a run that adds documents upgrades it to format 5" {
 	old_index 3
 	assert_upgraded
 }
@@ -95,7 +100,25 @@ assert_upgraded() {
 	assert_status 4
 }
 
-@test "format 2: a run that adds documents rewrites its band runs as format 4" {
+@test "format 2: a run that adds documents rewrites its band runs as format 5" {
 	old_index 2
 	assert_upgraded
+}
+
+@test "format 4: --info and --check read it as it is" {
+	old_index 4
+	assert_info 4 19
+}
+
+@test "format 4: -Q finds its documents and leaves it format 4 (no young runs)" {
+	assert_query_leaves 4
+	run mdb_stat -s l1y db
+	assert_status 1
+}
+
+@test "format 4: a run that adds documents upgrades it to format 5" {
+	old_index 4
+	assert_upgraded
+	run mdb_stat -s l1y db
+	assert_status 0
 }

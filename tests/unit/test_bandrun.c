@@ -12,6 +12,7 @@
 
 #include "config.h"
 
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -1835,6 +1836,50 @@ teardown_group(void **state)
 	return (0);
 }
 
+/*
+ * run_young: no young run for an old run below min (or none); a young run
+ * while it stays within sqrt(2 * old * new).  Then a chunk that gets 128
+ * entries a merge, from 10,000 to 110,000 entries: what the merges write in
+ * all (young runs and old runs rewritten) stays within 2 * sqrt(2 * old *
+ * new) + new a merge of the largest old run, and is at least five times
+ * less than rewriting the old run every time.
+ */
+static void
+test_run_young(void **state)
+{
+	size_t		 nold = 10000, ny = 0, nadd = 128, merges = 0;
+	double		 written = 0, always = 0, bound;
+
+	(void)state;
+	assert_false(run_young(0, 0, 128, 0));
+	assert_false(run_young(1000, 0, 128, 1024));
+	assert_true(run_young(1024, 0, 128, 1024));
+	assert_true(run_young(10000, 1400, 128, 1024));	/* 1528^2 <= 2.56M */
+	assert_false(run_young(10000, 1500, 128, 1024));	/* 1628^2 > 2.56M */
+	assert_true(run_young(10000, 0, 10000, 1024));
+	assert_false(run_young(10000, 5000, 10000, 1024));	/* 15000^2 > 200M */
+
+	while (nold + ny < 110000) {
+		always += nold + ny + nadd;
+		if (run_young(nold, ny, nadd, 1024)) {
+			ny += nadd;
+			written += ny;
+		} else {
+			nold += ny + nadd;
+			ny = 0;
+			written += nold;
+		}
+		merges++;
+	}
+	bound = 2 * sqrt(2.0 * nold * nadd) + nadd;
+	if (written / merges > bound)
+		fail_msg("%.0f entries written a merge, bound %.0f",
+		    written / merges, bound);
+	if (written * 5 > always)
+		fail_msg("%.0f entries written, %.0f with one run", written,
+		    always);
+}
+
 /* Run the tests, each bounded by an alarm as in memcached's testapp. */
 int
 main(void)
@@ -1855,6 +1900,7 @@ main(void)
 		cmocka_unit_test(test_memtable_drop),
 		cmocka_unit_test(test_memtable_clear),
 		cmocka_unit_test(test_memtable_model),
+		cmocka_unit_test(test_run_young),
 	};
 
 	alarm(120);

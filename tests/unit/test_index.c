@@ -945,19 +945,20 @@ fill_swept(struct fixture *f, size_t n, size_t per,
 
 /*
  * Rewrite the index at path as format 2, straight through LMDB: every l1
- * run in 16-byte entries sorted by whole key then document number, and
- * meta "format" 2.  Returns the entries rewritten.
+ * run, with its young run (format 5's l1y, which goes), in 16-byte entries
+ * sorted by whole key then document number, and meta "format" 2.  Returns
+ * the entries rewritten.
  */
 static size_t
 downgrade(const char *path)
 {
 	MDB_env		*env;
 	MDB_txn		*txn;
-	MDB_dbi		 l1, meta;
-	MDB_val		 k, v;
+	MDB_dbi		 l1, l1y, meta;
+	MDB_val		 k, v, yv;
 	struct bentry	*e;
 	unsigned char	 kb[4], *run;
-	size_t		 i, n, total = 0;
+	size_t		 i, n, ny, total = 0;
 	unsigned	 c;
 
 	assert_int_equal(mdb_env_create(&env), 0);
@@ -966,6 +967,7 @@ downgrade(const char *path)
 	assert_int_equal(mdb_env_open(env, path, 0, 0666), 0);
 	assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
 	assert_int_equal(mdb_dbi_open(txn, "l1", 0, &l1), 0);
+	assert_int_equal(mdb_dbi_open(txn, "l1y", 0, &l1y), 0);
 	assert_int_equal(mdb_dbi_open(txn, "meta", 0, &meta), 0);
 	for (c = 0; c < BAND_CHUNKS; c++) {
 		kb[0] = c >> 24;
@@ -975,12 +977,21 @@ downgrade(const char *path)
 		k.mv_data = kb;
 		k.mv_size = sizeof kb;
 		if (mdb_get(txn, l1, &k, &v) == MDB_NOTFOUND)
+			v.mv_size = 0;
+		if (mdb_get(txn, l1y, &k, &yv) == MDB_NOTFOUND)
+			yv.mv_size = 0;
+		if (v.mv_size == 0 && yv.mv_size == 0)
 			continue;
 		assert_int_equal(v.mv_size % L1E_SIZE, 0);
+		assert_int_equal(yv.mv_size % L1E_SIZE, 0);
 		n = v.mv_size / L1E_SIZE;
-		e = xcalloc(n, sizeof *e);
+		ny = yv.mv_size / L1E_SIZE;
+		e = xcalloc(n + ny, sizeof *e);
 		for (i = 0; i < n; i++)
 			l1_get(v.mv_data, i, c, &e[i]);
+		for (i = 0; i < ny; i++)
+			l1_get(yv.mv_data, i, c, &e[n + i]);
+		n += ny;
 		qsort(e, n, sizeof *e, bentry_cmp);	/* key, then docid */
 		run = xcalloc(n, BENTRY_SIZE);
 		for (i = 0; i < n; i++)
@@ -992,6 +1003,7 @@ downgrade(const char *path)
 		free(e);
 		total += n;
 	}
+	assert_int_equal(mdb_drop(txn, l1y, 1), 0);
 	k.mv_data = (void *)"format";
 	k.mv_size = 6;
 	v.mv_data = (void *)"2";
@@ -1036,7 +1048,7 @@ raw_meta(const char *path, const char *key, char *out, size_t len)
 
 /*
  * A format 3 index (its long texts in zstd) reads as it is, read-only too,
- * and the first writable open only marks it format 4, so that an older
+ * and the first writable open only marks it format 5, so that an older
  * mhfilter refuses it; its zstd texts still read, new ones are LZ4.
  */
 static void
@@ -1078,11 +1090,11 @@ test_upgrade_format3(void **state)
 	mdb_env_close(env);
 	buf_free(&enc);
 
-	/* Read-only, then writable: every text reads; format 3, then 4. */
+	/* Read-only, then writable: every text reads; format 3, then 5. */
 	for (pass = 0; pass < 2; pass++) {
 		open_ix(f, pass == 0 ? INDEX_RDONLY : 0);
 		CHECK(f, index_info(f->ix, &in, &f->cause));
-		assert_int_equal(in.format, pass == 0 ? 3 : 4);
+		assert_int_equal(in.format, pass == 0 ? 3 : 5);
 		CHECK(f, index_begin(f->ix, &f->cause));
 		for (i = 0; i < NDOCS; i++) {
 			assert_int_equal(index_text(f->ix, i + 1, &f->text,
@@ -1097,7 +1109,7 @@ test_upgrade_format3(void **state)
 		CHECK(f, index_commit(f->ix, &f->cause));
 		close_ix(f);
 		raw_meta(f->path, "format", fmt, sizeof fmt);
-		assert_string_equal(fmt, pass == 0 ? "3" : "4");
+		assert_string_equal(fmt, pass == 0 ? "3" : "5");
 	}
 
 	/* The text added since is LZ4, and both kinds read. */
@@ -1123,7 +1135,7 @@ test_upgrade_format3(void **state)
 
 /*
  * A format 2 index (l1 in 16-byte entries) cannot be opened read-only, and
- * the first writable open upgrades it to format 4 with the same answers.
+ * the first writable open upgrades it to format 5 with the same answers.
  */
 static void
 test_upgrade_format2(void **state)
@@ -1140,7 +1152,7 @@ test_upgrade_format2(void **state)
 	for (j = 0; j < B; j++)
 		none[j] = upg_key(5000000 + j);
 
-	/* What the format 4 index answers. */
+	/* What the format 5 index answers. */
 	CHECK(f, index_begin(f->ix, &f->cause));
 	for (j = 0; j < nprobe; j++) {
 		upg_keys(probe[j], keys);
@@ -1173,7 +1185,7 @@ test_upgrade_format2(void **state)
 	open_ix(f, 0);
 	close_ix(f);
 	raw_meta(f->path, "format", fmt, sizeof fmt);
-	assert_string_equal(fmt, "4");
+	assert_string_equal(fmt, "5");
 	open_ix(f, INDEX_RDONLY);
 	CHECK(f, index_begin(f->ix, &f->cause));
 	for (j = 0; j < nprobe; j++) {
@@ -1296,6 +1308,7 @@ struct model {
 	size_t		*shared;	/* its key taken from earlier, or B */
 	size_t		 nd;
 	uint64_t	 s;		/* random state */
+	unsigned	 chunks;	/* keys in so many, spread; 0: all */
 };
 
 /* A model for batches of nd documents. */
@@ -1332,8 +1345,14 @@ model_batch(struct model *m)
 
 	for (i = 0; i < m->nd; i++) {
 		nk = m->keys + (m->n + i) * B;
-		for (j = 0; j < B; j++)
+		for (j = 0; j < B; j++) {
 			nk[j] = next64(&m->s);
+			if (m->chunks > 0)
+				nk[j] = (nk[j] % m->chunks) *
+				    (BAND_CHUNKS / m->chunks) <<
+				    (64 - BAND_CHUNK_BITS) |
+				    nk[j] >> (BAND_CHUNK_BITS + 8);
+		}
 		m->shared[i] = B;	/* none */
 		if (m->n > 0) {
 			m->shared[i] = next64(&m->s) % B;
@@ -1492,6 +1511,83 @@ test_partial(void **state)
 	model_free(&m);
 }
 
+#define YOUNG_DOCS	1100	/* x B keys: lmdb_prepare reads l1map */
+#define YOUNG_SMALL	900	/* x B keys: lookups one by one */
+#define YOUNG_CHUNKS	64
+
+/* The entries of the runs of database name, straight from LMDB. */
+static size_t
+raw_run_entries(const char *path, const char *name, size_t *runs)
+{
+	MDB_env		*env;
+	MDB_txn		*txn;
+	MDB_dbi		 meta, dbi;
+	MDB_cursor	*cur;
+	MDB_val		 k, v;
+	size_t		 n = 0;
+
+	*runs = 0;
+	raw_open(path, MDB_RDONLY, &env, &txn, &meta);
+	assert_int_equal(mdb_dbi_open(txn, name, 0, &dbi), 0);
+	assert_int_equal(mdb_cursor_open(txn, dbi, &cur), 0);
+	while (mdb_cursor_get(cur, &k, &v, MDB_NEXT) == 0) {
+		assert_int_equal(v.mv_size % L1E_SIZE, 0);
+		n += v.mv_size / L1E_SIZE;
+		(*runs)++;
+	}
+	mdb_cursor_close(cur);
+	mdb_txn_abort(txn);
+	mdb_env_close(env);
+	return (n);
+}
+
+/*
+ * Young runs (l1y): keys in 64 chunks only (spread over the sweep, so
+ * that their merges are not all in step), so that each chunk's old run
+ * grows out of its leaf page and the sweep merges into young runs, and
+ * young runs into old ones (run_young).  Every lookup must return exactly
+ * the documents holding its keys, as the brute-force model has them:
+ * batches that find the runs through l1map, smaller ones that look them
+ * up one by one (by pread), and read-only ones after a reopen.  Then both
+ * levels hold entries, the young one less than the old, as many in all as
+ * meta says.
+ */
+static void
+test_young(void **state)
+{
+	struct fixture		*f = *state;
+	struct index_params	 p;
+	struct model		 m;
+	size_t			 b, old, young, oldruns, youngruns;
+	char			 v[32];
+
+	model_init(&m, YOUNG_DOCS, 60, 5);
+	m.chunks = YOUNG_CHUNKS;
+	params(&p);
+	p.memtable = 1 << 20;
+	CHECK(f, index_open(&f->ix, f->path, 0, &p, 0, &f->cause));
+	for (b = 0; b < 40; b++)
+		model_run(f, &m, b, 1);
+	m.nd = YOUNG_SMALL;
+	for (; b < 50; b++)
+		model_run(f, &m, b, 1);
+	close_ix(f);
+	CHECK(f, index_open(&f->ix, f->path, INDEX_RDONLY, &p, 0,
+	    &f->cause));
+	for (; b < 55; b++)
+		model_run(f, &m, b, 0);
+	close_ix(f);
+
+	old = raw_run_entries(f->path, "l1", &oldruns);
+	young = raw_run_entries(f->path, "l1y", &youngruns);
+	if (young == 0 || young >= old)
+		fail_msg("l1 holds %zu entries, l1y %zu", old, young);
+	assert_true(oldruns <= YOUNG_CHUNKS && youngruns <= YOUNG_CHUNKS);
+	raw_meta(f->path, "l1_entries", v, sizeof v);
+	assert_int_equal(strtoull(v, NULL, 10), old + young);
+	model_free(&m);
+}
+
 #define T(name)	cmocka_unit_test_setup_teardown(name, setup, teardown)
 
 /* Run the tests, each bounded by an alarm as in memcached's testapp. */
@@ -1521,6 +1617,7 @@ main(void)
 		T(test_snapshot),
 		T(test_partial),
 		T(test_l1_leaves),
+		T(test_young),
 	};
 
 	alarm(120);
