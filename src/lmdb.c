@@ -1028,8 +1028,9 @@ lm_ovf_ok(struct lmdb *ix, const MDB_val *v)
 	if (ix->map == NULL || ix->map == MAP_NONE || ix->psize == 0 ||
 	    p < ix->map + 16)
 		return (1);
+	/* (A dirty page may lie past the map, at any offset.) */
 	off = (size_t)(p - (const unsigned char *)ix->map);
-	if (off % ix->psize != 16)
+	if (off >= ix->mapsize || off % ix->psize != 16)
 		return (1);
 	p -= 16;
 	memcpy(&pgno, p, sizeof pgno);
