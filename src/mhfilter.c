@@ -175,6 +175,7 @@ static void	usage_error(const char *, ...)
 		    __attribute__((format(printf, 1, 2), noreturn));
 static void	parse_options(int, char **, struct options *);
 static void	apply_options(int, char **, struct options *);
+static void	check_options(struct options *, int, int);
 static void	load_config(struct options *, const char *);
 static void	choose_bands(struct options *);
 static int	run_explain(struct options *);
@@ -376,6 +377,66 @@ parse_options(int argc, char **argv, struct options *o)
 	choose_bands(o);
 }
 
+
+/* The values of an option that takes a word (keyword); hidden: not listed. */
+struct keyword {
+	const char	*word;
+	int		 value;
+	int		 hidden;
+};
+
+static const struct keyword formats[] = {
+	{ "line", FORMAT_LINE, 0 }, { "tsv", FORMAT_TSV, 0 },
+	{ "jsonl", FORMAT_JSONL, 0 }, { "json", FORMAT_JSONL, 1 },
+	{ "mail", FORMAT_MAIL, 0 }, { "news", FORMAT_MAIL, 1 }, { NULL, 0, 0 }
+};
+static const struct keyword policies[] = {
+	{ "skip", POLICY_SKIP, 0 }, { "pass", POLICY_PASS, 0 },
+	{ "fail", POLICY_FAIL, 0 }, { NULL, 0, 0 }
+};
+static const struct keyword units[] = {
+	{ "char", UNIT_CHAR, 0 }, { "word", UNIT_WORD, 0 }, { NULL, 0, 0 }
+};
+static const struct keyword verifies[] = {
+	{ "exact", VERIFY_EXACT, 0 }, { "signature", VERIFY_SIGNATURE, 0 },
+	{ "none", VERIFY_NONE, 0 }, { NULL, 0, 0 }
+};
+static const struct keyword replays[] = {
+	{ "undelivered", REPLAY_UNDELIVERED, 0 }, { "all", REPLAY_ALL, 0 },
+	{ NULL, 0, 0 }
+};
+
+/*
+ * The value of word arg of option name in kw, or a usage error naming
+ * what (format, policy...) and the words to use.
+ */
+static int
+keyword(const char *name, const char *arg, const struct keyword *kw,
+    const char *what)
+{
+	struct buf	 use = { 0 };
+	const char	*last = NULL;
+	size_t		 i;
+
+	for (i = 0; kw[i].word != NULL; i++)
+		if (strcmp(arg, kw[i].word) == 0)
+			return (kw[i].value);
+	for (i = 0; kw[i].word != NULL; i++) {
+		if (kw[i].hidden)
+			continue;
+		if (last != NULL) {
+			if (use.len > 0)
+				buf_append(&use, ", ", 2);
+			buf_append(&use, last, strlen(last));
+		}
+		last = kw[i].word;
+	}
+	buf_append(&use, "", 1);
+	usage_error("%s: unknown %s '%s' (use %s or %s)", name, what, arg,
+	    use.data, last);
+	/* NOTREACHED */
+	return (-1);
+}
 /*
  * Apply the options in argv to o: the command line, or the settings of a
  * configuration file turned into options by load_config.
@@ -404,19 +465,7 @@ apply_options(int argc, char **argv, struct options *o)
 			o->pl.delim = '\0';
 			break;
 		case 'f':
-			if (strcmp(optarg, "line") == 0)
-				o->pl.format = FORMAT_LINE;
-			else if (strcmp(optarg, "tsv") == 0)
-				o->pl.format = FORMAT_TSV;
-			else if (strcmp(optarg, "jsonl") == 0 ||
-			    strcmp(optarg, "json") == 0)
-				o->pl.format = FORMAT_JSONL;
-			else if (strcmp(optarg, "mail") == 0 ||
-			    strcmp(optarg, "news") == 0)
-				o->pl.format = FORMAT_MAIL;
-			else
-				usage_error("%s: unknown format '%s' (use line, "
-				    "tsv, jsonl or mail)", name, optarg);
+			o->pl.format = keyword(name, optarg, formats, "format");
 			break;
 		case OPT_TEXT_FIELD:
 			o->pl.text_field = optarg;
@@ -430,15 +479,7 @@ apply_options(int argc, char **argv, struct options *o)
 			NUMBER(parse_size, 1, 1ULL << 30, &o->pl.max_bytes);
 			break;
 		case OPT_ON_BAD:
-			if (strcmp(optarg, "skip") == 0)
-				o->pl.policy = POLICY_SKIP;
-			else if (strcmp(optarg, "pass") == 0)
-				o->pl.policy = POLICY_PASS;
-			else if (strcmp(optarg, "fail") == 0)
-				o->pl.policy = POLICY_FAIL;
-			else
-				usage_error("%s: unknown policy '%s' (use skip, "
-				    "pass or fail)", name, optarg);
+			o->pl.policy = keyword(name, optarg, policies, "policy");
 			break;
 		case 't':
 			NUMBER(parse_double, 0.01, 1.0, &o->f.p.threshold);
@@ -471,13 +512,7 @@ apply_options(int argc, char **argv, struct options *o)
 			o->given |= IP_SHINGLE;
 			break;
 		case 'u':
-			if (strcmp(optarg, "char") == 0)
-				o->f.p.unit = UNIT_CHAR;
-			else if (strcmp(optarg, "word") == 0)
-				o->f.p.unit = UNIT_WORD;
-			else
-				usage_error("%s: unknown unit '%s' (use char or "
-				    "word)", name, optarg);
+			o->f.p.unit = keyword(name, optarg, units, "unit");
 			o->given |= IP_UNIT;
 			break;
 		case OPT_NORMALIZE:
@@ -490,15 +525,7 @@ apply_options(int argc, char **argv, struct options *o)
 			o->given |= IP_SEED;
 			break;
 		case OPT_VERIFY:
-			if (strcmp(optarg, "exact") == 0)
-				o->f.verify = VERIFY_EXACT;
-			else if (strcmp(optarg, "signature") == 0)
-				o->f.verify = VERIFY_SIGNATURE;
-			else if (strcmp(optarg, "none") == 0)
-				o->f.verify = VERIFY_NONE;
-			else
-				usage_error("%s: unknown mode '%s' (use exact, "
-				    "signature or none)", name, optarg);
+			o->f.verify = keyword(name, optarg, verifies, "mode");
 			o->given |= IP_VERIFY;
 			break;
 		case OPT_MAX_CAND:
@@ -515,13 +542,7 @@ apply_options(int argc, char **argv, struct options *o)
 			o->f.query_only = 1;
 			break;
 		case OPT_REPLAY:
-			if (strcmp(optarg, "undelivered") == 0)
-				o->f.replay = REPLAY_UNDELIVERED;
-			else if (strcmp(optarg, "all") == 0)
-				o->f.replay = REPLAY_ALL;
-			else
-				usage_error("--replay: use undelivered or all, "
-				    "not %s", optarg);
+			o->f.replay = keyword(name, optarg, replays, "mode");
 			o->replay_given = 1;
 			break;
 		case OPT_BATCH:
@@ -701,6 +722,17 @@ apply_options(int argc, char **argv, struct options *o)
 			exit(EXIT_USAGE);
 		}
 	}
+	check_options(o, modes, src);
+}
+
+/*
+ * What apply_options found, taken together: the options that exclude or
+ * need each other (modes output modes given, src 2 for the command line,
+ * whose options are complete), and what mail input makes of the rest.
+ */
+static void
+check_options(struct options *o, int modes, int src)
+{
 	if (modes > 1)
 		usage_error("--duplicates, --annotate, --pairs and --clusters "
 		    "are exclusive");

@@ -572,3 +572,24 @@ for i in range(0, len(data), 4096):
 	assert_status 0
 	echo hi | assert_out
 }
+
+@test "an option's unknown word is a usage error that lists the words to use" {
+	local opt want
+	while IFS='|' read -r opt want; do
+		mhrun $opt bogus /dev/null
+		assert_status 2
+		assert_err_has "$want"
+	done <<'LIST'
+-f|-f: unknown format 'bogus' (use line, tsv, jsonl or mail)
+--on-bad-input|--on-bad-input: unknown policy 'bogus' (use skip, pass or fail)
+-u|-u: unknown unit 'bogus' (use char or word)
+--verify|--verify: unknown mode 'bogus' (use exact, signature or none)
+--replay|--replay: unknown mode 'bogus' (use undelivered or all)
+LIST
+	# The aliases, not listed, are taken.
+	printf '{"id":"a","text":"some text here"}\n' >in.jsonl
+	mhrun -f json in.jsonl
+	assert_status 0
+	mhrun -f news /dev/null
+	assert_status 0
+}
