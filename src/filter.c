@@ -94,6 +94,7 @@ struct fbatch {
 /* A worker's scratch for phase 1. */
 struct prep {
 	struct fbatch		*fb;
+	struct buf		 text;		/* scratch: a record's text */
 	struct u64vec		 hashes;	/* scratch: shingle hashes */
 	struct textenc		*te;		/* compresses texts to keep */
 	uint64_t		 invalid_utf8;
@@ -166,6 +167,7 @@ filter_free(struct filter *f)
 	if (f == NULL)
 		return;
 	for (i = 0; i <= f->o.threads; i++) {
+		buf_free(&f->preps[i].text);
 		u64vec_free(&f->preps[i].hashes);
 		textenc_free(f->preps[i].te);
 	}
@@ -280,7 +282,13 @@ filter_stats(struct filter *f, struct filter_stats *st)
 	*st = f->st;
 }
 
-/* Phase 1 for record i: parse, normalise, shingle, sign, band, compress. */
+/*
+ * Phase 1 for record i: parse, normalise, shingle, sign, band, compress.
+ * Nothing reads a record's text after its normalisation, so it is parsed
+ * into the worker's buffer, lent to the record meanwhile: a text buffer in
+ * each of a batch's slots was 14 MB of fresh memory (page faults) for
+ * three batches of 4000 records of 1 KB.
+ */
 static void
 prep_one(struct prep *w, size_t i)
 {
@@ -289,18 +297,29 @@ prep_one(struct prep *w, size_t i)
 	unsigned	 K = f->o.p.perms, b = f->o.p.bands;
 	struct record	*r = &fb->recs[i];
 	struct slot	*s = &fb->slots[i];
+	struct buf	 own = r->text;
+	int		 lent = fb->vs[i].kind == V_UNPARSED;
 
-	if (fb->vs[i].kind == V_UNPARSED) {
+	if (lent) {
+		r->text = w->text;
 		if (f->o.parse(r, f->o.parse_arg, &fb->vs[i].error) == 0)
 			fb->vs[i].kind = V_PENDING;
 		else
 			fb->vs[i].kind = V_BAD;
 	}
 	s->pending = fb->vs[i].kind == V_PENDING;
+	if (s->pending) {
+		buf_trim(&s->norm);
+		s->bytes = normalize(r->text.data, r->text.len, f->o.p.norm,
+		    &s->norm);
+	}
+	if (lent) {
+		w->text = r->text;
+		r->text = own;
+		buf_trim(&w->text);
+	}
 	if (!s->pending)
 		return;
-	buf_trim(&s->norm);
-	s->bytes = normalize(r->text.data, r->text.len, f->o.p.norm, &s->norm);
 	if (s->bytes)
 		w->invalid_utf8++;
 	/* No shingles (no text, or no words): nothing to compare. */
