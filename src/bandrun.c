@@ -410,7 +410,8 @@ memtable_create(void)
 	struct memtable	*mt;
 
 	mt = xcalloc(1, sizeof *mt);
-	mt->chunks = xcalloc(1U << MT_BITS, sizeof *mt->chunks);
+	/* Looked up before added to, bucket by bucket: see there. */
+	mt->chunks = xcalloc_populate(1U << MT_BITS, sizeof *mt->chunks);
 	return (mt);
 }
 

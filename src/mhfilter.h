@@ -103,8 +103,10 @@ struct u64vec {
 };
 
 /* xmalloc.c */
+void		 xmalloc_init(void);
 void		*xmalloc(size_t);
 void		*xcalloc(size_t, size_t);
+void		*xcalloc_populate(size_t, size_t);
 void		*xreallocarray(void *, size_t, size_t);
 char		*xstrdup(const char *);
 char		*xstrndup(const char *, size_t);
