@@ -984,6 +984,8 @@ struct plbatch {
 	uint64_t	 first;		/* the documents its commit inserted */
 	uint64_t	 end;
 	/* The pipeline's. */
+	size_t		 size;		/* slots allocated */
+	size_t		 max;		/* at most (--batch) */
 	double		 seconds;
 	uint64_t	 records;
 	uint64_t	 inbytes;
