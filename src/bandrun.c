@@ -18,6 +18,12 @@
  * chunk), so that a chunk's new entries can be merged and dropped together
  * and a lookup scans only a short array.  Additions since the last
  * memtable_commit can be rolled back (an aborted transaction).
+ *
+ * Arrays of up to MT_SMALL entries, most of them, are cut from slabs of
+ * the memtable's own and recycled through a free list by size, not taken
+ * from malloc one by one: a run of 20,000 records made 220,000 of them,
+ * 48 bytes of heap each for 32 of entries, and freed them one by one at
+ * exit (14 ms).
  */
 
 #include "config.h"
@@ -36,6 +42,10 @@ struct mtchunk {
 
 #define MT_BITS		(BAND_CHUNK_BITS + 4)
 #define MT_SUB		(1U << (MT_BITS - BAND_CHUNK_BITS))
+#define MT_FIRST	2		/* entries of a bucket's first array */
+#define MT_SMALL	16		/* larger arrays come from malloc */
+#define MT_CLASSES	4		/* 2, 4, 8 and 16 entries */
+#define MT_SLAB		(256 * 1024)	/* bytes of a slab */
 
 static inline unsigned
 mt_bucket(uint64_t key)
@@ -43,12 +53,23 @@ mt_bucket(uint64_t key)
 	return ((unsigned)(key >> (64 - MT_BITS)));
 }
 
+/* A free small array, linked through its first bytes. */
+struct mtfree {
+	struct mtfree	*next;
+};
+
 struct memtable {
 	struct mtchunk	*chunks;	/* 1 << MT_BITS buckets */
 	size_t		 entries;
 	uint32_t	*undo;		/* buckets added to since the commit */
 	size_t		 nundo;
 	size_t		 undosize;
+	struct mtfree	*free[MT_CLASSES];	/* by size: 2 << class */
+	char		*slab;		/* the current slab's unused part */
+	size_t		 slableft;
+	void		**slabs;	/* every slab, to free */
+	size_t		 nslabs;
+	size_t		 slabsize;
 };
 
 /* Little-endian 64-bit values, as runs store them. */
@@ -422,6 +443,66 @@ run_young(size_t nold, size_t ny, size_t nadd, size_t min)
 	    y * y <= 2.0 * (double)nold * (double)nadd);
 }
 
+/* The free-list class of a small array of size entries. */
+static unsigned
+mt_class(uint32_t size)
+{
+	unsigned	 c = 0;
+
+	while ((uint32_t)MT_FIRST << c < size)
+		c++;
+	return (c);
+}
+
+/* An array of size entries: a small one from a slab, else from malloc. */
+static struct bentry *
+mt_alloc(struct memtable *mt, uint32_t size)
+{
+	struct mtfree	*f;
+	size_t		 bytes = size * sizeof(struct bentry);
+	unsigned	 c;
+
+	if (size > MT_SMALL)
+		return (xreallocarray(NULL, size, sizeof(struct bentry)));
+	c = mt_class(size);
+	if ((f = mt->free[c]) != NULL) {
+		mt->free[c] = f->next;
+		return ((struct bentry *)f);
+	}
+	if (mt->slableft < bytes) {
+		if (mt->nslabs == mt->slabsize) {
+			mt->slabsize = mt->slabsize ? 2 * mt->slabsize : 16;
+			mt->slabs = xreallocarray(mt->slabs, mt->slabsize,
+			    sizeof *mt->slabs);
+		}
+		/* (The tail of the last slab, under 256 bytes, is lost.) */
+		mt->slab = mt->slabs[mt->nslabs++] = xmalloc(MT_SLAB);
+		mt->slableft = MT_SLAB;
+	}
+	f = (struct mtfree *)mt->slab;
+	mt->slab += bytes;
+	mt->slableft -= bytes;
+	return ((struct bentry *)f);
+}
+
+/* Give back an array of size entries (NULL when size is 0). */
+static void
+mt_release(struct memtable *mt, struct bentry *v, uint32_t size)
+{
+	struct mtfree	*f = (struct mtfree *)v;
+	unsigned	 c;
+
+	if (size > MT_SMALL) {
+		free(v);
+		return;
+	}
+	if (size == 0)
+		return;
+	c = mt_class(size);
+	f->next = mt->free[c];
+	mt->free[c] = f;
+}
+
 /* A new, empty memtable. */
 struct memtable *
 memtable_create(void)
@@ -429,7 +510,8 @@ memtable_create(void)
 	struct memtable	*mt;
 
 	mt = xcalloc(1, sizeof *mt);
-	mt->chunks = xcalloc(1U << MT_BITS, sizeof *mt->chunks);
+	/* Looked up before added to, bucket by bucket: see there. */
+	mt->chunks = xcalloc_populate(1U << MT_BITS, sizeof *mt->chunks);
 	return (mt);
 }
 
@@ -441,8 +523,13 @@ memtable_free(struct memtable *mt)
 
 	if (mt == NULL)
 		return;
-	for (c = 0; c < (1U << MT_BITS); c++)
-		free(mt->chunks[c].v);
+	for (c = 0; c < (1U << MT_BITS); c++) {
+		if (mt->chunks[c].size > MT_SMALL)
+			free(mt->chunks[c].v);
+	}
+	for (c = 0; c < mt->nslabs; c++)
+		free(mt->slabs[c]);
+	free(mt->slabs);
 	free(mt->chunks);
 	free(mt->undo);
 	free(mt);
@@ -469,12 +556,28 @@ unsigned
 memtable_load(struct memtable *mt, uint64_t key, uint64_t docid)
 {
 	struct mtchunk	*ch;
+	struct bentry	*v;
+	uint32_t	 size;
 	unsigned	 c = mt_bucket(key);
 
 	ch = &mt->chunks[c];
 	if (ch->n == ch->size) {
-		ch->size = ch->size ? 2 * ch->size : 8;
-		ch->v = xreallocarray(ch->v, ch->size, sizeof *ch->v);
+		/*
+		 * Most buckets of a small index hold one or two entries: a
+		 * first array of 8 made 21 MB of the heap of a run of 20,000
+		 * records, in page faults mostly.
+		 */
+		size = ch->size ? 2 * ch->size : MT_FIRST;
+		if (ch->size > MT_SMALL)
+			v = xreallocarray(ch->v, size, sizeof *ch->v);
+		else {
+			v = mt_alloc(mt, size);
+			if (ch->n > 0)
+				memcpy(v, ch->v, ch->n * sizeof *v);
+			mt_release(mt, ch->v, ch->size);
+		}
+		ch->v = v;
+		ch->size = size;
 	}
 	ch->v[ch->n].key = key;
 	ch->v[ch->n].docid = docid;
@@ -678,7 +781,7 @@ memtable_drop(struct memtable *mt, unsigned c)
 	for (i = 0; i < MT_SUB; i++) {
 		mt->entries -= ch[i].n;
 		ch[i].n = 0;
-		if (ch[i].size > 16) {	/* keep no slack past a sweep */
+		if (ch[i].size > MT_SMALL) {	/* no slack past a sweep */
 			free(ch[i].v);
 			ch[i].v = NULL;
 			ch[i].size = 0;

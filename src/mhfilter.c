@@ -1093,6 +1093,7 @@ main(int argc, char **argv)
 	char			*cause;
 	int			 status, serve;
 
+	xmalloc_init();
 	log_init("mhfilter");
 	argv[0] = (char *)"mhfilter";	/* getopt's messages name it so */
 	parse_options(argc, argv, &o);

@@ -103,8 +103,10 @@ struct u64vec {
 };
 
 /* xmalloc.c */
+void		 xmalloc_init(void);
 void		*xmalloc(size_t);
 void		*xcalloc(size_t, size_t);
+void		*xcalloc_populate(size_t, size_t);
 void		*xreallocarray(void *, size_t, size_t);
 char		*xstrdup(const char *);
 char		*xstrndup(const char *, size_t);
@@ -983,6 +985,8 @@ struct plbatch {
 	uint64_t	 first;		/* the documents its commit inserted */
 	uint64_t	 end;
 	/* The pipeline's. */
+	size_t		 size;		/* slots allocated */
+	size_t		 max;		/* at most (--batch) */
 	double		 seconds;
 	uint64_t	 records;
 	uint64_t	 inbytes;

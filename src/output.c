@@ -33,6 +33,12 @@
 #include "mhfilter.h"
 
 #define OUTPUT_HIGH	(256 * 1024)
+/*
+ * The queue is kept across flushes up to this size: freed at each flush,
+ * it grew again by doubling, past malloc's mmap threshold, so that every
+ * 256 KB of output cost fresh pages (page faults) and copies.
+ */
+#define OUTPUT_KEEP	(4 * OUTPUT_HIGH)
 
 struct output {
 	int		 fd;
@@ -454,7 +460,9 @@ output_flush(struct output *o, char **cause)
 		}
 		off += n;
 	}
-	buf_trim(&o->b);
+	if (o->b.size > OUTPUT_KEEP)
+		buf_free(&o->b);
+	o->b.len = 0;
 	return (0);
 }
 

@@ -133,8 +133,7 @@ pipeline_create(const struct pipeline_opts *o, const struct filter_opts *fo,
 	f.parse_arg = p;
 	p->f = filter_create(&f);
 	for (i = 0; i < NBATCH; i++) {
-		p->b[i].recs = xcalloc(o->batch, sizeof *p->b[i].recs);
-		p->b[i].vs = xcalloc(o->batch, sizeof *p->b[i].vs);
+		p->b[i].max = o->batch;
 		p->b[i].fb = fbatch_create(p->f);
 	}
 	if (pthread_mutex_init(&p->lock, NULL) != 0 ||
@@ -169,7 +168,7 @@ pipeline_free(struct pipeline *p)
 		fatalx("cannot join the writer thread");
 	for (i = 0; i < NBATCH; i++) {
 		fbatch_free(p->b[i].fb);
-		for (j = 0; j < p->o.batch; j++) {
+		for (j = 0; j < p->b[i].size; j++) {
 			record_free(&p->b[i].recs[j]);
 			verdict_free(&p->b[i].vs[j]);
 		}
@@ -330,6 +329,28 @@ plbatch_full(const struct plbatch *b, size_t batch)
 }
 
 /*
+ * Make room for one more record in a batch being filled.  The slots grow
+ * with the batch, not to --batch at once: a run of 100 records touched
+ * 8 MB of slots for three batches of 4000.
+ */
+static void
+plbatch_grow(struct plbatch *b)
+{
+	size_t	 size;
+
+	if (b->n < b->size)
+		return;
+	size = b->size != 0 ? 2 * b->size : 64;
+	if (size > b->max && b->max > b->n)
+		size = b->max;
+	b->recs = xreallocarray(b->recs, size, sizeof *b->recs);
+	b->vs = xreallocarray(b->vs, size, sizeof *b->vs);
+	memset(b->recs + b->size, 0, (size - b->size) * sizeof *b->recs);
+	memset(b->vs + b->size, 0, (size - b->size) * sizeof *b->vs);
+	b->size = size;
+}
+
+/*
  * Take a slot of the batch for a record of len bytes, which the caller
  * copies to the returned record's raw.data.  The pipeline's parser makes
  * (id, text, time) of it in phase 1.  inlen is what it took of the input
@@ -338,8 +359,10 @@ plbatch_full(const struct plbatch *b, size_t batch)
 struct record *
 plbatch_add(struct plbatch *b, size_t len, size_t inlen)
 {
-	struct record	*r = &b->recs[b->n];
+	struct record	*r;
 
+	plbatch_grow(b);
+	r = &b->recs[b->n];
 	record_reset(r);
 	verdict_reset(&b->vs[b->n]);
 	buf_reserve(&r->raw, len + 1);
@@ -360,9 +383,12 @@ plbatch_add(struct plbatch *b, size_t len, size_t inlen)
 struct record *
 plbatch_add_empty(struct plbatch *b, size_t inlen, char *error)
 {
-	struct record	*r = &b->recs[b->n];
-	struct verdict	*v = &b->vs[b->n];
+	struct record	*r;
+	struct verdict	*v;
 
+	plbatch_grow(b);
+	r = &b->recs[b->n];
+	v = &b->vs[b->n];
 	record_reset(r);
 	verdict_reset(v);
 	r->inlen = inlen;
