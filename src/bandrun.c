@@ -503,15 +503,23 @@ mt_release(struct memtable *mt, struct bentry *v, uint32_t size)
 	mt->free[c] = f;
 }
 
-/* A new, empty memtable. */
+/*
+ * A new, empty memtable.  A writer's bucket table is looked up before it
+ * is added to, bucket by bucket (see xcalloc_populate), so it is written
+ * at once; a reader's (read-only: it adds only what it reads of l0) stays
+ * the zero pages it looks up, which take no memory.
+ */
 struct memtable *
-memtable_create(void)
+memtable_create(int writer)
 {
 	struct memtable	*mt;
 
 	mt = xcalloc(1, sizeof *mt);
-	/* Looked up before added to, bucket by bucket: see there. */
-	mt->chunks = xcalloc_populate(1U << MT_BITS, sizeof *mt->chunks);
+	if (writer)
+		mt->chunks = xcalloc_populate(1U << MT_BITS,
+		    sizeof *mt->chunks);
+	else
+		mt->chunks = xcalloc(1U << MT_BITS, sizeof *mt->chunks);
 	return (mt);
 }
 

@@ -862,7 +862,7 @@ lmdb_open(struct index **ixp, const char *path, int flags,
 	} else if ((rv = lmdb_upgrade(ix, flags, &ix->format, cause)) != 0 ||
 	    (rv = lm_meta_check(ix, ix->format, given, cause)) != 0)
 		goto fail;
-	ix->mt = memtable_create();
+	ix->mt = memtable_create(!(flags & INDEX_RDONLY));
 	if (lsm_load(ix, cause) != 0) {
 		rv = INDEX_ERROR;
 		goto fail;

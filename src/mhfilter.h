@@ -307,7 +307,7 @@ int		 run_find_window(const unsigned char *, size_t, size_t, size_t,
 size_t		 run_merge(unsigned, const unsigned char *, size_t,
 		    const struct bentry *, size_t, uint64_t, unsigned char *);
 int		 run_young(size_t, size_t, size_t, size_t);
-struct memtable	*memtable_create(void);
+struct memtable	*memtable_create(int);
 void		 memtable_free(struct memtable *);
 void		 memtable_clear(struct memtable *);
 void		 memtable_add(struct memtable *, uint64_t, uint64_t);

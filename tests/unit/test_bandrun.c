@@ -1470,7 +1470,7 @@ test_memtable_basic(void **state)
 	size_t		 i;
 	unsigned	 sub;
 
-	mt = memtable_create();
+	mt = memtable_create(1);
 	assert_int_equal(memtable_entries(mt), 0);
 	check_model(mt, &m, probe_keys, NPROBE);
 
@@ -1529,7 +1529,7 @@ test_memtable_rollback(void **state)
 	size_t		 i;
 	unsigned	 sub;
 
-	mt = memtable_create();
+	mt = memtable_create(1);
 
 	/* With no commit at all, a rollback empties the memtable. */
 	for (i = 0; i < 50; i++)
@@ -1600,7 +1600,7 @@ test_memtable_sorted(void **state)
 	unsigned	 sub;
 	uint64_t	 s = 51;
 
-	mt = memtable_create();
+	mt = memtable_create(1);
 
 	/* An empty chunk: nothing, and the buffer left alone. */
 	assert_int_equal(memtable_sorted(mt, 77, &buf, &bufsize), 0);
@@ -1694,7 +1694,7 @@ test_memtable_drop(void **state)
 	size_t		 before;
 	unsigned	 sub;
 
-	mt = memtable_create();
+	mt = memtable_create(1);
 	for (k = 0; k < nc; k++) {
 		for (sub = 0; sub < 16; sub++) {
 			/* Sub-bucket 5 big enough to be freed by a drop. */
@@ -1743,7 +1743,7 @@ test_memtable_clear(void **state)
 	uint64_t	 s = 61;
 	size_t		 i;
 
-	mt = memtable_create();
+	mt = memtable_create(1);
 	mclear(mt, &m);
 	check_model(mt, &m, probe_keys, NPROBE);
 	for (i = 0; i < 5000; i++)
@@ -1791,7 +1791,7 @@ test_memtable_model(void **state)
 		    splitmix64(&s) % 3);
 	}
 
-	mt = memtable_create();
+	mt = memtable_create(1);
 	for (step = 0; step < 20000; step++) {
 		r = splitmix64(&s);
 		op = (unsigned)(r % 1000);
