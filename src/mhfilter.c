@@ -45,6 +45,7 @@ struct options {
 	int			 mail_single;	/* --single */
 	int			 mda;		/* --mda */
 	int			 replay_given;	/* --replay */
+	int			 threads_given;	/* --threads */
 	int			 group;		/* --group */
 };
 
@@ -560,6 +561,7 @@ apply_options(int argc, char **argv, struct options *o)
 		case OPT_THREADS:
 			NUMBER(parse_uint, 1, 64, &u);
 			o->f.threads = u;
+			o->threads_given = 1;
 			break;
 		case 'D':
 			o->pl.mode = OUT_DUPLICATES;
@@ -1104,6 +1106,14 @@ main(int argc, char **argv)
 	    o.m.socket != NULL;
 	if (serve && argc > 0 && !o.explain)
 		usage_error("no files in daemon mode: clients send the records");
+	/*
+	 * A server's event loop is one more busy thread: a worker fewer
+	 * keeps the threads to the processors (one client, 200,000 records
+	 * of 1 KB on two cores: 2.37-2.39 s with one worker, 2.49-2.71 s
+	 * with two).
+	 */
+	if (serve && !o.threads_given && o.f.threads > 1)
+		o.f.threads--;
 	if (serve && o.m.socket == NULL && !o.explain &&
 	    daemon_check_listen(&o.d, &cause) != 0)
 		usage_error("%s", cause);
