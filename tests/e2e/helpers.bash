@@ -14,11 +14,16 @@ export MHFILTER TESTDIR DATA
 # Every test gets its own directory, which is also TMPDIR so that the
 # temporary index of a run without --db is created (and must be removed)
 # there.
-setup() {
+helpers_setup() {
 	T="$(mktemp -d "${BATS_TMPDIR:-/tmp}/mhfilter-e2e.XXXXXX")"
 	export TMPDIR="$T"
 	BG_PIDS=()
 	cd "$T"
+}
+
+# A test file's own setup calls helpers_setup first.
+setup() {
+	helpers_setup
 }
 
 # Stop whatever a test left running in the background, then remove its

@@ -9,7 +9,6 @@ load daemon-helpers
 MT_SCRIPT="$E2E_DIR/milter/send.lua"
 
 # bats 1.8 cannot skip from setup_file: check before each test.
-eval "$(declare -f setup | sed '1s/setup/helpers_setup/')"
 setup() {
 	helpers_setup
 	command -v miltertest >/dev/null ||

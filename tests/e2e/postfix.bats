@@ -15,7 +15,6 @@ PATH="$PATH:/usr/sbin"
 
 # What the tests need, checked before each (bats 1.8 cannot skip from
 # setup_file).
-eval "$(declare -f setup | sed '1s/setup/helpers_setup/')"
 setup() {
 	helpers_setup
 	command -v postfix >/dev/null ||
