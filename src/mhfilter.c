@@ -1053,7 +1053,7 @@ run_filter(struct options *o, const struct index_params *asked, int serve,
 	if (o->mda)
 		status = mail_exit_status(pipeline_counts(p)->unique,
 		    pipeline_counts(p)->duplicates, status);
-	pipeline_free(p);
+	pipeline_exit(p);	/* main exits with the status */
 	cleanup();
 	return (status);
 }

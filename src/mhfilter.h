@@ -1003,6 +1003,7 @@ typedef void	(*pl_deliver_fn)(void *, struct plbatch *);
 struct pipeline	*pipeline_create(const struct pipeline_opts *,
 		    const struct filter_opts *, struct index *);
 void		 pipeline_free(struct pipeline *);
+void		 pipeline_exit(struct pipeline *);
 void		 pipeline_set_output(struct pipeline *, struct output *,
 		    const char *);
 void		 pipeline_set_deliver(struct pipeline *, pl_deliver_fn,
