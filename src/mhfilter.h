@@ -256,6 +256,7 @@ int		 record_parse(struct record *, int, const char *, const char *,
 		    char **);
 int		 record_parse_timed(struct record *, int, const char *,
 		    const char *, const char *, char **);
+int		 record_json_agree(const char *, size_t, const char *);
 void		 record_reset(struct record *);
 void		 record_free(struct record *);
 void		 record_idstr(const struct record *, struct buf *);

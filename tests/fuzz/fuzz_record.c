@@ -1,7 +1,9 @@
 /*
  * Fuzz target: one input record (record_parse_timed), in the format the
  * first byte picks (line, TSV, JSON Lines with or without a time field,
- * mail), then its id as written out (record_idstr).
+ * mail), then its id as written out (record_idstr).  A JSON record is
+ * parsed both ways, by the fast path and by the slow one (yajl), which
+ * must agree on everything: verdict, cause, text, id and time.
  */
 
 #include "config.h"
@@ -35,5 +37,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	record_idstr(&r, &id);
 	buf_free(&id);
 	record_free(&r);
+	if (formats[pick] == FORMAT_JSONL &&
+	    record_json_agree((const char *)data + 1, size - 1,
+	    pick == 3 ? "ts" : NULL) < 0)
+		abort();
 	return (0);
 }

@@ -438,6 +438,165 @@ test_time(void **state)
 	record_free(&r);
 }
 
+/*
+ * The fast JSON path and the slow one (json_checks and yajl) agree on a
+ * record: the same verdict and, for a good record, the same text, id and
+ * time; for a bad one, the same cause.  Returns 1 when the fast path took
+ * it, 0 when it left it to the slow one.
+ */
+static int
+json_agree(const char *raw, size_t len, const char *time_field)
+{
+	int	 rv;
+
+	if ((rv = record_json_agree(raw, len, time_field)) < 0)
+		fail_msg("the two JSON paths differ on %.*s", (int)len, raw);
+	return (rv);
+}
+
+/* A small deterministic generator (xorshift64*). */
+static uint64_t	jrng = 88172645463325252ULL;
+
+static unsigned
+jrand(unsigned n)
+{
+	jrng ^= jrng >> 12;
+	jrng ^= jrng << 25;
+	jrng ^= jrng >> 27;
+	return ((unsigned)((jrng * 2685821657736338717ULL) >> 33) % n);
+}
+
+/*
+ * Pieces of JSON for the generator below: in each list the good ones
+ * (valid JSON, though the fast path may leave some to the slow) first,
+ * then the bad.
+ */
+static const char *const jstrings[] = {
+	"\"\"", "\"plain words\"", "\"caf\xc3\xa9\"", "\"\\u00e9t\\u00E9\"",
+	"\"\\ud83d\\ude00\"", "\"\\u001f\"",
+	"\"a\\nb\\tc\\\"d\\\\e\\/f\\b\\f\\r\"", "\"\x7f\"",
+	"\"\xe2\x82\xac\xf0\x9f\x98\x80\"", "\"\\uD83D\\uDE00\"",
+	"\"\\u0000\"", "\"\\u0041\\u07ff\\u0800\\uffff\"",
+#define JSTRINGS_GOOD	12
+	"\"\\ud83d\"", "\"\\ude00x\"", "\"\\x\"", "\"\\u12\"", "\"\\u12g4\"",
+	"\"\xc0\xaf\"", "\"\xed\xa0\x80\"", "\"\xf4\x90\x80\x80\"",
+	"\"tab\there\"", "\"\xe2\x82\"", "\"\xf0\x9f\x98\"",
+	"\"\\ud83d\\u0041\"", "\"unterminated",
+};
+static const char *const jothers[] = {
+	"0", "-0", "7", "-12", "3.25", "1e3", "1E+3", "2.5e-2",
+	"9223372036854775807", "9223372036854775808", "-9223372036854775809",
+	"1700000000", "true", "false", "null", "{}", "[]",
+	"[1,2,{\"a\":[\"b\"]}]", "{\"x\":{}}", "[[[[[[]]]]]]",
+	"{\"text\":\"inner\"}", "\"2024-01-02T03:04:05Z\"", "\"not a time\"",
+	"\"1700000000\"", "-1.5e400", "[ 1 , \"a\" , [ ] ]",
+#define JOTHERS_GOOD	26
+	"01", "-", "1.", ".5", "1e", "truex", "nul", "[1,]", "{\"a\":}",
+	"tru", "1.5.2", "--1",
+};
+static const char *const jkeys[] = {
+	"\"text\"", "\"id\"", "\"ts\"", "\"other\"", "\"te\\u0078t\"",
+	"\"\"", "\"id \"",
+#define JKEYS_GOOD	7
+};
+static const char *const jspaces[] = {
+	"", "", "", " ", "\n", "\t", "\r", "  ",
+#define JSPACES_GOOD	8
+	"\v", "\f",
+};
+
+/* Append a random piece of a list (of its first good ones) to b. */
+#define JPICK(b, list, good) do {					\
+	size_t g_ = (good);						\
+	size_t n_ = g_ != 0 ? g_ : sizeof (list) / sizeof (list)[0];	\
+	const char *p_ = (list)[jrand(n_)];				\
+	buf_append((b), p_, strlen(p_));				\
+} while (0)
+
+/*
+ * A random record: an object of a few members, made of good pieces only
+ * when valid is set, otherwise of any (sometimes not an object at all).
+ */
+static void
+json_random(struct buf *b, int valid)
+{
+	unsigned	 i, n;
+	int		 bad = !valid;
+
+	b->len = 0;
+	JPICK(b, jspaces, valid ? JSPACES_GOOD : 0);
+	if (bad && jrand(20) == 0) {
+		JPICK(b, jothers, 0);
+		return;
+	}
+	buf_append(b, "{", 1);
+	if (valid) {
+		/* A text, so that most of them are good records. */
+		buf_append(b, "\"text\":", 7);
+		JPICK(b, jstrings, JSTRINGS_GOOD);
+	}
+	n = jrand(5);
+	for (i = 0; i < n; i++) {
+		if ((i > 0 || valid) && (!bad || jrand(30) != 0))
+			buf_append(b, ",", 1);
+		JPICK(b, jspaces, valid ? JSPACES_GOOD : 0);
+		JPICK(b, jkeys, valid ? JKEYS_GOOD : 0);
+		JPICK(b, jspaces, valid ? JSPACES_GOOD : 0);
+		if (!bad || jrand(30) != 0)
+			buf_append(b, ":", 1);
+		JPICK(b, jspaces, valid ? JSPACES_GOOD : 0);
+		if (jrand(2) == 0)
+			JPICK(b, jstrings, valid ? JSTRINGS_GOOD : 0);
+		else
+			JPICK(b, jothers, valid ? JOTHERS_GOOD : 0);
+		JPICK(b, jspaces, valid ? JSPACES_GOOD : 0);
+	}
+	if (!bad || jrand(30) != 0)
+		buf_append(b, "}", 1);
+	JPICK(b, jspaces, valid ? JSPACES_GOOD : 0);
+	if (bad && jrand(30) == 0)
+		JPICK(b, jothers, 0);	/* something after the object */
+}
+
+static void
+test_json_paths(void **state)
+{
+	const struct rcase	*c;
+	struct buf		 b = { 0 };
+	size_t			 i, k, taken = 0, total = 0;
+	char			 save;
+
+	/* The table above, both ways. */
+	for (i = 0; i < sizeof rcases / sizeof rcases[0]; i++) {
+		c = &rcases[i];
+		if (c->format != FORMAT_JSONL ||
+		    strcmp(c->text_field, "text") != 0 ||
+		    strcmp(c->id_field, "id") != 0)
+			continue;
+		json_agree(c->raw, c->rawlen ? c->rawlen : strlen(c->raw),
+		    NULL);
+	}
+	/* Random records, and each with one byte changed. */
+	for (i = 0; i < 200000; i++) {
+		json_random(&b, i % 2);
+		taken += json_agree(b.data, b.len, i % 3 == 0 ? "ts" : NULL);
+		total++;
+		if (b.len == 0)
+			continue;
+		k = jrand(b.len);
+		save = b.data[k];
+		b.data[k] = "\"\\{}[],: \x80\xc3u0a\n"[jrand(16)];
+		taken += json_agree(b.data, b.len, NULL);
+		total++;
+		b.data[k] = save;
+	}
+	/* The fast path must take many, or this tests nothing. */
+	if (taken < total / 10)
+		fail_msg("the fast path took %zu of %zu records", taken,
+		    total);
+	buf_free(&b);
+}
+
 /* Run the tests, each bounded by an alarm as in memcached's testapp. */
 int
 main(void)
@@ -448,6 +607,7 @@ main(void)
 		cmocka_unit_test(test_reset),
 		cmocka_unit_test(test_idstr),
 		cmocka_unit_test(test_time),
+		cmocka_unit_test(test_json_paths),
 	};
 
 	alarm(60);
