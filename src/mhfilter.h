@@ -161,6 +161,7 @@ size_t		 shingle_hash(const struct shingler *, const char *, size_t,
 		    int, struct u64vec *);
 size_t		 shingle_keys(const struct shingler *, const char *, size_t,
 		    int, struct u64vec *);
+int		 shingle_simd(int);
 /*
  * A set of shingle keys, by open addressing (shingle.c): slot i holds a
  * value of the set iff slot[i].mark == own.  Zeroed, it is an empty set;

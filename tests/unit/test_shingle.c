@@ -20,6 +20,10 @@
 
 #include "mhfilter.h"
 
+#ifndef nitems
+#define nitems(a)	(sizeof (a) / sizeof (a)[0])
+#endif
+
 /*
  * The reference for shset: the set of shingle hashes, sorted, without
  * repeats (what exact verification did before shset).  Returns its size.
@@ -191,6 +195,71 @@ test_sizes(void **state)
 		assert_int_equal(shingle_hash(&sh, text, 20, 0, &v), 15);
 		assert_int_equal(shingle_hash(&sh, text, 20, 1, &v), 16);
 	}
+	u64vec_free(&v);
+}
+
+/* shingle_hash has the library's value for every window of text. */
+static void
+check_windows(const struct shingler *sh, const unsigned char *text,
+    size_t len, int bytes, struct u64vec *v)
+{
+	size_t	 i, want, n;
+
+	n = len < sh->n ? len : sh->n;
+	want = len - n + 1;
+	assert_int_equal(shingle_hash(sh, (const char *)text, len, bytes, v),
+	    want);
+	for (i = 0; i < want; i++) {
+		if (v->v[i] != XXH3_64bits_withSeed(text + i, n, sh->seed))
+			fail_msg("n %u, seed %#llx, len %zu, window %zu",
+			    sh->n, (unsigned long long)sh->seed, len, i);
+	}
+}
+
+/*
+ * The byte windows' hashes are computed without xxhash's own function
+ * (shingle.c has XXH3's 4-to-8-byte path inline, with AVX2 8 windows at a
+ * time where the CPU has it): hold both the portable loop and the AVX2 one
+ * to the library's XXH3_64bits_withSeed on every window of texts of 1 to
+ * 100 bytes, ASCII and any bytes, for shingle sizes 1 to 12 and 64 and
+ * seeds that stress the seed's part (its halves swapped and subtracted).
+ */
+static void
+test_window_hashes(void **state)
+{
+	static const uint64_t fixed[] = { 0, 1, 7, 0xffffffff, 1ULL << 32,
+	    1ULL << 63, UINT64_MAX, 0x0123456789abcdefULL };
+	unsigned char	 text[128];
+	struct shingler	 sh = { UNIT_CHAR, 5, 0 };
+	struct u64vec	 v = { 0 };
+	uint64_t	 r = 0x77696e646f777321ULL;
+	size_t		 i, s, len;
+	unsigned	 n;
+	int		 simd;
+
+	for (simd = 0; simd <= 1; simd++) {
+		shingle_simd(simd);
+		for (s = 0; s < 16; s++) {
+			r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+			sh.seed = s < nitems(fixed) ? fixed[s] : r;
+			for (n = 1; n <= 13; n++) {
+				sh.n = n == 13 ? 64 : n;
+				for (len = 1; len <= 100; len++) {
+					for (i = 0; i < len; i++) {
+						r ^= r << 13, r ^= r >> 7,
+						    r ^= r << 17;
+						text[i] = 0x20 + (r >> 24) % 95;
+					}
+					check_windows(&sh, text, len, 0, &v);
+					for (i = 0; i < len; i++)
+						text[i] ^= (r >> (i % 56)) &
+						    0x80;
+					check_windows(&sh, text, len, 1, &v);
+				}
+			}
+		}
+	}
+	shingle_simd(1);
 	u64vec_free(&v);
 }
 
@@ -902,6 +971,7 @@ main(void)
 		cmocka_unit_test(test_counts),
 		cmocka_unit_test(test_byte_windows),
 		cmocka_unit_test(test_sizes),
+		cmocka_unit_test(test_window_hashes),
 		cmocka_unit_test(test_short),
 		cmocka_unit_test(test_utf8_windows),
 		cmocka_unit_test(test_words),
