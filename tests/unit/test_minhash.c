@@ -203,6 +203,49 @@ test_sixteen_bits(void **state)
 }
 
 /*
+ * A hash whose low half is UINT32_MAX (what marks an empty bin while
+ * signing) counts as UINT32_MAX - 1: its bin is full, not densified.  Sets
+ * where some hashes have each of the two give the same signature, for
+ * every K and size, with other bins empty or not.
+ */
+static void
+test_empty_low_half(void **state)
+{
+	static const unsigned	 ks[] = { 1, 7, 100, 128, 1024 };
+	static const size_t	 sizes[] = { 1, 2, 10, 50, 1000 };
+	static uint64_t		 h[1000], h2[1000];
+	uint64_t		 s = 6;
+	uint32_t		*sig, *sig2;
+	size_t			 i, z;
+	unsigned		 k, round;
+
+	sig = xcalloc(MHF_MAX_PERMS, sizeof *sig);
+	sig2 = xcalloc(MHF_MAX_PERMS, sizeof *sig2);
+	for (k = 0; k < sizeof ks / sizeof ks[0]; k++) {
+		for (z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+			for (round = 0; round < 20; round++) {
+				random_hashes(h, sizes[z], &s);
+				for (i = 0; i < sizes[z]; i++) {
+					if (splitmix64(&s) % 3 == 0)
+						h[i] |= 0xffffffffULL;
+					h2[i] = h[i];
+					if ((uint32_t)h2[i] == 0xffffffff)
+						h2[i]--;
+				}
+				minhash_sign(h, sizes[z], ks[k], s, sig);
+				minhash_sign(h2, sizes[z], ks[k], s, sig2);
+				if (memcmp(sig, sig2, ks[k] * sizeof *sig))
+					fail_msg("K %u, %zu hashes: a low half "
+					    "of UINT32_MAX differs from "
+					    "UINT32_MAX - 1", ks[k], sizes[z]);
+			}
+		}
+	}
+	free(sig);
+	free(sig2);
+}
+
+/*
  * No finished signature of a non-empty set has an empty bin, whatever its
  * size: densification fills every bin with a value of the set.  (A bin left
  * empty would finish as 65535, which is_value_of rejects unless a hash of
@@ -435,6 +478,7 @@ main(void)
 		cmocka_unit_test(test_set_function),
 		cmocka_unit_test(test_bins),
 		cmocka_unit_test(test_sixteen_bits),
+		cmocka_unit_test(test_empty_low_half),
 		cmocka_unit_test(test_no_empty_bins),
 		cmocka_unit_test(test_similarity),
 		cmocka_unit_test(test_known_answer),
