@@ -326,9 +326,10 @@ static size_t
 shingle_chars(const struct shingler *sh, const unsigned char *p, size_t len,
     int bytes, int keys, struct u64vec *out)
 {
-	size_t	 ring[RING], i, count = 0, n = sh->n, at;
-	size_t	 head = 0;
-	int	 ascii = 0;
+	size_t		 ring[RING], i, count = 0, n = sh->n, at;
+	size_t		 head = 0;
+	uint64_t	 h, bitflip;
+	int		 ascii = 0;
 
 	if (bytes || (ascii = ascii_span(p, len) == len)) {
 		/* One byte one character: the fast path for ASCII. */
@@ -359,8 +360,15 @@ shingle_chars(const struct shingler *sh, const unsigned char *p, size_t len,
 	 * UTF-8: keep the offsets of the last n+1 character starts in a ring;
 	 * each new start (or the end) closes the shingle that began n
 	 * characters before it.  A shingle of n characters in n bytes is
-	 * ASCII.
+	 * ASCII.  There is at most one shingle a character: out gets room
+	 * for them first.  Shingles of 4 to 8 bytes, most of them at the
+	 * usual sizes, are hashed as in ascii_hashes.
 	 */
+	if (out->size < len) {
+		out->size = len;
+		out->v = xreallocarray(out->v, out->size, sizeof *out->v);
+	}
+	bitflip = xxh3_bitflip(sh->seed);
 	for (i = 0; i <= len; i++) {
 		if (i < len && (p[i] & 0xc0) == 0x80)
 			continue;	/* a continuation byte */
@@ -369,14 +377,20 @@ shingle_chars(const struct shingler *sh, const unsigned char *p, size_t len,
 		if (head > n) {
 			at = ring[(head - n - 1) & (RING - 1)];
 			if (keys && i - at == n && n <= KEY_MAX)
-				u64vec_push(out, ascii_key(p + at, n,
-				    len - at));
+				h = ascii_key(p + at, n, len - at);
+			else if (keys)
+				h = shingle_key(sh, p + at, i - at, len - at);
+			else if (i - at >= 4 && i - at <= 8)
+				h = xxh3_4to8((uint64_t)XXH_readLE32(p + at) <<
+				    32 | XXH_readLE32(p + i - 4), bitflip,
+				    i - at);
 			else
-				shingle_add(sh, p + at, i - at, len - at, keys,
-				    out);
-			count++;
+				h = XXH3_64bits_withSeed(p + at, i - at,
+				    sh->seed);
+			out->v[count++] = h;
 		}
 	}
+	out->n = count;
 	if (count == 0) {
 		shingle_add(sh, p, len, len, keys, out);
 		count = 1;
