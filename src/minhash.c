@@ -163,7 +163,7 @@ minhash_sign(const uint64_t *h, size_t n, unsigned k, uint64_t seed,
     uint32_t *sig)
 {
 	uint64_t	 v, least[MHF_MAX_PERMS];
-	unsigned	 i, j, a, b, filled = 0;
+	unsigned	 i, j, a, b, shift, filled = 0;
 	size_t		 s;
 	uint64_t	 full[MHF_MAX_PERMS / 64];	/* bins filled by hashes */
 	const uint16_t	*table;
@@ -176,11 +176,25 @@ minhash_sign(const uint64_t *h, size_t n, unsigned k, uint64_t seed,
 	 */
 	for (i = 0; i < k; i++)
 		least[i] = NONE;
-	for (s = 0; s < n; s++) {
-		b = bin_of(h[s], k);
-		v = (uint32_t)h[s];
-		/* Without a branch: which way it goes is a coin toss. */
-		least[b] = v < least[b] ? v : least[b];
+	if (k > 1 && (k & (k - 1)) == 0) {
+		/*
+		 * K = 2^m, the default: bin_of is the top m bits, one shift
+		 * instead of a multiply and a shift.
+		 */
+		for (shift = 64, j = k; j > 1; j >>= 1)
+			shift--;
+		for (s = 0; s < n; s++) {
+			b = (unsigned)(h[s] >> shift);
+			v = (uint32_t)h[s];
+			/* Without a branch: which way it goes is a coin toss. */
+			least[b] = v < least[b] ? v : least[b];
+		}
+	} else {
+		for (s = 0; s < n; s++) {
+			b = bin_of(h[s], k);
+			v = (uint32_t)h[s];
+			least[b] = v < least[b] ? v : least[b];
+		}
 	}
 
 	memset(full, 0, sizeof full);

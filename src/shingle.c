@@ -172,7 +172,7 @@ xxh3_4to8(uint64_t in, uint64_t bitflip, size_t n)
 static inline uint64_t
 xxh3_bitflip(uint64_t seed)
 {
-	seed ^= (uint64_t)__builtin_bswap32((uint32_t)seed) << 32;
+	seed ^= (uint64_t)XXH_swap32((uint32_t)seed) << 32;
 	return ((XXH_readLE64(XXH3_kSecret + 8) ^
 	    XXH_readLE64(XXH3_kSecret + 16)) - seed);
 }

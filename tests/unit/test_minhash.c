@@ -159,6 +159,48 @@ test_bins(void **state)
 }
 
 /*
+ * Every bin a hash falls into is its multiply-shift bin, for each power of
+ * two K (signing takes the top bits there) and K between them: a bin that
+ * had hashes holds the top 16 bits of its least low half.
+ */
+static void
+test_bins_every_k(void **state)
+{
+	static uint64_t	 h[5000];
+	static uint32_t	 least[MHF_MAX_PERMS];
+	static unsigned char hit[MHF_MAX_PERMS];
+	uint64_t	 s = 8;
+	uint32_t	*sig, v;
+	unsigned	 k, b, m;
+	size_t		 i;
+
+	sig = xcalloc(MHF_MAX_PERMS, sizeof *sig);
+	for (m = 0; m <= 10; m++) {
+		for (k = 1U << m; k <= (1U << m) + 1 && k <= MHF_MAX_PERMS;
+		    k++) {
+			random_hashes(h, 5000, &s);
+			memset(hit, 0, sizeof hit);
+			for (i = 0; i < 5000; i++) {
+				b = (unsigned)(((h[i] >> 32) * k) >> 32);
+				v = (uint32_t)h[i];
+				if (v == UINT32_MAX)
+					v--;
+				if (!hit[b] || v < least[b])
+					least[b] = v;
+				hit[b] = 1;
+			}
+			minhash_sign(h, 5000, k, s, sig);
+			for (b = 0; b < k; b++) {
+				if (hit[b] && sig[b] != least[b] >> 16)
+					fail_msg("K %u: bin %u is %#x, want "
+					    "%#x", k, b, sig[b], least[b] >> 16);
+			}
+		}
+	}
+	free(sig);
+}
+
+/*
  * Values are 16-bit: none above 65535 for any K or set size, and the ends
  * of the low half's range give 0 and 65535.
  */
@@ -477,6 +519,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_set_function),
 		cmocka_unit_test(test_bins),
+		cmocka_unit_test(test_bins_every_k),
 		cmocka_unit_test(test_sixteen_bits),
 		cmocka_unit_test(test_empty_low_half),
 		cmocka_unit_test(test_no_empty_bins),
