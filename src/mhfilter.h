@@ -148,6 +148,7 @@ __attribute__((noreturn)) void fatalx(const char *, ...)
 int		 normalize_parse(const char *, int *, char **);
 void		 normalize_name(int, char *, size_t);
 int		 normalize(const char *, size_t, int, struct buf *);
+int		 normalize_simd(int);
 
 /* shingle.c */
 #define UNIT_CHAR	0

@@ -25,6 +25,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_AVX2_PATH
+#endif
+
 #include <utf8proc.h>
 
 #include "mhfilter.h"
@@ -80,6 +85,14 @@ struct cpbuf {
 static void	normalize_init(void);
 static int	classify(utf8proc_int32_t);
 static void	normalize_bytes(const unsigned char *, size_t, struct nstate *);
+#ifdef HAVE_AVX2_PATH
+static size_t	normalize_bytes_avx2(const unsigned char *, size_t,
+		    const struct byte_tab *, int, char **, unsigned *,
+		    unsigned *);
+#endif
+
+/* May the byte path use AVX2 where the CPU has it?  Tests turn it off. */
+static int	normalize_vector = 1;
 static char	*put_cp(struct nstate *, char *, utf8proc_int32_t,
 		    const unsigned char *, size_t);
 static int	normalize_segment(const unsigned char *, size_t,
@@ -259,14 +272,19 @@ normalize_bytes(const unsigned char *p, size_t len, struct nstate *st)
 	unsigned		 last;
 
 	/*
-	 * A space owed from before, and room for the 8-byte stores and the
-	 * bytes BYTE_STEP writes ahead of what it keeps.
+	 * A space owed from before, and room for the 8- or 32-byte stores
+	 * and the bytes BYTE_STEP writes ahead of what it keeps.
 	 */
-	buf_reserve(out, len + 1 + 16);
+	buf_reserve(out, len + 1 + 40);
 	w = out->data + out->len;
 	started = w != out->data + st->start;
 	fold = (st->flags & NORM_CASEFOLD) ? ~0ULL : 0;
 	collapse = (st->flags & NORM_SPACE) != 0;
+#ifdef HAVE_AVX2_PATH
+	if (normalize_vector && len >= 32 && __builtin_cpu_supports("avx2"))
+		i = normalize_bytes_avx2(p, len, tab, st->flags, &w, &pending,
+		    &started);
+#endif
 	for (; len - i >= 8; i += 8) {
 		memcpy(&x, p + i, 8);
 #if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
@@ -301,6 +319,101 @@ normalize_bytes(const unsigned char *p, size_t len, struct nstate *st)
 	out->len = w - out->data;
 	out->data[out->len] = '\0';
 	st->pending = pending;
+}
+
+#ifdef HAVE_AVX2_PATH
+/*
+ * normalize_bytes' loop over 32 bytes at a time, while there are 32: the
+ * tests of the 8-byte loop, done for all 32 at once into bit masks (one
+ * bit a byte).  32 that pass are stored at once; otherwise the tests are
+ * applied to each 8 in turn, as in the 8-byte loop, and 8 that fail go
+ * through BYTE_STEP.  *wp, *pendingp and *startedp are its state, in and
+ * out.  Returns how many bytes were done.
+ */
+__attribute__((target("avx2"))) static size_t
+normalize_bytes_avx2(const unsigned char *p, size_t len,
+    const struct byte_tab *tab, int flags, char **wp, unsigned *pendingp,
+    unsigned *startedp)
+{
+	const __m256i	 space = _mm256_set1_epi8(' ');
+	__m256i		 x, y, plain, upper, fold;
+	unsigned char	 folded[32];
+	uint32_t	 ok, sp;
+	unsigned	 pending = *pendingp, started = *startedp, collapse;
+	unsigned	 ok8, sp8, last;
+	size_t		 i, j, q;
+	char		*w = *wp;
+
+	fold = _mm256_set1_epi8((flags & NORM_CASEFOLD) ? 0x20 : 0);
+	collapse = (flags & NORM_SPACE) != 0;
+	for (i = 0; len - i >= 32; i += 32) {
+		/* Signed compares: bytes at or above 0x80 match none. */
+		x = _mm256_loadu_si256((const __m256i *)(p + i));
+		y = _mm256_or_si256(x, space);
+		plain = _mm256_or_si256(
+		    _mm256_and_si256(_mm256_cmpgt_epi8(y, _mm256_set1_epi8('a' - 1)),
+		    _mm256_cmpgt_epi8(_mm256_set1_epi8('z' + 1), y)),
+		    _mm256_and_si256(_mm256_cmpgt_epi8(x, _mm256_set1_epi8('0' - 1)),
+		    _mm256_cmpgt_epi8(_mm256_set1_epi8('9' + 1), x)));
+		y = _mm256_cmpeq_epi8(x, space);
+		ok = (uint32_t)_mm256_movemask_epi8(_mm256_or_si256(plain, y)) |
+		    (uint32_t)_mm256_movemask_epi8(x);
+		sp = (uint32_t)_mm256_movemask_epi8(y);
+		upper = _mm256_and_si256(
+		    _mm256_cmpgt_epi8(x, _mm256_set1_epi8('A' - 1)),
+		    _mm256_cmpgt_epi8(_mm256_set1_epi8('Z' + 1), x));
+		x = _mm256_add_epi8(x, _mm256_and_si256(upper, fold));
+		if (ok == 0xffffffff && !(collapse && ((sp & sp << 1) ||
+		    ((sp & 1) && !started)))) {
+			*w = ' ';
+			w += pending & started & (~sp & 1);
+			_mm256_storeu_si256((__m256i *)w, x);
+			last = sp >> 31 & collapse;
+			w += 32 - last;
+			pending = last;
+			started = 1;
+			continue;
+		}
+		_mm256_storeu_si256((__m256i *)folded, x);
+
+		for (j = 0; j < 32; j += 8) {
+			ok8 = ok >> j & 0xff;
+			sp8 = sp >> j & 0xff;
+			if (ok8 != 0xff || (collapse && ((sp8 & sp8 << 1) ||
+			    ((sp8 & 1) && !started)))) {
+				for (q = i + j; q < i + j + 8; q++)
+					BYTE_STEP(p[q]);
+				continue;
+			}
+			*w = ' ';
+			w += pending & started & (~sp8 & 1);
+			memcpy(w, folded + j, 8);
+			last = sp8 >> 7 & collapse;
+			w += 8 - last;
+			pending = last;
+			started = 1;
+		}
+	}
+	*wp = w;
+	*pendingp = pending;
+	*startedp = started;
+	return (i);
+}
+#endif
+
+/*
+ * Tests: let the byte path use AVX2 if the CPU has it (on), or keep it to
+ * the portable code.  Returns whether AVX2 will be used.
+ */
+int
+normalize_simd(int on)
+{
+	normalize_vector = on;
+#ifdef HAVE_AVX2_PATH
+	return (on && __builtin_cpu_supports("avx2"));
+#else
+	return (0);
+#endif
 }
 
 /*

@@ -52,6 +52,7 @@ static int	ref_normalize(const char *, size_t, int, struct buf *);
 static uint64_t	rnd(uint64_t *);
 static const char *hex(const char *, size_t);
 static void	check_same(const char *, size_t, int, const char *, size_t);
+static void	byte_runs(void);
 
 /* A table of cases: input, flags, expected output and return value. */
 static const struct ncase {
@@ -607,9 +608,11 @@ test_long_segments(void **state)
  * every offset of texts of 0 to 100 bytes, and random text of the bytes
  * that end a run (with UTF-8 segments between, so that a space owed goes
  * from one segment to the next), against the oracle's byte at a time.
+ * test_byte_runs runs it with the portable code and with AVX2 (32 bytes
+ * at a time) where the CPU has it.
  */
 static void
-test_byte_runs(void **state)
+byte_runs(void)
 {
 	static const char alpha[] = "abcXYZ09 \t\n\r\v\f ,.!-_()$+<~@[]{}\"'";
 	static const struct piece odd[] = {
@@ -629,27 +632,29 @@ test_byte_runs(void **state)
 
 	/* Each byte value at each place of a run, alone and doubled. */
 	for (b = 0; b < 256; b++) {
-		for (k = 0; k < 20; k++) {
-			memcpy(text, "abCDefGHijKLmnOPqrST", 20);
+		for (k = 0; k < 40; k++) {
+			memcpy(text, "abCDefGHijKLmnOPqrSTuvWXyz0123456789abCD",
+			    40);
 			text[k] = b;
 			for (flags = 0; flags <= NORM_ALL; flags++)
-				check_same(text, 20, flags, "", 0);
+				check_same(text, 40, flags, "", 0);
 			text[k + 1] = b;
-			check_same(text, 20, D, "", 0);
-			check_same(text, 20, A, "p", 1);
+			check_same(text, 40, D, "", 0);
+			check_same(text, 40, A, "p", 1);
 		}
 	}
 
-	/* Each pair of byte values around a space, at 0, 3 and 7. */
+	/* Each pair of byte values around a space, either side of 8s. */
 	for (b = 0; b < 256; b++) {
 		for (c = 0; c < 256; c++) {
-			for (k = 1; k < 12; k += 3) {
-				memcpy(text, "wOrds and MORE words", 20);
+			for (k = 1; k < 40; k += k % 8 == 0 ? 7 : 1) {
+				memcpy(text, "wOrds and MORE words, Words and more "
+				    "WORDS", 40);
 				text[k - 1] = b;
 				text[k] = ' ';
 				text[k + 1] = c;
-				check_same(text, 20, D, "", 0);
-				check_same(text, 20, A, "", 0);
+				check_same(text, 40, D, "", 0);
+				check_same(text, 40, A, "", 0);
 			}
 		}
 	}
@@ -693,6 +698,25 @@ test_byte_runs(void **state)
 		}
 	}
 	buf_free(&t);
+}
+
+static void
+test_byte_runs(void **state)
+{
+	normalize_simd(0);
+	byte_runs();
+	normalize_simd(1);
+	byte_runs();
+}
+
+/* The differential test again, with the byte path's portable code. */
+static void
+test_differential_portable(void **state)
+{
+	normalize_simd(0);
+	test_differential(state);
+	test_long_segments(state);
+	normalize_simd(1);
 }
 
 /*
@@ -808,6 +832,7 @@ main(void)
 		cmocka_unit_test(test_differential),
 		cmocka_unit_test(test_long_segments),
 		cmocka_unit_test(test_byte_runs),
+		cmocka_unit_test(test_differential_portable),
 		cmocka_unit_test(test_every_char),
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_names_bad),
