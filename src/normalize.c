@@ -251,11 +251,14 @@ classify(utf8proc_int32_t cp)
  *
  * Most of the text is words with one space between them, and that comes
  * out as it went in, but for case folding.  So the text is taken 8 bytes
- * at a time, and 8 bytes that are letters, digits, bytes at or above 0x80
- * and plain spaces (0x20), no two spaces together when runs of them are
- * collapsed, are folded and stored at once; any other 8 go through
- * BYTE_STEP one by one.  The tables alone say what a byte becomes; the
- * test only picks bytes whose fate is known.  Under NORM_SPACE a space
+ * at a time, and 8 bytes that are plain (each becomes itself or, folded,
+ * its lower case) and spaces (0x20), no two spaces together when runs of
+ * them are collapsed, are folded and stored at once; any other 8 go
+ * through BYTE_STEP one by one.  Without NORM_PUNCT every byte but white
+ * space is plain; with it, only letters, digits and bytes at or above 0x80
+ * are taken as plain (ASCII symbols are, too, but punctuation is not, and
+ * which is which comes from Unicode's tables).  The tables alone say what
+ * a byte becomes; the test only picks bytes whose fate is known.  Under NORM_SPACE a space
  * first in the 8 merges with a space owed (and is dropped if nothing was
  * written yet: then the 8 go byte by byte), and a space last in them is
  * stored but left owed, where the next kept byte would write it again.
@@ -265,11 +268,11 @@ normalize_bytes(const unsigned char *p, size_t len, struct nstate *st)
 {
 	const struct byte_tab	*tab = &byte_tab[NTAB(st->flags)];
 	struct buf		*out = st->out;
-	uint64_t		 x, l, plain, sp, fold;
+	uint64_t		 x, l, ok, sp, fold;
 	size_t			 i = 0, j;
 	char			*w;
 	unsigned		 pending = st->pending, started, collapse;
-	unsigned		 last;
+	unsigned		 last, punct;
 
 	/*
 	 * A space owed from before, and room for the 8- or 32-byte stores
@@ -280,6 +283,7 @@ normalize_bytes(const unsigned char *p, size_t len, struct nstate *st)
 	started = w != out->data + st->start;
 	fold = (st->flags & NORM_CASEFOLD) ? ~0ULL : 0;
 	collapse = (st->flags & NORM_SPACE) != 0;
+	punct = (st->flags & NORM_PUNCT) != 0;
 #ifdef HAVE_AVX2_PATH
 	if (normalize_vector && len >= 32 && __builtin_cpu_supports("avx2"))
 		i = normalize_bytes_avx2(p, len, tab, st->flags, &w, &pending,
@@ -291,10 +295,13 @@ normalize_bytes(const unsigned char *p, size_t len, struct nstate *st)
 		x = __builtin_bswap64(x);
 #endif
 		l = x & ~HIGH;
-		plain = IN(l | ONES * 0x20, 'a', 'z') | IN(l, '0', '9') |
-		    (x & HIGH);
 		sp = ~GE(l ^ ONES * ' ', 1) & ~x & HIGH;
-		if ((plain | sp) != HIGH || (collapse && ((sp & sp << 8) ||
+		if (punct)
+			ok = IN(l | ONES * 0x20, 'a', 'z') | IN(l, '0', '9') |
+			    (x & HIGH) | sp;
+		else
+			ok = ~(IN(l, '\t', '\r') & ~x) & HIGH;
+		if (ok != HIGH || (collapse && ((sp & sp << 8) ||
 		    ((sp & 0x80) && !started)))) {
 			for (j = i; j < i + 8; j++)
 				BYTE_STEP(p[j]);
@@ -349,16 +356,23 @@ normalize_bytes_avx2(const unsigned char *p, size_t len,
 	for (i = 0; len - i >= 32; i += 32) {
 		/* Signed compares: bytes at or above 0x80 match none. */
 		x = _mm256_loadu_si256((const __m256i *)(p + i));
-		y = _mm256_or_si256(x, space);
-		plain = _mm256_or_si256(
-		    _mm256_and_si256(_mm256_cmpgt_epi8(y, _mm256_set1_epi8('a' - 1)),
-		    _mm256_cmpgt_epi8(_mm256_set1_epi8('z' + 1), y)),
-		    _mm256_and_si256(_mm256_cmpgt_epi8(x, _mm256_set1_epi8('0' - 1)),
-		    _mm256_cmpgt_epi8(_mm256_set1_epi8('9' + 1), x)));
 		y = _mm256_cmpeq_epi8(x, space);
-		ok = (uint32_t)_mm256_movemask_epi8(_mm256_or_si256(plain, y)) |
-		    (uint32_t)_mm256_movemask_epi8(x);
 		sp = (uint32_t)_mm256_movemask_epi8(y);
+		if (flags & NORM_PUNCT) {
+			plain = _mm256_or_si256(x, space);
+			plain = _mm256_or_si256(_mm256_and_si256(
+			    _mm256_cmpgt_epi8(plain, _mm256_set1_epi8('a' - 1)),
+			    _mm256_cmpgt_epi8(_mm256_set1_epi8('z' + 1), plain)),
+			    _mm256_and_si256(
+			    _mm256_cmpgt_epi8(x, _mm256_set1_epi8('0' - 1)),
+			    _mm256_cmpgt_epi8(_mm256_set1_epi8('9' + 1), x)));
+			ok = (uint32_t)_mm256_movemask_epi8(_mm256_or_si256(plain,
+			    y)) | (uint32_t)_mm256_movemask_epi8(x);
+		} else {
+			ok = ~(uint32_t)_mm256_movemask_epi8(_mm256_and_si256(
+			    _mm256_cmpgt_epi8(x, _mm256_set1_epi8('\t' - 1)),
+			    _mm256_cmpgt_epi8(_mm256_set1_epi8('\r' + 1), x)));
+		}
 		upper = _mm256_and_si256(
 		    _mm256_cmpgt_epi8(x, _mm256_set1_epi8('A' - 1)),
 		    _mm256_cmpgt_epi8(_mm256_set1_epi8('Z' + 1), x));
