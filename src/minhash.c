@@ -183,10 +183,10 @@ minhash_sign(const uint64_t *h, size_t n, unsigned k, uint64_t seed,
 		 */
 		for (shift = 64, j = k; j > 1; j >>= 1)
 			shift--;
+		/* Without a branch: which way it goes is a coin toss. */
 		for (s = 0; s < n; s++) {
 			b = (unsigned)(h[s] >> shift);
 			v = (uint32_t)h[s];
-			/* Without a branch: which way it goes is a coin toss. */
 			least[b] = v < least[b] ? v : least[b];
 		}
 	} else {

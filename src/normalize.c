@@ -258,10 +258,12 @@ classify(utf8proc_int32_t cp)
  * space is plain; with it, only letters, digits and bytes at or above 0x80
  * are taken as plain (ASCII symbols are, too, but punctuation is not, and
  * which is which comes from Unicode's tables).  The tables alone say what
- * a byte becomes; the test only picks bytes whose fate is known.  Under NORM_SPACE a space
- * first in the 8 merges with a space owed (and is dropped if nothing was
- * written yet: then the 8 go byte by byte), and a space last in them is
- * stored but left owed, where the next kept byte would write it again.
+ * a byte becomes; the test only picks bytes whose fate is known.
+ *
+ * Under NORM_SPACE a space first in the 8 merges with a space owed (and is
+ * dropped if nothing was written yet: then the 8 go byte by byte), and a
+ * space last in them is stored but left owed, where the next kept byte
+ * would write it again.
  */
 static void
 normalize_bytes(const unsigned char *p, size_t len, struct nstate *st)
@@ -343,7 +345,7 @@ normalize_bytes_avx2(const unsigned char *p, size_t len,
     unsigned *startedp)
 {
 	const __m256i	 space = _mm256_set1_epi8(' ');
-	__m256i		 x, y, plain, upper, fold;
+	__m256i		 x, y, lower, plain, upper, fold;
 	unsigned char	 folded[32];
 	uint32_t	 ok, sp;
 	unsigned	 pending = *pendingp, started = *startedp, collapse;
@@ -359,15 +361,17 @@ normalize_bytes_avx2(const unsigned char *p, size_t len,
 		y = _mm256_cmpeq_epi8(x, space);
 		sp = (uint32_t)_mm256_movemask_epi8(y);
 		if (flags & NORM_PUNCT) {
-			plain = _mm256_or_si256(x, space);
+			lower = _mm256_or_si256(x, space);
 			plain = _mm256_or_si256(_mm256_and_si256(
-			    _mm256_cmpgt_epi8(plain, _mm256_set1_epi8('a' - 1)),
-			    _mm256_cmpgt_epi8(_mm256_set1_epi8('z' + 1), plain)),
+			    _mm256_cmpgt_epi8(lower, _mm256_set1_epi8('a' - 1)),
+			    _mm256_cmpgt_epi8(_mm256_set1_epi8('z' + 1),
+			    lower)),
 			    _mm256_and_si256(
 			    _mm256_cmpgt_epi8(x, _mm256_set1_epi8('0' - 1)),
 			    _mm256_cmpgt_epi8(_mm256_set1_epi8('9' + 1), x)));
-			ok = (uint32_t)_mm256_movemask_epi8(_mm256_or_si256(plain,
-			    y)) | (uint32_t)_mm256_movemask_epi8(x);
+			plain = _mm256_or_si256(plain, y);
+			ok = (uint32_t)_mm256_movemask_epi8(plain) |
+			    (uint32_t)_mm256_movemask_epi8(x);
 		} else {
 			ok = ~(uint32_t)_mm256_movemask_epi8(_mm256_and_si256(
 			    _mm256_cmpgt_epi8(x, _mm256_set1_epi8('\t' - 1)),

@@ -189,8 +189,9 @@ xxh3_bitflip(uint64_t seed)
 		    bitflip, (n));					\
 	}								\
 	for (; i + (n) <= len; i++) {					\
-		out[i] = xxh3_4to8((uint64_t)XXH_readLE32(p + i) << 32 |	\
-		    XXH_readLE32(p + i + (n) - 4), bitflip, (n));	\
+		x = (uint64_t)XXH_readLE32(p + i) << 32 |		\
+		    XXH_readLE32(p + i + (n) - 4);			\
+		out[i] = xxh3_4to8(x, bitflip, (n));			\
 	}								\
 } while (0)
 
@@ -251,13 +252,13 @@ xxh3_4to8_avx2(__m256i h, __m256i bitflip, __m256i n)
 	    _mm256_or_si256(_mm256_slli_epi64(h, 49), _mm256_srli_epi64(h, 15)),
 	    _mm256_or_si256(_mm256_slli_epi64(h, 24),
 	    _mm256_srli_epi64(h, 40))));
-	cross = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(h, 32), clo),
-	    _mm256_mul_epu32(h, chi));
+	cross = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(h, 32),
+	    clo), _mm256_mul_epu32(h, chi));
 	h = _mm256_add_epi64(_mm256_mul_epu32(h, clo),
 	    _mm256_slli_epi64(cross, 32));
 	h = _mm256_xor_si256(h, _mm256_add_epi64(_mm256_srli_epi64(h, 35), n));
-	cross = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(h, 32), clo),
-	    _mm256_mul_epu32(h, chi));
+	cross = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(h, 32),
+	    clo), _mm256_mul_epu32(h, chi));
 	h = _mm256_add_epi64(_mm256_mul_epu32(h, clo),
 	    _mm256_slli_epi64(cross, 32));
 	return (_mm256_xor_si256(h, _mm256_srli_epi64(h, 28)));

@@ -193,7 +193,8 @@ test_bins_every_k(void **state)
 			for (b = 0; b < k; b++) {
 				if (hit[b] && sig[b] != least[b] >> 16)
 					fail_msg("K %u: bin %u is %#x, want "
-					    "%#x", k, b, sig[b], least[b] >> 16);
+					    "%#x", k, b, sig[b],
+					    least[b] >> 16);
 			}
 		}
 	}

@@ -648,8 +648,8 @@ byte_runs(void)
 	for (b = 0; b < 256; b++) {
 		for (c = 0; c < 256; c++) {
 			for (k = 1; k < 40; k += k % 8 == 0 ? 7 : 1) {
-				memcpy(text, "wOrds and MORE words, Words and more "
-				    "WORDS", 40);
+				memcpy(text, "wOrds and MORE words, "
+				    "Words and more WORDS", 40);
 				text[k - 1] = b;
 				text[k] = ' ';
 				text[k + 1] = c;
