@@ -52,11 +52,11 @@ static void	ascii_hashes(const struct shingler *, const unsigned char *,
 static size_t	ascii_hashes_avx2(const unsigned char *, size_t, size_t,
 		    uint64_t, uint64_t *);
 #endif
+static size_t	shingle_words(const struct shingler *, const unsigned char *,
+		    size_t, int, struct u64vec *);
 
 /* May the ASCII loop use AVX2 where the CPU has it?  Tests turn it off. */
 static int	shingle_vector = 1;
-static size_t	shingle_words(const struct shingler *, const unsigned char *,
-		    size_t, int, struct u64vec *);
 
 /* Is this byte a word separator? */
 static inline int
@@ -197,18 +197,26 @@ xxh3_bitflip(uint64_t seed)
 
 /*
  * Hash every n-byte window of p[0, len), ASCII or bytes, len >= n, into
- * out; the usual shingle sizes get a loop of their own.
+ * out; the usual shingle sizes get a loop of their own.  Other sizes take
+ * XXH3_64bits_withSeed, inlined (see shingle_chars): with the length a
+ * constant (3), the compiler folds its dispatch on the length, and with
+ * the seed in a local, the seed's part is computed once.
  */
 static void
 ascii_hashes(const struct shingler *sh, const unsigned char *p, size_t len,
     size_t n, uint64_t *out)
 {
-	uint64_t	 x, bitflip = xxh3_bitflip(sh->seed);
+	uint64_t	 x, seed = sh->seed, bitflip = xxh3_bitflip(seed);
 	size_t		 i = 0;
 
+	if (n == 3) {
+		for (i = 0; i + 3 <= len; i++)
+			out[i] = XXH3_64bits_withSeed(p + i, 3, seed);
+		return;
+	}
 	if (n < 4 || n > 8) {
 		for (i = 0; i + n <= len; i++)
-			out[i] = XXH3_64bits_withSeed(p + i, n, sh->seed);
+			out[i] = XXH3_64bits_withSeed(p + i, n, seed);
 		return;
 	}
 #ifdef HAVE_AVX2_PATH
@@ -280,9 +288,8 @@ ascii_hashes_avx2(const unsigned char *p, size_t len, size_t n,
 
 	/* Lane k of the low shuffle is window k; of the high, k + 4. */
 	for (lane = 0; lane < 4; lane++) {
-		for (b = 0; b < 8; b++) {
+		for (b = 0; b < 8; b++)
 			idx[lane * 8 + b] = lane + (b < 4 ? n - 4 + b : b - 4);
-		}
 	}
 	shuf_lo = _mm256_loadu_si256((const __m256i *)idx);
 	shuf_hi = _mm256_add_epi8(shuf_lo, _mm256_set1_epi8(4));
