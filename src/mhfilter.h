@@ -148,6 +148,7 @@ __attribute__((noreturn)) void fatalx(const char *, ...)
 int		 normalize_parse(const char *, int *, char **);
 void		 normalize_name(int, char *, size_t);
 int		 normalize(const char *, size_t, int, struct buf *);
+int		 normalize_simd(int);
 
 /* shingle.c */
 #define UNIT_CHAR	0
@@ -161,6 +162,7 @@ size_t		 shingle_hash(const struct shingler *, const char *, size_t,
 		    int, struct u64vec *);
 size_t		 shingle_keys(const struct shingler *, const char *, size_t,
 		    int, struct u64vec *);
+int		 shingle_simd(int);
 /*
  * A set of shingle keys, by open addressing (shingle.c): slot i holds a
  * value of the set iff slot[i].mark == own.  Zeroed, it is an empty set;

@@ -37,6 +37,7 @@
 #include "mhfilter.h"
 
 #define EMPTY		UINT32_MAX
+#define NONE		(1ULL << 32)	/* no hash in a bin yet */
 #define PROBE_SALT	0x9e3779b97f4a7c15ULL
 
 /* The bin a 64-bit hash falls into, by multiply-shift on its high half. */
@@ -161,26 +162,49 @@ void
 minhash_sign(const uint64_t *h, size_t n, unsigned k, uint64_t seed,
     uint32_t *sig)
 {
-	uint32_t	 v;
-	unsigned	 i, j, a, b, filled = 0;
+	uint64_t	 v, least[MHF_MAX_PERMS];
+	unsigned	 i, j, a, b, shift, filled = 0;
 	size_t		 s;
 	uint64_t	 full[MHF_MAX_PERMS / 64];	/* bins filled by hashes */
 	const uint16_t	*table;
 
+	/*
+	 * A bin's least value is kept in 64 bits, NONE while no hash fell
+	 * into it, so that a low half of EMPTY needs no test in this loop,
+	 * the inner loop of signing: it becomes EMPTY - 1 below, as the least
+	 * of a bin it is the only value that bin had.
+	 */
 	for (i = 0; i < k; i++)
-		sig[i] = EMPTY;
-	for (s = 0; s < n; s++) {
-		b = bin_of(h[s], k);
-		v = (uint32_t)h[s];
-		v -= v == EMPTY;
+		least[i] = NONE;
+	if (k > 1 && (k & (k - 1)) == 0) {
+		/*
+		 * K = 2^m, the default: bin_of is the top m bits, one shift
+		 * instead of a multiply and a shift.
+		 */
+		for (shift = 64, j = k; j > 1; j >>= 1)
+			shift--;
 		/* Without a branch: which way it goes is a coin toss. */
-		sig[b] = v < sig[b] ? v : sig[b];
+		for (s = 0; s < n; s++) {
+			b = (unsigned)(h[s] >> shift);
+			v = (uint32_t)h[s];
+			least[b] = v < least[b] ? v : least[b];
+		}
+	} else {
+		for (s = 0; s < n; s++) {
+			b = bin_of(h[s], k);
+			v = (uint32_t)h[s];
+			least[b] = v < least[b] ? v : least[b];
+		}
 	}
 
 	memset(full, 0, sizeof full);
 	for (i = 0; i < k; i++) {
-		full[i / 64] |= (uint64_t)(sig[i] != EMPTY) << (i % 64);
-		filled += sig[i] != EMPTY;
+		if (least[i] == NONE)
+			sig[i] = EMPTY;
+		else
+			sig[i] = least[i] < EMPTY ? least[i] : EMPTY - 1;
+		full[i / 64] |= (uint64_t)(least[i] != NONE) << (i % 64);
+		filled += least[i] != NONE;
 	}
 	if (filled == 0 || filled == k)
 		goto done;

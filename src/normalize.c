@@ -8,9 +8,10 @@
  *   punct     Unicode punctuation (categories P*) becomes white space
  *
  * ASCII, most of any real feed, takes a fast path of one table lookup per
- * byte: NFKC is the identity there and case folding is tolower.  Text with
- * a few other characters takes it too for its long ASCII runs; only the
- * stretches around the others go through utf8proc (see normalize).
+ * byte, or 8 bytes at once for plain words: NFKC is the identity there and
+ * case folding is tolower.  Text with a few other characters takes it too
+ * for its long ASCII runs; only the stretches around the others go through
+ * utf8proc (see normalize).
  * Text that is not valid UTF-8 is not rejected: it is normalised as bytes
  * (ASCII folding, spaces, punctuation) and normalize returns 1 so that the
  * shingler treats each byte as a character.
@@ -23,6 +24,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_AVX2_PATH
+#endif
 
 #include <utf8proc.h>
 
@@ -43,6 +49,19 @@ static const struct {
 #define C_SPACE	1
 #define C_PUNCT	2
 static unsigned char ascii_class[128];
+
+/*
+ * The byte path's tables, one for each setting of the flags it uses
+ * (casefold, space, punct): what a byte becomes, and whether it is taken
+ * by the space step instead (skip), so that the loop has no branch on the
+ * class of a byte.  A byte at or above 0x80 is itself.
+ */
+#define NTAB(flags)	(((flags) & NORM_CASEFOLD) |			\
+			    ((flags) & (NORM_SPACE|NORM_PUNCT)) >> 1)
+static struct byte_tab {
+	unsigned char	 map[256];
+	unsigned char	 skip[256];
+} byte_tab[8];
 
 /*
  * The space and punctuation step runs over the text's segments in turn, as
@@ -66,6 +85,14 @@ struct cpbuf {
 static void	normalize_init(void);
 static int	classify(utf8proc_int32_t);
 static void	normalize_bytes(const unsigned char *, size_t, struct nstate *);
+#ifdef HAVE_AVX2_PATH
+static size_t	normalize_bytes_avx2(const unsigned char *, size_t,
+		    const struct byte_tab *, int, char **, unsigned *,
+		    unsigned *);
+#endif
+
+/* May the byte path use AVX2 where the CPU has it?  Tests turn it off. */
+static int	normalize_vector = 1;
 static char	*put_cp(struct nstate *, char *, utf8proc_int32_t,
 		    const unsigned char *, size_t);
 static int	normalize_segment(const unsigned char *, size_t,
@@ -130,7 +157,7 @@ normalize_name(int flags, char *out, size_t len)
 static void
 normalize_fill(void)
 {
-	int	 c, cat;
+	int	 c, cat, flags, space, x;
 
 	for (c = 0; c < 128; c++) {
 		cat = utf8proc_category(c);
@@ -139,6 +166,27 @@ normalize_fill(void)
 		else if (cat >= UTF8PROC_CATEGORY_PC &&
 		    cat <= UTF8PROC_CATEGORY_PO)
 			ascii_class[c] = C_PUNCT;
+	}
+
+	/* What the byte path did a byte at a time, for each setting. */
+	for (flags = 0; flags <= NORM_ALL; flags++) {
+		if (flags & NORM_NFKC)
+			continue;	/* the same tables as without */
+		x = NTAB(flags);
+		for (c = 0; c < 256; c++) {
+			byte_tab[x].map[c] = c;
+			if (c >= 128)
+				continue;
+			space = ascii_class[c] == C_SPACE ||
+			    ((flags & NORM_PUNCT) && ascii_class[c] == C_PUNCT);
+			if (space && (flags & NORM_SPACE))
+				byte_tab[x].skip[c] = 1;
+			else if (space && ascii_class[c] == C_PUNCT)
+				byte_tab[x].map[c] = ' ';
+			else if (!space && (flags & NORM_CASEFOLD) &&
+			    c >= 'A' && c <= 'Z')
+				byte_tab[x].map[c] = c + 'a' - 'A';
+		}
 	}
 }
 
@@ -170,40 +218,220 @@ classify(utf8proc_int32_t cp)
 }
 
 /*
+ * Tests of the 8 bytes of a uint64_t at once (SWAR): the result is 0x80 in
+ * each byte where the test holds, 0 elsewhere.  GE is exact in every byte,
+ * not only the first that holds, as each byte of l is below 0x80 and t is
+ * 1 to 0x80: no sum carries into the next byte.
+ */
+#define ONES		0x0101010101010101ULL
+#define HIGH		0x8080808080808080ULL
+#define GE(l, t)	(((l) + ONES * (0x80 - (t))) & HIGH)
+#define IN(l, a, b)	(GE(l, a) & ~GE(l, (b) + 1))
+
+/*
+ * One byte of the byte path, without a branch on its class: a space owed
+ * goes before a byte that is kept (and not before the text's first), and a
+ * byte taken by the space step leaves one owed.  Two bytes at w may be
+ * written; at most the ones kept count.
+ */
+#define BYTE_STEP(c) do {						\
+	unsigned	 s_ = tab->skip[(c)];				\
+									\
+	*w = ' ';							\
+	w += pending & started & (s_ ^ 1);				\
+	*w = tab->map[(c)];						\
+	w += s_ ^ 1;							\
+	started |= s_ ^ 1;						\
+	pending = s_;							\
+} while (0)
+
+/*
  * The byte path, for ASCII and for invalid UTF-8: one table lookup a byte.
  * Bytes at or above 0x80 are copied as they are.
+ *
+ * Most of the text is words with one space between them, and that comes
+ * out as it went in, but for case folding.  So the text is taken 8 bytes
+ * at a time, and 8 bytes that are plain (each becomes itself or, folded,
+ * its lower case) and spaces (0x20), no two spaces together when runs of
+ * them are collapsed, are folded and stored at once; any other 8 go
+ * through BYTE_STEP one by one.  Without NORM_PUNCT every byte but white
+ * space is plain; with it, only letters, digits and bytes at or above 0x80
+ * are taken as plain (ASCII symbols are, too, but punctuation is not, and
+ * which is which comes from Unicode's tables).  The tables alone say what
+ * a byte becomes; the test only picks bytes whose fate is known.
+ *
+ * Under NORM_SPACE a space first in the 8 merges with a space owed (and is
+ * dropped if nothing was written yet: then the 8 go byte by byte), and a
+ * space last in them is stored but left owed, where the next kept byte
+ * would write it again.
  */
 static void
 normalize_bytes(const unsigned char *p, size_t len, struct nstate *st)
 {
-	struct buf	*out = st->out;
-	size_t		 i;
-	char		*w, *first;
-	int		 c, flags = st->flags, pending = st->pending, space;
+	const struct byte_tab	*tab = &byte_tab[NTAB(st->flags)];
+	struct buf		*out = st->out;
+	uint64_t		 x, l, ok, sp, fold;
+	size_t			 i = 0, j;
+	char			*w;
+	unsigned		 pending = st->pending, started, collapse;
+	unsigned		 last, punct;
 
-	buf_reserve(out, len + 1);	/* and a space owed from before */
+	/*
+	 * A space owed from before, and room for the 8- or 32-byte stores
+	 * and the bytes BYTE_STEP writes ahead of what it keeps.
+	 */
+	buf_reserve(out, len + 1 + 40);
 	w = out->data + out->len;
-	first = out->data + st->start;
-	for (i = 0; i < len; i++) {
-		c = p[i];
-		space = c < 128 && (ascii_class[c] == C_SPACE ||
-		    ((flags & NORM_PUNCT) && ascii_class[c] == C_PUNCT));
-		if (space && (flags & NORM_SPACE)) {
-			pending = 1;
+	started = w != out->data + st->start;
+	fold = (st->flags & NORM_CASEFOLD) ? ~0ULL : 0;
+	collapse = (st->flags & NORM_SPACE) != 0;
+	punct = (st->flags & NORM_PUNCT) != 0;
+#ifdef HAVE_AVX2_PATH
+	if (normalize_vector && len >= 32 && __builtin_cpu_supports("avx2"))
+		i = normalize_bytes_avx2(p, len, tab, st->flags, &w, &pending,
+		    &started);
+#endif
+	for (; len - i >= 8; i += 8) {
+		memcpy(&x, p + i, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+		x = __builtin_bswap64(x);
+#endif
+		l = x & ~HIGH;
+		sp = ~GE(l ^ ONES * ' ', 1) & ~x & HIGH;
+		if (punct)
+			ok = IN(l | ONES * 0x20, 'a', 'z') | IN(l, '0', '9') |
+			    (x & HIGH) | sp;
+		else
+			ok = ~(IN(l, '\t', '\r') & ~x) & HIGH;
+		if (ok != HIGH || (collapse && ((sp & sp << 8) ||
+		    ((sp & 0x80) && !started)))) {
+			for (j = i; j < i + 8; j++)
+				BYTE_STEP(p[j]);
 			continue;
 		}
-		if (space)
-			c = (ascii_class[c] == C_PUNCT) ? ' ' : c;
-		else if ((flags & NORM_CASEFOLD) && c >= 'A' && c <= 'Z')
-			c += 'a' - 'A';
-		if (pending && w != first)
-			*w++ = ' ';
-		pending = 0;
-		*w++ = c;
+
+		/* A space owed goes before a kept byte, not before a space. */
+		*w = ' ';
+		w += pending & started & (unsigned)(~sp >> 7 & 1);
+		x += (IN(l, 'A', 'Z') & ~x & fold) >> 2;  /* 'A' + 0x20 = 'a' */
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+		x = __builtin_bswap64(x);
+#endif
+		memcpy(w, &x, 8);
+		last = (unsigned)(sp >> 63) & collapse;
+		w += 8 - last;
+		pending = last;
+		started = 1;
 	}
+	for (; i < len; i++)
+		BYTE_STEP(p[i]);
 	out->len = w - out->data;
 	out->data[out->len] = '\0';
 	st->pending = pending;
+}
+
+#ifdef HAVE_AVX2_PATH
+/*
+ * normalize_bytes' loop over 32 bytes at a time, while there are 32: the
+ * tests of the 8-byte loop, done for all 32 at once into bit masks (one
+ * bit a byte).  32 that pass are stored at once; otherwise the tests are
+ * applied to each 8 in turn, as in the 8-byte loop, and 8 that fail go
+ * through BYTE_STEP.  *wp, *pendingp and *startedp are its state, in and
+ * out.  Returns how many bytes were done.
+ */
+__attribute__((target("avx2"))) static size_t
+normalize_bytes_avx2(const unsigned char *p, size_t len,
+    const struct byte_tab *tab, int flags, char **wp, unsigned *pendingp,
+    unsigned *startedp)
+{
+	const __m256i	 space = _mm256_set1_epi8(' ');
+	__m256i		 x, y, lower, plain, upper, fold;
+	unsigned char	 folded[32];
+	uint32_t	 ok, sp;
+	unsigned	 pending = *pendingp, started = *startedp, collapse;
+	unsigned	 ok8, sp8, last;
+	size_t		 i, j, q;
+	char		*w = *wp;
+
+	fold = _mm256_set1_epi8((flags & NORM_CASEFOLD) ? 0x20 : 0);
+	collapse = (flags & NORM_SPACE) != 0;
+	for (i = 0; len - i >= 32; i += 32) {
+		/* Signed compares: bytes at or above 0x80 match none. */
+		x = _mm256_loadu_si256((const __m256i *)(p + i));
+		y = _mm256_cmpeq_epi8(x, space);
+		sp = (uint32_t)_mm256_movemask_epi8(y);
+		if (flags & NORM_PUNCT) {
+			lower = _mm256_or_si256(x, space);
+			plain = _mm256_or_si256(_mm256_and_si256(
+			    _mm256_cmpgt_epi8(lower, _mm256_set1_epi8('a' - 1)),
+			    _mm256_cmpgt_epi8(_mm256_set1_epi8('z' + 1),
+			    lower)),
+			    _mm256_and_si256(
+			    _mm256_cmpgt_epi8(x, _mm256_set1_epi8('0' - 1)),
+			    _mm256_cmpgt_epi8(_mm256_set1_epi8('9' + 1), x)));
+			plain = _mm256_or_si256(plain, y);
+			ok = (uint32_t)_mm256_movemask_epi8(plain) |
+			    (uint32_t)_mm256_movemask_epi8(x);
+		} else {
+			ok = ~(uint32_t)_mm256_movemask_epi8(_mm256_and_si256(
+			    _mm256_cmpgt_epi8(x, _mm256_set1_epi8('\t' - 1)),
+			    _mm256_cmpgt_epi8(_mm256_set1_epi8('\r' + 1), x)));
+		}
+		upper = _mm256_and_si256(
+		    _mm256_cmpgt_epi8(x, _mm256_set1_epi8('A' - 1)),
+		    _mm256_cmpgt_epi8(_mm256_set1_epi8('Z' + 1), x));
+		x = _mm256_add_epi8(x, _mm256_and_si256(upper, fold));
+		if (ok == 0xffffffff && !(collapse && ((sp & sp << 1) ||
+		    ((sp & 1) && !started)))) {
+			*w = ' ';
+			w += pending & started & (~sp & 1);
+			_mm256_storeu_si256((__m256i *)w, x);
+			last = sp >> 31 & collapse;
+			w += 32 - last;
+			pending = last;
+			started = 1;
+			continue;
+		}
+		_mm256_storeu_si256((__m256i *)folded, x);
+
+		for (j = 0; j < 32; j += 8) {
+			ok8 = ok >> j & 0xff;
+			sp8 = sp >> j & 0xff;
+			if (ok8 != 0xff || (collapse && ((sp8 & sp8 << 1) ||
+			    ((sp8 & 1) && !started)))) {
+				for (q = i + j; q < i + j + 8; q++)
+					BYTE_STEP(p[q]);
+				continue;
+			}
+			*w = ' ';
+			w += pending & started & (~sp8 & 1);
+			memcpy(w, folded + j, 8);
+			last = sp8 >> 7 & collapse;
+			w += 8 - last;
+			pending = last;
+			started = 1;
+		}
+	}
+	*wp = w;
+	*pendingp = pending;
+	*startedp = started;
+	return (i);
+}
+#endif
+
+/*
+ * Tests: let the byte path use AVX2 if the CPU has it (on), or keep it to
+ * the portable code.  Returns whether AVX2 will be used.
+ */
+int
+normalize_simd(int on)
+{
+	normalize_vector = on;
+#ifdef HAVE_AVX2_PATH
+	return (on && __builtin_cpu_supports("avx2"));
+#else
+	return (0);
+#endif
 }
 
 /*

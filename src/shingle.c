@@ -26,6 +26,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_AVX2_PATH
+#endif
+
 /*
  * Hashing a shingle is the inner loop: compile XXH3 in (Debian's xxhash.h
  * carries the implementation) so the short-input path is inlined.  The
@@ -41,8 +46,17 @@
 
 static size_t	shingle_chars(const struct shingler *, const unsigned char *,
 		    size_t, int, int, struct u64vec *);
+static void	ascii_hashes(const struct shingler *, const unsigned char *,
+		    size_t, size_t, uint64_t *);
+#ifdef HAVE_AVX2_PATH
+static size_t	ascii_hashes_avx2(const unsigned char *, size_t, size_t,
+		    uint64_t, uint64_t *);
+#endif
 static size_t	shingle_words(const struct shingler *, const unsigned char *,
 		    size_t, int, struct u64vec *);
+
+/* May the ASCII loop use AVX2 where the CPU has it?  Tests turn it off. */
+static int	shingle_vector = 1;
 
 /* Is this byte a word separator? */
 static inline int
@@ -133,11 +147,180 @@ ascii_keys(const unsigned char *p, size_t len, size_t n, uint64_t *out)
 		out[i] = ascii_key(p + i, n, len - i);
 }
 
-/* Hash every n-byte window of p[0, len) into out->v. */
-#define ASCII_SHINGLES(n) do {						\
-	for (i = 0; i + (n) <= len; i++)				\
-		out->v[i] = XXH3_64bits_withSeed(p + i, (n), sh->seed);	\
+/*
+ * XXH3_64bits_withSeed of 4 to 8 bytes, as XXH3_len_4to8_64b in xxhash.h
+ * computes it: the first 4 bytes as the high half of a number and the last
+ * 4 as its low half, xored with bitflip (a function of the seed and XXH3's
+ * secret alone, so computed once a text: see xxh3_bitflip), then mixed.
+ * shingle_chars calls this for every window of ASCII text, the most common
+ * case there is; the compiler did not hoist the seed's part out of the
+ * loop, as each store to out->v might have changed sh->seed.
+ */
+static inline uint64_t
+xxh3_4to8(uint64_t in, uint64_t bitflip, size_t n)
+{
+	uint64_t	 h = in ^ bitflip;
+
+	h ^= (h << 49 | h >> 15) ^ (h << 24 | h >> 40);
+	h *= 0x9fb21c651e98df25ULL;
+	h ^= (h >> 35) + n;
+	h *= 0x9fb21c651e98df25ULL;
+	return (h ^ h >> 28);
+}
+
+/* The part of XXH3_len_4to8_64b that depends on the seed alone. */
+static inline uint64_t
+xxh3_bitflip(uint64_t seed)
+{
+	seed ^= (uint64_t)XXH_swap32((uint32_t)seed) << 32;
+	return ((XXH_readLE64(XXH3_kSecret + 8) ^
+	    XXH_readLE64(XXH3_kSecret + 16)) - seed);
+}
+
+/*
+ * Hash every n-byte window (4 <= n <= 8) of p[0, len) into out: one 8-byte
+ * load a window while there are 8 bytes, then two 4-byte loads.  With n
+ * a constant the shifts are too.
+ */
+#define ASCII_4TO8(n) do {						\
+	for (; i + 8 <= len; i++) {					\
+		x = load_le(p + i, 8);					\
+		out[i] = xxh3_4to8(x << 32 | (uint32_t)(x >> 8 * ((n) - 4)), \
+		    bitflip, (n));					\
+	}								\
+	for (; i + (n) <= len; i++) {					\
+		x = (uint64_t)XXH_readLE32(p + i) << 32 |		\
+		    XXH_readLE32(p + i + (n) - 4);			\
+		out[i] = xxh3_4to8(x, bitflip, (n));			\
+	}								\
 } while (0)
+
+/*
+ * Hash every n-byte window of p[0, len), ASCII or bytes, len >= n, into
+ * out; the usual shingle sizes get a loop of their own.  Other sizes take
+ * XXH3_64bits_withSeed, inlined (see shingle_chars): with the length a
+ * constant (3), the compiler folds its dispatch on the length, and with
+ * the seed in a local, the seed's part is computed once.
+ */
+static void
+ascii_hashes(const struct shingler *sh, const unsigned char *p, size_t len,
+    size_t n, uint64_t *out)
+{
+	uint64_t	 x, seed = sh->seed, bitflip = xxh3_bitflip(seed);
+	size_t		 i = 0;
+
+	if (n == 3) {
+		for (i = 0; i + 3 <= len; i++)
+			out[i] = XXH3_64bits_withSeed(p + i, 3, seed);
+		return;
+	}
+	if (n < 4 || n > 8) {
+		for (i = 0; i + n <= len; i++)
+			out[i] = XXH3_64bits_withSeed(p + i, n, seed);
+		return;
+	}
+#ifdef HAVE_AVX2_PATH
+	if (shingle_vector && __builtin_cpu_supports("avx2"))
+		i = ascii_hashes_avx2(p, len, n, bitflip, out);
+#endif
+	switch (n) {
+	case 4:
+		ASCII_4TO8(4);
+		break;
+	case 5:
+		ASCII_4TO8(5);
+		break;
+	case 6:
+		ASCII_4TO8(6);
+		break;
+	case 7:
+		ASCII_4TO8(7);
+		break;
+	default:
+		ASCII_4TO8(8);
+		break;
+	}
+}
+
+#ifdef HAVE_AVX2_PATH
+/*
+ * xxh3_4to8 in each 64-bit lane.  AVX2 has no 64-bit multiply: a * C mod
+ * 2^64 is lo(a) lo(C) + (hi(a) lo(C) + lo(a) hi(C)) << 32, three 32-bit
+ * multiplies, and no rotate: two shifts.
+ */
+__attribute__((target("avx2"))) static inline __m256i
+xxh3_4to8_avx2(__m256i h, __m256i bitflip, __m256i n)
+{
+	const __m256i	 clo = _mm256_set1_epi64x(0x1e98df25);
+	const __m256i	 chi = _mm256_set1_epi64x(0x9fb21c65);
+	__m256i		 cross;
+
+	h = _mm256_xor_si256(h, bitflip);
+	h = _mm256_xor_si256(h, _mm256_xor_si256(
+	    _mm256_or_si256(_mm256_slli_epi64(h, 49), _mm256_srli_epi64(h, 15)),
+	    _mm256_or_si256(_mm256_slli_epi64(h, 24),
+	    _mm256_srli_epi64(h, 40))));
+	cross = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(h, 32),
+	    clo), _mm256_mul_epu32(h, chi));
+	h = _mm256_add_epi64(_mm256_mul_epu32(h, clo),
+	    _mm256_slli_epi64(cross, 32));
+	h = _mm256_xor_si256(h, _mm256_add_epi64(_mm256_srli_epi64(h, 35), n));
+	cross = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(h, 32),
+	    clo), _mm256_mul_epu32(h, chi));
+	h = _mm256_add_epi64(_mm256_mul_epu32(h, clo),
+	    _mm256_slli_epi64(cross, 32));
+	return (_mm256_xor_si256(h, _mm256_srli_epi64(h, 28)));
+}
+
+/*
+ * ascii_hashes' windows 8 at a time while 16 bytes are left: windows i to
+ * i + 7 of up to 8 bytes lie in p[i, i + 16), loaded once into both halves
+ * of a register; a byte shuffle builds each window's number (xxh3_4to8)
+ * in a 64-bit lane.  Returns the first window not done.
+ */
+__attribute__((target("avx2"))) static size_t
+ascii_hashes_avx2(const unsigned char *p, size_t len, size_t n,
+    uint64_t bitflip, uint64_t *out)
+{
+	__m256i		 x, shuf_lo, shuf_hi, vflip, vn;
+	signed char	 idx[32];
+	size_t		 i, lane, b;
+
+	/* Lane k of the low shuffle is window k; of the high, k + 4. */
+	for (lane = 0; lane < 4; lane++) {
+		for (b = 0; b < 8; b++)
+			idx[lane * 8 + b] = lane + (b < 4 ? n - 4 + b : b - 4);
+	}
+	shuf_lo = _mm256_loadu_si256((const __m256i *)idx);
+	shuf_hi = _mm256_add_epi8(shuf_lo, _mm256_set1_epi8(4));
+	vflip = _mm256_set1_epi64x((long long)bitflip);
+	vn = _mm256_set1_epi64x((long long)n);
+	for (i = 0; i + 16 <= len; i += 8) {
+		x = _mm256_broadcastsi128_si256(
+		    _mm_loadu_si128((const __m128i *)(p + i)));
+		_mm256_storeu_si256((__m256i *)(out + i), xxh3_4to8_avx2(
+		    _mm256_shuffle_epi8(x, shuf_lo), vflip, vn));
+		_mm256_storeu_si256((__m256i *)(out + i + 4), xxh3_4to8_avx2(
+		    _mm256_shuffle_epi8(x, shuf_hi), vflip, vn));
+	}
+	return (i);
+}
+#endif
+
+/*
+ * Tests: let the ASCII loop use AVX2 if the CPU has it (on), or keep it to
+ * the portable code.  Returns whether AVX2 will be used.
+ */
+int
+shingle_simd(int on)
+{
+	shingle_vector = on;
+#ifdef HAVE_AVX2_PATH
+	return (on && __builtin_cpu_supports("avx2"));
+#else
+	return (0);
+#endif
+}
 
 /*
  * Character shingles: code points, or bytes when bytes is set; their
@@ -151,9 +334,10 @@ static size_t
 shingle_chars(const struct shingler *sh, const unsigned char *p, size_t len,
     int bytes, int keys, struct u64vec *out)
 {
-	size_t	 ring[RING], i, count = 0, n = sh->n, at;
-	size_t	 head = 0;
-	int	 ascii = 0;
+	size_t		 ring[RING], i, count = 0, n = sh->n, at;
+	size_t		 head = 0;
+	uint64_t	 h, bitflip;
+	int		 ascii = 0;
 
 	if (bytes || (ascii = ascii_span(p, len) == len)) {
 		/* One byte one character: the fast path for ASCII. */
@@ -176,34 +360,7 @@ shingle_chars(const struct shingler *sh, const unsigned char *p, size_t len,
 				out->v[i] = shingle_key(sh, p + i, n, len - i);
 			return (len - n + 1);
 		}
-		/*
-		 * With the length a constant, the compiler folds XXH3's
-		 * dispatch on it and keeps its constants in registers: the
-		 * usual shingle sizes get a loop of their own.
-		 */
-		switch (n) {
-		case 3:
-			ASCII_SHINGLES(3);
-			break;
-		case 4:
-			ASCII_SHINGLES(4);
-			break;
-		case 5:
-			ASCII_SHINGLES(5);
-			break;
-		case 6:
-			ASCII_SHINGLES(6);
-			break;
-		case 7:
-			ASCII_SHINGLES(7);
-			break;
-		case 8:
-			ASCII_SHINGLES(8);
-			break;
-		default:
-			ASCII_SHINGLES(n);
-			break;
-		}
+		ascii_hashes(sh, p, len, n, out->v);
 		return (len - n + 1);
 	}
 
@@ -211,8 +368,15 @@ shingle_chars(const struct shingler *sh, const unsigned char *p, size_t len,
 	 * UTF-8: keep the offsets of the last n+1 character starts in a ring;
 	 * each new start (or the end) closes the shingle that began n
 	 * characters before it.  A shingle of n characters in n bytes is
-	 * ASCII.
+	 * ASCII.  There is at most one shingle a character: out gets room
+	 * for them first.  Shingles of 4 to 8 bytes, most of them at the
+	 * usual sizes, are hashed as in ascii_hashes.
 	 */
+	if (out->size < len) {
+		out->size = len;
+		out->v = xreallocarray(out->v, out->size, sizeof *out->v);
+	}
+	bitflip = xxh3_bitflip(sh->seed);
 	for (i = 0; i <= len; i++) {
 		if (i < len && (p[i] & 0xc0) == 0x80)
 			continue;	/* a continuation byte */
@@ -221,14 +385,20 @@ shingle_chars(const struct shingler *sh, const unsigned char *p, size_t len,
 		if (head > n) {
 			at = ring[(head - n - 1) & (RING - 1)];
 			if (keys && i - at == n && n <= KEY_MAX)
-				u64vec_push(out, ascii_key(p + at, n,
-				    len - at));
+				h = ascii_key(p + at, n, len - at);
+			else if (keys)
+				h = shingle_key(sh, p + at, i - at, len - at);
+			else if (i - at >= 4 && i - at <= 8)
+				h = xxh3_4to8((uint64_t)XXH_readLE32(p + at) <<
+				    32 | XXH_readLE32(p + i - 4), bitflip,
+				    i - at);
 			else
-				shingle_add(sh, p + at, i - at, len - at, keys,
-				    out);
-			count++;
+				h = XXH3_64bits_withSeed(p + at, i - at,
+				    sh->seed);
+			out->v[count++] = h;
 		}
 	}
+	out->n = count;
 	if (count == 0) {
 		shingle_add(sh, p, len, len, keys, out);
 		count = 1;

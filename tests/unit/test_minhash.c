@@ -159,6 +159,49 @@ test_bins(void **state)
 }
 
 /*
+ * Every bin a hash falls into is its multiply-shift bin, for each power of
+ * two K (signing takes the top bits there) and K between them: a bin that
+ * had hashes holds the top 16 bits of its least low half.
+ */
+static void
+test_bins_every_k(void **state)
+{
+	static uint64_t	 h[5000];
+	static uint32_t	 least[MHF_MAX_PERMS];
+	static unsigned char hit[MHF_MAX_PERMS];
+	uint64_t	 s = 8;
+	uint32_t	*sig, v;
+	unsigned	 k, b, m;
+	size_t		 i;
+
+	sig = xcalloc(MHF_MAX_PERMS, sizeof *sig);
+	for (m = 0; m <= 10; m++) {
+		for (k = 1U << m; k <= (1U << m) + 1 && k <= MHF_MAX_PERMS;
+		    k++) {
+			random_hashes(h, 5000, &s);
+			memset(hit, 0, sizeof hit);
+			for (i = 0; i < 5000; i++) {
+				b = (unsigned)(((h[i] >> 32) * k) >> 32);
+				v = (uint32_t)h[i];
+				if (v == UINT32_MAX)
+					v--;
+				if (!hit[b] || v < least[b])
+					least[b] = v;
+				hit[b] = 1;
+			}
+			minhash_sign(h, 5000, k, s, sig);
+			for (b = 0; b < k; b++) {
+				if (hit[b] && sig[b] != least[b] >> 16)
+					fail_msg("K %u: bin %u is %#x, want "
+					    "%#x", k, b, sig[b],
+					    least[b] >> 16);
+			}
+		}
+	}
+	free(sig);
+}
+
+/*
  * Values are 16-bit: none above 65535 for any K or set size, and the ends
  * of the low half's range give 0 and 65535.
  */
@@ -200,6 +243,49 @@ test_sixteen_bits(void **state)
 	for (i = 0; i < K; i++)
 		assert_int_equal(sig[i], 0);
 	free(sig);
+}
+
+/*
+ * A hash whose low half is UINT32_MAX (what marks an empty bin while
+ * signing) counts as UINT32_MAX - 1: its bin is full, not densified.  Sets
+ * where some hashes have each of the two give the same signature, for
+ * every K and size, with other bins empty or not.
+ */
+static void
+test_empty_low_half(void **state)
+{
+	static const unsigned	 ks[] = { 1, 7, 100, 128, 1024 };
+	static const size_t	 sizes[] = { 1, 2, 10, 50, 1000 };
+	static uint64_t		 h[1000], h2[1000];
+	uint64_t		 s = 6;
+	uint32_t		*sig, *sig2;
+	size_t			 i, z;
+	unsigned		 k, round;
+
+	sig = xcalloc(MHF_MAX_PERMS, sizeof *sig);
+	sig2 = xcalloc(MHF_MAX_PERMS, sizeof *sig2);
+	for (k = 0; k < sizeof ks / sizeof ks[0]; k++) {
+		for (z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+			for (round = 0; round < 20; round++) {
+				random_hashes(h, sizes[z], &s);
+				for (i = 0; i < sizes[z]; i++) {
+					if (splitmix64(&s) % 3 == 0)
+						h[i] |= 0xffffffffULL;
+					h2[i] = h[i];
+					if ((uint32_t)h2[i] == 0xffffffff)
+						h2[i]--;
+				}
+				minhash_sign(h, sizes[z], ks[k], s, sig);
+				minhash_sign(h2, sizes[z], ks[k], s, sig2);
+				if (memcmp(sig, sig2, ks[k] * sizeof *sig))
+					fail_msg("K %u, %zu hashes: a low half "
+					    "of UINT32_MAX differs from "
+					    "UINT32_MAX - 1", ks[k], sizes[z]);
+			}
+		}
+	}
+	free(sig);
+	free(sig2);
 }
 
 /*
@@ -434,7 +520,9 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_set_function),
 		cmocka_unit_test(test_bins),
+		cmocka_unit_test(test_bins_every_k),
 		cmocka_unit_test(test_sixteen_bits),
+		cmocka_unit_test(test_empty_low_half),
 		cmocka_unit_test(test_no_empty_bins),
 		cmocka_unit_test(test_similarity),
 		cmocka_unit_test(test_known_answer),

@@ -52,6 +52,7 @@ static int	ref_normalize(const char *, size_t, int, struct buf *);
 static uint64_t	rnd(uint64_t *);
 static const char *hex(const char *, size_t);
 static void	check_same(const char *, size_t, int, const char *, size_t);
+static void	byte_runs(void);
 
 /* A table of cases: input, flags, expected output and return value. */
 static const struct ncase {
@@ -602,6 +603,123 @@ test_long_segments(void **state)
 }
 
 /*
+ * The byte path takes runs of 8 bytes at a time: every byte value at every
+ * place of a run and next to a lone space, spaces and runs of them at
+ * every offset of texts of 0 to 100 bytes, and random text of the bytes
+ * that end a run (with UTF-8 segments between, so that a space owed goes
+ * from one segment to the next), against the oracle's byte at a time.
+ * test_byte_runs runs it with the portable code and with AVX2 (32 bytes
+ * at a time) where the CPU has it.
+ */
+static void
+byte_runs(void)
+{
+	static const char alpha[] = "abcXYZ09 \t\n\r\v\f ,.!-_()$+<~@[]{}\"'";
+	static const struct piece odd[] = {
+		PIECE("\xc3\xa9"), PIECE("\xc3\x89"), PIECE("\xc2\xa0"),
+		PIECE("\xe2\x80\x94"), PIECE("\xff"), PIECE("\x80"),
+		PIECE("\0"), PIECE("\x7f"), PIECE("  "), PIECE("   "),
+	};
+	static const int fl[] = { 0, NORM_CASEFOLD, NORM_SPACE, NORM_PUNCT,
+	    NORM_SPACE | NORM_PUNCT, D, A };
+	char		 text[128];
+	struct buf	 t = { 0 };
+	const struct piece *pc;
+	uint64_t	 seed = 0x72756e7362797465ULL, r;
+	size_t		 len, k, j, q;
+	int		 b, c, flags, i;
+	char		 ch;
+
+	/* Each byte value at each place of a run, alone and doubled. */
+	for (b = 0; b < 256; b++) {
+		for (k = 0; k < 40; k++) {
+			memcpy(text, "abCDefGHijKLmnOPqrSTuvWXyz0123456789abCD",
+			    40);
+			text[k] = b;
+			for (flags = 0; flags <= NORM_ALL; flags++)
+				check_same(text, 40, flags, "", 0);
+			text[k + 1] = b;
+			check_same(text, 40, D, "", 0);
+			check_same(text, 40, A, "p", 1);
+		}
+	}
+
+	/* Each pair of byte values around a space, either side of 8s. */
+	for (b = 0; b < 256; b++) {
+		for (c = 0; c < 256; c++) {
+			for (k = 1; k < 40; k += k % 8 == 0 ? 7 : 1) {
+				memcpy(text, "wOrds and MORE words, "
+				    "Words and more WORDS", 40);
+				text[k - 1] = b;
+				text[k] = ' ';
+				text[k + 1] = c;
+				check_same(text, 40, D, "", 0);
+				check_same(text, 40, A, "", 0);
+			}
+		}
+	}
+
+	/* Runs of spaces at every offset, every length up to 100. */
+	for (len = 0; len <= 100; len++) {
+		for (k = 0; k <= len; k++) {
+			for (q = 1; q <= 3 && k + q <= len; q++) {
+				for (j = 0; j < len; j++)
+					text[j] = "aBcDeFgHiJkLmNoP"[j % 16];
+				memset(text + k, ' ', q);
+				for (i = 0; i < (int)nitems(fl); i++)
+					check_same(text, len, fl[i], "", 0);
+				check_same(text, len, D, "x ", 2);
+			}
+		}
+	}
+
+	/* Random text of 0 to 100 bytes, ten of each length. */
+	for (len = 0; len <= 100; len++) {
+		for (q = 0; q < 10; q++) {
+			t.len = 0;
+			while (t.len < len) {
+				r = rnd(&seed) % 100;
+				if (r < 50) {
+					buf_append(&t, "abcdefgH", 1 +
+					    rnd(&seed) % 8);
+				} else if (r < 90) {
+					ch = alpha[rnd(&seed) %
+					    (sizeof alpha - 1)];
+					buf_append(&t, &ch, 1);
+				} else {
+					pc = &odd[rnd(&seed) % nitems(odd)];
+					buf_append(&t, pc->s, pc->len);
+				}
+			}
+			for (flags = 0; flags <= NORM_ALL; flags++) {
+				check_same(t.data, t.len, flags, "", 0);
+				check_same(t.data, t.len, flags, "pre", 3);
+			}
+		}
+	}
+	buf_free(&t);
+}
+
+static void
+test_byte_runs(void **state)
+{
+	normalize_simd(0);
+	byte_runs();
+	normalize_simd(1);
+	byte_runs();
+}
+
+/* The differential test again, with the byte path's portable code. */
+static void
+test_differential_portable(void **state)
+{
+	normalize_simd(0);
+	test_differential(state);
+	test_long_segments(state);
+	normalize_simd(1);
+}
+
+/*
  * Every assigned character, between ASCII letters on both sides and in
  * each kind of segment, for the flag sets that map: no character's mapping
  * reaches across a cut.
@@ -713,6 +831,8 @@ main(void)
 		cmocka_unit_test(test_paths_agree),
 		cmocka_unit_test(test_differential),
 		cmocka_unit_test(test_long_segments),
+		cmocka_unit_test(test_byte_runs),
+		cmocka_unit_test(test_differential_portable),
 		cmocka_unit_test(test_every_char),
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_names_bad),

@@ -20,6 +20,10 @@
 
 #include "mhfilter.h"
 
+#ifndef nitems
+#define nitems(a)	(sizeof (a) / sizeof (a)[0])
+#endif
+
 /*
  * The reference for shset: the set of shingle hashes, sorted, without
  * repeats (what exact verification did before shset).  Returns its size.
@@ -192,6 +196,143 @@ test_sizes(void **state)
 		assert_int_equal(shingle_hash(&sh, text, 20, 1, &v), 16);
 	}
 	u64vec_free(&v);
+}
+
+/* shingle_hash has the library's value for every window of text. */
+static void
+check_windows(const struct shingler *sh, const unsigned char *text,
+    size_t len, int bytes, struct u64vec *v)
+{
+	size_t	 i, want, n;
+
+	n = len < sh->n ? len : sh->n;
+	want = len - n + 1;
+	assert_int_equal(shingle_hash(sh, (const char *)text, len, bytes, v),
+	    want);
+	for (i = 0; i < want; i++) {
+		if (v->v[i] != XXH3_64bits_withSeed(text + i, n, sh->seed))
+			fail_msg("n %u, seed %#llx, len %zu, window %zu",
+			    sh->n, (unsigned long long)sh->seed, len, i);
+	}
+}
+
+/*
+ * The byte windows' hashes are computed without xxhash's own function
+ * (shingle.c has XXH3's 4-to-8-byte path inline, with AVX2 8 windows at a
+ * time where the CPU has it): hold both the portable loop and the AVX2 one
+ * to the library's XXH3_64bits_withSeed on every window of texts of 1 to
+ * 100 bytes, ASCII and any bytes, for shingle sizes 1 to 12 and 64 and
+ * seeds that stress the seed's part (its halves swapped and subtracted).
+ */
+static void
+test_window_hashes(void **state)
+{
+	static const uint64_t fixed[] = { 0, 1, 7, 0xffffffff, 1ULL << 32,
+	    1ULL << 63, UINT64_MAX, 0x0123456789abcdefULL };
+	unsigned char	 text[128];
+	struct shingler	 sh = { UNIT_CHAR, 5, 0 };
+	struct u64vec	 v = { 0 };
+	uint64_t	 r = 0x77696e646f777321ULL;
+	size_t		 i, s, len;
+	unsigned	 n;
+	int		 simd;
+
+	for (simd = 0; simd <= 1; simd++) {
+		shingle_simd(simd);
+		for (s = 0; s < 16; s++) {
+			r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+			sh.seed = s < nitems(fixed) ? fixed[s] : r;
+			for (n = 1; n <= 13; n++) {
+				sh.n = n == 13 ? 64 : n;
+				for (len = 1; len <= 100; len++) {
+					for (i = 0; i < len; i++) {
+						r ^= r << 13, r ^= r >> 7,
+						    r ^= r << 17;
+						text[i] = 0x20 + (r >> 24) % 95;
+					}
+					check_windows(&sh, text, len, 0, &v);
+					for (i = 0; i < len; i++)
+						text[i] ^= (r >> (i % 56)) &
+						    0x80;
+					check_windows(&sh, text, len, 1, &v);
+				}
+			}
+		}
+	}
+	shingle_simd(1);
+	u64vec_free(&v);
+}
+
+/* A shingle's key as the top of shingle.c defines it. */
+static uint64_t
+ref_key(const unsigned char *p, size_t len, uint64_t seed)
+{
+	uint64_t	 x = 0;
+	size_t		 i;
+	unsigned char	 any = 0;
+
+	for (i = 0; i < len; i++)
+		any |= p[i];
+	if (len > 7 || any >= 0x80)
+		return (XXH3_64bits_withSeed(p, len, seed) | 1ULL << 63);
+	for (i = 0; i < len; i++)
+		x |= (uint64_t)p[i] << (8 * i);
+	return (x | (uint64_t)len << 56);
+}
+
+/*
+ * UTF-8 text of 1 to 60 characters of 1 to 4 bytes: every window of n
+ * characters hashes (and keys) as the library's XXH3 of its bytes, for n
+ * from 1 to 12 and several seeds.
+ */
+static void
+test_utf8_random(void **state)
+{
+	static const char *chars[] = { "a", "Z", " ", "\xc3\xa9",
+	    "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\xd0\x9f" };
+	unsigned char	 text[256];
+	struct shingler	 sh = { UNIT_CHAR, 5, 0 };
+	struct u64vec	 v = { 0 }, k = { 0 };
+	uint64_t	 r = 0x7574663877696e64ULL;
+	size_t		 starts[64], nc, i, len, t, want, c;
+
+	for (t = 0; t < 3000; t++) {
+		r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+		nc = 1 + r % 60;
+		len = 0;
+		for (i = 0; i < nc; i++) {
+			r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+			c = (r >> 8) % 8 < 4 ? 0 : (r >> 16) % nitems(chars);
+			starts[i] = len;
+			memcpy(text + len, chars[c], strlen(chars[c]));
+			len += strlen(chars[c]);
+		}
+		starts[nc] = len;
+		sh.n = 1 + t % 12;
+		sh.seed = t % 5 == 0 ? 0 : r;
+		want = nc < sh.n ? 1 : nc - sh.n + 1;
+		assert_int_equal(shingle_hash(&sh, (char *)text, len, 0, &v),
+		    want);
+		assert_int_equal(shingle_keys(&sh, (char *)text, len, 0, &k),
+		    want);
+		if (nc < sh.n) {
+			assert_int_equal(v.v[0], XXH3_64bits_withSeed(text,
+			    len, sh.seed));
+			assert_int_equal(k.v[0], ref_key(text, len, sh.seed));
+			continue;
+		}
+		for (i = 0; i < want; i++) {
+			if (v.v[i] != XXH3_64bits_withSeed(text + starts[i],
+			    starts[i + sh.n] - starts[i], sh.seed))
+				fail_msg("text %zu, n %u: window %zu", t, sh.n,
+				    i);
+			if (k.v[i] != ref_key(text + starts[i],
+			    starts[i + sh.n] - starts[i], sh.seed))
+				fail_msg("text %zu, n %u: key %zu", t, sh.n, i);
+		}
+	}
+	u64vec_free(&v);
+	u64vec_free(&k);
 }
 
 /* A text shorter than n is one shingle: the hash of the whole text. */
@@ -902,8 +1043,10 @@ main(void)
 		cmocka_unit_test(test_counts),
 		cmocka_unit_test(test_byte_windows),
 		cmocka_unit_test(test_sizes),
+		cmocka_unit_test(test_window_hashes),
 		cmocka_unit_test(test_short),
 		cmocka_unit_test(test_utf8_windows),
+		cmocka_unit_test(test_utf8_random),
 		cmocka_unit_test(test_words),
 		cmocka_unit_test(test_set),
 		cmocka_unit_test(test_sort),

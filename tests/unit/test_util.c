@@ -284,6 +284,39 @@ test_numbers(void **state)
 }
 
 /* Run the tests, each bounded by an alarm as in memcached's testapp. */
+/*
+ * ascii_span: the first byte at or above 0x80, at every place of texts of
+ * 0 to 100 bytes (it reads 8 bytes at a time, then one), with another
+ * after it or not.
+ */
+static void
+test_ascii_span(void **state)
+{
+	unsigned char	 text[128];
+	size_t		 len, at, i;
+	int		 c;
+
+	memset(text, 0, sizeof text);
+	for (len = 0; len <= 100; len++) {
+		for (i = 0; i < len; i++)
+			text[i] = 1 + i % 127;
+		assert_int_equal(ascii_span(text, len), len);
+		for (at = 0; at < len; at++) {
+			for (c = 0x80; c < 0x100; c += 0x7f) {
+				text[at] = c;
+				assert_int_equal(ascii_span(text, len), at);
+				if (at + 9 < len) {
+					text[at + 9] = 0xc3;
+					assert_int_equal(ascii_span(text, len),
+					    at);
+					text[at + 9] = 'x';
+				}
+				text[at] = 0x7f;
+			}
+		}
+	}
+}
+
 int
 main(void)
 {
@@ -292,6 +325,7 @@ main(void)
 		cmocka_unit_test(test_time),
 		cmocka_unit_test(test_format),
 		cmocka_unit_test(test_numbers),
+		cmocka_unit_test(test_ascii_span),
 	};
 
 	alarm(60);
