@@ -58,26 +58,47 @@ struct jparse {
 	int		 notobject;	/* the record is another JSON value */
 };
 
-/* A value at the current place: keep it if its key names a field. */
-static int
-jvalue(struct jparse *j, enum jkind kind, const void *p, size_t len)
+/*
+ * A member's value, kept into the fields its key names (want, bits):
+ * both paths, yajl's events and jfast, keep values through here.
+ */
+static void
+jkeep(struct jparse *j, unsigned want, enum jkind kind, const void *p,
+    size_t len)
 {
 	unsigned	 f;
 
-	if (j->depth == 0) {
-		j->notobject = 1;
-		return (0);		/* stop: nothing more to learn */
-	}
-	if (j->depth != 1 || j->want == 0)
-		return (1);
 	for (f = 0; f < F_COUNT; f++) {
-		if (!(j->want & (1U << f)))
+		if (!(want & (1U << f)))
 			continue;
 		j->kind[f] = kind;
 		j->val[f]->len = 0;	/* a repeated member: the last counts */
 		if (kind == J_STRING || kind == J_INTEGER || kind == J_REAL)
 			buf_append(j->val[f], p, len);
 	}
+}
+
+/* A number's kind: J_REAL with a fraction or an exponent. */
+static enum jkind
+jnumber_kind(const void *s, size_t len)
+{
+	if (memchr(s, '.', len) != NULL || memchr(s, 'e', len) != NULL ||
+	    memchr(s, 'E', len) != NULL)
+		return (J_REAL);
+	return (J_INTEGER);
+}
+
+/* A value at the current place: keep it if its key names a field. */
+static int
+jvalue(struct jparse *j, enum jkind kind, const void *p, size_t len)
+{
+	if (j->depth == 0) {
+		j->notobject = 1;
+		return (0);		/* stop: nothing more to learn */
+	}
+	if (j->depth != 1 || j->want == 0)
+		return (1);
+	jkeep(j, j->want, kind, p, len);
 	j->want = 0;
 	return (1);
 }
@@ -97,12 +118,7 @@ jboolean(void *ctx, int b)
 static int
 jnumber(void *ctx, const char *s, size_t len)
 {
-	enum jkind	 kind = J_INTEGER;
-
-	if (memchr(s, '.', len) != NULL || memchr(s, 'e', len) != NULL ||
-	    memchr(s, 'E', len) != NULL)
-		kind = J_REAL;
-	return (jvalue(ctx, kind, s, len));
+	return (jvalue(ctx, jnumber_kind(s, len), s, len));
 }
 
 static int
@@ -401,13 +417,6 @@ jspecial(uint64_t w)
 	    ((w - ones * 0x20) & ~w) | w) & high) != 0;
 }
 
-/* Four hex digits at p as a code unit, or -1. */
-static long
-jhex(const unsigned char *p)
-{
-	return (hex4((const char *)p));
-}
-
 /*
  * A string whose opening quote is at *pp: checked, and decoded into out
  * unless out is NULL.  *pp is left after the closing quote.  0 when the
@@ -476,14 +485,14 @@ jfast_string(const unsigned char **pp, const unsigned char *end,
 			c = '\t';
 			break;
 		case 'u':
-			if (end - p < 6 || (u = jhex(p + 2)) <= 0 ||
+			if (end - p < 6 || (u = hex4((const char *)p + 2)) <= 0 ||
 			    (u >= 0xdc00 && u <= 0xdfff))
 				return (0);
 			cp = u;
 			n = 6;
 			if (u >= 0xd800 && u <= 0xdbff) {
 				if (end - p < 12 || p[6] != '\\' ||
-				    p[7] != 'u' || (low = jhex(p + 8)) <
+				    p[7] != 'u' || (low = hex4((const char *)p + 8)) <
 				    0xdc00 || low > 0xdfff)
 					return (0);
 				cp = 0x10000 + ((u - 0xd800) << 10) +
@@ -575,14 +584,33 @@ jfast_number(const unsigned char **pp, const unsigned char *end)
 }
 
 /*
- * Any value at *pp, at depth depth (1: a member of the record), kept
- * into the fields that want names.  0 when the fast path cannot take it.
+ * The fields a member's key names, as bits; -1 for a key with an escape,
+ * which only the slow way decodes.
+ */
+static int
+jfast_want(const struct jparse *j, const unsigned char *key, size_t len)
+{
+	unsigned	 f, want = 0;
+
+	if (memchr(key, '\\', len) != NULL)
+		return (-1);
+	for (f = 0; f < F_COUNT; f++) {
+		if (j->name[f] != NULL && j->namelen[f] == len &&
+		    memcmp(j->name[f], key, len) == 0)
+			want |= 1U << f;
+	}
+	return ((int)want);
+}
+
+/*
+ * Any value at *pp, at depth depth (0: the record, 1: a member of it),
+ * kept into the fields want names.  0 when the fast path cannot take it.
  */
 static int
 jfast_value(struct jparse *j, const unsigned char **pp,
     const unsigned char *end, unsigned depth, unsigned want)
 {
-	const unsigned char	*p = *pp, *start;
+	const unsigned char	*p = *pp, *start = p, *key;
 	static const struct {
 		const char	*word;
 		size_t		 len;
@@ -592,14 +620,13 @@ jfast_value(struct jparse *j, const unsigned char **pp,
 		{ "false", 5, J_OTHER },
 		{ "null", 4, J_NULL },
 	};
-	enum jkind		 kind;
-	unsigned		 f, first;
-	size_t			 i;
-	char			 close;
+	unsigned	 first;
+	size_t		 i;
+	int		 mwant = 0;
+	char		 close;
 
 	if (p == end)
 		return (0);
-	want = depth == 1 ? want : 0;
 	switch (*p) {
 	case '"':
 		/* The first field that wants it decodes; the rest copy. */
@@ -610,19 +637,12 @@ jfast_value(struct jparse *j, const unsigned char **pp,
 		if (!jfast_string(&p, end, first < F_COUNT ? j->val[first] :
 		    NULL))
 			return (0);
-		for (f = first + 1; f < F_COUNT; f++) {
-			if (!(want & (1U << f)))
-				continue;
-			j->val[f]->len = 0;
-			buf_append(j->val[f], j->val[first]->data,
-			    j->val[first]->len);
+		if (first < F_COUNT) {
+			j->kind[first] = J_STRING;
+			jkeep(j, want & ~(1U << first), J_STRING,
+			    j->val[first]->data, j->val[first]->len);
 		}
-		for (f = 0; f < F_COUNT; f++) {
-			if (want & (1U << f))
-				j->kind[f] = J_STRING;
-		}
-		*pp = p;
-		return (1);
+		break;
 	case '{':
 	case '[':
 		if (depth >= JFAST_DEPTH)
@@ -631,19 +651,27 @@ jfast_value(struct jparse *j, const unsigned char **pp,
 		p = jfast_space(p + 1, end);
 		if (p < end && *p == close) {
 			p++;
+			jkeep(j, want, J_OTHER, NULL, 0);
 			break;
 		}
 		for (;;) {
 			if (close == '}') {
-				if (p == end || *p != '"' ||
-				    !jfast_string(&p, end, NULL))
+				if (p == end || *p != '"')
+					return (0);
+				key = p + 1;
+				if (!jfast_string(&p, end, NULL))
+					return (0);
+				/* The record's members are looked at. */
+				if (depth == 0 && (mwant = jfast_want(j, key,
+				    p - 1 - key)) < 0)
 					return (0);
 				p = jfast_space(p, end);
 				if (p == end || *p != ':')
 					return (0);
 				p = jfast_space(p + 1, end);
 			}
-			if (!jfast_value(j, &p, end, depth + 1, 0))
+			if (!jfast_value(j, &p, end, depth + 1,
+			    (unsigned)mwant))
 				return (0);
 			p = jfast_space(p, end);
 			if (p < end && *p == ',') {
@@ -656,6 +684,7 @@ jfast_value(struct jparse *j, const unsigned char **pp,
 			}
 			return (0);
 		}
+		jkeep(j, want, J_OTHER, NULL, 0);
 		break;
 	case 't':
 	case 'f':
@@ -671,40 +700,14 @@ jfast_value(struct jparse *j, const unsigned char **pp,
 		/* "truex" is not a literal. */
 		if (p < end && ((*p | 0x20) >= 'a' && (*p | 0x20) <= 'z'))
 			return (0);
-		for (f = 0; f < F_COUNT; f++) {
-			if (want & (1U << f)) {
-				j->kind[f] = lit[i].kind;
-				j->val[f]->len = 0;
-			}
-		}
-		*pp = p;
-		return (1);
+		jkeep(j, want, lit[i].kind, NULL, 0);
+		break;
 	default:
-		start = p;
 		if (!jfast_number(&p, end))
 			return (0);
-		kind = J_INTEGER;
-		for (i = 0; i < (size_t)(p - start); i++) {
-			if (start[i] == '.' || start[i] == 'e' ||
-			    start[i] == 'E')
-				kind = J_REAL;
-		}
-		for (f = 0; f < F_COUNT; f++) {
-			if (!(want & (1U << f)))
-				continue;
-			j->kind[f] = kind;
-			j->val[f]->len = 0;
-			buf_append(j->val[f], start, p - start);
-		}
-		*pp = p;
-		return (1);
-	}
-	/* An object or an array. */
-	for (f = 0; f < F_COUNT; f++) {
-		if (want & (1U << f)) {
-			j->kind[f] = J_OTHER;
-			j->val[f]->len = 0;
-		}
+		jkeep(j, want, jnumber_kind(start, p - start), start,
+		    p - start);
+		break;
 	}
 	*pp = p;
 	return (1);
@@ -719,50 +722,11 @@ static int
 jfast(struct jparse *j, const char *raw, size_t len)
 {
 	const unsigned char	*p = (const unsigned char *)raw;
-	const unsigned char	*end = p + len, *key, *kend;
-	unsigned		 f, want;
+	const unsigned char	*end = p + len;
 
 	p = jfast_space(p, end);
-	if (p == end || *p != '{')
+	if (p == end || *p != '{' || !jfast_value(j, &p, end, 0, 0))
 		return (0);
-	p = jfast_space(p + 1, end);
-	if (p < end && *p == '}')
-		p++;
-	else {
-		for (;;) {
-			if (p == end || *p != '"')
-				return (0);
-			key = p + 1;
-			if (!jfast_string(&p, end, NULL))
-				return (0);
-			kend = p - 1;
-			if (memchr(key, '\\', kend - key) != NULL)
-				return (0);	/* decoded keys: the slow way */
-			want = 0;
-			for (f = 0; f < F_COUNT; f++) {
-				if (j->name[f] != NULL &&
-				    j->namelen[f] == (size_t)(kend - key) &&
-				    memcmp(j->name[f], key, kend - key) == 0)
-					want |= 1U << f;
-			}
-			p = jfast_space(p, end);
-			if (p == end || *p != ':')
-				return (0);
-			p = jfast_space(p + 1, end);
-			if (!jfast_value(j, &p, end, 1, want))
-				return (0);
-			p = jfast_space(p, end);
-			if (p < end && *p == ',') {
-				p = jfast_space(p + 1, end);
-				continue;
-			}
-			if (p < end && *p == '}') {
-				p++;
-				break;
-			}
-			return (0);
-		}
-	}
 	return (jfast_space(p, end) == end);
 }
 
