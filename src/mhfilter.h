@@ -81,6 +81,11 @@
 #define MHF_MAX_PERMS		1024
 #define MHF_MAX_SHINGLE		64
 
+/* normalize.c and shingle.c have AVX2 loops, used where the CPU has it. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define MHF_AVX2	1
+#endif
+
 /* A hint to start loading the cache line at p (no effect where unknown). */
 #if defined(__GNUC__)
 #define MHF_PREFETCH(p)		__builtin_prefetch(p)
@@ -148,7 +153,6 @@ __attribute__((noreturn)) void fatalx(const char *, ...)
 int		 normalize_parse(const char *, int *, char **);
 void		 normalize_name(int, char *, size_t);
 int		 normalize(const char *, size_t, int, struct buf *);
-int		 normalize_simd(int);
 
 /* shingle.c */
 #define UNIT_CHAR	0
@@ -162,7 +166,6 @@ size_t		 shingle_hash(const struct shingler *, const char *, size_t,
 		    int, struct u64vec *);
 size_t		 shingle_keys(const struct shingler *, const char *, size_t,
 		    int, struct u64vec *);
-int		 shingle_simd(int);
 /*
  * A set of shingle keys, by open addressing (shingle.c): slot i holds a
  * value of the set iff slot[i].mark == own.  Zeroed, it is an empty set;
@@ -1132,6 +1135,8 @@ void		 put_be64(unsigned char *, uint64_t);
 uint64_t	 get_be64(const unsigned char *);
 void		 sort_u64(uint64_t *, size_t, struct u64vec *);
 size_t		 ascii_span(const unsigned char *, size_t);
+int		 simd_avx2(void);
+int		 simd_allow(int);
 void		 thread_start(pthread_t *, void *(*)(void *), void *);
 
 #endif /* MHFILTER_H */

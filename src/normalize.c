@@ -25,14 +25,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define HAVE_AVX2_PATH
-#endif
-
 #include <utf8proc.h>
 
 #include "mhfilter.h"
+
+#ifdef MHF_AVX2
+#include <immintrin.h>
+#endif
 
 static const struct {
 	const char	*name;
@@ -85,14 +84,11 @@ struct cpbuf {
 static void	normalize_init(void);
 static int	classify(utf8proc_int32_t);
 static void	normalize_bytes(const unsigned char *, size_t, struct nstate *);
-#ifdef HAVE_AVX2_PATH
+#ifdef MHF_AVX2
 static size_t	normalize_bytes_avx2(const unsigned char *, size_t,
 		    const struct byte_tab *, int, char **, unsigned *,
 		    unsigned *);
 #endif
-
-/* May the byte path use AVX2 where the CPU has it?  Tests turn it off. */
-static int	normalize_vector = 1;
 static char	*put_cp(struct nstate *, char *, utf8proc_int32_t,
 		    const unsigned char *, size_t);
 static int	normalize_segment(const unsigned char *, size_t,
@@ -286,8 +282,8 @@ normalize_bytes(const unsigned char *p, size_t len, struct nstate *st)
 	fold = (st->flags & NORM_CASEFOLD) ? ~0ULL : 0;
 	collapse = (st->flags & NORM_SPACE) != 0;
 	punct = (st->flags & NORM_PUNCT) != 0;
-#ifdef HAVE_AVX2_PATH
-	if (normalize_vector && len >= 32 && __builtin_cpu_supports("avx2"))
+#ifdef MHF_AVX2
+	if (len >= 32 && simd_avx2())
 		i = normalize_bytes_avx2(p, len, tab, st->flags, &w, &pending,
 		    &started);
 #endif
@@ -330,7 +326,7 @@ normalize_bytes(const unsigned char *p, size_t len, struct nstate *st)
 	st->pending = pending;
 }
 
-#ifdef HAVE_AVX2_PATH
+#ifdef MHF_AVX2
 /*
  * normalize_bytes' loop over 32 bytes at a time, while there are 32: the
  * tests of the 8-byte loop, done for all 32 at once into bit masks (one
@@ -418,21 +414,6 @@ normalize_bytes_avx2(const unsigned char *p, size_t len,
 	return (i);
 }
 #endif
-
-/*
- * Tests: let the byte path use AVX2 if the CPU has it (on), or keep it to
- * the portable code.  Returns whether AVX2 will be used.
- */
-int
-normalize_simd(int on)
-{
-	normalize_vector = on;
-#ifdef HAVE_AVX2_PATH
-	return (on && __builtin_cpu_supports("avx2"));
-#else
-	return (0);
-#endif
-}
 
 /*
  * The space and punctuation step for one mapped code point, written at w

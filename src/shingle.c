@@ -26,11 +26,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define HAVE_AVX2_PATH
-#endif
-
 /*
  * Hashing a shingle is the inner loop: compile XXH3 in (Debian's xxhash.h
  * carries the implementation) so the short-input path is inlined.  The
@@ -41,6 +36,10 @@
 
 #include "mhfilter.h"
 
+#ifdef MHF_AVX2
+#include <immintrin.h>
+#endif
+
 /* The ring of character starts: a power of two above MHF_MAX_SHINGLE. */
 #define RING		128
 
@@ -48,15 +47,12 @@ static size_t	shingle_chars(const struct shingler *, const unsigned char *,
 		    size_t, int, int, struct u64vec *);
 static void	ascii_hashes(const struct shingler *, const unsigned char *,
 		    size_t, size_t, uint64_t *);
-#ifdef HAVE_AVX2_PATH
+#ifdef MHF_AVX2
 static size_t	ascii_hashes_avx2(const unsigned char *, size_t, size_t,
 		    uint64_t, uint64_t *);
 #endif
 static size_t	shingle_words(const struct shingler *, const unsigned char *,
 		    size_t, int, struct u64vec *);
-
-/* May the ASCII loop use AVX2 where the CPU has it?  Tests turn it off. */
-static int	shingle_vector = 1;
 
 /* Is this byte a word separator? */
 static inline int
@@ -219,8 +215,8 @@ ascii_hashes(const struct shingler *sh, const unsigned char *p, size_t len,
 			out[i] = XXH3_64bits_withSeed(p + i, n, seed);
 		return;
 	}
-#ifdef HAVE_AVX2_PATH
-	if (shingle_vector && __builtin_cpu_supports("avx2"))
+#ifdef MHF_AVX2
+	if (simd_avx2())
 		i = ascii_hashes_avx2(p, len, n, bitflip, out);
 #endif
 	switch (n) {
@@ -242,7 +238,7 @@ ascii_hashes(const struct shingler *sh, const unsigned char *p, size_t len,
 	}
 }
 
-#ifdef HAVE_AVX2_PATH
+#ifdef MHF_AVX2
 /*
  * xxh3_4to8 in each 64-bit lane.  AVX2 has no 64-bit multiply: a * C mod
  * 2^64 is lo(a) lo(C) + (hi(a) lo(C) + lo(a) hi(C)) << 32, three 32-bit
@@ -306,21 +302,6 @@ ascii_hashes_avx2(const unsigned char *p, size_t len, size_t n,
 	return (i);
 }
 #endif
-
-/*
- * Tests: let the ASCII loop use AVX2 if the CPU has it (on), or keep it to
- * the portable code.  Returns whether AVX2 will be used.
- */
-int
-shingle_simd(int on)
-{
-	shingle_vector = on;
-#ifdef HAVE_AVX2_PATH
-	return (on && __builtin_cpu_supports("avx2"));
-#else
-	return (0);
-#endif
-}
 
 /*
  * Character shingles: code points, or bytes when bytes is set; their

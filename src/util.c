@@ -494,6 +494,34 @@ ascii_span(const unsigned char *p, size_t len)
 }
 
 /*
+ * May the hashing loops (normalize.c, shingle.c) use AVX2?  Where they
+ * were built with it (MHF_AVX2) and the CPU has it, unless the tests
+ * turned it off (simd_allow).
+ */
+static int	simd_off;
+
+int
+simd_avx2(void)
+{
+#ifdef MHF_AVX2
+	return (!simd_off && __builtin_cpu_supports("avx2"));
+#else
+	return (0);
+#endif
+}
+
+/*
+ * Tests: let the hashing loops use AVX2 if the CPU has it (on), or keep
+ * them to the portable code.  Returns whether AVX2 will be used.
+ */
+int
+simd_allow(int on)
+{
+	simd_off = !on;
+	return (simd_avx2());
+}
+
+/*
  * Start a thread with every signal blocked, so that signals go to the main
  * thread and interrupt its reads; but for the faults, which the thread
  * raises itself and cannot block (the kernel kills the process instead of

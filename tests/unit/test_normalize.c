@@ -703,9 +703,9 @@ byte_runs(void)
 static void
 test_byte_runs(void **state)
 {
-	normalize_simd(0);
+	simd_allow(0);
 	byte_runs();
-	normalize_simd(1);
+	simd_allow(1);
 	byte_runs();
 }
 
@@ -713,10 +713,10 @@ test_byte_runs(void **state)
 static void
 test_differential_portable(void **state)
 {
-	normalize_simd(0);
+	simd_allow(0);
 	test_differential(state);
 	test_long_segments(state);
-	normalize_simd(1);
+	simd_allow(1);
 }
 
 /*
