@@ -378,7 +378,6 @@ parse_options(int argc, char **argv, struct options *o)
 	choose_bands(o);
 }
 
-
 /* The values of an option that takes a word (keyword); hidden: not listed. */
 struct keyword {
 	const char	*word;
@@ -438,6 +437,7 @@ keyword(const char *name, const char *arg, const struct keyword *kw,
 	/* NOTREACHED */
 	return (-1);
 }
+
 /*
  * Apply the options in argv to o: the command line, or the settings of a
  * configuration file turned into options by load_config.
