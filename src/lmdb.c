@@ -2,7 +2,7 @@
  * The index: an LMDB environment (a directory with data.mdb and lock.mdb).
  * This is the only file that talks to LMDB.
  *
- * Eight named databases, format 5 (groups below):
+ * Eight named databases, format 6 (groups below):
  *
  *   meta   text key -> text value: the parameter records (codec.c:
  *          meta_write), "next_doc" (the next document number), and the
@@ -25,8 +25,11 @@
  *          key, little-endian); lmdb_upgrade rewrites them on the first
  *          writable open.
  *   l1y    the young runs: chunk number -> a run, as in l1, of entries
- *          merged since the chunk's l1 run was last rewritten (below).
- *          New in format 5; format 4 is format 5 without young runs.
+ *          merged since the chunk's l1 run was last rewritten (below),
+ *          one shorter than half a page padded with zeros to a length
+ *          that gives its count (bandrun.c: yrun_size).  New in format 5;
+ *          format 4 is format 5 without young runs, format 5 format 6
+ *          without padding.
  *   l0     8-byte run number (big-endian) -> the entries one batch added:
  *          u64 sweep position when written (little-endian), then its
  *          entries in insertion order, 16 bytes each (whole key and
@@ -57,7 +60,7 @@
  * documents with 16 bands dirties ~16,000 pages once the tree is large,
  * and a commit writes them all (64 MB for 1,000 documents).  Format 1 did
  * that and slowed from 5,000 to 2,700 records/s between 100k and 300k
- * documents.  Formats 2 to 5 are a log-structured merge instead:
+ * documents.  Formats 2 to 6 are a log-structured merge instead:
  *
  *   - A batch's new entries go to the memtable (bandrun.c: in memory, by
  *     chunk) and, as one sequential record, to l0: a commit writes about
@@ -82,13 +85,16 @@
  * chunk the sweep's cost grows with l1 while the memtable does not: the
  * write volume per document grows with the index (l1 / memtable): 136 GB
  * written for 10 million documents of 1 KB (a 14 GB index), and a third
- * less with young runs.  So each chunk has two runs, an old one (l1) and a young one
- * (l1y), and a merge goes into the young run until it would pass
- * sqrt(2 * old * new entries), then, with the young run's entries, into
- * the old run, which is rewritten that much less often (run_young gives
- * the reasoning).  The volume per merge then grows as the square root of
- * l1, not as l1.  A lookup reads both runs; an old run still in its leaf
- * page, or under eight times what a sweep adds to it, gets no young run.
+ * less with young runs.  So each chunk has two runs, an old one (l1) and
+ * a young one (l1y), and a merge goes into the young run until it would
+ * pass sqrt(2 * old * new entries), then, with the young run's entries,
+ * into the old run, which is rewritten that much less often (run_young
+ * gives the reasoning).  The volume per merge then grows as the square
+ * root of l1, not as l1.  A lookup reads both runs; an old run still in
+ * its leaf page, or under eight times what a sweep adds to it, gets no
+ * young run.  A young run is kept out of the leaf pages, padded if need
+ * be (format 6), so that a small batch's lookups read it with pread as
+ * they read old runs, rather than faulting in a leaf page each.
  *
  * Groups.  A seventh database, groups: 8-byte document number -> the
  * 8-byte number of the first document of its group (both big-endian), for
@@ -175,7 +181,7 @@ struct lsmstate {
 
 struct lmdb {
 	struct index	 base;		/* first: what index.c sees */
-	int		 format;	/* as opened (3 or 4 read-only, else 5) */
+	int		 format;	/* as opened (3 to 5 read-only, else 6) */
 	MDB_env		*env;
 	MDB_dbi		 meta;
 	MDB_dbi		 docs;
@@ -283,15 +289,15 @@ static int	lsm_read(struct lmdb *, MDB_txn *, int, char **);
 static void	lm_findmap(struct lmdb *, const unsigned char *);
 static const unsigned char *lm_pread(struct lmdb *, const unsigned char *,
 		    size_t);
-static size_t	lm_run_find(struct lmdb *, const unsigned char *, size_t,
-		    uint64_t, struct u64vec *, size_t);
+static size_t	lm_run_find(struct lmdb *, const MDB_val *, size_t, uint64_t,
+		    struct u64vec *, size_t);
 static int	lsm_hold(struct lmdb *, uint64_t, int, char **);
 static int	lsm_hold_keys(struct lmdb *, const uint64_t *, char **);
 static void	lsm_unkey(struct lmdb *);
 static int	lsm_entries(struct lmdb *, MDB_txn *, uint64_t *, char **);
 static uint64_t	lsm_estimate(struct lmdb *, MDB_txn *);
 static int	lm_run_get(struct lmdb *, MDB_dbi, unsigned, MDB_val *,
-		    char **);
+		    size_t *, char **);
 static int	lm_run_put(struct lmdb *, MDB_dbi, unsigned, size_t,
 		    const unsigned char *, size_t, char **);
 static int	lsm_merge(struct lmdb *, unsigned, uint64_t, char **);
@@ -485,15 +491,17 @@ l1_upgrade(struct lmdb *ix, char **cause)
 }
 
 /*
- * Bring an older index to format 5 inside the open transaction.  Format 2
+ * Bring an older index to format 6 inside the open transaction.  Format 2
  * kept l1 in 16-byte entries: every run is rewritten (l1_upgrade), which a
  * read-only open cannot do, and says so.  Format 3 differs from 4 only in
- * that its texts are never LZ4, and format 4 from 5 only in that it has no
- * young runs (l1y): reading either is reading format 5, and a writable
- * open only writes the new "format" record (l1y is created by the open), so
- * that an older mhfilter refuses the index instead of finding texts it
- * cannot decode or missing the band entries of young runs.  Sets *format
- * to the format lm_meta_check is to expect.
+ * that its texts are never LZ4, format 4 from 5 only in that it has no
+ * young runs (l1y), and format 5 from 6 only in that no young run is
+ * padded (yrun_size): reading any of them is reading format 6, and a
+ * writable open only writes the new "format" record (l1y is created by the
+ * open; the sweep pads a young run when it next rewrites it), so that an
+ * older mhfilter refuses the index instead of finding texts it cannot
+ * decode, missing the band entries of young runs, or taking a padded one
+ * for damage.  Sets *format to the format lm_meta_check is to expect.
  */
 static int
 lmdb_upgrade(struct lmdb *ix, int flags, int *format, char **cause)
@@ -504,7 +512,7 @@ lmdb_upgrade(struct lmdb *ix, int flags, int *format, char **cause)
 	*format = MHF_INDEX_FORMAT;
 	if (lm_meta_get(ix, "format", stored, sizeof stored) != 0 ||
 	    (strcmp(stored, "2") != 0 && strcmp(stored, "3") != 0 &&
-	    strcmp(stored, "4") != 0))
+	    strcmp(stored, "4") != 0 && strcmp(stored, "5") != 0))
 		return (0);	/* lm_meta_check judges the rest */
 	if (strcmp(stored, "2") == 0) {
 		if (flags & INDEX_RDONLY) {
@@ -1457,19 +1465,19 @@ lm_pread(struct lmdb *ix, const unsigned char *p, size_t len)
 }
 
 /*
- * run_find on an l1 run that no prepared batch mapped (a small batch's):
- * a run in overflow pages is read with pread, RUN_WINDOW entries around
- * where the key should be (run_window), unless they may not hold all of
- * its entries.
+ * run_find on the n entries of an l1 or l1y run v that no prepared batch
+ * mapped (a small batch's): a run in overflow pages is read with pread,
+ * RUN_WINDOW entries around where the key should be (run_window), unless
+ * they may not hold all of its entries.
  */
 static size_t
-lm_run_find(struct lmdb *ix, const unsigned char *run, size_t n,
-    uint64_t key, struct u64vec *out, size_t max)
+lm_run_find(struct lmdb *ix, const MDB_val *v, size_t n, uint64_t key,
+    struct u64vec *out, size_t max)
 {
-	const unsigned char	*w;
+	const unsigned char	*w, *run = v->mv_data;
 	size_t			 from, m, had = out->n;
 
-	if (n * L1E_SIZE >= ix->inline_max) {
+	if (v->mv_size >= ix->inline_max) {
 		lm_findmap(ix, run);
 		m = run_window(n, key, RUN_WINDOW, &from);
 		w = lm_pread(ix, run + from * L1E_SIZE, m * L1E_SIZE);
@@ -1571,12 +1579,25 @@ lm_first_doc(struct lmdb *ix, uint64_t *docid, char **cause)
 }
 
 /*
+ * The entries of a run of size bytes stored in dbi, in *n: whole entries
+ * in l1, yrun_count's in l1y.  0, or -1 for a length no run has.
+ */
+static int
+lm_run_count(const struct lmdb *ix, MDB_dbi dbi, size_t size, size_t *n)
+{
+	if (ix->have_l1y && dbi == ix->l1y)
+		return (yrun_count(size, n));
+	*n = size / L1E_SIZE;
+	return (size % L1E_SIZE == 0 ? 0 : -1);
+}
+
+/*
  * Chunk c's run in dbi (l1 or l1y) as the transaction has it, in *v (empty
- * when it has none).
+ * when it has none), and its entries in *n.
  */
 static int
 lm_run_get(struct lmdb *ix, MDB_dbi dbi, unsigned c, MDB_val *v,
-    char **cause)
+    size_t *n, char **cause)
 {
 	MDB_val		 k;
 	unsigned char	 kb[4];
@@ -1587,11 +1608,12 @@ lm_run_get(struct lmdb *ix, MDB_dbi dbi, unsigned c, MDB_val *v,
 	if (rc == MDB_NOTFOUND) {
 		v->mv_data = NULL;
 		v->mv_size = 0;
+		*n = 0;
 		return (0);
 	}
 	if (rc != 0)
 		return (lm_fail(ix, rc, "reading l1", cause));
-	if (v->mv_size % L1E_SIZE != 0 || !lm_ovf_ok(ix, v)) {
+	if (lm_run_count(ix, dbi, v->mv_size, n) != 0 || !lm_ovf_ok(ix, v)) {
 		xasprintf(cause, "index %s is damaged: band chunk %u is "
 		    "corrupt (run --check)", ix->base.path, c);
 		return (INDEX_ERROR);
@@ -1600,15 +1622,16 @@ lm_run_get(struct lmdb *ix, MDB_dbi dbi, unsigned c, MDB_val *v,
 }
 
 /*
- * Replace chunk c's run in dbi, of nold entries, by the n in run (none:
- * delete it).
+ * Replace chunk c's run in dbi, stored in oldsize bytes, by the n entries
+ * in run (none: delete it); a young run padded as yrun_size says.
  */
 static int
-lm_run_put(struct lmdb *ix, MDB_dbi dbi, unsigned c, size_t nold,
+lm_run_put(struct lmdb *ix, MDB_dbi dbi, unsigned c, size_t oldsize,
     const unsigned char *run, size_t n, char **cause)
 {
 	MDB_val		 k, v;
 	unsigned char	 kb[4];
+	size_t		 size = n * L1E_SIZE;
 	int		 rc = 0;
 
 	chunk_key(kb, c, &k);
@@ -1619,12 +1642,17 @@ lm_run_put(struct lmdb *ix, MDB_dbi dbi, unsigned c, size_t nold,
 	 * pages the l1 tree kept the leaves they had filled, nearly empty,
 	 * for good: 8,000 pages, 33 bytes per document at a million.
 	 */
-	if (nold > 0 && (n == 0 || nold * L1E_SIZE < ix->inline_max))
+	if (oldsize > 0 && (n == 0 || oldsize < ix->inline_max))
 		rc = mdb_del(ix->txn, dbi, &k, NULL);
 	if (rc == 0 && n > 0) {
-		v.mv_data = (void *)run;
-		v.mv_size = n * L1E_SIZE;
-		rc = mdb_put(ix->txn, dbi, &k, &v, 0);
+		v.mv_data = NULL;
+		v.mv_size = ix->have_l1y && dbi == ix->l1y ? yrun_size(n) :
+		    size;
+		if ((rc = mdb_put(ix->txn, dbi, &k, &v, MDB_RESERVE)) == 0) {
+			memcpy(v.mv_data, run, size);
+			memset((unsigned char *)v.mv_data + size, 0,
+			    v.mv_size - size);
+		}
 	}
 	if (rc != 0)
 		return (lm_fail(ix, rc, "writing l1", cause));
@@ -1648,18 +1676,17 @@ lsm_merge(struct lmdb *ix, unsigned c, uint64_t live, char **cause)
 	nadd = memtable_sorted(ix->mt, c, &ix->sorted, &ix->sortedsize);
 	if (nadd == 0)
 		return (0);
-	if ((rc = lm_run_get(ix, ix->l1, c, &v, cause)) != 0 ||
-	    (ix->have_l1y && (rc = lm_run_get(ix, ix->l1y, c, &yv,
+	ny = 0;
+	if ((rc = lm_run_get(ix, ix->l1, c, &v, &nold, cause)) != 0 ||
+	    (ix->have_l1y && (rc = lm_run_get(ix, ix->l1y, c, &yv, &ny,
 	    cause)) != 0))
 		return (rc);
-	nold = v.mv_size / L1E_SIZE;
-	ny = yv.mv_size / L1E_SIZE;
 	ix->chunk.len = 0;
 	if (ix->have_l1y && run_young(nold, ny, nadd, ix->young_min)) {
 		buf_reserve(&ix->chunk, (ny + nadd) * L1E_SIZE);
 		n = run_merge(c, yv.mv_data, ny, ix->sorted, nadd, live,
 		    (unsigned char *)ix->chunk.data);
-		if ((rc = lm_run_put(ix, ix->l1y, c, ny,
+		if ((rc = lm_run_put(ix, ix->l1y, c, yv.mv_size,
 		    (unsigned char *)ix->chunk.data, n, cause)) != 0)
 			return (rc);
 		nold = ny;
@@ -1683,9 +1710,10 @@ lsm_merge(struct lmdb *ix, unsigned c, uint64_t live, char **cause)
 		buf_reserve(&ix->chunk, (nold + nadd) * L1E_SIZE);
 		n = run_merge(c, nold ? v.mv_data : NULL, nold, add, nadd,
 		    live, (unsigned char *)ix->chunk.data);
-		if ((ny > 0 && (rc = lm_run_put(ix, ix->l1y, c, ny, NULL, 0,
-		    cause)) != 0) || (rc = lm_run_put(ix, ix->l1, c, nold,
-		    (unsigned char *)ix->chunk.data, n, cause)) != 0)
+		if ((ny > 0 && (rc = lm_run_put(ix, ix->l1y, c, yv.mv_size,
+		    NULL, 0, cause)) != 0) || (rc = lm_run_put(ix, ix->l1, c,
+		    v.mv_size, (unsigned char *)ix->chunk.data, n,
+		    cause)) != 0)
 			return (rc);
 		nold += ny;
 	}
@@ -1881,7 +1909,7 @@ lm_bucket(struct lmdb *ix, uint64_t key, struct u64vec *out,
 	MDB_val		 k, v;
 	unsigned char	 kb[4];
 	unsigned	 c;
-	size_t		 got;
+	size_t		 got, n;
 	int		 rc, i;
 
 	got = memtable_find(ix->mt, key, out, max);
@@ -1900,10 +1928,10 @@ lm_bucket(struct lmdb *ix, uint64_t key, struct u64vec *out,
 			continue;
 		if (rc != 0)
 			return (rc);
-		if (v.mv_size % L1E_SIZE != 0)
-			return (MDB_CORRUPTED);	/* (a run is whole entries) */
-		got += lm_run_find(ix, v.mv_data, v.mv_size / L1E_SIZE, key,
-		    out, max - got);
+		if (lm_run_count(ix, i == 0 ? ix->l1 : ix->l1y, v.mv_size,
+		    &n) != 0)
+			return (MDB_CORRUPTED);
+		got += lm_run_find(ix, &v, n, key, out, max - got);
 	}
 	return (0);
 }
@@ -2036,6 +2064,7 @@ l1_read_runs(struct lmdb *ix, MDB_txn *txn, MDB_dbi dbi, unsigned from,
 	const unsigned char *kb;
 	unsigned char	 fb[4];
 	unsigned	 c;
+	size_t		 n;
 	int		 rc;
 
 	if ((rc = mdb_cursor_open(txn, dbi, &cur)) != 0)
@@ -2043,7 +2072,8 @@ l1_read_runs(struct lmdb *ix, MDB_txn *txn, MDB_dbi dbi, unsigned from,
 	chunk_key(fb, from, &k);
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-		if (k.mv_size != 4 || v.mv_size % L1E_SIZE != 0)
+		if (k.mv_size != 4 || lm_run_count(ix, dbi, v.mv_size,
+		    &n) != 0)
 			break;
 		kb = k.mv_data;
 		c = (unsigned)kb[0] << 24 | kb[1] << 16 | kb[2] << 8 | kb[3];
@@ -2055,10 +2085,10 @@ l1_read_runs(struct lmdb *ix, MDB_txn *txn, MDB_dbi dbi, unsigned from,
 		}
 		if (young) {
 			ix->l1map[c].yrun = v.mv_data;
-			ix->l1map[c].yn = v.mv_size / L1E_SIZE;
+			ix->l1map[c].yn = n;
 		} else {
 			ix->l1map[c].run = v.mv_data;
-			ix->l1map[c].n = v.mv_size / L1E_SIZE;
+			ix->l1map[c].n = n;
 		}
 	}
 	mdb_cursor_close(cur);
@@ -2652,7 +2682,7 @@ check_runs(struct lmdb *ix, struct checking *ck, MDB_dbi dbi,
 {
 	MDB_cursor		*cur;
 	MDB_val			 k, v;
-	const unsigned char	*p;
+	const unsigned char	*p, *pad;
 	struct bentry		 e, prev;
 	size_t			 i, n;
 	unsigned		 c;
@@ -2665,7 +2695,8 @@ check_runs(struct lmdb *ix, struct checking *ck, MDB_dbi dbi,
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		p = k.mv_data;
-		if (k.mv_size != 4 || v.mv_size % L1E_SIZE != 0) {
+		if (k.mv_size != 4 ||
+		    lm_run_count(ix, dbi, v.mv_size, &n) != 0) {
 			problem(ck->f, ck->problems, "an %s record is "
 			    "malformed", what);
 			continue;
@@ -2676,8 +2707,14 @@ check_runs(struct lmdb *ix, struct checking *ck, MDB_dbi dbi,
 			    c);
 			continue;
 		}
-		n = v.mv_size / L1E_SIZE;
 		ck->l1 += n;
+		for (pad = (const unsigned char *)v.mv_data + n * L1E_SIZE;
+		    pad < (const unsigned char *)v.mv_data + v.mv_size; pad++)
+			if (*pad != 0) {
+				problem(ck->f, ck->problems, "%s chunk %u: "
+				    "its padding is not zeros", what, c);
+				break;
+			}
 		for (i = 0; i < n; i++) {
 			l1_get(v.mv_data, i, c, &e);
 			if (i > 0 && bentry_cmp(&prev, &e) >= 0)

@@ -65,7 +65,7 @@
  * shingle hashing, MinHash, band hashing); the known-answer tests in
  * tests/unit fail loudly when either changes by accident.
  */
-#define MHF_INDEX_FORMAT	5	/* LMDB; 2 to 4 are upgraded on open */
+#define MHF_INDEX_FORMAT	6	/* LMDB; 2 to 5 are upgraded on open */
 #define MHF_REDIS_FORMAT	3	/* 2 is upgraded on open */
 #define MHF_SCHEME		2
 #define MHF_SCHEME_NAME		"xxh3-oph16-dens-v2"
@@ -281,6 +281,7 @@ struct bentry {
 #define L1E_SIZE	10		/* bytes of an entry in an l1 run */
 #define L1E_BITS	40		/* key bits below the chunk's, kept */
 #define L1E_DOCMAX	((1ULL << 40) - 1)	/* largest document number */
+#define YRUN_PAD	2050		/* shorter young runs are padded */
 /* A key's bit in a filter of 2^16 (memtable_read_log's keyset). */
 #define KEYSET_BITS	(1U << 16)
 #define KEYSET_BIT(key)	((unsigned)((key) >> 34) & (KEYSET_BITS - 1))
@@ -313,6 +314,8 @@ int		 run_find_window(const unsigned char *, size_t, size_t, size_t,
 size_t		 run_merge(unsigned, const unsigned char *, size_t,
 		    const struct bentry *, size_t, uint64_t, unsigned char *);
 int		 run_young(size_t, size_t, size_t, size_t);
+size_t		 yrun_size(size_t);
+int		 yrun_count(size_t, size_t *);
 struct memtable	*memtable_create(int);
 void		 memtable_free(struct memtable *);
 void		 memtable_clear(struct memtable *);

@@ -2,8 +2,8 @@
 # Known answers for what is stored and exchanged, end to end: two known
 # documents (fixed ids, times and parameters) go into an LMDB index and a
 # Redis one, and what comes out is compared with bytes written down once,
-# from the code of index format 4 and Redis format 3 (format 5 changed only
-# the meta record "format"): the export, LMDB's
+# from the code of index format 4 and Redis format 3 (formats 5 and 6
+# changed only the meta record "format" of these): the export, LMDB's
 # docs, texts, times and meta records (mdb_dump), Redis's keys and values.
 # A change of what is stored (document records, texts, time keys, meta
 # records, Redis keys and values, the export format)
@@ -88,7 +88,7 @@ EOF
  created
  NOW
  format
- 5
+ 6
  l0_next
  2
  l1_entries

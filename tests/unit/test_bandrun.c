@@ -1880,6 +1880,54 @@ test_run_young(void **state)
 		    always);
 }
 
+/*
+ * yrun_size and yrun_count (index format 6): the lengths pinned; a run
+ * under YRUN_PAD bytes padded past it, in one 4 KB page with LMDB's
+ * 16-byte header, to a length that is no multiple of L1E_SIZE; longer
+ * runs as they are; every length read back to its count, and every other
+ * length either whole entries (format 5) or refused.
+ */
+static void
+test_yrun(void **state)
+{
+	static const size_t	 kat[][2] = {
+		{ 0, 2051 }, { 1, 2052 }, { 8, 2059 }, { 9, 2061 },
+		{ 17, 2069 }, { 18, 2071 }, { 204, 2277 }, { 205, 2050 },
+		{ 1000, 10000 },
+	};
+	unsigned char		 seen[4096] = { 0 };
+	size_t			 i, n, size;
+
+	(void)state;
+	for (i = 0; i < sizeof kat / sizeof kat[0]; i++) {
+		assert_int_equal(yrun_size(kat[i][0]), kat[i][1]);
+		assert_int_equal(yrun_count(kat[i][1], &n), 0);
+		assert_int_equal(n, kat[i][0]);
+	}
+	for (n = 0; n < 100000; n++) {
+		size = yrun_size(n);
+		assert_true(size >= n * L1E_SIZE);
+		if (n * L1E_SIZE < YRUN_PAD) {
+			assert_true(size > YRUN_PAD && size + 16 <= 4096);
+			assert_int_not_equal(size % L1E_SIZE, 0);
+			assert_int_equal(seen[size], 0);
+			seen[size] = 1;
+		} else
+			assert_int_equal(size, n * L1E_SIZE);
+		assert_int_equal(yrun_count(size, &i), 0);
+		assert_int_equal(i, n);
+	}
+	for (size = 0; size < sizeof seen; size++) {
+		if (size % L1E_SIZE == 0) {
+			assert_int_equal(yrun_count(size, &n), 0);
+			assert_int_equal(n, size / L1E_SIZE);
+		} else if (yrun_count(size, &n) == 0)
+			assert_true(seen[size] && yrun_size(n) == size);
+		else
+			assert_false(seen[size]);
+	}
+}
+
 /* Run the tests, each bounded by an alarm as in memcached's testapp. */
 int
 main(void)
@@ -1901,6 +1949,7 @@ main(void)
 		cmocka_unit_test(test_memtable_clear),
 		cmocka_unit_test(test_memtable_model),
 		cmocka_unit_test(test_run_young),
+		cmocka_unit_test(test_yrun),
 	};
 
 	alarm(120);

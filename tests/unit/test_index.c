@@ -945,9 +945,9 @@ fill_swept(struct fixture *f, size_t n, size_t per,
 
 /*
  * Rewrite the index at path as format 2, straight through LMDB: every l1
- * run, with its young run (format 5's l1y, which goes), in 16-byte entries
- * sorted by whole key then document number, and meta "format" 2.  Returns
- * the entries rewritten.
+ * run, with its young run (l1y, new in format 5, which goes), in 16-byte
+ * entries sorted by whole key then document number, and meta "format" 2.
+ * Returns the entries rewritten.
  */
 static size_t
 downgrade(const char *path)
@@ -983,9 +983,8 @@ downgrade(const char *path)
 		if (v.mv_size == 0 && yv.mv_size == 0)
 			continue;
 		assert_int_equal(v.mv_size % L1E_SIZE, 0);
-		assert_int_equal(yv.mv_size % L1E_SIZE, 0);
 		n = v.mv_size / L1E_SIZE;
-		ny = yv.mv_size / L1E_SIZE;
+		assert_int_equal(yrun_count(yv.mv_size, &ny), 0);
 		e = xcalloc(n + ny, sizeof *e);
 		for (i = 0; i < n; i++)
 			l1_get(v.mv_data, i, c, &e[i]);
@@ -1048,7 +1047,7 @@ raw_meta(const char *path, const char *key, char *out, size_t len)
 
 /*
  * A format 3 index (its long texts in zstd) reads as it is, read-only too,
- * and the first writable open only marks it format 5, so that an older
+ * and the first writable open only marks it format 6, so that an older
  * mhfilter refuses it; its zstd texts still read, new ones are LZ4.
  */
 static void
@@ -1094,7 +1093,7 @@ test_upgrade_format3(void **state)
 	for (pass = 0; pass < 2; pass++) {
 		open_ix(f, pass == 0 ? INDEX_RDONLY : 0);
 		CHECK(f, index_info(f->ix, &in, &f->cause));
-		assert_int_equal(in.format, pass == 0 ? 3 : 5);
+		assert_int_equal(in.format, pass == 0 ? 3 : 6);
 		CHECK(f, index_begin(f->ix, &f->cause));
 		for (i = 0; i < NDOCS; i++) {
 			assert_int_equal(index_text(f->ix, i + 1, &f->text,
@@ -1109,7 +1108,7 @@ test_upgrade_format3(void **state)
 		CHECK(f, index_commit(f->ix, &f->cause));
 		close_ix(f);
 		raw_meta(f->path, "format", fmt, sizeof fmt);
-		assert_string_equal(fmt, pass == 0 ? "3" : "5");
+		assert_string_equal(fmt, pass == 0 ? "3" : "6");
 	}
 
 	/* The text added since is LZ4, and both kinds read. */
@@ -1135,7 +1134,7 @@ test_upgrade_format3(void **state)
 
 /*
  * A format 2 index (l1 in 16-byte entries) cannot be opened read-only, and
- * the first writable open upgrades it to format 5 with the same answers.
+ * the first writable open upgrades it to format 6 with the same answers.
  */
 static void
 test_upgrade_format2(void **state)
@@ -1152,7 +1151,7 @@ test_upgrade_format2(void **state)
 	for (j = 0; j < B; j++)
 		none[j] = upg_key(5000000 + j);
 
-	/* What the format 5 index answers. */
+	/* What the format 6 index answers. */
 	CHECK(f, index_begin(f->ix, &f->cause));
 	for (j = 0; j < nprobe; j++) {
 		upg_keys(probe[j], keys);
@@ -1185,7 +1184,7 @@ test_upgrade_format2(void **state)
 	open_ix(f, 0);
 	close_ix(f);
 	raw_meta(f->path, "format", fmt, sizeof fmt);
-	assert_string_equal(fmt, "5");
+	assert_string_equal(fmt, "6");
 	open_ix(f, INDEX_RDONLY);
 	CHECK(f, index_begin(f->ix, &f->cause));
 	for (j = 0; j < nprobe; j++) {
@@ -1515,28 +1514,61 @@ test_partial(void **state)
 #define YOUNG_SMALL	900	/* x B keys: lookups one by one */
 #define YOUNG_CHUNKS	64
 
-/* The entries of the runs of database name, straight from LMDB. */
+/*
+ * The entries of the runs of database name, straight from LMDB: l1's
+ * whole entries, l1y's as yrun_count reads them, whose padding must be
+ * zeros.  *runs gets the runs, *padded (when not NULL) those padded.
+ * With unpad, every padded young run is stored again as format 5 stored
+ * it, its entries alone.
+ */
 static size_t
-raw_run_entries(const char *path, const char *name, size_t *runs)
+raw_run_entries(const char *path, const char *name, size_t *runs,
+    size_t *padded, int unpad)
 {
 	MDB_env		*env;
 	MDB_txn		*txn;
 	MDB_dbi		 meta, dbi;
 	MDB_cursor	*cur;
 	MDB_val		 k, v;
-	size_t		 n = 0;
+	unsigned char	 kb[4];
+	size_t		 n = 0, m, i;
 
 	*runs = 0;
-	raw_open(path, MDB_RDONLY, &env, &txn, &meta);
+	if (padded != NULL)
+		*padded = 0;
+	raw_open(path, unpad ? 0 : MDB_RDONLY, &env, &txn, &meta);
 	assert_int_equal(mdb_dbi_open(txn, name, 0, &dbi), 0);
 	assert_int_equal(mdb_cursor_open(txn, dbi, &cur), 0);
 	while (mdb_cursor_get(cur, &k, &v, MDB_NEXT) == 0) {
-		assert_int_equal(v.mv_size % L1E_SIZE, 0);
-		n += v.mv_size / L1E_SIZE;
+		assert_int_equal(k.mv_size, sizeof kb);
+		if (strcmp(name, "l1y") != 0)
+			assert_int_equal(v.mv_size % L1E_SIZE, 0);
+		assert_int_equal(yrun_count(v.mv_size, &m), 0);
+		if (v.mv_size != m * L1E_SIZE) {
+			for (i = m * L1E_SIZE; i < v.mv_size; i++)
+				assert_int_equal(((unsigned char *)
+				    v.mv_data)[i], 0);
+			if (padded != NULL)
+				(*padded)++;
+			if (unpad) {	/* (copies: k, v are LMDB's pages) */
+				memcpy(kb, k.mv_data, sizeof kb);
+				k.mv_data = kb;
+				v.mv_data = memcpy(xmalloc(v.mv_size),
+				    v.mv_data, v.mv_size);
+				v.mv_size = m * L1E_SIZE;
+				assert_int_equal(mdb_cursor_put(cur, &k, &v,
+				    MDB_CURRENT), 0);
+				free(v.mv_data);
+			}
+		}
+		n += m;
 		(*runs)++;
 	}
 	mdb_cursor_close(cur);
-	mdb_txn_abort(txn);
+	if (unpad)
+		assert_int_equal(mdb_txn_commit(txn), 0);
+	else
+		mdb_txn_abort(txn);
 	mdb_env_close(env);
 	return (n);
 }
@@ -1558,13 +1590,13 @@ test_young(void **state)
 	struct fixture		*f = *state;
 	struct index_params	 p;
 	struct model		 m;
-	size_t			 b, old, young, oldruns, youngruns;
+	size_t			 b, old, young, oldruns, youngruns, padded;
 	char			 v[32];
 
-	model_init(&m, YOUNG_DOCS, 60, 5);
+	model_init(&m, YOUNG_DOCS, 65, 5);
 	m.chunks = YOUNG_CHUNKS;
 	params(&p);
-	p.memtable = 1 << 20;
+	p.memtable = 64 << 10;	/* 32 entries a chunk a sweep */
 	CHECK(f, index_open(&f->ix, f->path, 0, &p, 0, &f->cause));
 	for (b = 0; b < 40; b++)
 		model_run(f, &m, b, 1);
@@ -1578,13 +1610,44 @@ test_young(void **state)
 		model_run(f, &m, b, 0);
 	close_ix(f);
 
-	old = raw_run_entries(f->path, "l1", &oldruns);
-	young = raw_run_entries(f->path, "l1y", &youngruns);
+	old = raw_run_entries(f->path, "l1", &oldruns, NULL, 0);
+	young = raw_run_entries(f->path, "l1y", &youngruns, &padded, 0);
 	if (young == 0 || young >= old)
 		fail_msg("l1 holds %zu entries, l1y %zu", old, young);
 	assert_true(oldruns <= YOUNG_CHUNKS && youngruns <= YOUNG_CHUNKS);
+	if (padded == 0)
+		fail_msg("none of %zu young runs is padded", youngruns);
 	raw_meta(f->path, "l1_entries", v, sizeof v);
 	assert_int_equal(strtoull(v, NULL, 10), old + young);
+
+	/*
+	 * Format 5's young runs, unpadded: read-only, the lookups are the
+	 * same and the index stays format 5; a writable open makes it
+	 * format 6, and the sweep pads the young runs it rewrites.
+	 */
+	raw_run_entries(f->path, "l1y", &youngruns, &padded, 1);
+	raw_meta_put(f->path, "format", "5");
+	assert_int_equal(raw_run_entries(f->path, "l1y", &youngruns, &padded,
+	    0), young);
+	assert_int_equal(padded, 0);
+	CHECK(f, index_open(&f->ix, f->path, INDEX_RDONLY, &p, 0,
+	    &f->cause));
+	m.nd = YOUNG_DOCS;
+	model_run(f, &m, b++, 0);
+	m.nd = YOUNG_SMALL;
+	model_run(f, &m, b++, 0);
+	close_ix(f);
+	raw_meta(f->path, "format", v, sizeof v);
+	assert_string_equal(v, "5");
+	CHECK(f, index_open(&f->ix, f->path, 0, &p, 0, &f->cause));
+	for (; b < 65; b++)
+		model_run(f, &m, b, 1);
+	close_ix(f);
+	raw_meta(f->path, "format", v, sizeof v);
+	assert_string_equal(v, "6");
+	raw_run_entries(f->path, "l1y", &youngruns, &padded, 0);
+	if (padded == 0)
+		fail_msg("none of %zu young runs is padded", youngruns);
 	model_free(&m);
 }
 
