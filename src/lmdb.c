@@ -239,7 +239,7 @@ struct lmdb {
 	const struct ixdoc *batch;	/* the prepared batch, for prefetch */
 	size_t		 nbatch;
 	size_t		 ahead;		/* its slot whose loads are started */
-	uint64_t	 l0_bad;	/* damaged l0 entries (lsm_rebuild) */
+	uint64_t	 l0_bad;	/* damaged l0 entries read (lsm_read) */
 	int		 walked;	/* lm_walk found every page sound */
 	size_t		 psize;		/* the page size, for lm_ovf_ok */
 
@@ -1305,11 +1305,19 @@ lsm_read(struct lmdb *ix, MDB_txn *txn, int all, char **cause)
 	MDB_cursor		*cur;
 	MDB_val			 k, v;
 	const unsigned char	*p, *w;
-	uint64_t		 written, passed, unheld = 0;
+	struct l0read		 r;
+	uint64_t		 written;
 	size_t			 i, n, m;
 	unsigned		 c;
 	int			 rc;
 
+	memset(&r, 0, sizeof r);
+	r.state = ix->held;
+	r.keys = ix->keyset.v;
+	r.nkeys = ix->keyset.n;
+	r.bits = ix->keybits;
+	r.all = all;
+	r.next_doc = ix->next_doc;
 	ix->l0_bad = 0;
 	if ((rc = mdb_cursor_open(txn, ix->l0, &cur)) != 0)
 		return (lm_fail(ix, rc, "reading l0", cause));
@@ -1331,22 +1339,21 @@ lsm_read(struct lmdb *ix, MDB_txn *txn, int all, char **cause)
 		written = get_le64(p);
 		if (written > ix->lsm.sweep)
 			written = ix->lsm.sweep;
-		passed = ix->lsm.sweep - written;
-		if (passed >= BAND_CHUNKS)
+		r.passed = ix->lsm.sweep - written;
+		if (r.passed >= BAND_CHUNKS)
 			continue;
+		r.wm = (unsigned)(written % BAND_CHUNKS);
 		n = (v.mv_size - L0_HEADER) / BENTRY_SIZE;
 		lm_findmap(ix, p);
 		for (i = 0; i < n; i += m) {
 			m = n - i < L0_WINDOW ? n - i : L0_WINDOW;
 			w = lm_pread(ix, p + L0_HEADER + i * BENTRY_SIZE,
 			    m * BENTRY_SIZE);
-			ix->l0_bad += l0_bad_entries(w, m, ix->next_doc);
-			unheld += memtable_read_log(ix->mt, w, m,
-			    (unsigned)(written % BAND_CHUNKS), passed, ix->held,
-			    ix->keyset.v, ix->keyset.n, ix->keybits, all);
+			memtable_read_log(ix->mt, w, m, &r);
 		}
 	}
 	mdb_cursor_close(cur);
+	ix->l0_bad = r.bad;
 	if (rc != MDB_NOTFOUND) {
 		ix->loaded = 0;
 		return (lm_fail(ix, rc, "reading l0", cause));
@@ -1371,7 +1378,7 @@ lsm_read(struct lmdb *ix, MDB_txn *txn, int all, char **cause)
 			ix->nwant--;
 		}
 	}
-	ix->unheld = unheld;
+	ix->unheld = r.others;
 	ix->reads++;
 	return (0);
 }

@@ -321,9 +321,21 @@ void		 memtable_free(struct memtable *);
 void		 memtable_clear(struct memtable *);
 void		 memtable_add(struct memtable *, uint64_t, uint64_t);
 unsigned	 memtable_load(struct memtable *, uint64_t, uint64_t);
-size_t		 memtable_read_log(struct memtable *, const unsigned char *,
-		    size_t, unsigned, uint64_t, const unsigned char *,
-		    const uint64_t *, size_t, const uint64_t *, int);
+/* What memtable_read_log reads of an l0 record, and what it found. */
+struct l0read {
+	unsigned		 wm;	/* the sweep's chunk when written */
+	uint64_t		 passed;	/* chunks it has passed since */
+	const unsigned char	*state;	/* by chunk: lmdb.c's held */
+	const uint64_t		*keys;	/* a read-only batch's, sorted */
+	size_t			 nkeys;
+	const uint64_t		*bits;	/* their KEYSET_BIT bits */
+	int			 all;	/* every chunk not held */
+	uint64_t		 next_doc;
+	uint64_t		 others;	/* out: live, neither held nor read */
+	uint64_t		 bad;	/* out: of no document below next_doc */
+};
+void		 memtable_read_log(struct memtable *, const unsigned char *,
+		    size_t, struct l0read *);
 int		 u64_sorted_has(const uint64_t *, size_t, uint64_t);
 void		 u64_sort_unique(struct u64vec *);
 void		 memtable_commit(struct memtable *);

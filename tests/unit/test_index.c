@@ -1651,6 +1651,70 @@ test_young(void **state)
 	model_free(&m);
 }
 
+/*
+ * A damaged l0 entry (the third document's band key 42, its document
+ * number past next_doc) is an error for the batches that read it back: a
+ * read-only one whose keys include 42, and a writer, which reads its
+ * key's whole chunk.  A read-only batch of other keys does not read it,
+ * and finds what it would have.
+ */
+static void
+test_l0_damage(void **state)
+{
+	static const uint64_t	 q1[B] = { 10, 20, 30, 43 };
+	static const uint64_t	 q2[B] = { 42, 98, 97, 96 };
+	struct fixture		*f = *state;
+	MDB_env			*env;
+	MDB_txn			*txn;
+	MDB_dbi			 meta, l0;
+	MDB_cursor		*cur;
+	MDB_val			 k, v;
+	struct ixdoc		 d;
+	unsigned char		*rec;
+	size_t			 e;
+	int			 pass, rc;
+
+	fill(f);
+	raw_open(f->path, 0, &env, &txn, &meta);
+	assert_int_equal(mdb_dbi_open(txn, "l0", 0, &l0), 0);
+	assert_int_equal(mdb_cursor_open(txn, l0, &cur), 0);
+	assert_int_equal(mdb_cursor_get(cur, &k, &v, MDB_FIRST), 0);
+	assert_int_equal(v.mv_size, 8 + NDOCS * B * BENTRY_SIZE);
+	rec = memcpy(xmalloc(v.mv_size), v.mv_data, v.mv_size);
+	e = 8 + (NDOCS * B - 1) * BENTRY_SIZE;	/* the last entry */
+	assert_int_equal(get_le64(rec + e), 42);
+	put_le64(rec + e + 8, 1000);
+	v.mv_data = rec;
+	assert_int_equal(mdb_cursor_put(cur, &k, &v, MDB_CURRENT), 0);
+	mdb_cursor_close(cur);
+	assert_int_equal(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+	free(rec);
+
+	/* Read-only: q1 does not read the entry, q2 does; then a writer. */
+	for (pass = 0; pass < 3; pass++) {
+		memset(&d, 0, sizeof d);
+		d.keys = pass == 1 ? q2 : q1;
+		d.pending = 1;
+		open_ix(f, pass < 2 ? INDEX_RDONLY : 0);
+		CHECK(f, index_begin(f->ix, &f->cause));
+		rc = index_prepare(f->ix, &d, 1, &f->cause);
+		if (rc == 0)
+			rc = index_candidates(f->ix, 0, d.keys, &f->out,
+			    &f->cause);
+		if (pass == 0) {
+			assert_int_equal(rc, 0);
+			assert_int_equal(f->out.n, 3 + 1 + 2);
+			assert_int_equal(count(&f->out, 3), 2);
+		} else {
+			assert_int_equal(rc, INDEX_ERROR);
+			check_cause(f, "not of a document below next_doc");
+		}
+		index_abort(f->ix);
+		close_ix(f);
+	}
+}
+
 #define T(name)	cmocka_unit_test_setup_teardown(name, setup, teardown)
 
 /* Run the tests, each bounded by an alarm as in memcached's testapp. */
@@ -1681,6 +1745,7 @@ main(void)
 		T(test_partial),
 		T(test_l1_leaves),
 		T(test_young),
+		T(test_l0_damage),
 	};
 
 	alarm(120);
