@@ -444,6 +444,48 @@ run_young(size_t nold, size_t ny, size_t nadd, size_t min)
 }
 
 /*
+ * Write the n entries e as an l0 record written with the sweep at chunk wm
+ * keeps them (index format 6), to out (n * BENTRY_SIZE bytes): in order
+ * of l0_offset, and in e's order within one offset, so that a key's
+ * entries stay in document order.  The sweep merges the chunks of the
+ * first entries first: the entries it has not merged yet are the last
+ * ones, which a reader finds by bisection and reads alone, where it read
+ * the whole record, half of it merged on average.  count is scratch for
+ * BAND_CHUNKS + 1 counts (a counting sort).
+ */
+void
+l0_sort(const struct bentry *e, size_t n, unsigned wm, size_t *count,
+    unsigned char *out)
+{
+	size_t		 i;
+	unsigned	 o;
+
+	memset(count, 0, (BAND_CHUNKS + 1) * sizeof *count);
+	for (i = 0; i < n; i++)
+		count[l0_offset(e[i].key, wm) + 1]++;
+	for (o = 0; o < BAND_CHUNKS; o++)
+		count[o + 1] += count[o];
+	for (i = 0; i < n; i++)
+		run_put(out, count[l0_offset(e[i].key, wm)]++, &e[i]);
+}
+
+/* Are the n entries of rec in l0_sort's order for wm (1)? */
+int
+l0_in_order(const unsigned char *rec, size_t n, unsigned wm)
+{
+	size_t		 i;
+	unsigned	 o, prev = 0;
+
+	for (i = 0; i < n; i++) {
+		if ((o = l0_offset(get_le64(rec + BENTRY_SIZE * i), wm)) <
+		    prev)
+			return (0);
+		prev = o;
+	}
+	return (1);
+}
+
+/*
  * The stored length of a young run of n entries (index format 6).  A
  * lookup reads a run that lives in overflow pages with pread, and touches
  * of the map only the B-tree's pages, a few hundred for all 16,384 runs;

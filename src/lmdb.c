@@ -32,8 +32,13 @@
  *          without padding.
  *   l0     8-byte run number (big-endian) -> the entries one batch added:
  *          u64 sweep position when written (little-endian), then its
- *          entries in insertion order, 16 bytes each (whole key and
- *          document number).  The write-ahead log of the memtable.
+ *          entries, 16 bytes each (whole key and document number).  The
+ *          write-ahead log of the memtable.  Format 6 orders the entries
+ *          by the chunk the sweep reaches first (bandrun.c: l0_sort) and
+ *          sets the header's top bit (L0_SORTED): the entries the sweep
+ *          has not merged yet are then the last ones, which lsm_read
+ *          finds by bisection and reads alone.  Format 5 kept them in
+ *          insertion order, and such records are read whole.
  *
  * A batch's lookups: lmdb_prepare finds where every chunk's l1 run is (a
  * batch of 1,000 touches most chunks), so a lookup is a search of the
@@ -150,6 +155,7 @@
 #include "mhfilter.h"
 
 #define L0_HEADER	8
+#define L0_SORTED	(1ULL << 63)	/* in a header: in l0_sort's order */
 #define MEMTABLE_DEFAULT (64ULL << 20)
 #define BUCKET_MAX	1024	/* entries read from one band bucket */
 #define SNAP_CHUNKS	(BAND_CHUNKS / 16)	/* see lmdb_prepare */
@@ -223,6 +229,7 @@ struct lmdb {
 	uint64_t	 mt_max;	/* memtable budget, entries */
 	struct bentry	*pend;		/* entries added in this txn */
 	size_t		 npend, pendsize;
+	size_t		*l0count;	/* l0_sort's scratch */
 	unsigned	*merged;	/* chunks merged in this txn */
 	size_t		 nmerged, mergedsize;
 	struct bentry	*sorted;	/* scratch for merges */
@@ -496,12 +503,14 @@ l1_upgrade(struct lmdb *ix, char **cause)
  * read-only open cannot do, and says so.  Format 3 differs from 4 only in
  * that its texts are never LZ4, format 4 from 5 only in that it has no
  * young runs (l1y), and format 5 from 6 only in that no young run is
- * padded (yrun_size): reading any of them is reading format 6, and a
- * writable open only writes the new "format" record (l1y is created by the
- * open; the sweep pads a young run when it next rewrites it), so that an
- * older mhfilter refuses the index instead of finding texts it cannot
- * decode, missing the band entries of young runs, or taking a padded one
- * for damage.  Sets *format to the format lm_meta_check is to expect.
+ * padded (yrun_size) and no l0 record sorted (l0_sort): reading any of
+ * them is reading format 6, and a writable open only writes the new
+ * "format" record (l1y is created by the open; the sweep pads a young run
+ * when it next rewrites it; l0's unsorted records go as it passes them),
+ * so that an older mhfilter refuses the index instead of finding texts it
+ * cannot decode, missing the band entries of young runs, taking a padded
+ * one for damage, or a sorted l0 record's header for a sweep position.
+ * Sets *format to the format lm_meta_check is to expect.
  */
 static int
 lmdb_upgrade(struct lmdb *ix, int flags, int *format, char **cause)
@@ -939,6 +948,7 @@ lmdb_close(struct index *base)
 	free(ix->keybits);
 	free(ix->rbuf);
 	free(ix->pend);
+	free(ix->l0count);
 	free(ix->merged);
 	free(ix->sorted);
 	free(ix->sig);
@@ -1291,6 +1301,29 @@ l0_bad_entries(const unsigned char *w, size_t m, uint64_t next_doc)
 }
 
 /*
+ * The first of the n entries at p of an l0 record in l0_sort's order for
+ * wm that the sweep has not merged, passed chunks on: the first whose
+ * l0_offset is passed or more, by bisection, each key read with lm_pread
+ * (16 of them for a batch of 4,000 records).
+ */
+static size_t
+l0_live_from(struct lmdb *ix, const unsigned char *p, size_t n, unsigned wm,
+    uint64_t passed)
+{
+	size_t	 lo = 0, hi = n, mid;
+
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		if (l0_offset(get_le64(lm_pread(ix, p + mid * BENTRY_SIZE, 8)),
+		    wm) < passed)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return (lo);
+}
+
+/*
  * Read into the memtable, from l0 as txn has it, the entries of the chunks
  * marked 2 in held (all those not held, with all) that the sweep has not
  * passed since their record was written, and count the entries of the
@@ -1309,7 +1342,7 @@ lsm_read(struct lmdb *ix, MDB_txn *txn, int all, char **cause)
 	uint64_t		 written;
 	size_t			 i, n, m;
 	unsigned		 c;
-	int			 rc;
+	int			 rc, sorted;
 
 	memset(&r, 0, sizeof r);
 	r.state = ix->held;
@@ -1336,7 +1369,10 @@ lsm_read(struct lmdb *ix, MDB_txn *txn, int all, char **cause)
 			    "corrupt (run --check)", ix->base.path);
 			return (INDEX_ERROR);
 		}
-		written = get_le64(p);
+		lm_findmap(ix, p);
+		written = get_le64(lm_pread(ix, p, L0_HEADER));
+		sorted = (written & L0_SORTED) != 0;
+		written &= ~L0_SORTED;
 		if (written > ix->lsm.sweep)
 			written = ix->lsm.sweep;
 		r.passed = ix->lsm.sweep - written;
@@ -1344,8 +1380,9 @@ lsm_read(struct lmdb *ix, MDB_txn *txn, int all, char **cause)
 			continue;
 		r.wm = (unsigned)(written % BAND_CHUNKS);
 		n = (v.mv_size - L0_HEADER) / BENTRY_SIZE;
-		lm_findmap(ix, p);
-		for (i = 0; i < n; i += m) {
+		i = sorted ? l0_live_from(ix, p + L0_HEADER, n, r.wm,
+		    r.passed) : 0;
+		for (; i < n; i += m) {
 			m = n - i < L0_WINDOW ? n - i : L0_WINDOW;
 			w = lm_pread(ix, p + L0_HEADER + i * BENTRY_SIZE,
 			    m * BENTRY_SIZE);
@@ -1442,7 +1479,7 @@ lsm_estimate(struct lmdb *ix, MDB_txn *txn)
 			continue;
 		lm_findmap(ix, v.mv_data);
 		h = lm_pread(ix, v.mv_data, L0_HEADER);
-		written = get_le64(h);
+		written = get_le64(h) & ~L0_SORTED;
 		passed = ix->lsm.sweep - (written < ix->lsm.sweep ? written :
 		    ix->lsm.sweep);
 		if (passed < BAND_CHUNKS)
@@ -1743,16 +1780,18 @@ lsm_flush(struct lmdb *ix, char **cause)
 	unsigned char	 kb[8];
 	uint64_t	 q, live = 0, i;
 	char		 num[32];
-	size_t		 j;
 	int		 rc;
 
 	if (ix->npend > 0) {
 		ix->rec.len = 0;
 		buf_reserve(&ix->rec, L0_HEADER + ix->npend * BENTRY_SIZE);
-		put_le64((unsigned char *)ix->rec.data, ix->tx.sweep);
-		for (j = 0; j < ix->npend; j++)
-			run_put((unsigned char *)ix->rec.data + L0_HEADER, j,
-			    &ix->pend[j]);
+		put_le64((unsigned char *)ix->rec.data, ix->tx.sweep |
+		    L0_SORTED);
+		if (ix->l0count == NULL)
+			ix->l0count = xcalloc(BAND_CHUNKS + 1,
+			    sizeof *ix->l0count);
+		l0_sort(ix->pend, ix->npend, ix->tx.sweep % BAND_CHUNKS,
+		    ix->l0count, (unsigned char *)ix->rec.data + L0_HEADER);
 		put_be64(kb, ix->tx.l0_next);
 		k.mv_data = kb;
 		k.mv_size = sizeof kb;
@@ -1806,8 +1845,8 @@ lsm_flush(struct lmdb *ix, char **cause)
 				rc = MDB_CORRUPTED;
 				break;
 			}
-			if (v.mv_size < L0_HEADER ||
-			    ix->tx.sweep - get_le64(v.mv_data) < BAND_CHUNKS)
+			if (v.mv_size < L0_HEADER || ix->tx.sweep -
+			    (get_le64(v.mv_data) & ~L0_SORTED) < BAND_CHUNKS)
 				break;
 			if ((rc = mdb_cursor_del(cur, 0)) != 0)
 				break;
@@ -2743,10 +2782,12 @@ static void
 check_l0(struct lmdb *ix, struct checking *ck, uint64_t sweep,
     uint64_t l0_next)
 {
-	MDB_cursor	*cur;
-	MDB_val		 k, v;
-	uint64_t	 bad = 0;
-	int		 rc;
+	MDB_cursor		*cur;
+	MDB_val			 k, v;
+	const unsigned char	*e;
+	uint64_t		 bad = 0, h;
+	size_t			 n;
+	int			 rc;
 
 	if ((rc = mdb_cursor_open(ix->txn, ix->l0, &cur)) != 0) {
 		check_walked(ck, "l0", rc);
@@ -2757,13 +2798,21 @@ check_l0(struct lmdb *ix, struct checking *ck, uint64_t sweep,
 		if (k.mv_size != 8 || get_be64(k.mv_data) >= l0_next ||
 		    v.mv_size < L0_HEADER ||
 		    (v.mv_size - L0_HEADER) % BENTRY_SIZE != 0 ||
-		    get_le64(v.mv_data) > sweep)
+		    (get_le64(v.mv_data) & ~L0_SORTED) > sweep) {
 			problem(ck->f, ck->problems, "an l0 record is "
 			    "malformed");
-		else if (lm_ovf_ok(ix, &v))
-			bad += l0_bad_entries((const unsigned char *)
-			    v.mv_data + L0_HEADER, (v.mv_size - L0_HEADER) /
-			    BENTRY_SIZE, ix->next_doc);
+			continue;
+		}
+		if (!lm_ovf_ok(ix, &v))
+			continue;	/* (check_walked says damaged) */
+		e = (const unsigned char *)v.mv_data + L0_HEADER;
+		n = (v.mv_size - L0_HEADER) / BENTRY_SIZE;
+		bad += l0_bad_entries(e, n, ix->next_doc);
+		h = get_le64(v.mv_data);
+		if ((h & L0_SORTED) && !l0_in_order(e, n,
+		    (unsigned)((h & ~L0_SORTED) % BAND_CHUNKS)))
+			problem(ck->f, ck->problems, "l0 record %" PRIu64 " is "
+			    "out of order", get_be64(k.mv_data));
 	}
 	mdb_cursor_close(cur);
 	check_walked(ck, "l0", rc);

@@ -296,6 +296,16 @@ l1_key(uint64_t key)
 {
 	return (key >> (64 - BAND_CHUNK_BITS - L1E_BITS));
 }
+/*
+ * Where an entry of key sorts in an l0 record written with the sweep at
+ * chunk wm (index format 6): how many chunks the sweep merges after wm
+ * before it merges the key's.
+ */
+static inline unsigned
+l0_offset(uint64_t key, unsigned wm)
+{
+	return ((band_chunk(key) - wm) & (BAND_CHUNKS - 1));
+}
 struct memtable;
 void		 put_le64(unsigned char *, uint64_t);
 uint64_t	 get_le64(const unsigned char *);
@@ -314,6 +324,9 @@ int		 run_find_window(const unsigned char *, size_t, size_t, size_t,
 size_t		 run_merge(unsigned, const unsigned char *, size_t,
 		    const struct bentry *, size_t, uint64_t, unsigned char *);
 int		 run_young(size_t, size_t, size_t, size_t);
+void		 l0_sort(const struct bentry *, size_t, unsigned, size_t *,
+		    unsigned char *);
+int		 l0_in_order(const unsigned char *, size_t, unsigned);
 size_t		 yrun_size(size_t);
 int		 yrun_count(size_t, size_t *);
 struct memtable	*memtable_create(int);

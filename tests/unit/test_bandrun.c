@@ -1928,6 +1928,57 @@ test_yrun(void **state)
 	}
 }
 
+/*
+ * l0_sort: for several sweep positions, the record holds the same entries,
+ * in order of l0_offset, and in the given order within one offset (here
+ * the document numbers, which grow); l0_in_order agrees, and finds two
+ * entries of different offsets swapped.  Keys fall in 64 chunks, so that
+ * offsets repeat.
+ */
+static void
+test_l0_sort(void **state)
+{
+	static const unsigned	 wms[] = { 0, 1, 5000, BAND_CHUNKS - 1 };
+	struct bentry		 e[2000], g, h;
+	unsigned char		 rec[2000 * BENTRY_SIZE], t[BENTRY_SIZE];
+	size_t			*count, i, n = 2000, w, last = 0;
+	uint64_t		 s = 7, sum = 0, got;
+
+	(void)state;
+	count = xcalloc(BAND_CHUNKS + 1, sizeof *count);
+	for (i = 0; i < n; i++) {
+		e[i].key = (splitmix64(&s) % 64 * 257) <<
+		    (64 - BAND_CHUNK_BITS) | splitmix64(&s) >> BAND_CHUNK_BITS;
+		e[i].docid = i + 1;
+		sum += e[i].key ^ e[i].docid;
+	}
+	for (w = 0; w < sizeof wms / sizeof wms[0]; w++) {
+		l0_sort(e, n, wms[w], count, rec);
+		got = 0;
+		for (i = 0; i < n; i++) {
+			run_get(rec, i, &g);
+			got += g.key ^ g.docid;
+			if (i == 0)
+				continue;
+			run_get(rec, i - 1, &h);
+			assert_true(l0_offset(h.key, wms[w]) <=
+			    l0_offset(g.key, wms[w]));
+			if (l0_offset(h.key, wms[w]) == l0_offset(g.key,
+			    wms[w]))
+				assert_true(h.docid < g.docid);
+			else
+				last = i;
+		}
+		assert_true(got == sum);
+		assert_true(l0_in_order(rec, n, wms[w]));
+		memcpy(t, rec, BENTRY_SIZE);		/* the first and the */
+		memcpy(rec, rec + last * BENTRY_SIZE, BENTRY_SIZE);
+		memcpy(rec + last * BENTRY_SIZE, t, BENTRY_SIZE);
+		assert_false(l0_in_order(rec, n, wms[w]));
+	}
+	free(count);
+}
+
 /* Run the tests, each bounded by an alarm as in memcached's testapp. */
 int
 main(void)
@@ -1950,6 +2001,7 @@ main(void)
 		cmocka_unit_test(test_memtable_model),
 		cmocka_unit_test(test_run_young),
 		cmocka_unit_test(test_yrun),
+		cmocka_unit_test(test_l0_sort),
 	};
 
 	alarm(120);

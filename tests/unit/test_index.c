@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <ftw.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -1715,6 +1716,71 @@ test_l0_damage(void **state)
 	}
 }
 
+/*
+ * An l0 record (index format 6) is flagged and in l0_sort's order for the
+ * sweep's chunk when it was written; --check finds two of its entries of
+ * different chunks swapped.
+ */
+static void
+test_l0_order(void **state)
+{
+	struct fixture		*f = *state;
+	MDB_env			*env;
+	MDB_txn			*txn;
+	MDB_dbi			 meta, l0;
+	MDB_cursor		*cur;
+	MDB_val			 k, v;
+	uint64_t		 keys[B], problems, h;
+	uint32_t		 sig[K] = { 0 };
+	unsigned char		*rec, t[BENTRY_SIZE];
+	char			*out = NULL;
+	size_t			 i, j, n = 50, len = 0;
+	FILE			*fp;
+
+	open_ix(f, 0);
+	CHECK(f, index_begin(f->ix, &f->cause));
+	for (i = 0; i < n; i++) {
+		for (j = 0; j < K; j++)
+			sig[j] = (uint32_t)(i * K + j);
+		lsh_keys(sig, B, R, 0, keys);
+		CHECK(f, index_insert(f->ix, keys, sig, "d", 1, "t", 1, 0, 0,
+		    &f->cause));
+	}
+	CHECK(f, index_commit(f->ix, &f->cause));
+	close_ix(f);
+
+	raw_open(f->path, 0, &env, &txn, &meta);
+	assert_int_equal(mdb_dbi_open(txn, "l0", 0, &l0), 0);
+	assert_int_equal(mdb_cursor_open(txn, l0, &cur), 0);
+	assert_int_equal(mdb_cursor_get(cur, &k, &v, MDB_FIRST), 0);
+	assert_int_equal(v.mv_size, 8 + n * B * BENTRY_SIZE);
+	rec = memcpy(xmalloc(v.mv_size), v.mv_data, v.mv_size);
+	h = get_le64(rec);
+	assert_true(h >> 63);				/* L0_SORTED */
+	assert_true(l0_in_order(rec + 8, n * B, (h & ~(1ULL << 63)) %
+	    BAND_CHUNKS));
+	assert_false(l0_in_order(rec + 8, n * B, (h + BAND_CHUNKS / 2) %
+	    BAND_CHUNKS));
+	memcpy(t, rec + 8, BENTRY_SIZE);
+	memcpy(rec + 8, rec + 8 + (n * B - 1) * BENTRY_SIZE, BENTRY_SIZE);
+	memcpy(rec + 8 + (n * B - 1) * BENTRY_SIZE, t, BENTRY_SIZE);
+	v.mv_data = rec;
+	assert_int_equal(mdb_cursor_put(cur, &k, &v, MDB_CURRENT), 0);
+	mdb_cursor_close(cur);
+	assert_int_equal(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+	free(rec);
+
+	open_ix(f, INDEX_RDONLY);
+	assert_non_null(fp = open_memstream(&out, &len));
+	CHECK(f, index_check(f->ix, fp, &problems, &f->cause));
+	fclose(fp);
+	close_ix(f);
+	if (problems != 1 || strstr(out, "out of order") == NULL)
+		fail_msg("%" PRIu64 " problems: %s", problems, out);
+	free(out);
+}
+
 #define T(name)	cmocka_unit_test_setup_teardown(name, setup, teardown)
 
 /* Run the tests, each bounded by an alarm as in memcached's testapp. */
@@ -1746,6 +1812,7 @@ main(void)
 		T(test_l1_leaves),
 		T(test_young),
 		T(test_l0_damage),
+		T(test_l0_order),
 	};
 
 	alarm(120);
