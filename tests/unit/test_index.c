@@ -1653,6 +1653,40 @@ test_young(void **state)
 }
 
 /*
+ * The first l0 record of the index at path, of n entries, straight from
+ * LMDB: a copy (raw_l0 with rec NULL), or replaced by rec.
+ */
+static unsigned char *
+raw_l0(const char *path, size_t n, const unsigned char *rec)
+{
+	MDB_env		*env;
+	MDB_txn		*txn;
+	MDB_dbi		 meta, l0;
+	MDB_cursor	*cur;
+	MDB_val		 k, v;
+	unsigned char	*copy = NULL;
+
+	raw_open(path, rec != NULL ? 0 : MDB_RDONLY, &env, &txn, &meta);
+	assert_int_equal(mdb_dbi_open(txn, "l0", 0, &l0), 0);
+	assert_int_equal(mdb_cursor_open(txn, l0, &cur), 0);
+	assert_int_equal(mdb_cursor_get(cur, &k, &v, MDB_FIRST), 0);
+	assert_int_equal(v.mv_size, 8 + n * BENTRY_SIZE);
+	if (rec == NULL)
+		copy = memcpy(xmalloc(v.mv_size), v.mv_data, v.mv_size);
+	else {
+		v.mv_data = (void *)rec;
+		assert_int_equal(mdb_cursor_put(cur, &k, &v, MDB_CURRENT), 0);
+	}
+	mdb_cursor_close(cur);
+	if (rec != NULL)
+		assert_int_equal(mdb_txn_commit(txn), 0);
+	else
+		mdb_txn_abort(txn);
+	mdb_env_close(env);
+	return (copy);
+}
+
+/*
  * A damaged l0 entry (the third document's band key 42, its document
  * number past next_doc) is an error for the batches that read it back: a
  * read-only one whose keys include 42, and a writer, which reads its
@@ -1665,31 +1699,17 @@ test_l0_damage(void **state)
 	static const uint64_t	 q1[B] = { 10, 20, 30, 43 };
 	static const uint64_t	 q2[B] = { 42, 98, 97, 96 };
 	struct fixture		*f = *state;
-	MDB_env			*env;
-	MDB_txn			*txn;
-	MDB_dbi			 meta, l0;
-	MDB_cursor		*cur;
-	MDB_val			 k, v;
 	struct ixdoc		 d;
 	unsigned char		*rec;
 	size_t			 e;
 	int			 pass, rc;
 
 	fill(f);
-	raw_open(f->path, 0, &env, &txn, &meta);
-	assert_int_equal(mdb_dbi_open(txn, "l0", 0, &l0), 0);
-	assert_int_equal(mdb_cursor_open(txn, l0, &cur), 0);
-	assert_int_equal(mdb_cursor_get(cur, &k, &v, MDB_FIRST), 0);
-	assert_int_equal(v.mv_size, 8 + NDOCS * B * BENTRY_SIZE);
-	rec = memcpy(xmalloc(v.mv_size), v.mv_data, v.mv_size);
+	rec = raw_l0(f->path, NDOCS * B, NULL);
 	e = 8 + (NDOCS * B - 1) * BENTRY_SIZE;	/* the last entry */
 	assert_int_equal(get_le64(rec + e), 42);
 	put_le64(rec + e + 8, 1000);
-	v.mv_data = rec;
-	assert_int_equal(mdb_cursor_put(cur, &k, &v, MDB_CURRENT), 0);
-	mdb_cursor_close(cur);
-	assert_int_equal(mdb_txn_commit(txn), 0);
-	mdb_env_close(env);
+	raw_l0(f->path, NDOCS * B, rec);
 	free(rec);
 
 	/* Read-only: q1 does not read the entry, q2 does; then a writer. */
@@ -1725,11 +1745,6 @@ static void
 test_l0_order(void **state)
 {
 	struct fixture		*f = *state;
-	MDB_env			*env;
-	MDB_txn			*txn;
-	MDB_dbi			 meta, l0;
-	MDB_cursor		*cur;
-	MDB_val			 k, v;
 	uint64_t		 keys[B], problems, h;
 	uint32_t		 sig[K] = { 0 };
 	unsigned char		*rec, t[BENTRY_SIZE];
@@ -1749,12 +1764,7 @@ test_l0_order(void **state)
 	CHECK(f, index_commit(f->ix, &f->cause));
 	close_ix(f);
 
-	raw_open(f->path, 0, &env, &txn, &meta);
-	assert_int_equal(mdb_dbi_open(txn, "l0", 0, &l0), 0);
-	assert_int_equal(mdb_cursor_open(txn, l0, &cur), 0);
-	assert_int_equal(mdb_cursor_get(cur, &k, &v, MDB_FIRST), 0);
-	assert_int_equal(v.mv_size, 8 + n * B * BENTRY_SIZE);
-	rec = memcpy(xmalloc(v.mv_size), v.mv_data, v.mv_size);
+	rec = raw_l0(f->path, n * B, NULL);
 	h = get_le64(rec);
 	assert_true(h >> 63);				/* L0_SORTED */
 	assert_true(l0_in_order(rec + 8, n * B, (h & ~(1ULL << 63)) %
@@ -1764,11 +1774,7 @@ test_l0_order(void **state)
 	memcpy(t, rec + 8, BENTRY_SIZE);
 	memcpy(rec + 8, rec + 8 + (n * B - 1) * BENTRY_SIZE, BENTRY_SIZE);
 	memcpy(rec + 8 + (n * B - 1) * BENTRY_SIZE, t, BENTRY_SIZE);
-	v.mv_data = rec;
-	assert_int_equal(mdb_cursor_put(cur, &k, &v, MDB_CURRENT), 0);
-	mdb_cursor_close(cur);
-	assert_int_equal(mdb_txn_commit(txn), 0);
-	mdb_env_close(env);
+	raw_l0(f->path, n * B, rec);
 	free(rec);
 
 	open_ix(f, INDEX_RDONLY);
