@@ -28,6 +28,7 @@
 
 #include "config.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -286,6 +287,23 @@ run_find(const unsigned char *run, size_t n, uint64_t key,
 		u64vec_push(out, get_be40(run + L1E_SIZE * lo + 5));
 	}
 	return (got);
+}
+
+/*
+ * How many entries of an n-entry run to read around where a key should be
+ * (run_window), at most max.  Band keys are uniform hashes, so a key's
+ * rank in a run is binomial about run_guess's, with a standard deviation
+ * of at most sqrt(n) / 2: 5 sqrt(n) entries are 5 of them either way, and
+ * 64 more leave room for the key's own entries.  A fixed 512 read 5 KB of
+ * each run of 1,000 entries, where 222 entries do, and too few of a run
+ * of 100,000 (1.6 deviations either way).
+ */
+size_t
+run_window_len(size_t n, size_t max)
+{
+	size_t	 w = (size_t)(5 * sqrt((double)n)) + 64;
+
+	return (w < max ? w : max);
 }
 
 /*

@@ -163,7 +163,7 @@
 #define L0_READS	8	/* partial reads of l0, then a whole one */
 #define UNCOUNTED	UINT64_MAX
 #define L0_WINDOW	4096	/* l0 entries read at a time (lsm_read) */
-#define RUN_WINDOW	512	/* l1 entries read for a lookup (lm_pread) */
+#define RUN_WINDOW	4096	/* l1 entries read for a lookup, at most */
 #define MAP_NONE	((const unsigned char *)UINTPTR_MAX)
 
 /*
@@ -1511,8 +1511,8 @@ lm_pread(struct lmdb *ix, const unsigned char *p, size_t len)
 /*
  * run_find on the n entries of an l1 or l1y run v that no prepared batch
  * mapped (a small batch's): a run in overflow pages is read with pread,
- * RUN_WINDOW entries around where the key should be (run_window), unless
- * they may not hold all of its entries.
+ * the entries around where the key should be (run_window_len, run_window),
+ * unless they may not hold all of its entries.
  */
 static size_t
 lm_run_find(struct lmdb *ix, const MDB_val *v, size_t n, uint64_t key,
@@ -1523,7 +1523,7 @@ lm_run_find(struct lmdb *ix, const MDB_val *v, size_t n, uint64_t key,
 
 	if (v->mv_size >= ix->inline_max) {
 		lm_findmap(ix, run);
-		m = run_window(n, key, RUN_WINDOW, &from);
+		m = run_window(n, key, run_window_len(n, RUN_WINDOW), &from);
 		w = lm_pread(ix, run + from * L1E_SIZE, m * L1E_SIZE);
 		if (w != run + from * L1E_SIZE &&
 		    run_find_window(w, from, m, n, key, out, max) == 0)

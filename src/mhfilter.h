@@ -318,6 +318,7 @@ int		 bentry_cmp(const void *, const void *);
 size_t		 run_find(const unsigned char *, size_t, uint64_t,
 		    struct u64vec *, size_t);
 void		 run_prefetch(const unsigned char *, size_t, uint64_t);
+size_t		 run_window_len(size_t, size_t);
 size_t		 run_window(size_t, uint64_t, size_t, size_t *);
 int		 run_find_window(const unsigned char *, size_t, size_t, size_t,
 		    uint64_t, struct u64vec *, size_t);

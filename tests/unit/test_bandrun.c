@@ -1929,6 +1929,59 @@ test_yrun(void **state)
 }
 
 /*
+ * run_window_len: the widths pinned, and on uniform runs of 1,000 to a
+ * million entries, the window run_window places around where each of
+ * 2,000 keys of the run should be holds all of that key's entries
+ * (run_find_window finds them, as run_find does), all but once in the
+ * 8,000 lookups.
+ */
+static void
+test_window(void **state)
+{
+	static const size_t	 sizes[] = { 1000, 10000, 100000, 1000000 };
+	struct bentry		*v;
+	struct u64vec		 a = { 0 }, b = { 0 };
+	unsigned char		*run;
+	uint64_t		 s = 5;
+	size_t			 si, n, i, k, from, m, misses = 0;
+	unsigned		 c = 77;
+
+	(void)state;
+	assert_int_equal(run_window_len(1000, 4096), 222);
+	assert_int_equal(run_window_len(10000, 4096), 564);
+	assert_int_equal(run_window_len(1000000, 4096), 4096);
+	assert_int_equal(run_window_len(0, 4096), 64);
+	v = xcalloc(1000000, sizeof *v);
+	run = xcalloc(1000000, L1E_SIZE);
+	for (si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+		n = sizes[si];
+		random_run(v, n, c, D_UNIFORM, 0, &s);
+		for (i = 0; i < n; i++)
+			l1_put(run, i, &v[i]);
+		for (k = 0; k < 2000; k++) {
+			i = (size_t)(splitmix64(&s) % n);
+			m = run_window(n, v[i].key, run_window_len(n,
+			    SIZE_MAX), &from);
+			a.n = b.n = 0;
+			if (run_find_window(run + from * L1E_SIZE, from, m, n,
+			    v[i].key, &a, 100) != 0) {
+				misses++;
+				continue;
+			}
+			run_find(run, n, v[i].key, &b, 100);
+			assert_true(a.n > 0 && a.n == b.n);
+			assert_memory_equal(a.v, b.v, a.n * sizeof *a.v);
+		}
+	}
+	if (misses > 1)
+		fail_msg("%zu of 8000 windows missed their key", misses);
+	u64vec_free(&a);
+	u64vec_free(&b);
+	free(run);
+	free(v);
+}
+
+/*
  * l0_sort: for several sweep positions, the record holds the same entries,
  * in order of l0_offset, and in the given order within one offset (here
  * the document numbers, which grow); l0_in_order agrees, and finds two
@@ -2002,6 +2055,7 @@ main(void)
 		cmocka_unit_test(test_run_young),
 		cmocka_unit_test(test_yrun),
 		cmocka_unit_test(test_l0_sort),
+		cmocka_unit_test(test_window),
 	};
 
 	alarm(120);
