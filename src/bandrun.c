@@ -748,8 +748,8 @@ u64_sort_unique(struct u64vec *v)
  * and add to r->others how many it has not passed are in neither the
  * memtable nor this read.  An entry to read of a document no document
  * number below r->next_doc names (0, or one not yet numbered) is damage:
- * counted in r->bad, not read.  Entries not read are not checked, which
- * took a second pass over the 30 MB of l0 that a small run reads.
+ * counted in r->bad, not read.  Entries not read are not checked: that
+ * took a second pass over every window of l0 a batch read.
  */
 void
 memtable_read_log(struct memtable *mt, const unsigned char *log, size_t n,
