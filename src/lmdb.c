@@ -1301,6 +1301,20 @@ l0_bad_entries(const unsigned char *w, size_t m, uint64_t next_doc)
 }
 
 /*
+ * The sweep position an l0 record's header h was written at, and in
+ * *sorted (when not NULL) whether its entries are in l0_sort's order.
+ */
+static uint64_t
+l0_written(const unsigned char *h, int *sorted)
+{
+	uint64_t	 w = get_le64(h);
+
+	if (sorted != NULL)
+		*sorted = (w & L0_SORTED) != 0;
+	return (w & ~L0_SORTED);
+}
+
+/*
  * The first of the n entries at p of an l0 record in l0_sort's order for
  * wm that the sweep has not merged, passed chunks on: the first whose
  * l0_offset is passed or more, by bisection, each key read with lm_pread
@@ -1370,9 +1384,7 @@ lsm_read(struct lmdb *ix, MDB_txn *txn, int all, char **cause)
 			return (INDEX_ERROR);
 		}
 		lm_findmap(ix, p);
-		written = get_le64(lm_pread(ix, p, L0_HEADER));
-		sorted = (written & L0_SORTED) != 0;
-		written &= ~L0_SORTED;
+		written = l0_written(lm_pread(ix, p, L0_HEADER), &sorted);
 		if (written > ix->lsm.sweep)
 			written = ix->lsm.sweep;
 		r.passed = ix->lsm.sweep - written;
@@ -1467,7 +1479,6 @@ lsm_estimate(struct lmdb *ix, MDB_txn *txn)
 {
 	MDB_cursor		*cur;
 	MDB_val			 k, v;
-	const unsigned char	*h;
 	uint64_t		 written, passed, sum = 0;
 	int			 rc;
 
@@ -1478,8 +1489,7 @@ lsm_estimate(struct lmdb *ix, MDB_txn *txn)
 		if (v.mv_size < L0_HEADER)
 			continue;
 		lm_findmap(ix, v.mv_data);
-		h = lm_pread(ix, v.mv_data, L0_HEADER);
-		written = get_le64(h) & ~L0_SORTED;
+		written = l0_written(lm_pread(ix, v.mv_data, L0_HEADER), NULL);
 		passed = ix->lsm.sweep - (written < ix->lsm.sweep ? written :
 		    ix->lsm.sweep);
 		if (passed < BAND_CHUNKS)
@@ -1846,7 +1856,7 @@ lsm_flush(struct lmdb *ix, char **cause)
 				break;
 			}
 			if (v.mv_size < L0_HEADER || ix->tx.sweep -
-			    (get_le64(v.mv_data) & ~L0_SORTED) < BAND_CHUNKS)
+			    l0_written(v.mv_data, NULL) < BAND_CHUNKS)
 				break;
 			if ((rc = mdb_cursor_del(cur, 0)) != 0)
 				break;
@@ -2787,7 +2797,7 @@ check_l0(struct lmdb *ix, struct checking *ck, uint64_t sweep,
 	const unsigned char	*e;
 	uint64_t		 bad = 0, h;
 	size_t			 n;
-	int			 rc;
+	int			 rc, sorted;
 
 	if ((rc = mdb_cursor_open(ix->txn, ix->l0, &cur)) != 0) {
 		check_walked(ck, "l0", rc);
@@ -2798,7 +2808,7 @@ check_l0(struct lmdb *ix, struct checking *ck, uint64_t sweep,
 		if (k.mv_size != 8 || get_be64(k.mv_data) >= l0_next ||
 		    v.mv_size < L0_HEADER ||
 		    (v.mv_size - L0_HEADER) % BENTRY_SIZE != 0 ||
-		    (get_le64(v.mv_data) & ~L0_SORTED) > sweep) {
+		    l0_written(v.mv_data, NULL) > sweep) {
 			problem(ck->f, ck->problems, "an l0 record is "
 			    "malformed");
 			continue;
@@ -2808,9 +2818,8 @@ check_l0(struct lmdb *ix, struct checking *ck, uint64_t sweep,
 		e = (const unsigned char *)v.mv_data + L0_HEADER;
 		n = (v.mv_size - L0_HEADER) / BENTRY_SIZE;
 		bad += l0_bad_entries(e, n, ix->next_doc);
-		h = get_le64(v.mv_data);
-		if ((h & L0_SORTED) && !l0_in_order(e, n,
-		    (unsigned)((h & ~L0_SORTED) % BAND_CHUNKS)))
+		h = l0_written(v.mv_data, &sorted);
+		if (sorted && !l0_in_order(e, n, (unsigned)(h % BAND_CHUNKS)))
 			problem(ck->f, ck->problems, "l0 record %" PRIu64 " is "
 			    "out of order", get_be64(k.mv_data));
 	}

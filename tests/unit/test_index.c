@@ -1516,6 +1516,32 @@ test_partial(void **state)
 #define YOUNG_CHUNKS	64
 
 /*
+ * A cursor on database name of the index at path, straight from LMDB, in
+ * a transaction writable or not; raw_done ends both, committing or not.
+ */
+static void
+raw_cursor(const char *path, const char *name, int writable, MDB_env **env,
+    MDB_txn **txn, MDB_cursor **cur)
+{
+	MDB_dbi	 meta, dbi;
+
+	raw_open(path, writable ? 0 : MDB_RDONLY, env, txn, &meta);
+	assert_int_equal(mdb_dbi_open(*txn, name, 0, &dbi), 0);
+	assert_int_equal(mdb_cursor_open(*txn, dbi, cur), 0);
+}
+
+static void
+raw_done(MDB_env *env, MDB_txn *txn, MDB_cursor *cur, int commit)
+{
+	mdb_cursor_close(cur);
+	if (commit)
+		assert_int_equal(mdb_txn_commit(txn), 0);
+	else
+		mdb_txn_abort(txn);
+	mdb_env_close(env);
+}
+
+/*
  * The entries of the runs of database name, straight from LMDB: l1's
  * whole entries, l1y's as yrun_count reads them, whose padding must be
  * zeros.  *runs gets the runs, *padded (when not NULL) those padded.
@@ -1528,7 +1554,6 @@ raw_run_entries(const char *path, const char *name, size_t *runs,
 {
 	MDB_env		*env;
 	MDB_txn		*txn;
-	MDB_dbi		 meta, dbi;
 	MDB_cursor	*cur;
 	MDB_val		 k, v;
 	unsigned char	 kb[4];
@@ -1537,9 +1562,7 @@ raw_run_entries(const char *path, const char *name, size_t *runs,
 	*runs = 0;
 	if (padded != NULL)
 		*padded = 0;
-	raw_open(path, unpad ? 0 : MDB_RDONLY, &env, &txn, &meta);
-	assert_int_equal(mdb_dbi_open(txn, name, 0, &dbi), 0);
-	assert_int_equal(mdb_cursor_open(txn, dbi, &cur), 0);
+	raw_cursor(path, name, unpad, &env, &txn, &cur);
 	while (mdb_cursor_get(cur, &k, &v, MDB_NEXT) == 0) {
 		assert_int_equal(k.mv_size, sizeof kb);
 		if (strcmp(name, "l1y") != 0)
@@ -1565,12 +1588,7 @@ raw_run_entries(const char *path, const char *name, size_t *runs,
 		n += m;
 		(*runs)++;
 	}
-	mdb_cursor_close(cur);
-	if (unpad)
-		assert_int_equal(mdb_txn_commit(txn), 0);
-	else
-		mdb_txn_abort(txn);
-	mdb_env_close(env);
+	raw_done(env, txn, cur, unpad);
 	return (n);
 }
 
@@ -1661,14 +1679,11 @@ raw_l0(const char *path, size_t n, const unsigned char *rec)
 {
 	MDB_env		*env;
 	MDB_txn		*txn;
-	MDB_dbi		 meta, l0;
 	MDB_cursor	*cur;
 	MDB_val		 k, v;
 	unsigned char	*copy = NULL;
 
-	raw_open(path, rec != NULL ? 0 : MDB_RDONLY, &env, &txn, &meta);
-	assert_int_equal(mdb_dbi_open(txn, "l0", 0, &l0), 0);
-	assert_int_equal(mdb_cursor_open(txn, l0, &cur), 0);
+	raw_cursor(path, "l0", rec != NULL, &env, &txn, &cur);
 	assert_int_equal(mdb_cursor_get(cur, &k, &v, MDB_FIRST), 0);
 	assert_int_equal(v.mv_size, 8 + n * BENTRY_SIZE);
 	if (rec == NULL)
@@ -1677,12 +1692,7 @@ raw_l0(const char *path, size_t n, const unsigned char *rec)
 		v.mv_data = (void *)rec;
 		assert_int_equal(mdb_cursor_put(cur, &k, &v, MDB_CURRENT), 0);
 	}
-	mdb_cursor_close(cur);
-	if (rec != NULL)
-		assert_int_equal(mdb_txn_commit(txn), 0);
-	else
-		mdb_txn_abort(txn);
-	mdb_env_close(env);
+	raw_done(env, txn, cur, rec != NULL);
 	return (copy);
 }
 
