@@ -1592,6 +1592,154 @@ raw_run_entries(const char *path, const char *name, size_t *runs,
 	return (n);
 }
 
+/* FNV-1a of n bytes, from h. */
+static uint64_t
+fnv(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char	*b = p;
+
+	while (n-- > 0)
+		h = (h ^ *b++) * 0x100000001b3ULL;
+	return (h);
+}
+
+/*
+ * l1 of the index at path straight from LMDB: a hash of its keys and runs
+ * in order, and its leaf pages in *leaves.
+ */
+static uint64_t
+raw_l1_hash(const char *path, size_t *leaves)
+{
+	MDB_env		*env;
+	MDB_txn		*txn;
+	MDB_cursor	*cur;
+	MDB_val		 k, v;
+	MDB_stat	 st;
+	uint64_t	 h = 0xcbf29ce484222325ULL;
+
+	raw_cursor(path, "l1", 0, &env, &txn, &cur);
+	assert_int_equal(mdb_stat(txn, mdb_cursor_dbi(cur), &st), 0);
+	*leaves = st.ms_leaf_pages;
+	while (mdb_cursor_get(cur, &k, &v, MDB_NEXT) == 0) {
+		h = fnv(h, k.mv_data, k.mv_size);
+		h = fnv(h, &v.mv_size, sizeof v.mv_size);
+		h = fnv(h, v.mv_data, v.mv_size);
+	}
+	raw_done(env, txn, cur, 0);
+	return (h);
+}
+
+/*
+ * Rewrite l1 of the index at path as the runs that grew out of their
+ * leaves leave it: each key put first with a value that stays in its leaf
+ * (two a page), then with its run, so that the leaves keep a pointer or
+ * two each.  With bad, chunk 0's run ends in its leaf (its first 100
+ * entries) and chunk 1's is stored twice over, one overflow page more: as
+ * many overflow pages as runs, and a run in a leaf.  Returns how many.
+ */
+static size_t
+raw_l1_sparse(const char *path, int bad)
+{
+	MDB_env		*env;
+	MDB_txn		*txn;
+	MDB_cursor	*cur;
+	MDB_val		 k, v, *kv = NULL;
+	unsigned char	 filler[1500] = { 0 };
+	size_t		 n = 0, i;
+
+	raw_cursor(path, "l1", 1, &env, &txn, &cur);
+	while (mdb_cursor_get(cur, &k, &v, MDB_NEXT) == 0) {
+		kv = xreallocarray(kv, n + 1, 2 * sizeof *kv);
+		kv[2 * n].mv_size = k.mv_size;
+		kv[2 * n].mv_data = memcpy(xmalloc(k.mv_size), k.mv_data,
+		    k.mv_size);
+		kv[2 * n + 1].mv_size = v.mv_size;
+		kv[2 * n + 1].mv_data = xmalloc(2 * v.mv_size);
+		memcpy(kv[2 * n + 1].mv_data, v.mv_data, v.mv_size);
+		memcpy((char *)kv[2 * n + 1].mv_data + v.mv_size, v.mv_data,
+		    v.mv_size);
+		n++;
+	}
+	assert_true(n >= 2);
+	if (bad) {
+		kv[1].mv_size = 100 * L1E_SIZE;
+		kv[3].mv_size *= 2;
+	}
+	assert_int_equal(mdb_drop(txn, mdb_cursor_dbi(cur), 0), 0);
+	for (i = 0; i < n; i++) {
+		v.mv_data = filler;
+		v.mv_size = sizeof filler;
+		assert_int_equal(mdb_put(txn, mdb_cursor_dbi(cur), &kv[2 * i],
+		    &v, 0), 0);
+	}
+	for (i = 0; i < n; i++) {
+		assert_int_equal(mdb_put(txn, mdb_cursor_dbi(cur), &kv[2 * i],
+		    &kv[2 * i + 1], 0), 0);
+		free(kv[2 * i].mv_data);
+		free(kv[2 * i + 1].mv_data);
+	}
+	free(kv);
+	raw_done(env, txn, cur, 1);
+	return (n);
+}
+
+/* An empty batch, committed: what lets lsm_repack look. */
+static void
+empty_commit(struct fixture *f)
+{
+	open_ix(f, 0);
+	CHECK(f, index_begin(f->ix, &f->cause));
+	CHECK(f, index_commit(f->ix, &f->cause));
+	close_ix(f);
+}
+
+/*
+ * A commit repacks an l1 whose runs have all left sparse leaves (the 256
+ * chunks' runs of test_l1_leaves, spread by raw_l1_sparse over 128
+ * leaves) into two full leaves, without changing a byte of what it holds;
+ * the documents' lookups find them.  Not while a run is still in its
+ * leaf.
+ */
+static void
+test_l1_repack(void **state)
+{
+	struct fixture	*f = *state;
+	uint64_t	 keys[B], h;
+	size_t		 leaves, again, i, n;
+
+	fill_swept(f, 20000, 500, leaf_keys);
+	close_ix(f);
+	n = raw_l1_sparse(f->path, 0);
+	assert_int_equal(n, 256);
+	h = raw_l1_hash(f->path, &leaves);
+	if (leaves < n / 4)
+		fail_msg("raw_l1_sparse left %zu leaves", leaves);
+	empty_commit(f);
+	assert_int_equal(raw_l1_hash(f->path, &again), h);
+	assert_int_equal(again, 2);		/* 256 pointers of 22 bytes */
+
+	open_ix(f, INDEX_RDONLY);
+	CHECK(f, index_begin(f->ix, &f->cause));
+	for (i = 0; i < 20000; i += 997) {
+		leaf_keys(i, keys);
+		f->out.n = 0;
+		CHECK(f, index_candidates(f->ix, INDEX_NOSLOT, keys, &f->out,
+		    &f->cause));
+		if (count(&f->out, i + 1) != B)
+			fail_msg("document %zu: %zu of its %d bands", i + 1,
+			    count(&f->out, i + 1), B);
+	}
+	index_abort(f->ix);
+	close_ix(f);
+
+	/* Sparse again, with a run in its leaf: left as it is. */
+	raw_l1_sparse(f->path, 1);
+	h = raw_l1_hash(f->path, &leaves);
+	empty_commit(f);
+	assert_int_equal(raw_l1_hash(f->path, &again), h);
+	assert_int_equal(again, leaves);
+}
+
 /*
  * Young runs (l1y): keys in 64 chunks only (spread over the sweep, so
  * that their merges are not all in step), so that each chunk's old run
@@ -1826,6 +1974,7 @@ main(void)
 		T(test_snapshot),
 		T(test_partial),
 		T(test_l1_leaves),
+		T(test_l1_repack),
 		T(test_young),
 		T(test_l0_damage),
 		T(test_l0_order),
