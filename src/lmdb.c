@@ -99,7 +99,9 @@
  * its leaf page, or under eight times what a sweep adds to it, gets no
  * young run.  A young run is kept out of the leaf pages, padded if need
  * be (format 6), so that a small batch's lookups read it with pread as
- * they read old runs, rather than faulting in a leaf page each.
+ * they read old runs, rather than faulting in a leaf page each.  Once no
+ * old run is left in a leaf, a commit rewrites l1's tree with full leaves
+ * (lsm_repack), so that those lookups fault in fewer pages of pointers.
  *
  * Groups.  A seventh database, groups: 8-byte document number -> the
  * 8-byte number of the first document of its group (both big-endian), for
@@ -1928,7 +1930,8 @@ lsm_flush(struct lmdb *ix, char **cause)
  * later merges, so the leaves stay full.  The commit holds the rewritten
  * runs in memory until it writes them, so only an l1 up to L1_REPACK_MAX is
  * repacked: the moment its last run leaves the leaves, l1 is about 64 MB
- * (16,384 runs of a page, at some 270,000 documents), whatever the
+ * (16,384 runs of a page; with the default --memtable, at about 400,000
+ * documents, l1 lagging by what the memtable holds), whatever the
  * parameters.  A larger l1 (an index made before this) keeps its tree.
  * A look that finds a run still in a leaf (a cursor pass up to it) is
  * not made again until the sweep has passed a sixteenth of the chunks.
