@@ -71,6 +71,7 @@ struct memtable {
 	void		**slabs;	/* every slab, to free */
 	size_t		 nslabs;
 	size_t		 slabsize;
+	size_t		 nbig;		/* buckets with arrays from malloc */
 };
 
 /* Little-endian 64-bit values, as runs store them. */
@@ -636,7 +637,11 @@ memtable_free(struct memtable *mt)
 
 	if (mt == NULL)
 		return;
-	for (c = 0; c < (1U << MT_BITS); c++) {
+	/*
+	 * (Not a reader's every bucket for nothing: its table is the zero
+	 * pages it looked up, and reading the rest cost a fault a page.)
+	 */
+	for (c = 0; mt->nbig > 0 && c < (1U << MT_BITS); c++) {
 		if (mt->chunks[c].size > MT_SMALL)
 			free(mt->chunks[c].v);
 	}
@@ -684,6 +689,8 @@ memtable_load(struct memtable *mt, uint64_t key, uint64_t docid)
 		if (ch->size > MT_SMALL)
 			v = xreallocarray(ch->v, size, sizeof *ch->v);
 		else {
+			if (size > MT_SMALL)
+				mt->nbig++;	/* mt_alloc: from malloc */
 			v = mt_alloc(mt, size);
 			if (ch->n > 0)
 				memcpy(v, ch->v, ch->n * sizeof *v);
@@ -844,6 +851,12 @@ memtable_find(struct memtable *mt, uint64_t key, struct u64vec *out,
 	struct mtchunk	*ch = &mt->chunks[mt_bucket(key)];
 	size_t		 i, got = 0;
 
+	/*
+	 * (An empty table, a reader's mostly, is zero pages never touched:
+	 * looking in it would fault one in for each of 800 buckets.)
+	 */
+	if (mt->entries == 0)
+		return (0);
 	for (i = 0; i < ch->n && got < max; i++) {
 		if (ch->v[i].key == key) {
 			u64vec_push(out, ch->v[i].docid);
