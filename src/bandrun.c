@@ -515,9 +515,9 @@ l0_in_order(const unsigned char *rec, size_t n, unsigned wm)
  * is padded with zeros to a length past it that no run of whole entries
  * has (it is not a multiple of L1E_SIZE), from which yrun_count gives n
  * back without reading the value: the n-th such length from YRUN_PAD + 1,
- * at most 2,277 bytes, one overflow page.  Old runs are not padded: a
- * small index has many short ones, and young runs exist only beside old
- * runs of at least half a page.
+ * at most 2,277 bytes, one overflow page.  Young runs exist only beside
+ * old runs of at least half a page; old runs are padded from ORUN_PAD on
+ * (orun_size).
  */
 size_t
 yrun_size(size_t n)
@@ -529,8 +529,30 @@ yrun_size(size_t n)
 }
 
 /*
+ * The stored length of an old run of n entries (index format 7): padded as
+ * a young run is (yrun_size) from ORUN_PAD bytes of entries on, so that
+ * LMDB keeps it out of the leaf pages as well.  Why: a small batch's lookup
+ * of a run in a leaf faults that leaf in, and a fault maps the page cache
+ * around it (64 KB, or the whole folio) into the process.  At 200,000
+ * documents l1 kept runs of about 1.3 KB in 8,792 leaf pages, and 100
+ * records' lookups touched 1,500 of them: 36 MB of RSS, the whole of l1's
+ * leaves.  Shorter runs stay in their leaves: an index of under about
+ * 100,000 documents has only those, several to a leaf, and padding them
+ * would make its l1 64 MB (a page for each of the 16,384 chunks) where it
+ * is a few.
+ */
+size_t
+orun_size(size_t n)
+{
+	if (n * L1E_SIZE < ORUN_PAD)
+		return (n * L1E_SIZE);
+	return (yrun_size(n));
+}
+
+/*
  * The entries of a young run stored in size bytes, in *n: a padded length
- * (yrun_size) or whole entries (format 5 stored every run so).  0, or -1
+ * (yrun_size) or whole entries (format 5 stored every run so); of an old
+ * run as well (orun_size; formats up to 6 stored whole entries).  0, or -1
  * for a length neither can be.
  */
 int

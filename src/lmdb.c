@@ -2,7 +2,7 @@
  * The index: an LMDB environment (a directory with data.mdb and lock.mdb).
  * This is the only file that talks to LMDB.
  *
- * Eight named databases, format 6 (groups below):
+ * Eight named databases, format 7 (groups below):
  *
  *   meta   text key -> text value: the parameter records (codec.c:
  *          meta_write), "next_doc" (the next document number), and the
@@ -21,9 +21,11 @@
  *          a run, the chunk's entries sorted (bandrun.c: 10 bytes each,
  *          the band key's 40 bits below the chunk's and a 40-bit document
  *          number, big-endian).  A band key's chunk is its top
- *          BAND_CHUNK_BITS bits.  Format 2 kept 16-byte entries (the whole
- *          key, little-endian); lmdb_upgrade rewrites them on the first
- *          writable open.
+ *          BAND_CHUNK_BITS bits.  A run of ORUN_PAD bytes or more but
+ *          shorter than half a page is padded with zeros as a young run is
+ *          (bandrun.c: orun_size), new in format 7.  Format 2 kept 16-byte
+ *          entries (the whole key, little-endian); lmdb_upgrade rewrites
+ *          them on the first writable open.
  *   l1y    the young runs: chunk number -> a run, as in l1, of entries
  *          merged since the chunk's l1 run was last rewritten (below),
  *          one shorter than half a page padded with zeros to a length
@@ -99,9 +101,10 @@
  * its leaf page, or under eight times what a sweep adds to it, gets no
  * young run.  A young run is kept out of the leaf pages, padded if need
  * be (format 6), so that a small batch's lookups read it with pread as
- * they read old runs, rather than faulting in a leaf page each.  Once no
- * old run is left in a leaf, a commit rewrites l1's tree with full leaves
- * (lsm_repack), so that those lookups fault in fewer pages of pointers.
+ * they read old runs, rather than faulting in a leaf page each; so is an
+ * old run from ORUN_PAD bytes on (format 7).  Once no old run is left in
+ * a leaf, a commit rewrites l1's tree with full leaves (lsm_repack), so
+ * that those lookups fault in fewer pages of pointers.
  *
  * Groups.  A seventh database, groups: 8-byte document number -> the
  * 8-byte number of the first document of its group (both big-endian), for
@@ -505,19 +508,20 @@ l1_upgrade(struct lmdb *ix, char **cause)
 }
 
 /*
- * Bring an older index to format 6 inside the open transaction.  Format 2
+ * Bring an older index to format 7 inside the open transaction.  Format 2
  * kept l1 in 16-byte entries: every run is rewritten (l1_upgrade), which a
  * read-only open cannot do, and says so.  Format 3 differs from 4 only in
  * that its texts are never LZ4, format 4 from 5 only in that it has no
- * young runs (l1y), and format 5 from 6 only in that no young run is
- * padded (yrun_size) and no l0 record sorted (l0_sort): reading any of
- * them is reading format 6, and a writable open only writes the new
- * "format" record (l1y is created by the open; the sweep pads a young run
- * when it next rewrites it; l0's unsorted records go as it passes them),
- * so that an older mhfilter refuses the index instead of finding texts it
- * cannot decode, missing the band entries of young runs, taking a padded
- * one for damage, or a sorted l0 record's header for a sweep position.
- * Sets *format to the format lm_meta_check is to expect.
+ * young runs (l1y), format 5 from 6 only in that no young run is padded
+ * (yrun_size) and no l0 record sorted (l0_sort), and format 6 from 7 only
+ * in that no old run is padded (orun_size): reading any of them is reading
+ * format 7, and a writable open only writes the new "format" record (l1y
+ * is created by the open; the sweep pads a run when it next rewrites it;
+ * l0's unsorted records go as it passes them), so that an older mhfilter
+ * refuses the index instead of finding texts it cannot decode, missing the
+ * band entries of young runs, taking a padded run for damage, or a sorted
+ * l0 record's header for a sweep position.  Sets *format to the format
+ * lm_meta_check is to expect.
  */
 static int
 lmdb_upgrade(struct lmdb *ix, int flags, int *format, char **cause)
@@ -528,7 +532,8 @@ lmdb_upgrade(struct lmdb *ix, int flags, int *format, char **cause)
 	*format = MHF_INDEX_FORMAT;
 	if (lm_meta_get(ix, "format", stored, sizeof stored) != 0 ||
 	    (strcmp(stored, "2") != 0 && strcmp(stored, "3") != 0 &&
-	    strcmp(stored, "4") != 0 && strcmp(stored, "5") != 0))
+	    strcmp(stored, "4") != 0 && strcmp(stored, "5") != 0 &&
+	    strcmp(stored, "6") != 0))
 		return (0);	/* lm_meta_check judges the rest */
 	if (strcmp(stored, "2") == 0) {
 		if (flags & INDEX_RDONLY) {
@@ -1659,13 +1664,14 @@ lm_first_doc(struct lmdb *ix, uint64_t *docid, char **cause)
 }
 
 /*
- * The entries of a run of size bytes stored in dbi, in *n: whole entries
- * in l1, yrun_count's in l1y.  0, or -1 for a length no run has.
+ * The entries of a run of size bytes stored in dbi, in *n: yrun_count's in
+ * l1y, and in l1 from format 7 (padded: orun_size); whole entries in the
+ * l1 of an older index (read-only).  0, or -1 for a length no run has.
  */
 static int
 lm_run_count(const struct lmdb *ix, MDB_dbi dbi, size_t size, size_t *n)
 {
-	if (ix->have_l1y && dbi == ix->l1y)
+	if ((ix->have_l1y && dbi == ix->l1y) || ix->format >= 7)
 		return (yrun_count(size, n));
 	*n = size / L1E_SIZE;
 	return (size % L1E_SIZE == 0 ? 0 : -1);
@@ -1703,7 +1709,8 @@ lm_run_get(struct lmdb *ix, MDB_dbi dbi, unsigned c, MDB_val *v,
 
 /*
  * Replace chunk c's run in dbi, stored in oldsize bytes, by the n entries
- * in run (none: delete it); a young run padded as yrun_size says.
+ * in run (none: delete it), padded as yrun_size (young) or orun_size (old)
+ * says.
  */
 static int
 lm_run_put(struct lmdb *ix, MDB_dbi dbi, unsigned c, size_t oldsize,
@@ -1727,7 +1734,7 @@ lm_run_put(struct lmdb *ix, MDB_dbi dbi, unsigned c, size_t oldsize,
 	if (rc == 0 && n > 0) {
 		v.mv_data = NULL;
 		v.mv_size = ix->have_l1y && dbi == ix->l1y ? yrun_size(n) :
-		    size;
+		    orun_size(n);
 		if ((rc = mdb_put(ix->txn, dbi, &k, &v, MDB_RESERVE)) == 0) {
 			memcpy(v.mv_data, run, size);
 			memset((unsigned char *)v.mv_data + size, 0,
@@ -1930,9 +1937,10 @@ lsm_flush(struct lmdb *ix, char **cause)
  * later merges, so the leaves stay full.  The commit holds the rewritten
  * runs in memory until it writes them, so only an l1 up to L1_REPACK_MAX is
  * repacked: the moment its last run leaves the leaves, l1 is about 64 MB
- * (16,384 runs of a page; with the default --memtable, at about 400,000
- * documents, l1 lagging by what the memtable holds), whatever the
- * parameters.  A larger l1 (an index made before this) keeps its tree.
+ * (16,384 runs of a page; with the default --memtable, at about 210,000
+ * documents, the chunk the sweep is about to reach lagging most),
+ * whatever the parameters.  A larger l1 (an index made before this)
+ * keeps its tree.
  * A look that finds a run still in a leaf (a cursor pass up to it) is
  * not made again until the sweep has passed a sixteenth of the chunks.
  */

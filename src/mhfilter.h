@@ -65,7 +65,7 @@
  * shingle hashing, MinHash, band hashing); the known-answer tests in
  * tests/unit fail loudly when either changes by accident.
  */
-#define MHF_INDEX_FORMAT	6	/* LMDB; 2 to 5 are upgraded on open */
+#define MHF_INDEX_FORMAT	7	/* LMDB; 2 to 6 are upgraded on open */
 #define MHF_REDIS_FORMAT	3	/* 2 is upgraded on open */
 #define MHF_SCHEME		2
 #define MHF_SCHEME_NAME		"xxh3-oph16-dens-v2"
@@ -282,6 +282,7 @@ struct bentry {
 #define L1E_BITS	40		/* key bits below the chunk's, kept */
 #define L1E_DOCMAX	((1ULL << 40) - 1)	/* largest document number */
 #define YRUN_PAD	2050		/* shorter young runs are padded */
+#define ORUN_PAD	512		/* and old runs from this long */
 /* A key's bit in a filter of 2^16 (memtable_read_log's keyset). */
 #define KEYSET_BITS	(1U << 16)
 #define KEYSET_BIT(key)	((unsigned)((key) >> 34) & (KEYSET_BITS - 1))
@@ -329,6 +330,7 @@ void		 l0_sort(const struct bentry *, size_t, unsigned, size_t *,
 		    unsigned char *);
 int		 l0_in_order(const unsigned char *, size_t, unsigned);
 size_t		 yrun_size(size_t);
+size_t		 orun_size(size_t);
 int		 yrun_count(size_t, size_t *);
 struct memtable	*memtable_create(int);
 void		 memtable_free(struct memtable *);

@@ -2,7 +2,7 @@
 # Known answers for what is stored and exchanged, end to end: two known
 # documents (fixed ids, times and parameters) go into an LMDB index and a
 # Redis one, and what comes out is compared with bytes written down once,
-# from the code of index format 4 and Redis format 3 (formats 5 and 6
+# from the code of index format 4 and Redis format 3 (formats 5 to 7
 # changed only the meta record "format" of these): the export, LMDB's
 # docs, texts, times and meta records (mdb_dump), Redis's keys and values.
 # A change of what is stored (document records, texts, time keys, meta
@@ -88,7 +88,7 @@ EOF
  created
  NOW
  format
- 6
+ 7
  l0_next
  2
  l1_entries

@@ -1880,6 +1880,19 @@ test_run_young(void **state)
 		    always);
 }
 
+/* The known lengths of n runs by size_of, each read back by yrun_count. */
+static void
+run_size_kat(size_t (*size_of)(size_t), const size_t (*kat)[2], size_t n)
+{
+	size_t	 i, got;
+
+	for (i = 0; i < n; i++) {
+		assert_int_equal(size_of(kat[i][0]), kat[i][1]);
+		assert_int_equal(yrun_count(kat[i][1], &got), 0);
+		assert_int_equal(got, kat[i][0]);
+	}
+}
+
 /*
  * yrun_size and yrun_count (index format 6): the lengths pinned; a run
  * under YRUN_PAD bytes padded past it, in one 4 KB page with LMDB's
@@ -1899,11 +1912,7 @@ test_yrun(void **state)
 	size_t			 i, n, size;
 
 	(void)state;
-	for (i = 0; i < sizeof kat / sizeof kat[0]; i++) {
-		assert_int_equal(yrun_size(kat[i][0]), kat[i][1]);
-		assert_int_equal(yrun_count(kat[i][1], &n), 0);
-		assert_int_equal(n, kat[i][0]);
-	}
+	run_size_kat(yrun_size, kat, sizeof kat / sizeof kat[0]);
 	for (n = 0; n < 100000; n++) {
 		size = yrun_size(n);
 		assert_true(size >= n * L1E_SIZE);
@@ -1925,6 +1934,33 @@ test_yrun(void **state)
 			assert_true(seen[size] && yrun_size(n) == size);
 		else
 			assert_false(seen[size]);
+	}
+}
+
+/*
+ * The stored lengths of old runs (index format 7): whole entries up to
+ * ORUN_PAD bytes, then yrun_size's padded lengths up to half a page, then
+ * whole entries; yrun_count reads each back.
+ */
+static void
+test_orun(void **state)
+{
+	static const size_t	 kat[][2] = {
+		{ 0, 0 }, { 1, 10 }, { 51, 510 }, { 52, 2108 },
+		{ 204, 2277 }, { 205, 2050 }, { 1000, 10000 },
+	};
+	size_t			 i, n, size;
+
+	(void)state;
+	run_size_kat(orun_size, kat, sizeof kat / sizeof kat[0]);
+	for (n = 0; n < 100000; n++) {
+		size = orun_size(n);
+		if (n * L1E_SIZE < ORUN_PAD || n * L1E_SIZE >= YRUN_PAD)
+			assert_int_equal(size, n * L1E_SIZE);
+		else
+			assert_int_equal(size, yrun_size(n));
+		assert_int_equal(yrun_count(size, &i), 0);
+		assert_int_equal(i, n);
 	}
 }
 
@@ -2054,6 +2090,7 @@ main(void)
 		cmocka_unit_test(test_memtable_model),
 		cmocka_unit_test(test_run_young),
 		cmocka_unit_test(test_yrun),
+		cmocka_unit_test(test_orun),
 		cmocka_unit_test(test_l0_sort),
 		cmocka_unit_test(test_window),
 	};

@@ -1048,7 +1048,7 @@ raw_meta(const char *path, const char *key, char *out, size_t len)
 
 /*
  * A format 3 index (its long texts in zstd) reads as it is, read-only too,
- * and the first writable open only marks it format 6, so that an older
+ * and the first writable open only marks it format 7, so that an older
  * mhfilter refuses it; its zstd texts still read, new ones are LZ4.
  */
 static void
@@ -1094,7 +1094,7 @@ test_upgrade_format3(void **state)
 	for (pass = 0; pass < 2; pass++) {
 		open_ix(f, pass == 0 ? INDEX_RDONLY : 0);
 		CHECK(f, index_info(f->ix, &in, &f->cause));
-		assert_int_equal(in.format, pass == 0 ? 3 : 6);
+		assert_int_equal(in.format, pass == 0 ? 3 : 7);
 		CHECK(f, index_begin(f->ix, &f->cause));
 		for (i = 0; i < NDOCS; i++) {
 			assert_int_equal(index_text(f->ix, i + 1, &f->text,
@@ -1109,7 +1109,7 @@ test_upgrade_format3(void **state)
 		CHECK(f, index_commit(f->ix, &f->cause));
 		close_ix(f);
 		raw_meta(f->path, "format", fmt, sizeof fmt);
-		assert_string_equal(fmt, pass == 0 ? "3" : "6");
+		assert_string_equal(fmt, pass == 0 ? "3" : "7");
 	}
 
 	/* The text added since is LZ4, and both kinds read. */
@@ -1135,7 +1135,7 @@ test_upgrade_format3(void **state)
 
 /*
  * A format 2 index (l1 in 16-byte entries) cannot be opened read-only, and
- * the first writable open upgrades it to format 6 with the same answers.
+ * the first writable open upgrades it to format 7 with the same answers.
  */
 static void
 test_upgrade_format2(void **state)
@@ -1152,7 +1152,7 @@ test_upgrade_format2(void **state)
 	for (j = 0; j < B; j++)
 		none[j] = upg_key(5000000 + j);
 
-	/* What the format 6 index answers. */
+	/* What the format 7 index answers. */
 	CHECK(f, index_begin(f->ix, &f->cause));
 	for (j = 0; j < nprobe; j++) {
 		upg_keys(probe[j], keys);
@@ -1185,7 +1185,7 @@ test_upgrade_format2(void **state)
 	open_ix(f, 0);
 	close_ix(f);
 	raw_meta(f->path, "format", fmt, sizeof fmt);
-	assert_string_equal(fmt, "6");
+	assert_string_equal(fmt, "7");
 	open_ix(f, INDEX_RDONLY);
 	CHECK(f, index_begin(f->ix, &f->cause));
 	for (j = 0; j < nprobe; j++) {
@@ -1514,6 +1514,7 @@ test_partial(void **state)
 #define YOUNG_DOCS	1100	/* x B keys: lmdb_prepare reads l1map */
 #define YOUNG_SMALL	900	/* x B keys: lookups one by one */
 #define YOUNG_CHUNKS	64
+#define OLD_DOCS	400	/* x B keys: 25 entries a chunk a batch */
 
 /*
  * A cursor on database name of the index at path, straight from LMDB, in
@@ -1542,11 +1543,11 @@ raw_done(MDB_env *env, MDB_txn *txn, MDB_cursor *cur, int commit)
 }
 
 /*
- * The entries of the runs of database name, straight from LMDB: l1's
- * whole entries, l1y's as yrun_count reads them, whose padding must be
- * zeros.  *runs gets the runs, *padded (when not NULL) those padded.
- * With unpad, every padded young run is stored again as format 5 stored
- * it, its entries alone.
+ * The entries of the runs of database name (l1 or l1y), straight from
+ * LMDB, as yrun_count reads them, whose padding must be zeros (and an old
+ * run's entries ORUN_PAD bytes at least).  *runs gets the runs, *padded
+ * (when not NULL) those padded.  With unpad, every padded run is stored
+ * again as formats 5 (young) and 6 (old) stored it, its entries alone.
  */
 static size_t
 raw_run_entries(const char *path, const char *name, size_t *runs,
@@ -1565,10 +1566,10 @@ raw_run_entries(const char *path, const char *name, size_t *runs,
 	raw_cursor(path, name, unpad, &env, &txn, &cur);
 	while (mdb_cursor_get(cur, &k, &v, MDB_NEXT) == 0) {
 		assert_int_equal(k.mv_size, sizeof kb);
-		if (strcmp(name, "l1y") != 0)
-			assert_int_equal(v.mv_size % L1E_SIZE, 0);
 		assert_int_equal(yrun_count(v.mv_size, &m), 0);
 		if (v.mv_size != m * L1E_SIZE) {
+			if (strcmp(name, "l1") == 0)
+				assert_true(m * L1E_SIZE >= ORUN_PAD);
 			for (i = m * L1E_SIZE; i < v.mv_size; i++)
 				assert_int_equal(((unsigned char *)
 				    v.mv_data)[i], 0);
@@ -1741,6 +1742,47 @@ test_l1_repack(void **state)
 }
 
 /*
+ * The runs of database name (l1 or l1y) of the index at path stored again
+ * as format fmt stored them, unpadded, and "format" made fmt: read-only,
+ * n batches of lookups of the model's documents (nds[i] of them in batch
+ * i) find what the model has and leave the index format fmt; a writable
+ * open and batches up to batch end make it format 7, and the sweep pads
+ * some of the runs again.  *b counts the batches.
+ */
+static void
+check_unpadded(struct fixture *f, struct index_params *p, struct model *m,
+    size_t *b, size_t end, const char *name, const char *fmt,
+    const size_t *nds, size_t n)
+{
+	size_t	 entries, runs, padded, i;
+	char	 v[32];
+
+	entries = raw_run_entries(f->path, name, &runs, &padded, 1);
+	raw_meta_put(f->path, "format", fmt);
+	assert_int_equal(raw_run_entries(f->path, name, &runs, &padded, 0),
+	    entries);
+	assert_int_equal(padded, 0);
+	CHECK(f, index_open(&f->ix, f->path, INDEX_RDONLY, p, 0,
+	    &f->cause));
+	for (i = 0; i < n; i++) {
+		m->nd = nds[i];
+		model_run(f, m, (*b)++, 0);
+	}
+	close_ix(f);
+	raw_meta(f->path, "format", v, sizeof v);
+	assert_string_equal(v, fmt);
+	CHECK(f, index_open(&f->ix, f->path, 0, p, 0, &f->cause));
+	for (; *b < end; (*b)++)
+		model_run(f, m, *b, 1);
+	close_ix(f);
+	raw_meta(f->path, "format", v, sizeof v);
+	assert_string_equal(v, "7");
+	raw_run_entries(f->path, name, &runs, &padded, 0);
+	if (padded == 0)
+		fail_msg("none of %zu runs of %s is padded", runs, name);
+}
+
+/*
  * Young runs (l1y): keys in 64 chunks only (spread over the sweep, so
  * that their merges are not all in step), so that each chunk's old run
  * grows out of its leaf page and the sweep merges into young runs, and
@@ -1758,6 +1800,7 @@ test_young(void **state)
 	struct index_params	 p;
 	struct model		 m;
 	size_t			 b, old, young, oldruns, youngruns, padded;
+	const size_t		 young_nds[] = { YOUNG_DOCS, YOUNG_SMALL };
 	char			 v[32];
 
 	model_init(&m, YOUNG_DOCS, 65, 5);
@@ -1790,31 +1833,52 @@ test_young(void **state)
 	/*
 	 * Format 5's young runs, unpadded: read-only, the lookups are the
 	 * same and the index stays format 5; a writable open makes it
-	 * format 6, and the sweep pads the young runs it rewrites.
+	 * format 7, and the sweep pads the young runs it rewrites.
 	 */
-	raw_run_entries(f->path, "l1y", &youngruns, &padded, 1);
-	raw_meta_put(f->path, "format", "5");
-	assert_int_equal(raw_run_entries(f->path, "l1y", &youngruns, &padded,
-	    0), young);
-	assert_int_equal(padded, 0);
-	CHECK(f, index_open(&f->ix, f->path, INDEX_RDONLY, &p, 0,
-	    &f->cause));
-	m.nd = YOUNG_DOCS;
-	model_run(f, &m, b++, 0);
-	m.nd = YOUNG_SMALL;
-	model_run(f, &m, b++, 0);
-	close_ix(f);
-	raw_meta(f->path, "format", v, sizeof v);
-	assert_string_equal(v, "5");
+	check_unpadded(f, &p, &m, &b, 65, "l1y", "5", young_nds, 2);
+	model_free(&m);
+}
+
+/*
+ * Old runs of ORUN_PAD bytes to half a page are padded (format 7): keys in
+ * 64 chunks, about 125 entries each, none of them young (the old runs are
+ * shorter than half a page), the lookups of every batch exact as the model
+ * has them, and read-only after a reopen.  Then those runs as format 6
+ * stored them, unpadded: read-only, the lookups are the same and the index
+ * stays format 6; a writable open makes it format 7, and the sweep pads
+ * the runs it rewrites.
+ */
+static void
+test_old_padded(void **state)
+{
+	struct fixture		*f = *state;
+	struct index_params	 p;
+	struct model		 m;
+	size_t			 b, n, runs, padded, young, nd = OLD_DOCS;
+	char			 v[32];
+
+	model_init(&m, OLD_DOCS, 14, 7);
+	m.chunks = 64;
+	params(&p);
+	p.memtable = 64 << 10;
 	CHECK(f, index_open(&f->ix, f->path, 0, &p, 0, &f->cause));
-	for (; b < 65; b++)
+	for (b = 0; b < 5; b++)
 		model_run(f, &m, b, 1);
 	close_ix(f);
-	raw_meta(f->path, "format", v, sizeof v);
-	assert_string_equal(v, "6");
-	raw_run_entries(f->path, "l1y", &youngruns, &padded, 0);
+	CHECK(f, index_open(&f->ix, f->path, INDEX_RDONLY, &p, 0,
+	    &f->cause));
+	model_run(f, &m, b++, 0);
+	close_ix(f);
+	n = raw_run_entries(f->path, "l1", &runs, &padded, 0);
+	assert_true(runs <= 64 && n > 64 * ORUN_PAD / L1E_SIZE);
 	if (padded == 0)
-		fail_msg("none of %zu young runs is padded", youngruns);
+		fail_msg("none of %zu old runs is padded", runs);
+	raw_run_entries(f->path, "l1y", &young, NULL, 0);
+	assert_int_equal(young, 0);
+	raw_meta(f->path, "l1_entries", v, sizeof v);
+	assert_int_equal(strtoull(v, NULL, 10), n);
+
+	check_unpadded(f, &p, &m, &b, 14, "l1", "6", &nd, 1);
 	model_free(&m);
 }
 
@@ -1976,6 +2040,7 @@ main(void)
 		T(test_l1_leaves),
 		T(test_l1_repack),
 		T(test_young),
+		T(test_old_padded),
 		T(test_l0_damage),
 		T(test_l0_order),
 	};
