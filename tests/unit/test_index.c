@@ -1633,8 +1633,8 @@ raw_l1_hash(const char *path, size_t *leaves)
 /*
  * Rewrite l1 of the index at path as the runs that grew out of their
  * leaves leave it: each key put first with a value that stays in its leaf
- * (two a page), then with its run, so that the leaves keep a pointer or
- * two each.  With bad, chunk 0's run ends in its leaf (its first 100
+ * (one or two a page), then with its run, so that the leaves keep a
+ * pointer or two each.  With bad, chunk 0's run ends in its leaf (its first 100
  * entries) and chunk 1's is stored twice over, one overflow page more: as
  * many overflow pages as runs, and a run in a leaf.  Returns how many.
  */
@@ -1696,8 +1696,8 @@ empty_commit(struct fixture *f)
 
 /*
  * A commit repacks an l1 whose runs have all left sparse leaves (the 256
- * chunks' runs of test_l1_leaves, spread by raw_l1_sparse over 128
- * leaves) into two full leaves, without changing a byte of what it holds;
+ * chunks' runs of test_l1_leaves, spread by raw_l1_sparse over about as
+ * many leaves) into two full leaves, without changing a byte of what it holds;
  * the documents' lookups find them.  Not while a run is still in its
  * leaf.
  */
