@@ -633,9 +633,9 @@ mt_release(struct memtable *mt, struct bentry *v, uint32_t size)
 
 /*
  * A new, empty memtable.  A writer's bucket table is looked up before it
- * is added to, bucket by bucket (see xcalloc_populate), so it is written
- * at once; a reader's (read-only: it adds only what it reads of l0) stays
- * the zero pages it looks up, which take no memory.
+ * is added to, bucket by bucket (see xmap), so it is written at once; a
+ * reader's (read-only: it adds only what it reads of l0) stays the zero
+ * pages it looks up, which take no memory.
  */
 struct memtable *
 memtable_create(int writer)
@@ -643,11 +643,7 @@ memtable_create(int writer)
 	struct memtable	*mt;
 
 	mt = xcalloc(1, sizeof *mt);
-	if (writer)
-		mt->chunks = xcalloc_populate(1U << MT_BITS,
-		    sizeof *mt->chunks);
-	else
-		mt->chunks = xcalloc(1U << MT_BITS, sizeof *mt->chunks);
+	mt->chunks = xmap(1U << MT_BITS, sizeof *mt->chunks, writer);
 	return (mt);
 }
 
@@ -670,7 +666,7 @@ memtable_free(struct memtable *mt)
 	for (c = 0; c < mt->nslabs; c++)
 		free(mt->slabs[c]);
 	free(mt->slabs);
-	free(mt->chunks);
+	xunmap(mt->chunks, 1U << MT_BITS, sizeof *mt->chunks);
 	free(mt->undo);
 	free(mt);
 }

@@ -20,7 +20,7 @@
  * Threads: GMime and libxml2 are initialised once (pthread_once).  After
  * that GMime's charset, iconv and utils functions are thread-safe and its
  * objects are not; each call here makes its own objects and shares none,
- * so mail_extract may run in several worker threads at once.  libxml2's
+ * so mailmod_extract may run in several worker threads at once.  libxml2's
  * parser is thread-safe once xmlInitParser has run.
  */
 
@@ -46,7 +46,6 @@ struct mailwalk {
 };
 
 static pthread_once_t	 mail_once = PTHREAD_ONCE_INIT;
-static int		 mail_global_flags = MAIL_STRIP_DEFAULT;
 
 static void	mail_walk(struct mailwalk *, GMimeObject *);
 
@@ -60,69 +59,9 @@ mail_init_once(void)
 
 /* Initialise the libraries; from any thread, any number of times. */
 void
-mail_init(void)
+mailmod_init(void)
 {
 	pthread_once(&mail_once, mail_init_once);
-}
-
-/* Set the MAIL_* flags of FORMAT_MAIL records (before any thread starts). */
-void
-mail_set_flags(int flags)
-{
-	mail_global_flags = flags;
-}
-
-/* The MAIL_* flags in force. */
-int
-mail_flags(void)
-{
-	return (mail_global_flags);
-}
-
-/* Parse "quotes,signature,footer" or "none" into MAIL_STRIP_* flags. */
-int
-mail_strip_parse(const char *s, int *flags, char **cause)
-{
-	char	*copy, *p, *w;
-	int	 f = 0;
-
-	if (strcmp(s, "none") == 0) {
-		*flags = (*flags & ~MAIL_STRIP_ALL);
-		return (0);
-	}
-	copy = p = xstrdup(s);
-	while ((w = strsep(&p, ",")) != NULL) {
-		if (strcmp(w, "quotes") == 0)
-			f |= MAIL_STRIP_QUOTES;
-		else if (strcmp(w, "signature") == 0)
-			f |= MAIL_STRIP_SIG;
-		else if (strcmp(w, "footer") == 0)
-			f |= MAIL_STRIP_FOOTER;
-		else {
-			xasprintf(cause, "unknown part '%s' (use quotes, "
-			    "signature, footer or none)", w);
-			free(copy);
-			return (-1);
-		}
-	}
-	free(copy);
-	*flags = (*flags & ~MAIL_STRIP_ALL) | f;
-	return (0);
-}
-
-/*
- * The exit status of the MDA hook (--mda): MAIL_EXIT_DUPLICATE when the
- * message was a duplicate, MAIL_EXIT_UNIQUE otherwise, as formail -D does;
- * an error keeps its own status, which a hook also reads as "deliver".
- */
-int
-mail_exit_status(uint64_t unique, uint64_t duplicates, int status)
-{
-	if (status != EXIT_OK)
-		return (status);
-	if (duplicates > 0 && unique == 0)
-		return (MAIL_EXIT_DUPLICATE);
-	return (MAIL_EXIT_UNIQUE);
 }
 
 /*
@@ -829,7 +768,7 @@ mail_unquote(const char *s, size_t len, size_t *outlen)
  * error: its text is empty.
  */
 int
-mail_extract(const char *msg, size_t len, int flags, struct buf *text,
+mailmod_extract(const char *msg, size_t len, int flags, struct buf *text,
     struct buf *id, int64_t *time, char **cause)
 {
 	GMimeParser	*parser;
@@ -842,7 +781,7 @@ mail_extract(const char *msg, size_t len, int flags, struct buf *text,
 	size_t		 copylen, i;
 	int		 forward, rv = -1;
 
-	mail_init();
+	mailmod_init();
 	text->len = id->len = 0;
 	*time = 0;
 	if (len >= 5 && memcmp(msg, "From ", 5) == 0) {

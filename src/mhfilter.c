@@ -735,6 +735,8 @@ apply_options(int argc, char **argv, struct options *o)
 static void
 check_options(struct options *o, int modes, int src)
 {
+	char	*cause;
+
 	if (modes > 1)
 		usage_error("--duplicates, --annotate, --pairs and --clusters "
 		    "are exclusive");
@@ -757,7 +759,11 @@ check_options(struct options *o, int modes, int src)
 			o->pl.mode = OUT_NONE;
 		}
 
-		mail_init();
+		/* (GMime and libxml2 come with the mail module: see mailload.c.) */
+		if (mail_init(&cause) != 0) {
+			log_warnx("%s", cause);
+			exit(EXIT_ERROR);
+		}
 	} else if (src == 2 && (o->mail_single || o->mda))
 		usage_error("--single and --mda go with --format mail");
 	if (src == 2 && o->mda && o->db == NULL)

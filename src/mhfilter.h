@@ -111,7 +111,8 @@ struct u64vec {
 void		 xmalloc_init(void);
 void		*xmalloc(size_t);
 void		*xcalloc(size_t, size_t);
-void		*xcalloc_populate(size_t, size_t);
+void		*xmap(size_t, size_t, int);
+void		 xunmap(void *, size_t, size_t);
 void		*xreallocarray(void *, size_t, size_t);
 char		*xstrdup(const char *);
 char		*xstrndup(const char *, size_t);
@@ -930,7 +931,10 @@ void		 output_field(struct buf *, const char *, size_t);
 void		 output_mail_header(struct buf *, const struct verdict *, int,
 		    const char *);
 
-/* mail.c: a mail message or news article to (text, id, time). */
+/*
+ * mail.c (the module mhfilter-mail.so): a mail message or news article to
+ * (text, id, time); mailload.c: loading it, and the options of mail input.
+ */
 #define MAIL_STRIP_QUOTES 0x1	/* quoted reply text and its attribution */
 #define MAIL_STRIP_SIG	0x2	/* the signature after "-- " */
 #define MAIL_STRIP_FOOTER 0x4	/* a mailing list's footer */
@@ -939,7 +943,10 @@ void		 output_mail_header(struct buf *, const struct verdict *, int,
 #define MAIL_NO_ID	0x100	/* leave the id empty */
 #define MAIL_EXIT_DUPLICATE 0	/* --mda: the message is a duplicate */
 #define MAIL_EXIT_UNIQUE 1	/* --mda: deliver it as usual */
-void		 mail_init(void);
+int		 mail_init(char **);
+void		 mailmod_init(void);
+int		 mailmod_extract(const char *, size_t, int, struct buf *,
+		    struct buf *, int64_t *, char **);
 void		 mail_set_flags(int);
 int		 mail_flags(void);
 int		 mail_strip_parse(const char *, int *, char **);

@@ -85,22 +85,53 @@ populate(void *p, size_t size)
 }
 
 /*
- * A zeroed array whose pages are all written now, while the process has
- * one thread.  For a large table that is read before it is written: the
- * read of a fresh page maps the shared zero page, and the write after it
- * is a second fault whose copy flushes the TLB of every core running one
- * of the process's threads, an interprocessor interrupt each (the
- * memtable's buckets: 3% of a short run's time).
+ * A zeroed array of whole pages straight from mmap, whatever malloc's
+ * thresholds have become: glibc's calloc clears a block it carves from
+ * its heap, faulting in every page, where a fresh mapping's pages cost
+ * nothing until touched (a read-only run's memtable table, 4 MB it mostly
+ * never reads, cost 1,000 faults so).  With populate, the pages are all
+ * written now, while the process has one thread: for a large table that
+ * is read before it is written, the read of a fresh page maps the shared
+ * zero page, and the write after it is a second fault whose copy flushes
+ * the TLB of every core running one of the process's threads, an
+ * interprocessor interrupt each (a writer's memtable: 3% of a short run's
+ * time).  Freed by xunmap with the same nmemb and size.
  */
 void *
-xcalloc_populate(size_t nmemb, size_t size)
+xmap(size_t nmemb, size_t size, int populate_now)
 {
 	void	*p;
 
+	if (nmemb == 0 || size == 0)
+		nmemb = size = 1;
+	if (SIZE_MAX / nmemb < size)
+		fatalx("xmap: %zu * %zu overflows", nmemb, size);
+#ifdef HAVE_SYS_MMAN_H
+	p = mmap(NULL, nmemb * size, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		fatal("mmap %zu*%zu", nmemb, size);
+#else
 	p = xcalloc(nmemb, size);
-	if (populate(p, nmemb * size) != 0)
+#endif
+	if (populate_now && populate(p, nmemb * size) != 0)
 		memset(p, 0, nmemb * size);
 	return (p);
+}
+
+/* Free what xmap gave. */
+void
+xunmap(void *p, size_t nmemb, size_t size)
+{
+	if (p == NULL)
+		return;
+	if (nmemb == 0 || size == 0)
+		nmemb = size = 1;
+#ifdef HAVE_SYS_MMAN_H
+	munmap(p, nmemb * size);
+#else
+	free(p);
+#endif
 }
 
 /* Resize an array, checking the multiplication for overflow. */

@@ -33,11 +33,13 @@ dirs() {
 	unitdir="$(mkvar systemdsystemunitdir)"
 	sysusersdir="$(mkvar sysusersdir)"
 	compdir="$(mkvar bashcompletiondir)"
+	pkglibdir="$(mkvar pkglibdir)"
 }
 
-@test "make install: binary, man pages, units, timer, user, configuration, completion" {
+@test "make install: binary, mail module, man pages, units, timer, user, configuration, completion" {
 	dirs
-	for f in "$bindir/mhfilter" "$mandir/man1/mhfilter.1" \
+	for f in "$bindir/mhfilter" "$pkglibdir/mhfilter-mail.so" \
+	    "$mandir/man1/mhfilter.1" \
 	    "$mandir/man5/mhfilter.conf.5" "$unitdir/mhfilter.service" \
 	    "$unitdir/mhfilter.socket" "$unitdir/mhfilter-expire.service" \
 	    "$unitdir/mhfilter-expire.timer" "$sysusersdir/mhfilter.conf" \

@@ -56,6 +56,45 @@ make_mbox() {
 	assert_same expected "$T/out"
 }
 
+# The shared objects the dynamic loader opened for the last LD_DEBUG=files
+# run (its stderr in $T/err).
+loaded() {
+	sed -n 's/.*file=\([^ ]*\) .*generating link map.*/\1/p' "$T/err" |
+	    sort -u
+}
+
+@test "GMime and libxml2 are loaded for mail only, from the mail module" {
+	make_mbox
+	LD_DEBUG=files mhrun -f line --stats "$DATA/sample-news.txt"
+	assert_status 0
+	if loaded | grep -E 'gmime|xml2|mhfilter-mail'; then
+		fail "loaded for line records:" "$(loaded)"
+	fi
+	LD_DEBUG=files mhrun -f mail --stats in.mbox
+	assert_status 0
+	loaded | grep -q '/mhfilter-mail\.so$' || fail "no module:" "$(loaded)"
+	loaded | grep -q 'libgmime-3\.0' || fail "no GMime:" "$(loaded)"
+	loaded | grep -q 'libxml2' || fail "no libxml2:" "$(loaded)"
+}
+
+@test "without its mail module, the program says so for mail (exit 1) and reads the rest" {
+	[ ! -e "$MAIL_MODULE_INSTALLED" ] ||
+	    skip "a mail module is installed in $MAIL_MODULE_INSTALLED"
+	make_mbox
+	cp "$MHFILTER" alone
+	status=0
+	./alone -f mail in.mbox >"$T/out" 2>"$T/err" || status=$?
+	assert_status 1
+	assert_err_has 'cannot load mail support: '
+	assert_err_has 'mhfilter-mail.so'
+	[ ! -s "$T/out" ] || fail "output: $(cat "$T/out")"
+	status=0
+	./alone -f line "$DATA/sample-news.txt" >"$T/out" 2>"$T/err" ||
+	    status=$?
+	assert_status 0
+	[ -s "$T/out" ] || fail "no output for line records"
+}
+
 @test "mbox: --duplicates writes the copy, --pairs the Message-IDs" {
 	make_mbox
 	mhrun -f mail -D in.mbox

@@ -23,7 +23,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 1)
 		return (0);
 	flags = (data[0] & MAIL_STRIP_ALL) | (data[0] & 0x80 ? MAIL_NO_ID : 0);
-	mail_init();
+	if (mail_init(NULL) != 0)
+		abort();	/* (mail.c is linked in) */
 	if (mail_extract((const char *)data + 1, size - 1, flags, &text, &id,
 	    &t, &cause) != 0)
 		free(cause);

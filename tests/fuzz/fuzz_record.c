@@ -28,7 +28,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 1)
 		return (0);
 	pick = data[0] % (sizeof formats / sizeof formats[0]);
-	mail_init();
+	if (mail_init(NULL) != 0)
+		abort();	/* (mail.c is linked in) */
 	buf_append(&r.raw, data + 1, size - 1);
 	r.recno = r.line = 1;
 	if (record_parse_timed(&r, formats[pick], "text", "id",
