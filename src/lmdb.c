@@ -1073,14 +1073,10 @@ lm_ovf_ok(struct lmdb *ix, const MDB_val *v)
 	uint16_t		 flags;
 	size_t			 off;
 
-	lm_findmap(ix, p);
-	if (ix->map == NULL || ix->map == MAP_NONE || ix->psize == 0 ||
-	    p < ix->map + 16)
-		return (1);
 	/* (A dirty page may lie past the map, at any offset.) */
-	off = (size_t)(p - (const unsigned char *)ix->map);
-	if (off >= ix->mapsize || off % ix->psize != 16)
+	if (!lm_overflow(ix, v))
 		return (1);
+	off = (size_t)(p - (const unsigned char *)ix->map);
 	p -= 16;
 	memcpy(&pgno, p, sizeof pgno);
 	memcpy(&flags, p + 10, sizeof flags);

@@ -26,6 +26,7 @@
 
 #include <cmocka.h>
 #include <lmdb.h>
+#include <xxhash.h>
 #include <zstd.h>
 
 #include "mhfilter.h"
@@ -1593,17 +1594,6 @@ raw_run_entries(const char *path, const char *name, size_t *runs,
 	return (n);
 }
 
-/* FNV-1a of n bytes, from h. */
-static uint64_t
-fnv(uint64_t h, const void *p, size_t n)
-{
-	const unsigned char	*b = p;
-
-	while (n-- > 0)
-		h = (h ^ *b++) * 0x100000001b3ULL;
-	return (h);
-}
-
 /*
  * l1 of the index at path straight from LMDB: a hash of its keys and runs
  * in order, and its leaf pages in *leaves.
@@ -1616,15 +1606,15 @@ raw_l1_hash(const char *path, size_t *leaves)
 	MDB_cursor	*cur;
 	MDB_val		 k, v;
 	MDB_stat	 st;
-	uint64_t	 h = 0xcbf29ce484222325ULL;
+	uint64_t	 h = 0;
 
 	raw_cursor(path, "l1", 0, &env, &txn, &cur);
 	assert_int_equal(mdb_stat(txn, mdb_cursor_dbi(cur), &st), 0);
 	*leaves = st.ms_leaf_pages;
 	while (mdb_cursor_get(cur, &k, &v, MDB_NEXT) == 0) {
-		h = fnv(h, k.mv_data, k.mv_size);
-		h = fnv(h, &v.mv_size, sizeof v.mv_size);
-		h = fnv(h, v.mv_data, v.mv_size);
+		h = XXH3_64bits_withSeed(k.mv_data, k.mv_size, h);
+		h = XXH3_64bits_withSeed(&v.mv_size, sizeof v.mv_size, h);
+		h = XXH3_64bits_withSeed(v.mv_data, v.mv_size, h);
 	}
 	raw_done(env, txn, cur, 0);
 	return (h);
