@@ -61,14 +61,10 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/listener.h>
 #include <event2/util.h>
-
-#include <openssl/err.h>
-#include <openssl/ssl.h>
 
 #include "mhfilter.h"
 
@@ -93,7 +89,7 @@
 struct client {
 	struct daemon		*d;
 	struct bufferevent	*bev;
-	SSL			*ssl;		/* tls: listeners; else NULL */
+	int			 tls;		/* accepted on a tls: listener */
 	int			 tls_up;	/* the handshake is done */
 	int			 tls_done;	/* close_notify sent, or broken */
 	uint64_t		 conn;		/* connection number, from 1 */
@@ -146,7 +142,8 @@ struct daemon {
 	int			 outfd;
 	struct listener		*ls;
 	size_t			 nls;
-	SSL_CTX			*tls;		/* for new TLS connections */
+	const struct tlsmod	*tm;		/* the TLS module, if loaded */
+	struct ssl_ctx_st	*tls;		/* for new TLS connections */
 	struct event		*resume;	/* listen again (EMFILE) */
 	struct evhttp		*http;
 	struct clients		 clients;
@@ -875,22 +872,9 @@ client_new(struct daemon *d, int fd, const char *peer, int tls)
 	c->conn = ++d->connections;
 	snprintf(c->peer, sizeof c->peer, "%s", peer);
 	evutil_make_socket_nonblocking(fd);
-	if (tls) {
-		if ((c->ssl = SSL_new(d->tls)) == NULL)
-			fatalx("SSL_new failed");
-		/*
-		 * Deferred callbacks: libevent reports the end of a TLS
-		 * stream from the read that also took the stream's last
-		 * bytes, before they are in the input buffer; deferred, the
-		 * read callback runs first and the last records count.
-		 */
-		c->bev = bufferevent_openssl_socket_new(d->base, fd, c->ssl,
-		    BUFFEREVENT_SSL_ACCEPTING,
-		    BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
-		/* A client may end with a TCP FIN, without close_notify. */
-		if (c->bev != NULL)
-			bufferevent_openssl_set_allow_dirty_shutdown(c->bev, 1);
-	} else
+	if ((c->tls = tls))
+		c->bev = d->tm->accept(d->tls, d->base, fd);
+	else
 		c->bev = bufferevent_socket_new(d->base, fd,
 		    BEV_OPT_CLOSE_ON_FREE);
 	if (c->bev == NULL)
@@ -928,9 +912,8 @@ client_free(struct client *c)
 	if (c->admitted)
 		d->nadmitted--;
 	client_close_notify(c);
-	bufferevent_free(c->bev);	/* and SSL_free */
+	bufferevent_free(c->bev);	/* and its TLS state */
 	c->bev = NULL;
-	c->ssl = NULL;
 	free(c->last);
 	c->last = NULL;
 	if (c->pending > 0)
@@ -1048,12 +1031,11 @@ client_finish(struct client *c)
 static void
 client_close_notify(struct client *c)
 {
-	if (c->ssl == NULL || !c->tls_up || c->tls_done ||
+	if (!c->tls || !c->tls_up || c->tls_done ||
 	    evbuffer_get_length(bufferevent_get_output(c->bev)) != 0)
 		return;
 	c->tls_done = 1;
-	if (SSL_shutdown(c->ssl) < 0)
-		tls_error(NULL, 0);	/* empty OpenSSL's error queue */
+	c->d->tm->close_notify(c->bev);
 }
 
 /*
@@ -1066,22 +1048,11 @@ static void
 client_tls_failed(struct client *c)
 {
 	static double	 warned;
-	unsigned long	 e, last = 0;
 	char		 why[256];
 
-	/* Latest first; SSL_get_error's code (no library) comes last. */
-	while ((e = bufferevent_get_openssl_error(c->bev)) != 0) {
-		if (last == 0 && ERR_GET_LIB(e) != 0)
-			last = e;
-	}
-	if (last != 0)
-		tls_reason(last, why, sizeof why);
-	else
-		tls_error(why, sizeof why);
-	if (why[0] == '\0')
-		snprintf(why, sizeof why, "%s",
-		    evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
-	tls_verify_error(c->ssl, why, sizeof why);
+	c->d->tm->failure(c->bev,
+	    evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()), why,
+	    sizeof why);
 	c->tls_done = 1;
 	if (!c->tls_up)
 		c->d->tls_refused++;
@@ -1151,17 +1122,16 @@ client_event(struct bufferevent *bev, short what, void *arg)
 {
 	struct client	*c = arg;
 	struct evbuffer	*out = bufferevent_get_output(bev);
-	char		 subject[256];
+	char		 desc[320];
 
 	if (what & BEV_EVENT_CONNECTED) {
 		/* A TLS handshake is done. */
 		c->tls_up = 1;
-		tls_peer(c->ssl, subject, sizeof subject);
-		log_debug("connection %" PRIu64 ": %s, client certificate %s",
-		    c->conn, SSL_get_version(c->ssl), subject);
+		c->d->tm->describe(c->bev, desc, sizeof desc);
+		log_debug("connection %" PRIu64 ": %s", c->conn, desc);
 		return;
 	}
-	if ((what & BEV_EVENT_ERROR) && c->ssl != NULL) {
+	if ((what & BEV_EVENT_ERROR) && c->tls) {
 		client_tls_failed(c);
 		return;
 	}
@@ -1180,7 +1150,7 @@ client_event(struct bufferevent *bev, short what, void *arg)
 		 * Answer what it sent, then close.  At the end of a TLS
 		 * stream libevent stops writing too: the replies still go.
 		 */
-		if (c->ssl != NULL)
+		if (c->tls)
 			bufferevent_enable(bev, EV_WRITE);
 		c->eof = 1;
 		client_process(c);
@@ -2044,18 +2014,18 @@ daemon_open_log(struct daemon *d, char **cause)
 static void
 daemon_tls_reload(struct daemon *d)
 {
-	SSL_CTX	*ctx;
-	char	*cause;
+	struct ssl_ctx_st	*ctx;
+	char			*cause;
 
 	if (d->tls == NULL)
 		return;
-	if ((ctx = tls_context(&d->o->tls, &cause)) == NULL) {
+	if ((ctx = d->tm->context(&d->o->tls, &cause)) == NULL) {
 		log_warnx("SIGHUP: %s; the TLS certificate in use stays",
 		    cause);
 		free(cause);
 		return;
 	}
-	tls_context_free(d->tls);	/* connections hold a reference */
+	d->tm->context_free(d->tls);	/* connections hold a reference */
 	d->tls = ctx;
 	log_info("SIGHUP: TLS certificate and key reloaded from %s",
 	    d->o->tls.cert);
@@ -2138,7 +2108,8 @@ daemon_run(const struct daemon_opts *o, struct pipeline *p)
 	    daemon_open_output(d, &cause) != 0)
 		goto fail;
 	if (o->tls.cert != NULL &&
-	    (d->tls = tls_context(&o->tls, &cause)) == NULL)
+	    ((d->tm = tls_module(&cause)) == NULL ||
+	    (d->tls = d->tm->context(&o->tls, &cause)) == NULL))
 		goto fail;
 	if (daemon_activated(d, &cause) != 0)
 		goto fail;
@@ -2214,7 +2185,8 @@ daemon_run(const struct daemon_opts *o, struct pipeline *p)
 	output_close(d->out);
 	if (d->outfd > STDERR_FILENO)
 		close(d->outfd);
-	tls_context_free(d->tls);
+	if (d->tls != NULL)
+		d->tm->context_free(d->tls);
 	event_base_free(d->base);
 	return (d->status);
 
@@ -2226,7 +2198,8 @@ fail:
 	output_close(d->out);
 	if (d->outfd > STDERR_FILENO)
 		close(d->outfd);
-	tls_context_free(d->tls);
+	if (d->tls != NULL)
+		d->tm->context_free(d->tls);
 	event_base_free(d->base);
 	return (EXIT_ERROR);
 }

@@ -2,29 +2,24 @@
  * Mail support, loaded when it is first needed.
  *
  * mail.c reads messages with GMime and libxml2, which bring 20 of the 39
- * shared libraries the program loaded (GLib, GIO, GPGME, ICU and more).  Linked into the
- * program they cost every run 4 ms of its start, two thirds of it, mail or
- * not: an empty program linked against mhfilter's libraries started in 6.7
- * ms, in 2.6 ms without those two.  So the program is linked without them,
- * and mail.c is built as a module, mhfilter-mail.so, which mail_init opens
- * (dlopen) the first time a run needs it: from the program's own directory
- * (a build tree), else from PKGLIBDIR, where make install puts it.  A
- * program that links mail.c itself (the unit tests, the fuzz targets) has
- * its functions already, found through weak references, and opens nothing.
- * The module calls back into the program for the functions that
- * src/mailmod.syms lists, which the program exports.
+ * shared libraries the program loaded (GLib, GIO, GPGME, ICU and more).
+ * Linked into the program they cost every run 4 ms of its start, two
+ * thirds of it, mail or not: an empty program linked against mhfilter's
+ * libraries started in 6.7 ms, in 2.6 ms without those two.  So the
+ * program is linked without them, and mail.c is built as a module,
+ * mhfilter-mail.so, which mail_init opens (module.c) the first time a run
+ * needs it.  A program that links mail.c itself (the unit tests, the fuzz
+ * targets) has its functions already, found through weak references, and
+ * opens nothing.
  *
  * The options of mail input need no library and are here too.
  */
 
 #include "config.h"
 
-#include <dlfcn.h>
-#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "mhfilter.h"
 
@@ -43,66 +38,24 @@ static mailmod_extract_fn	*mail_extract_fn;
 static char			*mail_load_error;
 static int			 mail_global_flags = MAIL_STRIP_DEFAULT;
 
-/* Open the module at path and find its functions; 0, or -1. */
-static int
-mail_open(const char *path)
-{
-	mailmod_init_fn	*init;
-	void		*h;
-
-	if ((h = dlopen(path, RTLD_NOW | RTLD_LOCAL)) == NULL) {
-		free(mail_load_error);
-		xasprintf(&mail_load_error, "%s", dlerror());
-		return (-1);
-	}
-	init = (mailmod_init_fn *)dlsym(h, "mailmod_init");
-	mail_extract_fn = (mailmod_extract_fn *)dlsym(h, "mailmod_extract");
-	if (init == NULL || mail_extract_fn == NULL) {
-		free(mail_load_error);
-		xasprintf(&mail_load_error, "%s: not mhfilter's mail module",
-		    path);
-		mail_extract_fn = NULL;
-		dlclose(h);
-		return (-1);
-	}
-	init();
-	return (0);	/* (open for the rest of the run) */
-}
-
-/*
- * Find mail.c's functions: in the program, else in the module beside it,
- * else in the one installed.
- */
+/* Find mail.c's functions: in the program, else in the module. */
 static void
 mail_load(void)
 {
-	char	 exe[PATH_MAX], *slash, *path = NULL, *why;
-	ssize_t	 n;
+	static const char *const names[] = { "mailmod_init",
+	    "mailmod_extract" };
+	void	*fns[2];
 
 	if (mailmod_extract != NULL && mailmod_init != NULL) {
 		mailmod_init();
 		mail_extract_fn = mailmod_extract;
 		return;
 	}
-	n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-	if (n > 0) {
-		exe[n] = '\0';
-		if ((slash = strrchr(exe, '/')) != NULL) {
-			*slash = '\0';
-			xasprintf(&path, "%s/%s", exe, MAIL_MODULE);
-			if (access(path, F_OK) != 0) {
-				free(path);
-				path = NULL;
-			}
-		}
-	}
-	if (mail_open(path != NULL ? path : PKGLIBDIR "/" MAIL_MODULE) != 0) {
-		why = mail_load_error;
-		xasprintf(&mail_load_error, "cannot load mail support: %s",
-		    why);
-		free(why);
-	}
-	free(path);
+	if (module_open(MAIL_MODULE, "mail", names, fns, 2,
+	    &mail_load_error) != 0)
+		return;
+	((mailmod_init_fn *)fns[0])();
+	mail_extract_fn = (mailmod_extract_fn *)fns[1];
 }
 
 /*

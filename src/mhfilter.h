@@ -1104,15 +1104,34 @@ int		 daemon_parse_time(const char *, double, double, double *,
 		    char **);
 int		 daemon_command(const char *, size_t);
 
-/* tls.c: the daemon's TLS server contexts (OpenSSL). */
+/*
+ * tls.c, built as the module mhfilter-tls.so: the daemon's TLS, with
+ * OpenSSL.  Its one symbol, tlsmod, is this table; tls_module (module.c)
+ * opens the module and gives it.
+ */
 struct ssl_ctx_st;
-struct ssl_st;
-struct ssl_ctx_st *tls_context(const struct tls_opts *, char **);
-void		 tls_context_free(struct ssl_ctx_st *);
-void		 tls_error(char *, size_t);
-void		 tls_reason(unsigned long, char *, size_t);
-void		 tls_peer(struct ssl_st *, char *, size_t);
-void		 tls_verify_error(struct ssl_st *, char *, size_t);
+struct bufferevent;
+struct event_base;
+struct tlsmod {
+	/* A server context from the options, or NULL with a cause. */
+	struct ssl_ctx_st *(*context)(const struct tls_opts *, char **);
+	void	 (*context_free)(struct ssl_ctx_st *);
+	/* An accepted connection's bufferevent, or NULL. */
+	struct bufferevent *(*accept)(struct ssl_ctx_st *, struct event_base *,
+		    int);
+	void	 (*close_notify)(struct bufferevent *);
+	/* Why a connection failed; the fallback if OpenSSL does not say. */
+	void	 (*failure)(struct bufferevent *, const char *, char *,
+		    size_t);
+	/* Its protocol and peer certificate, for a log line. */
+	void	 (*describe)(struct bufferevent *, char *, size_t);
+};
+extern const struct tlsmod tlsmod;
+
+/* module.c: opening the modules (mail, TLS). */
+int		 module_open(const char *, const char *, const char *const *,
+		    void **, size_t, char **);
+const struct tlsmod *tls_module(char **);
 
 /* milter.c: a mail filter for Postfix and Sendmail, over the pipeline. */
 #define MILTER_HEADER		0	/* --milter-action */

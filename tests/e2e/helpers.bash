@@ -45,6 +45,13 @@ mhrun() {
 	timeout 60 "$MHFILTER" "$@" >"$T/out" 2>"$T/err" || status=$?
 }
 
+# The shared objects the dynamic loader opened in an LD_DEBUG=files run
+# whose stderr is in $1 (default $T/err).
+loaded() {
+	sed -n 's/.*file=\([^ ]*\) .*generating link map.*/\1/p' \
+	    "${1:-$T/err}" | sort -u
+}
+
 # Run mhfilter, bounded in time, as a plain command (for pipes and
 # redirections chosen by the test).
 mhf() {

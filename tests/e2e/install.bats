@@ -36,9 +36,10 @@ dirs() {
 	pkglibdir="$(mkvar pkglibdir)"
 }
 
-@test "make install: binary, mail module, man pages, units, timer, user, configuration, completion" {
+@test "make install: binary, modules (mail, TLS), man pages, units, timer, user, configuration, completion" {
 	dirs
 	for f in "$bindir/mhfilter" "$pkglibdir/mhfilter-mail.so" \
+	    "$pkglibdir/mhfilter-tls.so" \
 	    "$mandir/man1/mhfilter.1" \
 	    "$mandir/man5/mhfilter.conf.5" "$unitdir/mhfilter.service" \
 	    "$unitdir/mhfilter.socket" "$unitdir/mhfilter-expire.service" \

@@ -56,13 +56,6 @@ make_mbox() {
 	assert_same expected "$T/out"
 }
 
-# The shared objects the dynamic loader opened for the last LD_DEBUG=files
-# run (its stderr in $T/err).
-loaded() {
-	sed -n 's/.*file=\([^ ]*\) .*generating link map.*/\1/p' "$T/err" |
-	    sort -u
-}
-
 @test "GMime and libxml2 are loaded for mail only, from the mail module" {
 	make_mbox
 	LD_DEBUG=files mhrun -f line --stats "$DATA/sample-news.txt"

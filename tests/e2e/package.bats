@@ -60,11 +60,14 @@ clean_sources() {
 	dpkg-deb -x "$deb" root
 	grep -qx 'ExecStart=/usr/bin/mhfilter --config /etc/mhfilter.conf' \
 	    root/lib/systemd/system/mhfilter.service
-	# The mail module, where the program looks for it.
-	mod="/usr/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH)/mhfilter/mhfilter-mail.so"
-	grep -qx -- ".$mod" files || fail "$mod not in the package:" "$(cat files)"
-	grep -qaF -- "$mod" root/usr/bin/mhfilter ||
-	    fail "the program does not look for $mod"
+	# The modules, where the program looks for them.
+	moddir="/usr/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH)/mhfilter"
+	for mod in "$moddir/mhfilter-mail.so" "$moddir/mhfilter-tls.so"; do
+		grep -qx -- ".$mod" files ||
+		    fail "$mod not in the package:" "$(cat files)"
+	done
+	grep -qaF -- "$moddir" root/usr/bin/mhfilter ||
+	    fail "the program does not look in $moddir"
 	# The package's make check ran the unit tests, and only them.
 	grep -q '^PASS: tests/unit/test_input ' "$T/build.log" ||
 	    fail "no unit tests in the build"

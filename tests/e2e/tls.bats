@@ -392,6 +392,56 @@ s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 	assert_err_has "go with --listen tls:HOST:PORT"
 }
 
+@test "OpenSSL is loaded for tls: listeners only, from the TLS module" {
+	LD_DEBUG=files mhrun -f line --stats "$DATA/sample-news.txt"
+	assert_status 0
+	if loaded | grep -E 'libssl|libcrypto|mhfilter-tls'; then
+		fail "loaded for a stream:" "$(loaded)"
+	fi
+	make_records
+	LD_DEBUG=files start_daemon -f tsv --listen tcp:127.0.0.1:0
+	dsend "$(tcp_addr)" <in >replies
+	check_replies replies
+	stop_daemon
+	loaded "$T/derr" | grep -q 'libevent_core' ||
+	    fail "no loader trace of the daemon:" "$(cat "$T/derr")"
+	if loaded "$T/derr" | grep -E 'libssl|libcrypto|mhfilter-tls'; then
+		fail "loaded for a tcp: listener:" "$(loaded "$T/derr")"
+	fi
+	: >"$T/derr"
+	LD_DEBUG=files start_daemon -f tsv --listen tls:127.0.0.1:0 \
+	    --tls-cert "$C/server.pem" --tls-key "$C/server.key" \
+	    --tls-client-ca "$C/ca.pem"
+	tls_send "$(tls_addr)" client <in >replies
+	[ "$status" -eq 0 ] || fail "client status $status" "$(cat replies)"
+	check_replies replies
+	stop_daemon
+	loaded "$T/derr" | grep -q '/mhfilter-tls\.so$' ||
+	    fail "no module:" "$(loaded "$T/derr")"
+	loaded "$T/derr" | grep -q 'libssl\.so' ||
+	    fail "no libssl:" "$(loaded "$T/derr")"
+	loaded "$T/derr" | grep -q 'libcrypto\.so' ||
+	    fail "no libcrypto:" "$(loaded "$T/derr")"
+}
+
+@test "without its TLS module, a tls: listener is exit 1 saying so; other listeners serve" {
+	[ ! -e "$TLS_MODULE_INSTALLED" ] ||
+	    skip "a TLS module is installed in $TLS_MODULE_INSTALLED"
+	cp "$MHFILTER" alone
+	status=0
+	timeout 60 ./alone --listen tls:127.0.0.1:0 --tls-cert "$C/server.pem" \
+	    --tls-key "$C/server.key" </dev/null >"$T/out" 2>"$T/err" ||
+	    status=$?
+	assert_status 1
+	assert_err_has 'cannot load TLS support: '
+	assert_err_has 'mhfilter-tls.so'
+	make_records
+	MHFILTER="$PWD/alone" start_daemon -f tsv --listen tcp:127.0.0.1:0
+	dsend "$(tcp_addr)" <in >replies
+	check_replies replies
+	stop_daemon
+}
+
 @test "plaintext tcp: beyond loopback is refused (status 2, use tls:) unless --trusted-network" {
 	for a in tcp:0.0.0.0:0 'tcp::0' 'tcp:*:0' 'tcp:[::]:0'; do
 		mhrun --listen "$a" </dev/null
