@@ -150,6 +150,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef HAVE_SYS_MMAN_H
+#include <sys/mman.h>
+#endif
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
@@ -167,7 +170,7 @@
 #define MAP_DEFAULT	(1ULL << 30)
 #define L0_READS	8	/* partial reads of l0, then a whole one */
 #define UNCOUNTED	UINT64_MAX
-#define L0_WINDOW	4096	/* l0 entries read at a time (lsm_read) */
+#define PREAD_MAX	(64 * 1024) /* bytes lm_pread copies at most */
 #define RUN_WINDOW	4096	/* l1 entries read for a lookup, at most */
 #define MAP_NONE	((const unsigned char *)UINTPTR_MAX)
 #define L1_REPACK_MAX	(128ULL << 20)	/* l1 repacked in one commit, at most */
@@ -226,7 +229,7 @@ struct lmdb {
 					   UNCOUNTED */
 	unsigned	 reads;		/* partial reads of l0 since emptied */
 	size_t		 nwant;		/* chunks marked 2 in held */
-	unsigned char	*rbuf;		/* for lm_pread: L0_WINDOW entries */
+	unsigned char	*rbuf;		/* for lm_pread: PREAD_MAX bytes */
 	const unsigned char *map;	/* the map's address: NULL not known
 					   yet, MAP_NONE not found */
 	size_t		 mapsize;
@@ -302,6 +305,7 @@ static int	lsm_load(struct lmdb *, char **);
 static void	lsm_forget(struct lmdb *);
 static int	lsm_read(struct lmdb *, MDB_txn *, int, char **);
 static void	lm_findmap(struct lmdb *, const unsigned char *);
+static void	lm_release(struct lmdb *, const unsigned char *, size_t);
 static const unsigned char *lm_pread(struct lmdb *, const unsigned char *,
 		    size_t);
 static size_t	lm_run_find(struct lmdb *, const MDB_val *, size_t, uint64_t,
@@ -1344,19 +1348,16 @@ l0_written(const unsigned char *h, int *sorted)
 /*
  * The first of the n entries at p of an l0 record in l0_sort's order for
  * wm that the sweep has not merged, passed chunks on: the first whose
- * l0_offset is passed or more, by bisection, each key read with lm_pread
- * (16 of them for a batch of 4,000 records).
+ * l0_offset is passed or more, by bisection.
  */
 static size_t
-l0_live_from(struct lmdb *ix, const unsigned char *p, size_t n, unsigned wm,
-    uint64_t passed)
+l0_live_from(const unsigned char *p, size_t n, unsigned wm, uint64_t passed)
 {
 	size_t	 lo = 0, hi = n, mid;
 
 	while (lo < hi) {
 		mid = lo + (hi - lo) / 2;
-		if (l0_offset(get_le64(lm_pread(ix, p + mid * BENTRY_SIZE, 8)),
-		    wm) < passed)
+		if (l0_offset(get_le64(p + mid * BENTRY_SIZE), wm) < passed)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -1378,10 +1379,10 @@ lsm_read(struct lmdb *ix, MDB_txn *txn, int all, char **cause)
 {
 	MDB_cursor		*cur;
 	MDB_val			 k, v;
-	const unsigned char	*p, *w;
+	const unsigned char	*p;
 	struct l0read		 r;
 	uint64_t		 written;
-	size_t			 i, n, m;
+	size_t			 i, n;
 	unsigned		 c;
 	int			 rc, sorted;
 
@@ -1419,14 +1420,12 @@ lsm_read(struct lmdb *ix, MDB_txn *txn, int all, char **cause)
 			continue;
 		r.wm = (unsigned)(written % BAND_CHUNKS);
 		n = (v.mv_size - L0_HEADER) / BENTRY_SIZE;
-		i = sorted ? l0_live_from(ix, p + L0_HEADER, n, r.wm,
-		    r.passed) : 0;
-		for (; i < n; i += m) {
-			m = n - i < L0_WINDOW ? n - i : L0_WINDOW;
-			w = lm_pread(ix, p + L0_HEADER + i * BENTRY_SIZE,
-			    m * BENTRY_SIZE);
-			memtable_read_log(ix->mt, w, m, &r);
-		}
+		i = sorted ? l0_live_from(p + L0_HEADER, n, r.wm, r.passed) :
+		    0;
+		/* In place, then out of the page tables (lm_findmap). */
+		memtable_read_log(ix->mt, p + L0_HEADER + i * BENTRY_SIZE,
+		    n - i, &r);
+		lm_release(ix, p, v.mv_size);
 	}
 	mdb_cursor_close(cur);
 	ix->l0_bad = r.bad;
@@ -1461,10 +1460,14 @@ lsm_read(struct lmdb *ix, MDB_txn *txn, int all, char **cause)
 
 /*
  * A small run reads little of the map, but what it touches counts in its
- * RSS, the page cache's 64 KB around each fault (fault-around): a pass
- * over the 32 MB of l0 at a million documents added 46 MB to a run of
- * 10 MB without it, and the 1,600 lookups of 100 records 150 MB.  So
- * those read with pread (lm_pread), which needs the map's address: LMDB
+ * RSS: the page cache's 64 KB around each fault (fault-around), or the
+ * whole folio, up to 2 MB, where the page cache holds large folios (as a
+ * file read by read(2) leaves it).  A pass over the 32 MB of l0 at a
+ * million documents added 46 MB to a run of 10 MB, and the 1,600 lookups
+ * of 100 records 150 MB.  So the lookups read runs with pread (lm_pread),
+ * and the pass over l0 reads each record in place, then takes its pages
+ * out of the process's page tables (lm_release): copying 32 MB with pread
+ * was a sixth of such a run's time.  Both need the map's address: LMDB
  * does not give it (MDB_envinfo's me_mapaddr is a fixed map's only), but
  * an overflow page begins with its own number, 16 bytes before its value
  * v.  The address found is checked against the file.
@@ -1527,6 +1530,36 @@ lsm_estimate(struct lmdb *ix, MDB_txn *txn)
 	return (sum);
 }
 
+/* Are the len bytes at p in the map (lm_findmap)? */
+static int
+lm_inmap(const struct lmdb *ix, const unsigned char *p, size_t len)
+{
+	return (ix->map != NULL && ix->map != MAP_NONE && p >= ix->map &&
+	    (size_t)(p - ix->map) <= ix->mapsize &&
+	    len <= ix->mapsize - (size_t)(p - ix->map));
+}
+
+/*
+ * Take the pages of the len bytes at p, read in place, out of the
+ * process's page tables, when they are in the map: LMDB maps the file
+ * read-only and shared (it writes with pwrite), so this drops nothing but
+ * the mapping, and a later read faults the pages in again from the page
+ * cache.  Nothing for a page of a write transaction's (its own memory).
+ */
+static void
+lm_release(struct lmdb *ix, const unsigned char *p, size_t len)
+{
+#if defined(HAVE_SYS_MMAN_H) && defined(MADV_DONTNEED)
+	uintptr_t	 from, to, page = (uintptr_t)sysconf(_SC_PAGESIZE);
+
+	if (!lm_inmap(ix, p, len))
+		return;
+	from = (uintptr_t)p & ~(page - 1);
+	to = ((uintptr_t)p + len + page - 1) & ~(page - 1);
+	madvise((void *)from, to - from, MADV_DONTNEED);
+#endif
+}
+
 /*
  * len bytes at p: copied with pread when p is in the map (lm_findmap),
  * else (a page of a write transaction's, or no map address) p itself.
@@ -1534,12 +1567,10 @@ lsm_estimate(struct lmdb *ix, MDB_txn *txn)
 static const unsigned char *
 lm_pread(struct lmdb *ix, const unsigned char *p, size_t len)
 {
-	if (ix->map == NULL || ix->map == MAP_NONE || p < ix->map ||
-	    (size_t)(p - ix->map) + len > ix->mapsize ||
-	    len > L0_WINDOW * BENTRY_SIZE)
+	if (!lm_inmap(ix, p, len) || len > PREAD_MAX)
 		return (p);
 	if (ix->rbuf == NULL)
-		ix->rbuf = xmalloc(L0_WINDOW * BENTRY_SIZE);
+		ix->rbuf = xmalloc(PREAD_MAX);
 	if (pread(ix->fd, ix->rbuf, len, p - ix->map) != (ssize_t)len)
 		return (p);
 	return (ix->rbuf);
