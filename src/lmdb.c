@@ -79,9 +79,10 @@
  *     sweep per half budget of new entries.  An l0 record is deleted once
  *     the sweep has gone all the way round since it was written.  On
  *     open the memtable is empty: a batch reads back from l0, in one pass,
- *     the entries of the chunks it needs (a read-only batch: of its keys)
- *     less those whose chunks the sweep has passed since (lsm_hold), so
- *     that a small run costs no more against a large index.
+ *     the entries of its keys and (a writer's) the whole of the chunks its
+ *     commit merges, less those whose chunks the sweep has passed since
+ *     (lsm_hold), so that a small run costs no more against a large
+ *     index.
  *   - A lookup reads the key's chunk in the memtable and its l1 runs
  *     (interpolation search): the old one and the young one (below).
  *   - Merging leaves out the entries of removed documents below the
@@ -177,9 +178,11 @@
 #define L1_NODE		22	/* a leaf's pointer to an overflow run */
 
 /*
- * What the memtable holds of a chunk's l0 entries (lmdb's held).  A read-
- * only batch needs only the entries of its own keys: holding whole chunks
- * (a tenth of l0 for 100 records) cost 6.5 MB of its 8 MB of heap.
+ * What the memtable holds of a chunk's l0 entries (lmdb's held).  A batch
+ * needs only the entries of its own keys: holding whole chunks (a tenth of
+ * l0 for 100 records) cost a read-only batch 6.5 MB of its 8 MB of heap,
+ * and a writer's, at a million documents, a sixth of its time.  Only the
+ * chunks its commit merges must be whole (lsm_hold).
  */
 #define MT_NONE		0
 #define MT_ALL		1
@@ -223,12 +226,14 @@ struct lmdb {
 	struct memtable	*mt;
 	int		 loaded;	/* mt matches the committed state */
 	unsigned char	*held;		/* by chunk (MT_*); NULL: all held */
-	struct u64vec	 keyset;	/* a read-only batch's keys, sorted */
+	struct u64vec	 keyset;	/* a batch's keys, sorted */
 	uint64_t	*keybits;	/* their KEYSET_BIT bits */
 	uint64_t	 unheld;	/* l0 entries of the others, or
 					   UNCOUNTED */
 	unsigned	 reads;		/* partial reads of l0 since emptied */
 	size_t		 nwant;		/* chunks marked 2 in held */
+	int		 undo_stale;	/* lsm_unkey dropped additions: an
+					   abort empties the memtable */
 	unsigned char	*rbuf;		/* for lm_pread: PREAD_MAX bytes */
 	const unsigned char *map;	/* the map's address: NULL not known
 					   yet, MAP_NONE not found */
@@ -1188,6 +1193,7 @@ lmdb_commit(struct index *base, char **cause)
 	ix->base.batch_end = ix->next_doc;
 	/* Durable: keep the additions, forget what the sweep merged. */
 	memtable_commit(ix->mt);
+	ix->undo_stale = 0;
 	while (ix->nmerged > 0)
 		memtable_drop(ix->mt, ix->merged[--ix->nmerged]);
 	ix->npend = 0;
@@ -1207,8 +1213,11 @@ lmdb_abort(struct index *base)
 	ix->txn = NULL;
 	ix->l1valid = 0;
 	ix->next_doc = ix->start_doc;
-	if (ix->mt != NULL)
+	if (ix->mt != NULL && ix->undo_stale)
+		lsm_forget(ix);		/* lsm_unkey */
+	else if (ix->mt != NULL)
 		memtable_rollback(ix->mt);
+	ix->undo_stale = 0;
 	ix->npend = ix->nmerged = 0;
 	ix->tx = ix->lsm;
 	if (ix->map_full) {
@@ -1292,12 +1301,16 @@ lsm_forget(struct lmdb *ix)
 /*
  * Drop what the memtable holds for a batch's keys only (MT_KEYS), and
  * forget what it was to read so (MT_WANTKEYS): before another batch, with
- * other keys, or a read of whole chunks.
+ * other keys, or a read of whole chunks.  A writer's additions in the
+ * chunks dropped are in no l0 record yet (they are this transaction's,
+ * pend): they go back into the memtable, where nothing else of their
+ * chunks is, and memtable_rollback could no longer take back exactly the
+ * additions, so an abort empties the memtable (undo_stale).
  */
 static void
 lsm_unkey(struct lmdb *ix)
 {
-	size_t		 before;
+	size_t		 i, before;
 	unsigned	 c;
 
 	if (ix->held == NULL || ix->keyset.n == 0)
@@ -1306,8 +1319,16 @@ lsm_unkey(struct lmdb *ix)
 	for (c = 0; c < BAND_CHUNKS; c++) {
 		if (ix->held[c] == MT_KEYS)
 			memtable_drop(ix->mt, c);
+		if (ix->held[c] == MT_WANTKEYS)
+			ix->nwant--;
 		if (ix->held[c] >= MT_KEYS)
 			ix->held[c] = MT_NONE;
+	}
+	for (i = 0; i < ix->npend; i++) {
+		if (ix->held[band_chunk(ix->pend[i].key)] != MT_NONE)
+			continue;	/* its chunk is held whole */
+		memtable_load(ix->mt, ix->pend[i].key, ix->pend[i].docid);
+		ix->undo_stale = 1;
 	}
 	if (ix->unheld != UNCOUNTED)
 		ix->unheld += before - memtable_entries(ix->mt);
@@ -1602,9 +1623,9 @@ lm_run_find(struct lmdb *ix, const MDB_val *v, size_t n, uint64_t key,
 
 /*
  * Have the memtable hold the chunks marked in held, and the q the sweep
- * merges next (a commit's), in one pass over l0.  Past L0_READS passes,
- * or for a quarter of the chunks, it reads them all, as it did on open
- * before: a daemon's small batches would read l0 again and again.
+ * merges next (a commit's) whole, in one pass over l0.  Past L0_READS
+ * passes, or for a quarter of the chunks, it reads them all, as it did on
+ * open before: a daemon's small batches would read l0 again and again.
  */
 static int
 lsm_hold(struct lmdb *ix, uint64_t q, int all, char **cause)
@@ -1621,7 +1642,12 @@ lsm_hold(struct lmdb *ix, uint64_t q, int all, char **cause)
 	}
 	for (i = 0; i < q; i++) {
 		c = (unsigned)((ix->tx.sweep + i) % BAND_CHUNKS);
-		if (ix->held[c] == MT_NONE) {
+		/* A merge takes a chunk whole: held by keys, read it again. */
+		if (ix->held[c] == MT_KEYS)
+			lsm_unkey(ix);
+		if (ix->held[c] == MT_WANTKEYS)
+			ix->held[c] = MT_WANT;
+		else if (ix->held[c] == MT_NONE) {
 			ix->held[c] = MT_WANT;
 			ix->nwant++;
 		}
@@ -2157,10 +2183,10 @@ lmdb_prepare(struct index *base, const struct ixdoc *docs, size_t n,
 {
 	struct lmdb	*ix = (struct lmdb *)base;
 	size_t		 i, keys = 0;
-	unsigned	 c, j, mark;
+	uint64_t	 q = 0;
+	unsigned	 c, j;
 	int		 rc;
 
-	mark = (ix->base.flags & INDEX_RDONLY) ? MT_WANTKEYS : MT_WANT;
 	for (i = 0; i < n; i++) {
 		if (!docs[i].pending)
 			continue;
@@ -2168,7 +2194,7 @@ lmdb_prepare(struct index *base, const struct ixdoc *docs, size_t n,
 		for (j = 0; ix->held != NULL && j < ix->base.p.bands; j++) {
 			c = band_chunk(docs[i].keys[j]);
 			if (ix->held[c] == MT_NONE) {
-				ix->held[c] = mark;
+				ix->held[c] = MT_WANTKEYS;
 				ix->nwant++;
 			}
 			if (ix->held[c] == MT_WANTKEYS)
@@ -2190,12 +2216,20 @@ lmdb_prepare(struct index *base, const struct ixdoc *docs, size_t n,
 	ix->ahead = INDEX_NOSLOT;
 	ix->l1valid = 0;
 	/*
-	 * The memtable's chunks of the batch's keys, and (a writer's) of
-	 * the commit's merges: the sweep's quota for every key inserted.
+	 * The entries of the batch's keys, and (a writer's) the chunks its
+	 * commit merges, whole: the sweep's quota for every key the batch
+	 * may insert, and its catch-up should the memtable go over budget
+	 * (lsm_flush), or should it be unknown yet.
 	 */
-	if ((rc = lsm_hold(ix, (ix->base.flags & INDEX_RDONLY) ? 0 :
-	    (uint64_t)(ix->tx.quota + (double)BAND_CHUNKS * keys /
-	    (ix->mt_max / 2)), 0, cause)) != 0)
+	if (!(ix->base.flags & INDEX_RDONLY)) {
+		q = (uint64_t)(ix->tx.quota + (double)BAND_CHUNKS * keys /
+		    (ix->mt_max / 2));
+		if (ix->held != NULL && (ix->unheld == UNCOUNTED ||
+		    memtable_entries(ix->mt) + ix->unheld + keys >
+		    ix->mt_max))
+			q += BAND_CHUNKS / 64;
+	}
+	if ((rc = lsm_hold(ix, q, 0, cause)) != 0)
 		return (rc);
 	if (keys < BAND_CHUNKS / 4)
 		return (0);

@@ -1479,9 +1479,9 @@ test_snapshot(void **state)
 
 /*
  * Small batches, each few after an open, so that the memtable holds only
- * what each batch needs of l0 (lsm_hold): the chunks of its keys and of
- * its commit's merges for a writer, the entries of its keys alone for a
- * read-only open (every other one).  The budget makes the sweep go round
+ * what each batch needs of l0 (lsm_hold): the entries of its keys, and for
+ * a writer the chunks its commit merges, whole; every other open is
+ * read-only.  The budget makes the sweep go round
  * in about 40 batches, so merges meet chunks held and not.  Every lookup
  * must return exactly the documents holding its keys, as a brute-force
  * model has them; a read-only batch inserts nothing.
@@ -1901,9 +1901,8 @@ raw_l0(const char *path, size_t n, const unsigned char *rec)
 /*
  * A damaged l0 entry (the third document's band key 42, its document
  * number past next_doc) is an error for the batches that read it back: a
- * read-only one whose keys include 42, and a writer, which reads its
- * key's whole chunk.  A read-only batch of other keys does not read it,
- * and finds what it would have.
+ * read-only one whose keys include 42, and a writer's.  A read-only batch
+ * of other keys does not read it, and finds what it would have.
  */
 static void
 test_l0_damage(void **state)
@@ -1927,7 +1926,7 @@ test_l0_damage(void **state)
 	/* Read-only: q1 does not read the entry, q2 does; then a writer. */
 	for (pass = 0; pass < 3; pass++) {
 		memset(&d, 0, sizeof d);
-		d.keys = pass == 1 ? q2 : q1;
+		d.keys = pass == 0 ? q1 : q2;
 		d.pending = 1;
 		open_ix(f, pass < 2 ? INDEX_RDONLY : 0);
 		CHECK(f, index_begin(f->ix, &f->cause));
@@ -1946,6 +1945,108 @@ test_l0_damage(void **state)
 		index_abort(f->ix);
 		close_ix(f);
 	}
+}
+
+/* The documents under the band keys k (all B of them) into f->out, sorted. */
+static void
+lookup(struct fixture *f, const uint64_t *k)
+{
+	f->out.n = 0;
+	CHECK(f, index_candidates(f->ix, 0, k, &f->out, &f->cause));
+	if (f->out.n > 1)
+		qsort(f->out.v, f->out.n, sizeof *f->out.v, u64_cmp);
+}
+
+/* Band key i of chunk c. */
+#define CKEY(c, i)	((uint64_t)(c) << (64 - BAND_CHUNK_BITS) | (i))
+
+/*
+ * A writer's small batch holds only the entries of its keys, where its
+ * commit merges no chunk.  A key no prepare announced (here one looked
+ * up) makes the memtable read the whole of l0: the batch's additions in
+ * the chunks held by keys, in no l0 record yet, must still be found, and
+ * committed; after an abort they are gone.
+ */
+static void
+test_writer_keys(void **state)
+{
+	struct fixture	*f = *state;
+	uint64_t	 kp[B], kd[B];
+	uint32_t	 sig[K] = { 0 };
+	struct ixdoc	 d;
+	unsigned	 x, j;
+	char		 v[32];
+
+	fill(f);
+	raw_meta(f->path, "sweep", v, sizeof v);
+	/* A chunk half a sweep away: no commit here merges it. */
+	x = (unsigned)((strtoull(v, NULL, 10) + BAND_CHUNKS / 2) %
+	    BAND_CHUNKS);
+	for (j = 0; j < B; j++) {
+		kp[j] = CKEY(x, 100 + j);
+		kd[j] = CKEY(x, 200 + j);
+	}
+	/* Document 4, P, in chunk x, committed to l0. */
+	open_ix(f, 0);
+	CHECK(f, index_begin(f->ix, &f->cause));
+	CHECK(f, index_insert(f->ix, kp, sig, "p", 1, "t", 1, 0, 0,
+	    &f->cause));
+	CHECK(f, index_commit(f->ix, &f->cause));
+	close_ix(f);
+
+	/* Document 5, D: announced, inserted; then P's keys looked up. */
+	open_ix(f, 0);
+	memset(&d, 0, sizeof d);
+	d.keys = kd;
+	d.pending = 1;
+	CHECK(f, index_begin(f->ix, &f->cause));
+	CHECK(f, index_prepare(f->ix, &d, 1, &f->cause));
+	lookup(f, kd);
+	assert_int_equal(f->out.n, 0);
+	CHECK(f, index_insert(f->ix, kd, sig, "d", 1, "t", 1, 0, 0,
+	    &f->cause));
+	lookup(f, kp);
+	assert_int_equal(f->out.n, B);
+	assert_int_equal(count(&f->out, 4), B);
+	lookup(f, kd);
+	assert_int_equal(f->out.n, B);
+	assert_int_equal(count(&f->out, 5), B);
+	CHECK(f, index_commit(f->ix, &f->cause));
+
+	/*
+	 * Document 6, E, with D's keys, the same way but aborted: read
+	 * back after E, D's entries share E's buckets, where a rollback of
+	 * the additions would take D's.
+	 */
+	close_ix(f);
+	open_ix(f, 0);
+	CHECK(f, index_begin(f->ix, &f->cause));
+	CHECK(f, index_prepare(f->ix, &d, 1, &f->cause));
+	CHECK(f, index_insert(f->ix, kd, sig, "e", 1, "t", 1, 0, 0,
+	    &f->cause));
+	lookup(f, kp);
+	lookup(f, kd);
+	assert_int_equal(f->out.n, 2 * B);
+	assert_int_equal(count(&f->out, 6), B);
+	index_abort(f->ix);
+	CHECK(f, index_begin(f->ix, &f->cause));
+	lookup(f, kd);
+	assert_int_equal(f->out.n, B);
+	assert_int_equal(count(&f->out, 5), B);
+	index_abort(f->ix);
+	close_ix(f);
+
+	/* And as committed. */
+	open_ix(f, INDEX_RDONLY);
+	CHECK(f, index_begin(f->ix, &f->cause));
+	lookup(f, kd);
+	assert_int_equal(f->out.n, B);
+	assert_int_equal(count(&f->out, 5), B);
+	lookup(f, kp);
+	assert_int_equal(f->out.n, B);
+	assert_int_equal(count(&f->out, 4), B);
+	index_abort(f->ix);
+	close_ix(f);
 }
 
 /*
@@ -2033,6 +2134,7 @@ main(void)
 		T(test_old_padded),
 		T(test_l0_damage),
 		T(test_l0_order),
+		T(test_writer_keys),
 	};
 
 	alarm(120);
