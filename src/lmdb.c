@@ -2185,12 +2185,15 @@ lmdb_prepare(struct index *base, const struct ixdoc *docs, size_t n,
 	size_t		 i, keys = 0;
 	uint64_t	 q = 0;
 	unsigned	 c, j;
-	int		 rc;
+	int		 rc, whole;
 
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < n; i++)
+		keys += docs[i].pending ? ix->base.p.bands : 0;
+	/* So many keys touch most chunks: lsm_hold reads all of l0. */
+	whole = keys >= BAND_CHUNKS / 4;
+	for (i = 0; i < n && !whole; i++) {
 		if (!docs[i].pending)
 			continue;
-		keys += ix->base.p.bands;
 		for (j = 0; ix->held != NULL && j < ix->base.p.bands; j++) {
 			c = band_chunk(docs[i].keys[j]);
 			if (ix->held[c] == MT_NONE) {
@@ -2229,9 +2232,9 @@ lmdb_prepare(struct index *base, const struct ixdoc *docs, size_t n,
 		    ix->mt_max))
 			q += BAND_CHUNKS / 64;
 	}
-	if ((rc = lsm_hold(ix, q, 0, cause)) != 0)
+	if ((rc = lsm_hold(ix, q, whole, cause)) != 0)
 		return (rc);
-	if (keys < BAND_CHUNKS / 4)
+	if (!whole)
 		return (0);
 	if (ix->l1map == NULL)
 		ix->l1map = xcalloc(BAND_CHUNKS, sizeof *ix->l1map);
