@@ -1301,11 +1301,12 @@ lsm_forget(struct lmdb *ix)
 /*
  * Drop what the memtable holds for a batch's keys only (MT_KEYS), and
  * forget what it was to read so (MT_WANTKEYS): before another batch, with
- * other keys, or a read of whole chunks.  A writer's additions in the
- * chunks dropped are in no l0 record yet (they are this transaction's,
- * pend): they go back into the memtable, where nothing else of their
- * chunks is, and memtable_rollback could no longer take back exactly the
- * additions, so an abort empties the memtable (undo_stale).
+ * other keys, or a read of all of l0.  A writer's additions in the chunks
+ * dropped are in no l0 record yet (they are this transaction's, pend):
+ * they go back into the memtable, for the read of all of l0 that follows
+ * (lsm_hold) to complete their chunks, and as memtable_rollback could no
+ * longer take back exactly the additions, an abort empties the memtable
+ * (undo_stale).  At the start of a transaction there are none.
  */
 static void
 lsm_unkey(struct lmdb *ix)
@@ -1642,9 +1643,14 @@ lsm_hold(struct lmdb *ix, uint64_t q, int all, char **cause)
 	}
 	for (i = 0; i < q; i++) {
 		c = (unsigned)((ix->tx.sweep + i) % BAND_CHUNKS);
-		/* A merge takes a chunk whole: held by keys, read it again. */
-		if (ix->held[c] == MT_KEYS)
+		/*
+		 * A merge takes a chunk whole.  One held by keys (which the
+		 * quota of lmdb_prepare leaves out) has all of l0 read.
+		 */
+		if (ix->held[c] == MT_KEYS) {
 			lsm_unkey(ix);
+			return (lsm_read(ix, ix->txn, 1, cause));
+		}
 		if (ix->held[c] == MT_WANTKEYS)
 			ix->held[c] = MT_WANT;
 		else if (ix->held[c] == MT_NONE) {
