@@ -740,24 +740,13 @@ u64_sorted_has(const uint64_t *keys, size_t n, uint64_t key)
 	return (lo < n && keys[lo] == key);
 }
 
-/* qsort order of uint64_t. */
-static int
-u64_cmp(const void *a, const void *b)
-{
-	uint64_t	 x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return ((x > y) - (x < y));
-}
-
-/* Sort a vector and drop its repeats. */
+/* Sort a vector (sort_u64, with its scratch) and drop its repeats. */
 void
-u64_sort_unique(struct u64vec *v)
+u64_sort_unique(struct u64vec *v, struct u64vec *scratch)
 {
 	size_t	 i, n = 0;
 
-	if (v->n == 0)
-		return;		/* (v->v may be NULL: not for qsort) */
-	qsort(v->v, v->n, sizeof *v->v, u64_cmp);
+	sort_u64(v->v, v->n, scratch);
 	for (i = 0; i < v->n; i++)
 		if (n == 0 || v->v[i] != v->v[n - 1])
 			v->v[n++] = v->v[i];

@@ -227,6 +227,7 @@ struct lmdb {
 	int		 loaded;	/* mt matches the committed state */
 	unsigned char	*held;		/* by chunk (MT_*); NULL: all held */
 	struct u64vec	 keyset;	/* a batch's keys, sorted */
+	struct u64vec	 keysort;	/* sort_u64's scratch for it */
 	uint64_t	*keybits;	/* their KEYSET_BIT bits */
 	uint64_t	 unheld;	/* l0 entries of the others, or
 					   UNCOUNTED */
@@ -316,7 +317,7 @@ static const unsigned char *lm_pread(struct lmdb *, const unsigned char *,
 static size_t	lm_run_find(struct lmdb *, const MDB_val *, size_t, uint64_t,
 		    struct u64vec *, size_t);
 static int	lsm_hold(struct lmdb *, uint64_t, int, char **);
-static int	lsm_hold_keys(struct lmdb *, const uint64_t *, char **);
+static int	lsm_hold_keys(struct lmdb *, size_t, const uint64_t *, char **);
 static void	lsm_unkey(struct lmdb *);
 static int	lsm_entries(struct lmdb *, MDB_txn *, uint64_t *, char **);
 static uint64_t	lsm_estimate(struct lmdb *, MDB_txn *);
@@ -966,6 +967,7 @@ lmdb_close(struct index *base)
 	memtable_free(ix->mt);
 	free(ix->held);
 	u64vec_free(&ix->keyset);
+	u64vec_free(&ix->keysort);
 	free(ix->keybits);
 	free(ix->rbuf);
 	free(ix->pend);
@@ -1014,6 +1016,8 @@ lmdb_begin(struct index *base, char **cause)
 	}
 	ix->npend = ix->nmerged = 0;
 	ix->l1valid = 0;
+	ix->batch = NULL;		/* until lmdb_prepare */
+	ix->nbatch = 0;
 	/*
 	 * Another writer may have added documents since; a reader needs
 	 * next_doc too, to tell a removed document from a corrupt index,
@@ -1666,14 +1670,20 @@ lsm_hold(struct lmdb *ix, uint64_t q, int all, char **cause)
 /*
  * Have the memtable hold the chunks of one record's band keys: all of
  * them if one is missing (a lookup or an insert that no lmdb_prepare
- * announced: an import).
+ * announced: an import).  The keys of the prepared batch's record in slot
+ * are held since lmdb_prepare, and need no search of the key set.
  */
 static int
-lsm_hold_keys(struct lmdb *ix, const uint64_t *keys, char **cause)
+lsm_hold_keys(struct lmdb *ix, size_t slot, const uint64_t *keys,
+    char **cause)
 {
 	unsigned	 j, h;
 
-	for (j = 0; ix->held != NULL && j < ix->base.p.bands; j++) {
+	if (ix->held == NULL || (slot < ix->nbatch &&
+	    ix->batch[slot].pending && memcmp(ix->batch[slot].keys, keys,
+	    ix->base.p.bands * sizeof *keys) == 0))
+		return (0);
+	for (j = 0; j < ix->base.p.bands; j++) {
 		h = ix->held[band_chunk(keys[j])];
 		if (h != MT_ALL && (h != MT_KEYS ||
 		    !u64_sorted_has(ix->keyset.v, ix->keyset.n, keys[j])))
@@ -2078,7 +2088,7 @@ lmdb_candidates(struct index *base, size_t slot, const uint64_t *keys,
 	unsigned	 j;
 	int		 rc;
 
-	if ((rc = lsm_hold_keys(ix, keys, cause)) != 0)
+	if ((rc = lsm_hold_keys(ix, slot, keys, cause)) != 0)
 		return (rc);
 	/*
 	 * A lookup is a few cache misses (see run_prefetch), started early
@@ -2210,7 +2220,7 @@ lmdb_prepare(struct index *base, const struct ixdoc *docs, size_t n,
 				u64vec_push(&ix->keyset, docs[i].keys[j]);
 		}
 	}
-	u64_sort_unique(&ix->keyset);
+	u64_sort_unique(&ix->keyset, &ix->keysort);
 	if (ix->keyset.n > 0) {
 		if (ix->keybits == NULL)
 			ix->keybits = xcalloc(KEYSET_BITS / 64,
@@ -2473,7 +2483,7 @@ lmdb_insert(struct index *base, size_t slot, const uint64_t *keys,
 		    ix->base.path);
 		return (INDEX_ERROR);
 	}
-	if ((rc = lsm_hold_keys(ix, keys, cause)) != 0)
+	if ((rc = lsm_hold_keys(ix, slot, keys, cause)) != 0)
 		return (rc);
 	docid = ix->next_doc++;
 	ix->base.last_doc = docid;

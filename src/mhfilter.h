@@ -354,7 +354,7 @@ struct l0read {
 void		 memtable_read_log(struct memtable *, const unsigned char *,
 		    size_t, struct l0read *);
 int		 u64_sorted_has(const uint64_t *, size_t, uint64_t);
-void		 u64_sort_unique(struct u64vec *);
+void		 u64_sort_unique(struct u64vec *, struct u64vec *);
 void		 memtable_commit(struct memtable *);
 void		 memtable_rollback(struct memtable *);
 void		 memtable_prefetch(const struct memtable *, uint64_t, int);
