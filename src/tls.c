@@ -1,10 +1,9 @@
 /*
  * TLS for the daemon's tls: listeners, built as the module mhfilter-tls.so,
  * whose one symbol is the table tlsmod (tls_module in module.c opens it):
- * the server context (certificate, key, TLS 1.2 or
- * later, and client certificates with --tls-client-ca), the OpenSSL
- * bufferevent of an accepted connection, and the messages of OpenSSL's
- * error queue.
+ * the server context (certificate, key, TLS 1.2 or later, and client
+ * certificates with --tls-client-ca), the OpenSSL bufferevent of an
+ * accepted connection, and the messages of OpenSSL's error queue.
  *
  * OpenSSL and libevent_openssl are this file's alone.  Linked into the
  * program, libssl and libcrypto cost every run 0.8 ms of its start and
