@@ -24,7 +24,7 @@
 
 #define TLS_MODULE	"mhfilter-tls.so"
 
-/* The path of module file: beside the program if it is there, else PKGLIBDIR. */
+/* The path of module file: beside the program if there, else in PKGLIBDIR. */
 static char *
 module_path(const char *file)
 {
