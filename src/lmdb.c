@@ -151,9 +151,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef HAVE_SYS_MMAN_H
-#include <sys/mman.h>
-#endif
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
@@ -171,7 +168,7 @@
 #define MAP_DEFAULT	(1ULL << 30)
 #define L0_READS	8	/* partial reads of l0, then a whole one */
 #define UNCOUNTED	UINT64_MAX
-#define PREAD_MAX	(64 * 1024) /* bytes lm_pread copies at most */
+#define L0_WINDOW	4096	/* l0 entries read at a time (lsm_read) */
 #define RUN_WINDOW	4096	/* l1 entries read for a lookup, at most */
 #define MAP_NONE	((const unsigned char *)UINTPTR_MAX)
 #define L1_REPACK_MAX	(128ULL << 20)	/* l1 repacked in one commit, at most */
@@ -235,7 +232,7 @@ struct lmdb {
 	size_t		 nwant;		/* chunks marked 2 in held */
 	int		 undo_stale;	/* lsm_unkey dropped additions: an
 					   abort empties the memtable */
-	unsigned char	*rbuf;		/* for lm_pread: PREAD_MAX bytes */
+	unsigned char	*rbuf;		/* for lm_pread: L0_WINDOW entries */
 	const unsigned char *map;	/* the map's address: NULL not known
 					   yet, MAP_NONE not found */
 	size_t		 mapsize;
@@ -311,7 +308,6 @@ static int	lsm_load(struct lmdb *, char **);
 static void	lsm_forget(struct lmdb *);
 static int	lsm_read(struct lmdb *, MDB_txn *, int, char **);
 static void	lm_findmap(struct lmdb *, const unsigned char *);
-static void	lm_release(struct lmdb *, const unsigned char *, size_t);
 static const unsigned char *lm_pread(struct lmdb *, const unsigned char *,
 		    size_t);
 static size_t	lm_run_find(struct lmdb *, const MDB_val *, size_t, uint64_t,
@@ -1374,16 +1370,19 @@ l0_written(const unsigned char *h, int *sorted)
 /*
  * The first of the n entries at p of an l0 record in l0_sort's order for
  * wm that the sweep has not merged, passed chunks on: the first whose
- * l0_offset is passed or more, by bisection.
+ * l0_offset is passed or more, by bisection, each key read with lm_pread
+ * (16 of them for a batch of 4,000 records).
  */
 static size_t
-l0_live_from(const unsigned char *p, size_t n, unsigned wm, uint64_t passed)
+l0_live_from(struct lmdb *ix, const unsigned char *p, size_t n, unsigned wm,
+    uint64_t passed)
 {
 	size_t	 lo = 0, hi = n, mid;
 
 	while (lo < hi) {
 		mid = lo + (hi - lo) / 2;
-		if (l0_offset(get_le64(p + mid * BENTRY_SIZE), wm) < passed)
+		if (l0_offset(get_le64(lm_pread(ix, p + mid * BENTRY_SIZE, 8)),
+		    wm) < passed)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -1405,10 +1404,10 @@ lsm_read(struct lmdb *ix, MDB_txn *txn, int all, char **cause)
 {
 	MDB_cursor		*cur;
 	MDB_val			 k, v;
-	const unsigned char	*p;
+	const unsigned char	*p, *w;
 	struct l0read		 r;
 	uint64_t		 written;
-	size_t			 i, n;
+	size_t			 i, n, m;
 	unsigned		 c;
 	int			 rc, sorted;
 
@@ -1446,12 +1445,14 @@ lsm_read(struct lmdb *ix, MDB_txn *txn, int all, char **cause)
 			continue;
 		r.wm = (unsigned)(written % BAND_CHUNKS);
 		n = (v.mv_size - L0_HEADER) / BENTRY_SIZE;
-		i = sorted ? l0_live_from(p + L0_HEADER, n, r.wm, r.passed) :
-		    0;
-		/* In place, then out of the page tables (lm_findmap). */
-		memtable_read_log(ix->mt, p + L0_HEADER + i * BENTRY_SIZE,
-		    n - i, &r);
-		lm_release(ix, p, v.mv_size);
+		i = sorted ? l0_live_from(ix, p + L0_HEADER, n, r.wm,
+		    r.passed) : 0;
+		for (; i < n; i += m) {
+			m = n - i < L0_WINDOW ? n - i : L0_WINDOW;
+			w = lm_pread(ix, p + L0_HEADER + i * BENTRY_SIZE,
+			    m * BENTRY_SIZE);
+			memtable_read_log(ix->mt, w, m, &r);
+		}
 	}
 	mdb_cursor_close(cur);
 	ix->l0_bad = r.bad;
@@ -1487,16 +1488,16 @@ lsm_read(struct lmdb *ix, MDB_txn *txn, int all, char **cause)
 /*
  * A small run reads little of the map, but what it touches counts in its
  * RSS: the page cache's 64 KB around each fault (fault-around), or the
- * whole folio, up to 2 MB, where the page cache holds large folios (as a
- * file read by read(2) leaves it).  A pass over the 32 MB of l0 at a
- * million documents added 46 MB to a run of 10 MB, and the 1,600 lookups
- * of 100 records 150 MB.  So the lookups read runs with pread (lm_pread),
- * and the pass over l0 reads each record in place, then takes its pages
- * out of the process's page tables (lm_release): copying 32 MB with pread
- * was a sixth of such a run's time.  Both need the map's address: LMDB
- * does not give it (MDB_envinfo's me_mapaddr is a fixed map's only), but
- * an overflow page begins with its own number, 16 bytes before its value
- * v.  The address found is checked against the file.
+ * whole folio, up to 2 MB, where the page cache holds large folios.  A
+ * pass over the 32 MB of l0 at a million documents added 46 MB to a run of
+ * 10 MB, and the 1,600 lookups of 100 records 150 MB.  So those read with
+ * pread (lm_pread).  (Reading l0 in place and then taking its pages out of
+ * the page tables with MADV_DONTNEED was 10% faster with large folios but
+ * 3 to 6% slower with small ones, the only ones that ext4 has under Debian
+ * 12's kernel, 6.1.)  pread needs the map's address: LMDB does not give
+ * it (MDB_envinfo's me_mapaddr is a fixed map's only), but an overflow
+ * page begins with its own number, 16 bytes before its value v.  The
+ * address found is checked against the file.
  */
 static void
 lm_findmap(struct lmdb *ix, const unsigned char *v)
@@ -1566,37 +1567,16 @@ lm_inmap(const struct lmdb *ix, const unsigned char *p, size_t len)
 }
 
 /*
- * Take the pages of the len bytes at p, read in place, out of the
- * process's page tables, when they are in the map: LMDB maps the file
- * read-only and shared (it writes with pwrite), so this drops nothing but
- * the mapping, and a later read faults the pages in again from the page
- * cache.  Nothing for a page of a write transaction's (its own memory).
- */
-static void
-lm_release(struct lmdb *ix, const unsigned char *p, size_t len)
-{
-#if defined(HAVE_SYS_MMAN_H) && defined(MADV_DONTNEED)
-	uintptr_t	 from, to, page = (uintptr_t)sysconf(_SC_PAGESIZE);
-
-	if (!lm_inmap(ix, p, len))
-		return;
-	from = (uintptr_t)p & ~(page - 1);
-	to = ((uintptr_t)p + len + page - 1) & ~(page - 1);
-	madvise((void *)from, to - from, MADV_DONTNEED);
-#endif
-}
-
-/*
  * len bytes at p: copied with pread when p is in the map (lm_findmap),
  * else (a page of a write transaction's, or no map address) p itself.
  */
 static const unsigned char *
 lm_pread(struct lmdb *ix, const unsigned char *p, size_t len)
 {
-	if (!lm_inmap(ix, p, len) || len > PREAD_MAX)
+	if (!lm_inmap(ix, p, len) || len > L0_WINDOW * BENTRY_SIZE)
 		return (p);
 	if (ix->rbuf == NULL)
-		ix->rbuf = xmalloc(PREAD_MAX);
+		ix->rbuf = xmalloc(L0_WINDOW * BENTRY_SIZE);
 	if (pread(ix->fd, ix->rbuf, len, p - ix->map) != (ssize_t)len)
 		return (p);
 	return (ix->rbuf);
