@@ -488,6 +488,54 @@ l0_sort(const struct bentry *e, size_t n, unsigned wm, size_t *count,
 		run_put(out, count[l0_offset(e[i].key, wm)]++, &e[i]);
 }
 
+/*
+ * Where to read w entries of an n-entry l0 record in l0_sort's order
+ * around its first of l0_offset passed or more (l0_live_window): band keys
+ * are uniform hashes, so that entry's rank is binomial about
+ * n * passed / BAND_CHUNKS, as a key's rank in a run is (run_window_len).
+ * Sets *from, returns how many.
+ */
+size_t
+l0_window(size_t n, uint64_t passed, size_t w, size_t *from)
+{
+	size_t	 at;
+
+	if (n <= w) {
+		*from = 0;
+		return (n);
+	}
+	at = passed >= BAND_CHUNKS ? n :
+	    (size_t)((double)n * (double)passed / BAND_CHUNKS);
+	*from = at > w / 2 ? at - w / 2 : 0;
+	if (*from > n - w)
+		*from = n - w;
+	return (w);
+}
+
+/*
+ * The first of the n entries of an l0 record in l0_sort's order for wm
+ * whose l0_offset is passed or more, from entries [from, from + m) of it
+ * at win: 1 with it in *at (n if none is), or 0 if it may lie outside.
+ */
+int
+l0_live_window(const unsigned char *win, size_t from, size_t m, size_t n,
+    unsigned wm, uint64_t passed, size_t *at)
+{
+	size_t	 lo = 0, hi = m, mid;
+
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		if (l0_offset(get_le64(win + mid * BENTRY_SIZE), wm) < passed)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if ((lo == 0 && from > 0) || (lo == m && from + m < n))
+		return (0);
+	*at = from + lo;
+	return (1);
+}
+
 /* Are the n entries of rec in l0_sort's order for wm (1)? */
 int
 l0_in_order(const unsigned char *rec, size_t n, unsigned wm)

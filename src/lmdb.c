@@ -1370,15 +1370,23 @@ l0_written(const unsigned char *h, int *sorted)
 /*
  * The first of the n entries at p of an l0 record in l0_sort's order for
  * wm that the sweep has not merged, passed chunks on: the first whose
- * l0_offset is passed or more, by bisection, each key read with lm_pread
- * (16 of them for a batch of 4,000 records).
+ * l0_offset is passed or more.  One lm_pread of the entries around where
+ * it should be (l0_window) finds it all but rarely; else a bisection,
+ * each key read with lm_pread: 16 of them for a batch of 4,000 records,
+ * for each of the 42 records of l0 at a million documents, were a quarter
+ * of a small run's preads.
  */
 static size_t
 l0_live_from(struct lmdb *ix, const unsigned char *p, size_t n, unsigned wm,
     uint64_t passed)
 {
-	size_t	 lo = 0, hi = n, mid;
+	const unsigned char	*w;
+	size_t			 lo = 0, hi = n, mid, from, m, at;
 
+	m = l0_window(n, passed, run_window_len(n, L0_WINDOW), &from);
+	w = lm_pread(ix, p + from * BENTRY_SIZE, m * BENTRY_SIZE);
+	if (l0_live_window(w, from, m, n, wm, passed, &at))
+		return (at);
 	while (lo < hi) {
 		mid = lo + (hi - lo) / 2;
 		if (l0_offset(get_le64(lm_pread(ix, p + mid * BENTRY_SIZE, 8)),

@@ -330,6 +330,9 @@ int		 run_young(size_t, size_t, size_t, size_t);
 void		 l0_sort(const struct bentry *, size_t, unsigned, size_t *,
 		    unsigned char *);
 int		 l0_in_order(const unsigned char *, size_t, unsigned);
+size_t		 l0_window(size_t, uint64_t, size_t, size_t *);
+int		 l0_live_window(const unsigned char *, size_t, size_t, size_t,
+		    unsigned, uint64_t, size_t *);
 size_t		 yrun_size(size_t);
 size_t		 orun_size(size_t);
 int		 yrun_count(size_t, size_t *);

@@ -2068,6 +2068,71 @@ test_l0_sort(void **state)
 	free(count);
 }
 
+/*
+ * l0_live_window, on the window l0_window places, gives the first entry
+ * of l0_offset passed or more, as a scan does, or says it cannot: for
+ * records of uniform keys it almost always can.  A window that misses
+ * the entry says so, and one that starts at the record's start or ends at
+ * its end needs nothing beyond it.
+ */
+static void
+test_l0_window(void **state)
+{
+	static const size_t	 sizes[] = { 0, 1, 10, 1000, 49000 };
+	struct bentry		*e;
+	unsigned char		*rec;
+	size_t			*count, i, k, n, from, m, at, want, t, found = 0,
+				 tries = 0;
+	uint64_t		 s = 11, passed;
+	unsigned		 wm;
+
+	(void)state;
+	count = xcalloc(BAND_CHUNKS + 1, sizeof *count);
+	e = xcalloc(49000, sizeof *e);
+	rec = xmalloc(49000 * BENTRY_SIZE);
+	for (k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+		n = sizes[k];
+		for (t = 0; t < 20; t++) {
+			wm = (unsigned)(splitmix64(&s) % BAND_CHUNKS);
+			for (i = 0; i < n; i++) {
+				e[i].key = splitmix64(&s);
+				e[i].docid = i + 1;
+			}
+			l0_sort(e, n, wm, count, rec);
+			passed = t == 0 ? 0 : t == 1 ? BAND_CHUNKS - 1 :
+			    splitmix64(&s) % BAND_CHUNKS;
+			for (want = 0; want < n && l0_offset(get_le64(rec +
+			    want * BENTRY_SIZE), wm) < passed; want++)
+				;
+			m = l0_window(n, passed, run_window_len(n, 4096),
+			    &from);
+			assert_true(from + m <= n);
+			tries++;
+			if (l0_live_window(rec + from * BENTRY_SIZE, from, m,
+			    n, wm, passed, &at)) {
+				assert_int_equal(at, want);
+				found++;
+			}
+			/* A window of 10 entries at the start, or the end. */
+			if (n < 1000)
+				continue;
+			if (l0_live_window(rec, 0, 10, n, wm, passed, &at))
+				assert_int_equal(at, want);
+			else
+				assert_true(want >= 10);
+			if (l0_live_window(rec + (n - 10) * BENTRY_SIZE,
+			    n - 10, 10, n, wm, passed, &at))
+				assert_int_equal(at, want);
+			else
+				assert_true(want <= n - 10);
+		}
+	}
+	assert_true(found >= tries - 2);
+	free(rec);
+	free(e);
+	free(count);
+}
+
 /* Run the tests, each bounded by an alarm as in memcached's testapp. */
 int
 main(void)
@@ -2092,6 +2157,7 @@ main(void)
 		cmocka_unit_test(test_yrun),
 		cmocka_unit_test(test_orun),
 		cmocka_unit_test(test_l0_sort),
+		cmocka_unit_test(test_l0_window),
 		cmocka_unit_test(test_window),
 	};
 
