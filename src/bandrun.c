@@ -308,14 +308,12 @@ run_window_len(size_t n, size_t max)
 }
 
 /*
- * Where to read w entries of an n-entry run around where key should be,
- * for run_find_window: sets *from, returns how many.
+ * Where to read w of n entries centred on entry at, within the n: sets
+ * *from, returns how many (run_window, l0_window).
  */
-size_t
-run_window(size_t n, uint64_t key, size_t w, size_t *from)
+static size_t
+window_at(size_t n, size_t at, size_t w, size_t *from)
 {
-	size_t	 at = run_guess(l1_frag_of(key), n);
-
 	if (n <= w) {
 		*from = 0;
 		return (n);
@@ -324,6 +322,16 @@ run_window(size_t n, uint64_t key, size_t w, size_t *from)
 	if (*from > n - w)
 		*from = n - w;
 	return (w);
+}
+
+/*
+ * Where to read w entries of an n-entry run around where key should be,
+ * for run_find_window: sets *from, returns how many.
+ */
+size_t
+run_window(size_t n, uint64_t key, size_t w, size_t *from)
+{
+	return (window_at(n, run_guess(l1_frag_of(key), n), w, from));
 }
 
 /*
@@ -498,18 +506,10 @@ l0_sort(const struct bentry *e, size_t n, unsigned wm, size_t *count,
 size_t
 l0_window(size_t n, uint64_t passed, size_t w, size_t *from)
 {
-	size_t	 at;
-
-	if (n <= w) {
-		*from = 0;
-		return (n);
-	}
-	at = passed >= BAND_CHUNKS ? n :
+	size_t	 at = passed >= BAND_CHUNKS ? n :
 	    (size_t)((double)n * (double)passed / BAND_CHUNKS);
-	*from = at > w / 2 ? at - w / 2 : 0;
-	if (*from > n - w)
-		*from = n - w;
-	return (w);
+
+	return (window_at(n, at, w, from));
 }
 
 /*
