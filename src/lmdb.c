@@ -2,7 +2,7 @@
  * The index: an LMDB environment (a directory with data.mdb and lock.mdb).
  * This is the only file that talks to LMDB.
  *
- * Eight named databases, format 7 (groups below):
+ * Eight named databases, format 8 (groups below):
  *
  *   meta   text key -> text value: the parameter records (codec.c:
  *          meta_write), "next_doc" (the next document number), and the
@@ -40,7 +40,12 @@
  *          sets the header's top bit (L0_SORTED): the entries the sweep
  *          has not merged yet are then the last ones, which lsm_read
  *          finds by bisection and reads alone.  Format 5 kept them in
- *          insertion order, and such records are read whole.
+ *          insertion order, and such records are read whole.  Format 8
+ *          gives a record of L0F_MIN entries or more a longer header, a
+ *          directory of its groups of chunks and a filter of its keys
+ *          (L0_FILTERED; bandrun.c: l0f_write), so that a batch of few
+ *          keys reads only the groups where one of them may be
+ *          (l0_read_filtered).
  *
  * A batch's lookups: lmdb_prepare finds where every chunk's l1 run is (a
  * batch of 1,000 touches most chunks), so a lookup is a search of the
@@ -161,7 +166,6 @@
 #include "mhfilter.h"
 
 #define L0_HEADER	8
-#define L0_SORTED	(1ULL << 63)	/* in a header: in l0_sort's order */
 #define MEMTABLE_DEFAULT (64ULL << 20)
 #define BUCKET_MAX	1024	/* entries read from one band bucket */
 #define SNAP_CHUNKS	(BAND_CHUNKS / 16)	/* see lmdb_prepare */
@@ -170,6 +174,8 @@
 #define UNCOUNTED	UINT64_MAX
 #define L0_WINDOW	4096	/* l0 entries read at a time (lsm_read) */
 #define RUN_WINDOW	4096	/* l1 entries read for a lookup, at most */
+#define L0F_WINDOW	(L0_WINDOW * BENTRY_SIZE / L0F_BLOCK)	/* blocks */
+#define L0_WHOLES_MAX	(BAND_CHUNKS / 8)	/* see l0_filter_setup */
 #define MAP_NONE	((const unsigned char *)UINTPTR_MAX)
 #define L1_REPACK_MAX	(128ULL << 20)	/* l1 repacked in one commit, at most */
 #define L1_NODE		22	/* a leaf's pointer to an overflow run */
@@ -197,7 +203,7 @@ struct lsmstate {
 
 struct lmdb {
 	struct index	 base;		/* first: what index.c sees */
-	int		 format;	/* as opened (3 to 5 read-only, else 6) */
+	int		 format;	/* as opened (3 to 7 read-only, else 8) */
 	MDB_env		*env;
 	MDB_dbi		 meta;
 	MDB_dbi		 docs;
@@ -233,6 +239,13 @@ struct lmdb {
 	int		 undo_stale;	/* lsm_unkey dropped additions: an
 					   abort empties the memtable */
 	unsigned char	*rbuf;		/* for lm_pread: L0_WINDOW entries */
+	unsigned	*wholes;	/* l0_filter_setup: chunks held or
+					   read whole */
+	size_t		 nwholes;
+	struct l0mask	*masks;		/* and the filter masks of keyset */
+	size_t		 nmasks;
+	unsigned char	 dirbuf[4 * ((1U << L0F_GBITS_MAX) + 1)];
+	unsigned char	 gmark[(1U << L0F_GBITS_MAX) / 8 + 1];
 	const unsigned char *map;	/* the map's address: NULL not known
 					   yet, MAP_NONE not found */
 	size_t		 mapsize;
@@ -267,6 +280,11 @@ struct lmdb {
 	/* Delivery marks for the next commit (lm_undelivered_apply). */
 	struct u64vec	 dranges;	/* [first, end) pairs delivered */
 	struct u64vec	 dreplays;	/* earlier documents written again */
+};
+
+/* A key's bits in an l0 record's filter (l0f_mask). */
+struct l0mask {
+	uint64_t	 m[4];
 };
 
 /* A chunk's l1 runs, old and young, as the transaction sees them. */
@@ -514,20 +532,21 @@ l1_upgrade(struct lmdb *ix, char **cause)
 }
 
 /*
- * Bring an older index to format 7 inside the open transaction.  Format 2
+ * Bring an older index to format 8 inside the open transaction.  Format 2
  * kept l1 in 16-byte entries: every run is rewritten (l1_upgrade), which a
  * read-only open cannot do, and says so.  Format 3 differs from 4 only in
  * that its texts are never LZ4, format 4 from 5 only in that it has no
  * young runs (l1y), format 5 from 6 only in that no young run is padded
- * (yrun_size) and no l0 record sorted (l0_sort), and format 6 from 7 only
- * in that no old run is padded (orun_size): reading any of them is reading
- * format 7, and a writable open only writes the new "format" record (l1y
+ * (yrun_size) and no l0 record sorted (l0_sort), format 6 from 7 only in
+ * that no old run is padded (orun_size), and format 7 from 8 only in that
+ * no l0 record has a filter (l0f_write): reading any of them is reading
+ * format 8, and a writable open only writes the new "format" record (l1y
  * is created by the open; the sweep pads a run when it next rewrites it;
- * l0's unsorted records go as it passes them), so that an older mhfilter
+ * l0's older records go as it passes them), so that an older mhfilter
  * refuses the index instead of finding texts it cannot decode, missing the
  * band entries of young runs, taking a padded run for damage, or a sorted
- * l0 record's header for a sweep position.  Sets *format to the format
- * lm_meta_check is to expect.
+ * or filtered l0 record's header for a sweep position.  Sets *format to
+ * the format lm_meta_check is to expect.
  */
 static int
 lmdb_upgrade(struct lmdb *ix, int flags, int *format, char **cause)
@@ -539,7 +558,7 @@ lmdb_upgrade(struct lmdb *ix, int flags, int *format, char **cause)
 	if (lm_meta_get(ix, "format", stored, sizeof stored) != 0 ||
 	    (strcmp(stored, "2") != 0 && strcmp(stored, "3") != 0 &&
 	    strcmp(stored, "4") != 0 && strcmp(stored, "5") != 0 &&
-	    strcmp(stored, "6") != 0))
+	    strcmp(stored, "6") != 0 && strcmp(stored, "7") != 0))
 		return (0);	/* lm_meta_check judges the rest */
 	if (strcmp(stored, "2") == 0) {
 		if (flags & INDEX_RDONLY) {
@@ -966,6 +985,8 @@ lmdb_close(struct index *base)
 	u64vec_free(&ix->keysort);
 	free(ix->keybits);
 	free(ix->rbuf);
+	free(ix->wholes);
+	free(ix->masks);
 	free(ix->pend);
 	free(ix->l0count);
 	free(ix->merged);
@@ -1364,7 +1385,34 @@ l0_written(const unsigned char *h, int *sorted)
 
 	if (sorted != NULL)
 		*sorted = (w & L0_SORTED) != 0;
-	return (w & ~L0_SORTED);
+	return (w & ~(L0_SORTED | L0_FILTERED));
+}
+
+/*
+ * The layout of the l0 record p of size bytes, from its header (read with
+ * lm_pread): a filtered one's (l0f_parse), or an older one's, its entries
+ * after an 8-byte header and no filter (l->nb 0).  Sets *written and
+ * *sorted (l0_written).  0, or -1 if its sizes do not agree (damage).
+ */
+static int
+l0_record(struct lmdb *ix, const unsigned char *p, size_t size,
+    struct l0layout *l, uint64_t *written, int *sorted)
+{
+	const unsigned char	*h;
+
+	if (size < L0_HEADER)
+		return (-1);
+	h = lm_pread(ix, p, size < L0F_HEADER ? L0_HEADER : L0F_HEADER);
+	*written = l0_written(h, sorted);
+	if (get_le64(h) & L0_FILTERED)
+		return (*sorted ? l0f_parse(h, size, l) : -1);
+	if ((size - L0_HEADER) % BENTRY_SIZE != 0)
+		return (-1);
+	memset(l, 0, sizeof *l);
+	l->n = (size - L0_HEADER) / BENTRY_SIZE;
+	l->entries = L0_HEADER;
+	l->size = size;
+	return (0);
 }
 
 /*
@@ -1399,6 +1447,143 @@ l0_live_from(struct lmdb *ix, const unsigned char *p, size_t n, unsigned wm,
 }
 
 /*
+ * Read entries [i, n) of the l0 record whose entries are at e into the
+ * memtable (memtable_read_log), L0_WINDOW at a time.
+ */
+static void
+l0_read_entries(struct lmdb *ix, const unsigned char *e, size_t i, size_t n,
+    struct l0read *r)
+{
+	const unsigned char	*w;
+	size_t			 m;
+
+	for (; i < n; i += m) {
+		m = n - i < L0_WINDOW ? n - i : L0_WINDOW;
+		w = lm_pread(ix, e + i * BENTRY_SIZE, m * BENTRY_SIZE);
+		memtable_read_log(ix->mt, w, m, r);
+	}
+}
+
+/*
+ * Before a pass over l0 that is not of all of it: can filtered records be
+ * read by their filters (1)?  Notes the chunks to be read whole or held
+ * whole (whose groups are read), and the filter masks of the keys.  Not
+ * when so many chunks are whole that most groups would be read anyway.
+ */
+static int
+l0_filter_setup(struct lmdb *ix)
+{
+	size_t		 i;
+	unsigned	 c;
+
+	ix->nwholes = 0;
+	for (c = 0; c < BAND_CHUNKS; c++) {
+		if (ix->held[c] != MT_ALL && ix->held[c] != MT_WANT)
+			continue;
+		if (ix->nwholes == L0_WHOLES_MAX)
+			return (0);
+		if (ix->wholes == NULL)
+			ix->wholes = xreallocarray(NULL, L0_WHOLES_MAX,
+			    sizeof *ix->wholes);
+		ix->wholes[ix->nwholes++] = c;
+	}
+	if (ix->keyset.n > ix->nmasks) {
+		ix->masks = xreallocarray(ix->masks, ix->keyset.n,
+		    sizeof *ix->masks);
+		ix->nmasks = ix->keyset.n;
+	}
+	for (i = 0; i < ix->keyset.n; i++)
+		l0f_mask(ix->keyset.v[i], ix->masks[i].m);
+	return (1);
+}
+
+#define GMARK(g)	(ix->gmark[(g) / 8] |= 1U << ((g) % 8))
+#define GMARKED(g)	(ix->gmark[(g) / 8] >> ((g) % 8) & 1)
+
+/*
+ * lsm_read's pass over a filtered l0 record p of layout l (index format
+ * 8), r as for memtable_read_log: read only the groups of chunks the
+ * sweep has not passed that hold a key of the batch's whose filter bits
+ * are all set, or a chunk to be read or held whole, and the group where
+ * the entries not merged begin; count the entries of the others in
+ * r->others as a read would.  The directory, the filter's blocks of the
+ * chunks not passed and those groups, with a pread each (where the map's
+ * address is known): at a million documents, 2 MB of l0's 15 MB not
+ * merged for a small batch.  0, or -1 if its directory is damaged.
+ */
+static int
+l0_read_filtered(struct lmdb *ix, const unsigned char *p,
+    const struct l0layout *l, struct l0read *r)
+{
+	const struct l0mask	*mk;
+	const unsigned char	*w = NULL;
+	const uint64_t		*keys = ix->keyset.v;
+	size_t			 G = (size_t)1 << l->gbits, nk = ix->keyset.n;
+	size_t			 g, b, i, k, blk, wb = 0, we = 0, lo, hi, mid;
+	unsigned		 shift = BAND_CHUNK_BITS - l->gbits, o, c;
+	uint64_t		 first;
+
+	memcpy(ix->dirbuf, lm_pread(ix, p + l->dir, 4 * (G + 1)), 4 * (G + 1));
+	if (!l0f_dir_ok(ix->dirbuf, l))
+		return (-1);
+	memset(ix->gmark, 0, G / 8 + 1);
+	GMARK(r->passed >> shift);
+	for (i = 0; i < ix->nwholes; i++) {
+		o = (ix->wholes[i] - r->wm) & (BAND_CHUNKS - 1);
+		if (o >= r->passed)
+			GMARK(o >> shift);
+	}
+	/*
+	 * The keys from the first chunk not passed on, in the order of their
+	 * blocks (l0f_block), so that the filter is read forwards: from the
+	 * first key of that chunk, round to the first of a passed one.
+	 */
+	first = (uint64_t)((r->wm + r->passed) & (BAND_CHUNKS - 1)) <<
+	    (64 - BAND_CHUNK_BITS);
+	for (lo = 0, hi = nk; lo < hi; ) {
+		mid = lo + (hi - lo) / 2;
+		if (keys[mid] < first)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (i = 0; i < nk; i++) {
+		k = (lo + i) % nk;
+		if ((o = l0_offset(keys[k], r->wm)) < r->passed)
+			break;
+		c = band_chunk(keys[k]);
+		if (ix->held[c] != MT_KEYS && ix->held[c] != MT_WANTKEYS)
+			continue;
+		if (GMARKED(o >> shift))
+			continue;
+		blk = l0f_block(keys[k], r->wm, l->nb);
+		if (blk >= we) {
+			wb = blk;
+			we = blk + L0F_WINDOW < l->nb ? blk + L0F_WINDOW :
+			    l->nb;
+			w = lm_pread(ix, p + l->filter + wb * L0F_BLOCK,
+			    (we - wb) * L0F_BLOCK);
+		}
+		mk = &ix->masks[k];
+		if (l0f_has(w + (blk - wb) * L0F_BLOCK, mk->m))
+			GMARK(o >> shift);
+	}
+	for (g = r->passed >> shift; g < G; g = b) {
+		for (b = g; b < G && GMARKED(b); b++)
+			;
+		if (b > g) {
+			l0_read_entries(ix, p + l->entries,
+			    l0f_dir(ix->dirbuf, g), l0f_dir(ix->dirbuf, b), r);
+			continue;
+		}
+		r->others += l0f_dir(ix->dirbuf, g + 1) -
+		    l0f_dir(ix->dirbuf, g);
+		b = g + 1;
+	}
+	return (0);
+}
+
+/*
  * Read into the memtable, from l0 as txn has it, the entries of the chunks
  * marked 2 in held (all those not held, with all) that the sweep has not
  * passed since their record was written, and count the entries of the
@@ -1412,12 +1597,13 @@ lsm_read(struct lmdb *ix, MDB_txn *txn, int all, char **cause)
 {
 	MDB_cursor		*cur;
 	MDB_val			 k, v;
-	const unsigned char	*p, *w;
+	const unsigned char	*p;
 	struct l0read		 r;
+	struct l0layout		 l;
 	uint64_t		 written;
-	size_t			 i, n, m;
+	size_t			 i, n;
 	unsigned		 c;
-	int			 rc, sorted;
+	int			 rc, sorted, filtered;
 
 	memset(&r, 0, sizeof r);
 	r.state = ix->held;
@@ -1427,6 +1613,7 @@ lsm_read(struct lmdb *ix, MDB_txn *txn, int all, char **cause)
 	r.all = all;
 	r.next_doc = ix->next_doc;
 	ix->l0_bad = 0;
+	filtered = !all && l0_filter_setup(ix);
 	if ((rc = mdb_cursor_open(txn, ix->l0, &cur)) != 0)
 		return (lm_fail(ix, rc, "reading l0", cause));
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
@@ -1436,31 +1623,24 @@ lsm_read(struct lmdb *ix, MDB_txn *txn, int all, char **cause)
 			rc = MDB_NOTFOUND;
 			break;
 		}
-		if (v.mv_size < L0_HEADER ||
-		    (v.mv_size - L0_HEADER) % BENTRY_SIZE != 0) {
-			mdb_cursor_close(cur);
-			ix->loaded = 0;	/* half read: empty it next time */
-			xasprintf(cause, "index %s is damaged: an l0 record is "
-			    "corrupt (run --check)", ix->base.path);
-			return (INDEX_ERROR);
-		}
 		lm_findmap(ix, p);
-		written = l0_written(lm_pread(ix, p, L0_HEADER), &sorted);
+		if (l0_record(ix, p, v.mv_size, &l, &written, &sorted) != 0)
+			goto damaged;
 		if (written > ix->lsm.sweep)
 			written = ix->lsm.sweep;
 		r.passed = ix->lsm.sweep - written;
 		if (r.passed >= BAND_CHUNKS)
 			continue;
 		r.wm = (unsigned)(written % BAND_CHUNKS);
-		n = (v.mv_size - L0_HEADER) / BENTRY_SIZE;
-		i = sorted ? l0_live_from(ix, p + L0_HEADER, n, r.wm,
-		    r.passed) : 0;
-		for (; i < n; i += m) {
-			m = n - i < L0_WINDOW ? n - i : L0_WINDOW;
-			w = lm_pread(ix, p + L0_HEADER + i * BENTRY_SIZE,
-			    m * BENTRY_SIZE);
-			memtable_read_log(ix->mt, w, m, &r);
+		if (l.nb > 0 && filtered) {
+			if (l0_read_filtered(ix, p, &l, &r) != 0)
+				goto damaged;
+			continue;
 		}
+		n = l.n;
+		i = sorted ? l0_live_from(ix, p + l.entries, n, r.wm,
+		    r.passed) : 0;
+		l0_read_entries(ix, p + l.entries, i, n, &r);
 	}
 	mdb_cursor_close(cur);
 	ix->l0_bad = r.bad;
@@ -1491,6 +1671,13 @@ lsm_read(struct lmdb *ix, MDB_txn *txn, int all, char **cause)
 	ix->unheld = r.others;
 	ix->reads++;
 	return (0);
+
+damaged:
+	mdb_cursor_close(cur);
+	ix->loaded = 0;			/* half read: empty it next time */
+	xasprintf(cause, "index %s is damaged: an l0 record is corrupt (run "
+	    "--check)", ix->base.path);
+	return (INDEX_ERROR);
 }
 
 /*
@@ -1544,22 +1731,22 @@ lsm_estimate(struct lmdb *ix, MDB_txn *txn)
 {
 	MDB_cursor		*cur;
 	MDB_val			 k, v;
+	struct l0layout		 l;
 	uint64_t		 written, passed, sum = 0;
-	int			 rc;
+	int			 rc, sorted;
 
 	if (mdb_cursor_open(txn, ix->l0, &cur) != 0)
 		return (0);
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-		if (v.mv_size < L0_HEADER)
-			continue;
 		lm_findmap(ix, v.mv_data);
-		written = l0_written(lm_pread(ix, v.mv_data, L0_HEADER), NULL);
+		if (l0_record(ix, v.mv_data, v.mv_size, &l, &written,
+		    &sorted) != 0)
+			continue;
 		passed = ix->lsm.sweep - (written < ix->lsm.sweep ? written :
 		    ix->lsm.sweep);
 		if (passed < BAND_CHUNKS)
-			sum += (v.mv_size - L0_HEADER) / BENTRY_SIZE *
-			    (BAND_CHUNKS - passed) / BAND_CHUNKS;
+			sum += l.n * (BAND_CHUNKS - passed) / BAND_CHUNKS;
 	}
 	mdb_cursor_close(cur);
 	return (sum);
@@ -1877,6 +2064,7 @@ lsm_flush(struct lmdb *ix, char **cause)
 {
 	MDB_cursor	*cur;
 	MDB_val		 k, v;
+	struct l0layout	 l;
 	unsigned char	 kb[8];
 	uint64_t	 q, live = 0, i;
 	char		 num[32];
@@ -1885,20 +2073,30 @@ lsm_flush(struct lmdb *ix, char **cause)
 	if ((rc = lsm_repack(ix, cause)) != 0)
 		return (rc);
 	if (ix->npend > 0) {
-		ix->rec.len = 0;
-		buf_reserve(&ix->rec, L0_HEADER + ix->npend * BENTRY_SIZE);
-		put_le64((unsigned char *)ix->rec.data, ix->tx.sweep |
-		    L0_SORTED);
 		if (ix->l0count == NULL)
 			ix->l0count = xcalloc(BAND_CHUNKS + 1,
 			    sizeof *ix->l0count);
-		l0_sort(ix->pend, ix->npend, ix->tx.sweep % BAND_CHUNKS,
-		    ix->l0count, (unsigned char *)ix->rec.data + L0_HEADER);
+		ix->rec.len = 0;
+		if (ix->npend >= L0F_MIN) {
+			l0f_layout(ix->npend, &l);
+			buf_reserve(&ix->rec, l.size);
+			l0f_write(ix->pend, ix->tx.sweep, ix->l0count, &l,
+			    (unsigned char *)ix->rec.data);
+			v.mv_size = l.size;
+		} else {
+			buf_reserve(&ix->rec, L0_HEADER + ix->npend *
+			    BENTRY_SIZE);
+			put_le64((unsigned char *)ix->rec.data, ix->tx.sweep |
+			    L0_SORTED);
+			l0_sort(ix->pend, ix->npend, ix->tx.sweep %
+			    BAND_CHUNKS, ix->l0count,
+			    (unsigned char *)ix->rec.data + L0_HEADER);
+			v.mv_size = L0_HEADER + ix->npend * BENTRY_SIZE;
+		}
 		put_be64(kb, ix->tx.l0_next);
 		k.mv_data = kb;
 		k.mv_size = sizeof kb;
 		v.mv_data = ix->rec.data;
-		v.mv_size = L0_HEADER + ix->npend * BENTRY_SIZE;
 		if ((rc = mdb_put(ix->txn, ix->l0, &k, &v, MDB_APPEND)) != 0)
 			return (lm_fail(ix, rc, "writing l0", cause));
 		ix->tx.l0_next++;
@@ -2980,6 +3178,34 @@ check_runs(struct lmdb *ix, struct checking *ck, MDB_dbi dbi,
 	check_walked(ck, what, rc);
 }
 
+/*
+ * Do the directory and filter of the filtered l0 record rec of layout l,
+ * written at the sweep position written and in order, say what its
+ * entries do (1)?  They are written again from its entries (l0f_write)
+ * and compared.
+ */
+static int
+check_l0_filter(struct lmdb *ix, const unsigned char *rec,
+    const struct l0layout *l, uint64_t written)
+{
+	struct bentry	*e;
+	unsigned char	*again;
+	size_t		 i;
+	int		 same;
+
+	if (ix->l0count == NULL)
+		ix->l0count = xcalloc(BAND_CHUNKS + 1, sizeof *ix->l0count);
+	e = xreallocarray(NULL, l->n, sizeof *e);
+	for (i = 0; i < l->n; i++)
+		run_get(rec + l->entries, i, &e[i]);
+	again = xmalloc(l->size);
+	l0f_write(e, written, ix->l0count, l, again);
+	same = memcmp(again, rec, l->entries) == 0;
+	free(again);
+	free(e);
+	return (same);
+}
+
 /* The memtable's log: well formed, below l0_next and the sweep. */
 static void
 check_l0(struct lmdb *ix, struct checking *ck, uint64_t sweep,
@@ -2988,8 +3214,8 @@ check_l0(struct lmdb *ix, struct checking *ck, uint64_t sweep,
 	MDB_cursor		*cur;
 	MDB_val			 k, v;
 	const unsigned char	*e;
+	struct l0layout		 l;
 	uint64_t		 bad = 0, h;
-	size_t			 n;
 	int			 rc, sorted;
 
 	if ((rc = mdb_cursor_open(ix->txn, ix->l0, &cur)) != 0) {
@@ -2999,22 +3225,23 @@ check_l0(struct lmdb *ix, struct checking *ck, uint64_t sweep,
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		if (k.mv_size != 8 || get_be64(k.mv_data) >= l0_next ||
-		    v.mv_size < L0_HEADER ||
-		    (v.mv_size - L0_HEADER) % BENTRY_SIZE != 0 ||
-		    l0_written(v.mv_data, NULL) > sweep) {
-			problem(ck->f, ck->problems, "an l0 record is "
-			    "malformed");
+		    !lm_ovf_ok(ix, &v) ||
+		    l0_record(ix, v.mv_data, v.mv_size, &l, &h, &sorted) != 0 ||
+		    h > sweep) {
+			if (lm_ovf_ok(ix, &v))	/* (else check_walked) */
+				problem(ck->f, ck->problems, "an l0 record is "
+				    "malformed");
 			continue;
 		}
-		if (!lm_ovf_ok(ix, &v))
-			continue;	/* (check_walked says damaged) */
-		e = (const unsigned char *)v.mv_data + L0_HEADER;
-		n = (v.mv_size - L0_HEADER) / BENTRY_SIZE;
-		bad += l0_bad_entries(e, n, ix->next_doc);
-		h = l0_written(v.mv_data, &sorted);
-		if (sorted && !l0_in_order(e, n, (unsigned)(h % BAND_CHUNKS)))
+		e = (const unsigned char *)v.mv_data + l.entries;
+		bad += l0_bad_entries(e, l.n, ix->next_doc);
+		if (sorted && !l0_in_order(e, l.n, (unsigned)(h % BAND_CHUNKS)))
 			problem(ck->f, ck->problems, "l0 record %" PRIu64 " is "
 			    "out of order", get_be64(k.mv_data));
+		else if (l.nb > 0 && !check_l0_filter(ix, v.mv_data, &l, h))
+			problem(ck->f, ck->problems, "l0 record %" PRIu64 ": "
+			    "its directory or filter does not match its "
+			    "entries", get_be64(k.mv_data));
 	}
 	mdb_cursor_close(cur);
 	check_walked(ck, "l0", rc);

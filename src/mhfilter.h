@@ -65,7 +65,7 @@
  * shingle hashing, MinHash, band hashing); the known-answer tests in
  * tests/unit fail loudly when either changes by accident.
  */
-#define MHF_INDEX_FORMAT	7	/* LMDB; 2 to 6 are upgraded on open */
+#define MHF_INDEX_FORMAT	8	/* LMDB; 2 to 7 are upgraded on open */
 #define MHF_REDIS_FORMAT	3	/* 2 is upgraded on open */
 #define MHF_SCHEME		2
 #define MHF_SCHEME_NAME		"xxh3-oph16-dens-v2"
@@ -329,6 +329,33 @@ size_t		 run_merge(unsigned, const unsigned char *, size_t,
 int		 run_young(size_t, size_t, size_t, size_t);
 void		 l0_sort(const struct bentry *, size_t, unsigned, size_t *,
 		    unsigned char *);
+/* An l0 record's header flags, and its filter (bandrun.c: l0f_*). */
+#define L0_SORTED	(1ULL << 63)	/* in l0_sort's order (format 6) */
+#define L0_FILTERED	(1ULL << 62)	/* with a filter (format 8) */
+#define L0F_HEADER	16		/* bytes of a filtered one's header */
+#define L0F_MIN		1024		/* entries: smaller ones have none */
+#define L0F_BITS	16		/* filter bits an entry */
+#define L0F_BLOCK	32		/* bytes of a filter block */
+#define L0F_GBITS_MAX	12		/* at most 4,096 groups of chunks */
+struct l0layout {
+	size_t		 n;		/* entries */
+	unsigned	 gbits;		/* 2^gbits groups */
+	size_t		 nb;		/* filter blocks */
+	size_t		 dir;		/* offsets in the record */
+	size_t		 filter;
+	size_t		 entries;
+	size_t		 size;
+};
+void		 l0f_layout(size_t, struct l0layout *);
+int		 l0f_parse(const unsigned char *, size_t, struct l0layout *);
+size_t		 l0f_dir(const unsigned char *, size_t);
+int		 l0f_dir_ok(const unsigned char *, const struct l0layout *);
+size_t		 l0f_block(uint64_t, unsigned, size_t);
+size_t		 l0f_first_block(uint64_t, size_t);
+void		 l0f_mask(uint64_t, uint64_t[4]);
+int		 l0f_has(const unsigned char *, const uint64_t[4]);
+void		 l0f_write(const struct bentry *, uint64_t, size_t *,
+		    const struct l0layout *, unsigned char *);
 int		 l0_in_order(const unsigned char *, size_t, unsigned);
 size_t		 l0_window(size_t, uint64_t, size_t, size_t *);
 int		 l0_live_window(const unsigned char *, size_t, size_t, size_t,

@@ -88,7 +88,7 @@ EOF
  created
  NOW
  format
- 7
+ 8
  l0_next
  2
  l1_entries

@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
-# Indexes of the older LMDB formats 2 to 6, made by the mhfilter of their
-# day (tests/data/index-format2 to 6; see the README there), are
+# Indexes of the older LMDB formats 2 to 7, made by the mhfilter of their
+# day (tests/data/index-format2 to 7; see the README there), are
 # opened by this one: queried, upgraded by a run that adds documents,
 # checked, and their documents still found as duplicates.
 
@@ -59,7 +59,7 @@ assert_upgraded() {
 	cmp want got || fail "the rest, on the upgraded index:" "$(diff want got)"
 	grep -q '^duplicate	15	0.9364' got ||
 	    fail "line 23 is not a duplicate of the old document 15"
-	assert_info 7 39
+	assert_info 8 39
 	mhrun --db db -Q -a first
 	assert_status 0
 	assert_first_found
@@ -84,7 +84,7 @@ assert_query_leaves() {
 	assert_query_leaves 3
 }
 
-@test "format 3: a run that adds documents upgrades it to format 7" {
+@test "format 3: a run that adds documents upgrades it to format 8" {
 	old_index 3
 	assert_upgraded
 }
@@ -100,7 +100,7 @@ assert_query_leaves() {
 	assert_status 4
 }
 
-@test "format 2: a run that adds documents rewrites its band runs as format 7" {
+@test "format 2: a run that adds documents rewrites its band runs as format 8" {
 	old_index 2
 	assert_upgraded
 }
@@ -116,7 +116,7 @@ assert_query_leaves() {
 	assert_status 1
 }
 
-@test "format 4: a run that adds documents upgrades it to format 7" {
+@test "format 4: a run that adds documents upgrades it to format 8" {
 	old_index 4
 	assert_upgraded
 	run mdb_stat -s l1y db
@@ -132,7 +132,7 @@ assert_query_leaves() {
 	assert_query_leaves 5
 }
 
-@test "format 5: a run that adds documents upgrades it to format 7" {
+@test "format 5: a run that adds documents upgrades it to format 8" {
 	old_index 5
 	assert_upgraded
 }
@@ -146,7 +146,21 @@ assert_query_leaves() {
 	assert_query_leaves 6
 }
 
-@test "format 6: a run that adds documents upgrades it to format 7" {
+@test "format 6: a run that adds documents upgrades it to format 8" {
 	old_index 6
+	assert_upgraded
+}
+
+@test "format 7: --info and --check read it as it is" {
+	old_index 7
+	assert_info 7 19
+}
+
+@test "format 7: -Q finds its documents and leaves it format 7" {
+	assert_query_leaves 7
+}
+
+@test "format 7: a run that adds documents upgrades it to format 8" {
+	old_index 7
 	assert_upgraded
 }

@@ -1095,7 +1095,7 @@ test_upgrade_format3(void **state)
 	for (pass = 0; pass < 2; pass++) {
 		open_ix(f, pass == 0 ? INDEX_RDONLY : 0);
 		CHECK(f, index_info(f->ix, &in, &f->cause));
-		assert_int_equal(in.format, pass == 0 ? 3 : 7);
+		assert_int_equal(in.format, pass == 0 ? 3 : 8);
 		CHECK(f, index_begin(f->ix, &f->cause));
 		for (i = 0; i < NDOCS; i++) {
 			assert_int_equal(index_text(f->ix, i + 1, &f->text,
@@ -1110,7 +1110,7 @@ test_upgrade_format3(void **state)
 		CHECK(f, index_commit(f->ix, &f->cause));
 		close_ix(f);
 		raw_meta(f->path, "format", fmt, sizeof fmt);
-		assert_string_equal(fmt, pass == 0 ? "3" : "7");
+		assert_string_equal(fmt, pass == 0 ? "3" : "8");
 	}
 
 	/* The text added since is LZ4, and both kinds read. */
@@ -1186,7 +1186,7 @@ test_upgrade_format2(void **state)
 	open_ix(f, 0);
 	close_ix(f);
 	raw_meta(f->path, "format", fmt, sizeof fmt);
-	assert_string_equal(fmt, "7");
+	assert_string_equal(fmt, "8");
 	open_ix(f, INDEX_RDONLY);
 	CHECK(f, index_begin(f->ix, &f->cause));
 	for (j = 0; j < nprobe; j++) {
@@ -1476,6 +1476,7 @@ test_snapshot(void **state)
 #define PART_DOCS	200	/* x B keys: under BAND_CHUNKS / 4, no l1map */
 #define PART_BATCHES	60
 #define PART_OPEN	5	/* batches between opens */
+#define PART_FDOCS	300	/* x B keys: at least L0F_MIN, filtered */
 
 /*
  * Small batches, each few after an open, so that the memtable holds only
@@ -1487,15 +1488,15 @@ test_snapshot(void **state)
  * model has them; a read-only batch inserts nothing.
  */
 static void
-test_partial(void **state)
+partial_run(struct fixture *f, size_t nd, uint64_t seed)
 {
-	struct fixture		*f = *state;
 	struct index_params	 p;
+	struct index_stats	 st;
 	struct model		 m;
 	size_t			 b;
 	int			 rdonly = 0;
 
-	model_init(&m, PART_DOCS, PART_BATCHES, 11);
+	model_init(&m, nd, PART_BATCHES, seed);
 	params(&p);
 	p.memtable = 1 << 20;
 	for (b = 0; b < PART_BATCHES; b++) {
@@ -1507,9 +1508,31 @@ test_partial(void **state)
 			    rdonly ? INDEX_RDONLY : 0, &p, 0, &f->cause));
 		}
 		model_run(f, &m, b, !rdonly);
+		/* What the batch read of l0 counts the rest exactly. */
+		CHECK(f, index_stats(f->ix, &st, &f->cause));
+		if (st.band_entries != m.npairs)
+			fail_msg("batch %zu: %" PRIu64 " band entries, want "
+			    "%zu", b, st.band_entries, m.npairs);
 	}
 	close_ix(f);
 	model_free(&m);
+}
+
+static void
+test_partial(void **state)
+{
+	partial_run(*state, PART_DOCS, 11);
+}
+
+/*
+ * The same with batches whose l0 records have filters (index format 8):
+ * a small batch reads the groups of chunks that its keys' filter bits
+ * point to, and those of the chunks to be held whole.
+ */
+static void
+test_partial_filtered(void **state)
+{
+	partial_run(*state, PART_FDOCS, 13);
 }
 
 #define YOUNG_DOCS	1100	/* x B keys: lmdb_prepare reads l1map */
@@ -1766,7 +1789,7 @@ check_unpadded(struct fixture *f, struct index_params *p, struct model *m,
 		model_run(f, m, *b, 1);
 	close_ix(f);
 	raw_meta(f->path, "format", v, sizeof v);
-	assert_string_equal(v, "7");
+	assert_string_equal(v, "8");
 	raw_run_entries(f->path, name, &runs, &padded, 0);
 	if (padded == 0)
 		fail_msg("none of %zu runs of %s is padded", runs, name);
@@ -1872,12 +1895,15 @@ test_old_padded(void **state)
 	model_free(&m);
 }
 
+/* The bytes of an l0 record of n entries without a filter (format 7). */
+#define L0_PLAIN(n)	(8 + (n) * BENTRY_SIZE)
+
 /*
- * The first l0 record of the index at path, of n entries, straight from
+ * The first l0 record of the index at path, of size bytes, straight from
  * LMDB: a copy (raw_l0 with rec NULL), or replaced by rec.
  */
 static unsigned char *
-raw_l0(const char *path, size_t n, const unsigned char *rec)
+raw_l0(const char *path, size_t size, const unsigned char *rec)
 {
 	MDB_env		*env;
 	MDB_txn		*txn;
@@ -1887,7 +1913,7 @@ raw_l0(const char *path, size_t n, const unsigned char *rec)
 
 	raw_cursor(path, "l0", rec != NULL, &env, &txn, &cur);
 	assert_int_equal(mdb_cursor_get(cur, &k, &v, MDB_FIRST), 0);
-	assert_int_equal(v.mv_size, 8 + n * BENTRY_SIZE);
+	assert_int_equal(v.mv_size, size);
 	if (rec == NULL)
 		copy = memcpy(xmalloc(v.mv_size), v.mv_data, v.mv_size);
 	else {
@@ -1916,11 +1942,11 @@ test_l0_damage(void **state)
 	int			 pass, rc;
 
 	fill(f);
-	rec = raw_l0(f->path, NDOCS * B, NULL);
+	rec = raw_l0(f->path, L0_PLAIN(NDOCS * B), NULL);
 	e = 8 + (NDOCS * B - 1) * BENTRY_SIZE;	/* the last entry */
 	assert_int_equal(get_le64(rec + e), 42);
 	put_le64(rec + e + 8, 1000);
-	raw_l0(f->path, NDOCS * B, rec);
+	raw_l0(f->path, L0_PLAIN(NDOCS * B), rec);
 	free(rec);
 
 	/* Read-only: q1 does not read the entry, q2 does; then a writer. */
@@ -2046,6 +2072,26 @@ test_writer_keys(void **state)
 	close_ix(f);
 }
 
+/* --check of the index of f: problems, and its report contains want. */
+static void
+check_finds(struct fixture *f, uint64_t want_problems, const char *want)
+{
+	uint64_t	 problems;
+	char		*out = NULL;
+	size_t		 len = 0;
+	FILE		*fp;
+
+	open_ix(f, INDEX_RDONLY);
+	assert_non_null(fp = open_memstream(&out, &len));
+	CHECK(f, index_check(f->ix, fp, &problems, &f->cause));
+	fclose(fp);
+	close_ix(f);
+	if (problems != want_problems || (want != NULL &&
+	    strstr(out, want) == NULL))
+		fail_msg("%" PRIu64 " problems: %s", problems, out);
+	free(out);
+}
+
 /*
  * An l0 record (index format 6) is flagged and in l0_sort's order for the
  * sweep's chunk when it was written; --check finds two of its entries of
@@ -2055,12 +2101,10 @@ static void
 test_l0_order(void **state)
 {
 	struct fixture		*f = *state;
-	uint64_t		 keys[B], problems, h;
+	uint64_t		 keys[B], h;
 	uint32_t		 sig[K] = { 0 };
 	unsigned char		*rec, t[BENTRY_SIZE];
-	char			*out = NULL;
-	size_t			 i, j, n = 50, len = 0;
-	FILE			*fp;
+	size_t			 i, j, n = 50;
 
 	open_ix(f, 0);
 	CHECK(f, index_begin(f->ix, &f->cause));
@@ -2074,7 +2118,7 @@ test_l0_order(void **state)
 	CHECK(f, index_commit(f->ix, &f->cause));
 	close_ix(f);
 
-	rec = raw_l0(f->path, n * B, NULL);
+	rec = raw_l0(f->path, L0_PLAIN(n * B), NULL);
 	h = get_le64(rec);
 	assert_true(h >> 63);				/* L0_SORTED */
 	assert_true(l0_in_order(rec + 8, n * B, (h & ~(1ULL << 63)) %
@@ -2084,17 +2128,77 @@ test_l0_order(void **state)
 	memcpy(t, rec + 8, BENTRY_SIZE);
 	memcpy(rec + 8, rec + 8 + (n * B - 1) * BENTRY_SIZE, BENTRY_SIZE);
 	memcpy(rec + 8 + (n * B - 1) * BENTRY_SIZE, t, BENTRY_SIZE);
-	raw_l0(f->path, n * B, rec);
+	raw_l0(f->path, L0_PLAIN(n * B), rec);
 	free(rec);
+	check_finds(f, 1, "out of order");
+}
 
-	open_ix(f, INDEX_RDONLY);
-	assert_non_null(fp = open_memstream(&out, &len));
-	CHECK(f, index_check(f->ix, fp, &problems, &f->cause));
-	fclose(fp);
+/*
+ * An l0 record of L0F_MIN entries or more has a filter (index format 8).
+ * Damaged, its directory is an error for a batch that reads the record
+ * by its filter, and --check finds it, as it finds a filter bit flipped.
+ */
+static void
+test_l0_filter_damage(void **state)
+{
+	struct fixture		*f = *state;
+	struct l0layout		 l;
+	struct ixdoc		 d;
+	uint64_t		 keys[300][B];
+	uint32_t		 sig[K] = { 0 };
+	unsigned char		*rec, *bad;
+	size_t			 i, j, n = 300;
+	int			 rc;
+
+	open_ix(f, 0);
+	CHECK(f, index_begin(f->ix, &f->cause));
+	for (i = 0; i < n; i++) {
+		for (j = 0; j < K; j++)
+			sig[j] = (uint32_t)(i * K + j + 7);
+		lsh_keys(sig, B, R, 0, keys[i]);
+		CHECK(f, index_insert(f->ix, keys[i], sig, "d", 1, "t", 1, 0,
+		    0, &f->cause));
+	}
+	CHECK(f, index_commit(f->ix, &f->cause));
 	close_ix(f);
-	if (problems != 1 || strstr(out, "out of order") == NULL)
-		fail_msg("%" PRIu64 " problems: %s", problems, out);
-	free(out);
+	l0f_layout(n * B, &l);
+	rec = raw_l0(f->path, l.size, NULL);
+	assert_true(get_le64(rec) & L0_FILTERED);
+	check_finds(f, 0, NULL);
+
+	/* A directory that goes past the record's entries. */
+	bad = xmalloc(l.size);
+	memcpy(bad, rec, l.size);
+	put_le32(bad + l.dir + 4, (uint32_t)(n * B + 1));
+	raw_l0(f->path, l.size, bad);
+	memset(&d, 0, sizeof d);
+	d.keys = keys[5];
+	d.pending = 1;
+	open_ix(f, INDEX_RDONLY);
+	CHECK(f, index_begin(f->ix, &f->cause));
+	rc = index_prepare(f->ix, &d, 1, &f->cause);
+	assert_int_equal(rc, INDEX_ERROR);
+	check_cause(f, "an l0 record is corrupt");
+	index_abort(f->ix);
+	close_ix(f);
+	check_finds(f, 1, "its directory or filter does not match");
+
+	/* A bit of the filter flipped. */
+	memcpy(bad, rec, l.size);
+	bad[l.filter + 40] ^= 0x10;
+	raw_l0(f->path, l.size, bad);
+	check_finds(f, 1, "its directory or filter does not match");
+
+	/* Sound again: the lookup finds document 6 under each key. */
+	raw_l0(f->path, l.size, rec);
+	open_ix(f, INDEX_RDONLY);
+	CHECK(f, index_begin(f->ix, &f->cause));
+	CHECK(f, index_prepare(f->ix, &d, 1, &f->cause));
+	lookup_only(f, keys[5], 6);
+	index_abort(f->ix);
+	close_ix(f);
+	free(bad);
+	free(rec);
 }
 
 #define T(name)	cmocka_unit_test_setup_teardown(name, setup, teardown)
@@ -2125,12 +2229,14 @@ main(void)
 		T(test_upgrade_format3),
 		T(test_snapshot),
 		T(test_partial),
+		T(test_partial_filtered),
 		T(test_l1_leaves),
 		T(test_l1_repack),
 		T(test_young),
 		T(test_old_padded),
 		T(test_l0_damage),
 		T(test_l0_order),
+		T(test_l0_filter_damage),
 		T(test_writer_keys),
 	};
 
