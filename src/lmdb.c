@@ -174,7 +174,6 @@
 #define UNCOUNTED	UINT64_MAX
 #define L0_WINDOW	4096	/* l0 entries read at a time (lsm_read) */
 #define RUN_WINDOW	4096	/* l1 entries read for a lookup, at most */
-#define L0F_WINDOW	(L0_WINDOW * BENTRY_SIZE / L0F_BLOCK)	/* blocks */
 #define L0_WHOLES_MAX	(BAND_CHUNKS / 8)	/* see l0_filter_setup */
 #define MAP_NONE	((const unsigned char *)UINTPTR_MAX)
 #define L1_REPACK_MAX	(128ULL << 20)	/* l1 repacked in one commit, at most */
@@ -242,9 +241,12 @@ struct lmdb {
 	unsigned	*wholes;	/* l0_filter_setup: chunks held or
 					   read whole */
 	size_t		 nwholes;
-	struct l0mask	*masks;		/* and the filter masks of keyset */
-	size_t		 nmasks;
-	unsigned char	 dirbuf[4 * ((1U << L0F_GBITS_MAX) + 1)];
+	struct l0key	*probe;		/* and the keys to test, with masks */
+	size_t		 nprobe;
+	size_t		 probesize;
+	unsigned char	*fbuf;		/* a record's filter blocks */
+	size_t		 fbufsize;
+	uint32_t	 dir[(1U << L0F_GBITS_MAX) + 1];	/* its directory */
 	unsigned char	 gmark[(1U << L0F_GBITS_MAX) / 8 + 1];
 	const unsigned char *map;	/* the map's address: NULL not known
 					   yet, MAP_NONE not found */
@@ -280,11 +282,6 @@ struct lmdb {
 	/* Delivery marks for the next commit (lm_undelivered_apply). */
 	struct u64vec	 dranges;	/* [first, end) pairs delivered */
 	struct u64vec	 dreplays;	/* earlier documents written again */
-};
-
-/* A key's bits in an l0 record's filter (l0f_mask). */
-struct l0mask {
-	uint64_t	 m[4];
 };
 
 /* A chunk's l1 runs, old and young, as the transaction sees them. */
@@ -328,6 +325,8 @@ static int	lsm_read(struct lmdb *, MDB_txn *, int, char **);
 static void	lm_findmap(struct lmdb *, const unsigned char *);
 static const unsigned char *lm_pread(struct lmdb *, const unsigned char *,
 		    size_t);
+static const unsigned char *lm_pread_to(struct lmdb *,
+		    const unsigned char *, size_t, unsigned char *);
 static size_t	lm_run_find(struct lmdb *, const MDB_val *, size_t, uint64_t,
 		    struct u64vec *, size_t);
 static int	lsm_hold(struct lmdb *, uint64_t, int, char **);
@@ -986,7 +985,8 @@ lmdb_close(struct index *base)
 	free(ix->keybits);
 	free(ix->rbuf);
 	free(ix->wholes);
-	free(ix->masks);
+	free(ix->probe);
+	free(ix->fbuf);
 	free(ix->pend);
 	free(ix->l0count);
 	free(ix->merged);
@@ -1467,8 +1467,9 @@ l0_read_entries(struct lmdb *ix, const unsigned char *e, size_t i, size_t n,
 /*
  * Before a pass over l0 that is not of all of it: can filtered records be
  * read by their filters (1)?  Notes the chunks to be read whole or held
- * whole (whose groups are read), and the filter masks of the keys.  Not
- * when so many chunks are whole that most groups would be read anyway.
+ * whole (whose groups are read), and the keys held or to be read by key,
+ * with their filter masks.  Not when so many chunks are whole that most
+ * groups would be read anyway.
  */
 static int
 l0_filter_setup(struct lmdb *ix)
@@ -1487,13 +1488,19 @@ l0_filter_setup(struct lmdb *ix)
 			    sizeof *ix->wholes);
 		ix->wholes[ix->nwholes++] = c;
 	}
-	if (ix->keyset.n > ix->nmasks) {
-		ix->masks = xreallocarray(ix->masks, ix->keyset.n,
-		    sizeof *ix->masks);
-		ix->nmasks = ix->keyset.n;
+	if (ix->keyset.n > ix->probesize) {
+		ix->probesize = ix->keyset.n;
+		ix->probe = xreallocarray(ix->probe, ix->probesize,
+		    sizeof *ix->probe);
 	}
-	for (i = 0; i < ix->keyset.n; i++)
-		l0f_mask(ix->keyset.v[i], ix->masks[i].m);
+	ix->nprobe = 0;
+	for (i = 0; i < ix->keyset.n; i++) {
+		c = band_chunk(ix->keyset.v[i]);
+		if (ix->held[c] != MT_KEYS && ix->held[c] != MT_WANTKEYS)
+			continue;
+		ix->probe[ix->nprobe].key = ix->keyset.v[i];
+		l0f_mask(ix->keyset.v[i], ix->probe[ix->nprobe++].m);
+	}
 	return (1);
 }
 
@@ -1504,27 +1511,24 @@ l0_filter_setup(struct lmdb *ix)
  * lsm_read's pass over a filtered l0 record p of layout l (index format
  * 8), r as for memtable_read_log: read only the groups of chunks the
  * sweep has not passed that hold a key of the batch's whose filter bits
- * are all set, or a chunk to be read or held whole, and the group where
- * the entries not merged begin; count the entries of the others in
- * r->others as a read would.  The directory, the filter's blocks of the
- * chunks not passed and those groups, with a pread each (where the map's
- * address is known): at a million documents, 2 MB of l0's 15 MB not
- * merged for a small batch.  0, or -1 if its directory is damaged.
+ * are all set (l0f_probe), or a chunk to be read or held whole, and the
+ * group where the entries not merged begin; count the entries of the
+ * others in r->others as a read would.  The directory, the filter's
+ * blocks of the chunks not passed and those groups, with a pread each
+ * (where the map's address is known): at a million documents, 2 MB of
+ * l0's 15 MB not merged for a small batch.  0, or -1 if its directory is
+ * damaged.
  */
 static int
 l0_read_filtered(struct lmdb *ix, const unsigned char *p,
     const struct l0layout *l, struct l0read *r)
 {
-	const struct l0mask	*mk;
-	const unsigned char	*w = NULL;
-	const uint64_t		*keys = ix->keyset.v;
-	size_t			 G = (size_t)1 << l->gbits, nk = ix->keyset.n;
-	size_t			 g, b, i, k, blk, wb = 0, we = 0, lo, hi, mid;
-	unsigned		 shift = BAND_CHUNK_BITS - l->gbits, o, c;
-	uint64_t		 first;
+	const unsigned char	*f;
+	size_t			 G = (size_t)1 << l->gbits, g, b, i, b0, len;
+	unsigned		 shift = BAND_CHUNK_BITS - l->gbits, o;
 
-	memcpy(ix->dirbuf, lm_pread(ix, p + l->dir, 4 * (G + 1)), 4 * (G + 1));
-	if (!l0f_dir_ok(ix->dirbuf, l))
+	if (l0f_dir_read(lm_pread(ix, p + l->dir, 4 * (G + 1)), l,
+	    ix->dir) != 0)
 		return (-1);
 	memset(ix->gmark, 0, G / 8 + 1);
 	GMARK(r->passed >> shift);
@@ -1533,51 +1537,27 @@ l0_read_filtered(struct lmdb *ix, const unsigned char *p,
 		if (o >= r->passed)
 			GMARK(o >> shift);
 	}
-	/*
-	 * The keys from the first chunk not passed on, in the order of their
-	 * blocks (l0f_block), so that the filter is read forwards: from the
-	 * first key of that chunk, round to the first of a passed one.
-	 */
-	first = (uint64_t)((r->wm + r->passed) & (BAND_CHUNKS - 1)) <<
-	    (64 - BAND_CHUNK_BITS);
-	for (lo = 0, hi = nk; lo < hi; ) {
-		mid = lo + (hi - lo) / 2;
-		if (keys[mid] < first)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	for (i = 0; i < nk; i++) {
-		k = (lo + i) % nk;
-		if ((o = l0_offset(keys[k], r->wm)) < r->passed)
-			break;
-		c = band_chunk(keys[k]);
-		if (ix->held[c] != MT_KEYS && ix->held[c] != MT_WANTKEYS)
-			continue;
-		if (GMARKED(o >> shift))
-			continue;
-		blk = l0f_block(keys[k], r->wm, l->nb);
-		if (blk >= we) {
-			wb = blk;
-			we = blk + L0F_WINDOW < l->nb ? blk + L0F_WINDOW :
-			    l->nb;
-			w = lm_pread(ix, p + l->filter + wb * L0F_BLOCK,
-			    (we - wb) * L0F_BLOCK);
+	if (ix->nprobe > 0) {
+		b0 = l0f_first_block(r->passed, l->nb);
+		len = (l->nb - b0) * L0F_BLOCK;
+		if (len > ix->fbufsize) {
+			ix->fbufsize = len;
+			ix->fbuf = xreallocarray(ix->fbuf, len, 1);
 		}
-		mk = &ix->masks[k];
-		if (l0f_has(w + (blk - wb) * L0F_BLOCK, mk->m))
-			GMARK(o >> shift);
+		f = lm_pread_to(ix, p + l->filter + b0 * L0F_BLOCK, len,
+		    ix->fbuf);
+		l0f_probe(f, b0, l, r->wm, r->passed, ix->probe, ix->nprobe,
+		    ix->gmark);
 	}
 	for (g = r->passed >> shift; g < G; g = b) {
 		for (b = g; b < G && GMARKED(b); b++)
 			;
 		if (b > g) {
-			l0_read_entries(ix, p + l->entries,
-			    l0f_dir(ix->dirbuf, g), l0f_dir(ix->dirbuf, b), r);
+			l0_read_entries(ix, p + l->entries, ix->dir[g],
+			    ix->dir[b], r);
 			continue;
 		}
-		r->others += l0f_dir(ix->dirbuf, g + 1) -
-		    l0f_dir(ix->dirbuf, g);
+		r->others += ix->dir[g + 1] - ix->dir[g];
 		b = g + 1;
 	}
 	return (0);
@@ -1768,19 +1748,29 @@ lm_inmap(const struct lmdb *ix, const unsigned char *p, size_t len)
 static const unsigned char *
 lm_pread(struct lmdb *ix, const unsigned char *p, size_t len)
 {
-	if (!lm_inmap(ix, p, len) || len > L0_WINDOW * BENTRY_SIZE)
+	if (len > L0_WINDOW * BENTRY_SIZE)
 		return (p);
 	if (ix->rbuf == NULL)
 		ix->rbuf = xmalloc(L0_WINDOW * BENTRY_SIZE);
-	if (pread(ix->fd, ix->rbuf, len, p - ix->map) != (ssize_t)len)
+	return (lm_pread_to(ix, p, len, ix->rbuf));
+}
+
+/* The same into buf, of len bytes or more. */
+static const unsigned char *
+lm_pread_to(struct lmdb *ix, const unsigned char *p, size_t len,
+    unsigned char *buf)
+{
+	if (!lm_inmap(ix, p, len) ||
+	    pread(ix->fd, buf, len, p - ix->map) != (ssize_t)len)
 		return (p);
-	return (ix->rbuf);
+	return (buf);
 }
 
 /*
  * run_find on the n entries of an l1 or l1y run v that no prepared batch
  * mapped (a small batch's): a run in overflow pages is read with pread,
- * the entries around where the key should be (run_window_len, run_window),
+ * the entries around where the key should be (run_window), a short
+ * window first and then a wide one (run_window_short, run_window_len),
  * unless they may not hold all of its entries.
  */
 static size_t
@@ -1789,13 +1779,16 @@ lm_run_find(struct lmdb *ix, const MDB_val *v, size_t n, uint64_t key,
 {
 	const unsigned char	*w, *run = v->mv_data;
 	size_t			 from, m, had = out->n;
+	int			 wide;
 
-	if (v->mv_size >= ix->inline_max) {
+	for (wide = 0; v->mv_size >= ix->inline_max && wide < 2; wide++) {
 		lm_findmap(ix, run);
-		m = run_window(n, key, run_window_len(n, RUN_WINDOW), &from);
+		m = run_window(n, key, wide ? run_window_len(n, RUN_WINDOW) :
+		    run_window_short(n, RUN_WINDOW), &from);
 		w = lm_pread(ix, run + from * L1E_SIZE, m * L1E_SIZE);
-		if (w != run + from * L1E_SIZE &&
-		    run_find_window(w, from, m, n, key, out, max) == 0)
+		if (w == run + from * L1E_SIZE)
+			break;		/* not read: the map's address unknown */
+		if (run_find_window(w, from, m, n, key, out, max) == 0)
 			return (out->n - had);
 	}
 	return (run_find(run, n, key, out, max));

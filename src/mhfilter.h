@@ -321,6 +321,7 @@ size_t		 run_find(const unsigned char *, size_t, uint64_t,
 		    struct u64vec *, size_t);
 void		 run_prefetch(const unsigned char *, size_t, uint64_t);
 size_t		 run_window_len(size_t, size_t);
+size_t		 run_window_short(size_t, size_t);
 size_t		 run_window(size_t, uint64_t, size_t, size_t *);
 int		 run_find_window(const unsigned char *, size_t, size_t, size_t,
 		    uint64_t, struct u64vec *, size_t);
@@ -348,12 +349,20 @@ struct l0layout {
 };
 void		 l0f_layout(size_t, struct l0layout *);
 int		 l0f_parse(const unsigned char *, size_t, struct l0layout *);
-size_t		 l0f_dir(const unsigned char *, size_t);
-int		 l0f_dir_ok(const unsigned char *, const struct l0layout *);
+/* A key, and the bits it sets in an l0 record's filter (l0f_mask). */
+struct l0key {
+	uint64_t	 key;
+	uint64_t	 m[4];
+};
+int		 l0f_dir_read(const unsigned char *, const struct l0layout *,
+		    uint32_t *);
 size_t		 l0f_block(uint64_t, unsigned, size_t);
 size_t		 l0f_first_block(uint64_t, size_t);
 void		 l0f_mask(uint64_t, uint64_t[4]);
 int		 l0f_has(const unsigned char *, const uint64_t[4]);
+void		 l0f_probe(const unsigned char *, size_t,
+		    const struct l0layout *, unsigned, uint64_t,
+		    const struct l0key *, size_t, unsigned char *);
 void		 l0f_write(const struct bentry *, uint64_t, size_t *,
 		    const struct l0layout *, unsigned char *);
 int		 l0_in_order(const unsigned char *, size_t, unsigned);

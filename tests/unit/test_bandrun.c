@@ -1978,11 +1978,12 @@ test_orun(void **state)
 }
 
 /*
- * run_window_len: the widths pinned, and on uniform runs of 1,000 to a
- * million entries, the window run_window places around where each of
- * 2,000 keys of the run should be holds all of that key's entries
- * (run_find_window finds them, as run_find does), all but once in the
- * 8,000 lookups.
+ * run_window_len and run_window_short: the widths pinned, and on uniform
+ * runs of 1,000 to a million entries, the window run_window places around
+ * where each of 2,000 keys of the run should be holds all of that key's
+ * entries (run_find_window finds them, as run_find does), or says it may
+ * not: the wide one all but once in the 8,000 lookups, the short one all
+ * but 1% (about 0.3% expected).
  */
 static void
 test_window(void **state)
@@ -1992,14 +1993,16 @@ test_window(void **state)
 	struct u64vec		 a = { 0 }, b = { 0 };
 	unsigned char		*run;
 	uint64_t		 s = 5;
-	size_t			 si, n, i, k, from, m, misses = 0;
-	unsigned		 c = 77;
+	size_t			 si, n, i, k, from, m, w, misses[2] = { 0, 0 };
+	unsigned		 c = 77, wide;
 
 	(void)state;
 	assert_int_equal(run_window_len(1000, 4096), 222);
 	assert_int_equal(run_window_len(10000, 4096), 564);
 	assert_int_equal(run_window_len(1000000, 4096), 4096);
 	assert_int_equal(run_window_len(0, 4096), 64);
+	assert_int_equal(run_window_short(1000, 4096), 95);
+	assert_int_equal(run_window_short(0, 4096), 16);
 	v = xcalloc(1000000, sizeof *v);
 	run = xcalloc(1000000, L1E_SIZE);
 	for (si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
@@ -2007,14 +2010,17 @@ test_window(void **state)
 		random_run(v, n, c, D_UNIFORM, 0, &s);
 		for (i = 0; i < n; i++)
 			l1_put(run, i, &v[i]);
-		for (k = 0; k < 2000; k++) {
+		for (k = 0; k < 4000; k++) {
 			i = (size_t)(splitmix64(&s) % n);
-			m = run_window(n, v[i].key, run_window_len(n,
-			    SIZE_MAX), &from);
+			wide = k % 2;
+			w = wide ? run_window_len(n, SIZE_MAX) :
+			    run_window_short(n, SIZE_MAX);
+			m = run_window(n, v[i].key, w, &from);
 			a.n = b.n = 0;
 			if (run_find_window(run + from * L1E_SIZE, from, m, n,
 			    v[i].key, &a, 100) != 0) {
-				misses++;
+				assert_int_equal(a.n, 0);
+				misses[wide]++;
 				continue;
 			}
 			run_find(run, n, v[i].key, &b, 100);
@@ -2022,8 +2028,9 @@ test_window(void **state)
 			assert_memory_equal(a.v, b.v, a.n * sizeof *a.v);
 		}
 	}
-	if (misses > 1)
-		fail_msg("%zu of 8000 windows missed their key", misses);
+	if (misses[1] > 1 || misses[0] > 80)
+		fail_msg("of 8000 windows, %zu wide and %zu short missed "
+		    "their key", misses[1], misses[0]);
 	u64vec_free(&a);
 	u64vec_free(&b);
 	free(run);
@@ -2160,6 +2167,7 @@ test_l0f_write(void **state)
 	static const unsigned	 wms[] = { 0, 9000, BAND_CHUNKS - 1 };
 	struct l0layout		 l, p;
 	struct bentry		*e, g;
+	uint32_t		 dir[(1U << L0F_GBITS_MAX) + 1];
 	unsigned char		*rec, *want;
 	size_t			*count, i, k, w, n, gr, G, blk, fp = 0, probes = 0;
 	uint64_t		 s = 23, m[4], key;
@@ -2192,10 +2200,10 @@ test_l0f_write(void **state)
 			l0_sort(e, n, wms[w], count, want);
 			assert_memory_equal(rec + l.entries, want,
 			    n * BENTRY_SIZE);
-			assert_true(l0f_dir_ok(rec + l.dir, &l));
+			assert_int_equal(l0f_dir_read(rec + l.dir, &l, dir),
+			    0);
 			for (gr = 0; gr < G; gr++)
-				for (i = l0f_dir(rec + l.dir, gr);
-				    i < l0f_dir(rec + l.dir, gr + 1); i++) {
+				for (i = dir[gr]; i < dir[gr + 1]; i++) {
 					run_get(rec + l.entries, i, &g);
 					assert_int_equal(l0_offset(g.key,
 					    wms[w]) >> shift, gr);
@@ -2226,6 +2234,89 @@ test_l0f_write(void **state)
 		fail_msg("%zu of %zu keys in no record test positive", fp,
 		    probes);
 	free(want);
+	free(e);
+	free(count);
+}
+
+/*
+ * l0f_probe marks the group of every key of a record whose chunk the sweep
+ * has not passed, from the filter's blocks of those chunks alone, and
+ * none for keys of passed chunks; of keys in no record, it marks few
+ * groups beyond the first (where the entries not merged begin, which a
+ * reader marks itself) for all those it tests.
+ */
+static void
+test_l0f_probe(void **state)
+{
+	static const uint64_t	 passes[] = { 0, 1, 5000, BAND_CHUNKS - 1 };
+	struct l0layout		 l;
+	struct bentry		*e;
+	struct l0key		*k;
+	unsigned char		*rec, gm[(1U << L0F_GBITS_MAX) / 8 + 1];
+	size_t			*count, i, t, n = 20000, nk = 1600, b0, marked;
+	uint64_t		 s = 41, passed;
+	unsigned		 wm = 9000, shift, o, g;
+
+	(void)state;
+	count = xcalloc(BAND_CHUNKS + 1, sizeof *count);
+	e = xcalloc(n, sizeof *e);
+	k = xcalloc(nk, sizeof *k);
+	uniform_entries(e, n, &s);
+	l0f_layout(n, &l);
+	shift = BAND_CHUNK_BITS - l.gbits;
+	rec = xmalloc(l.size);
+	l0f_write(e, wm, count, &l, rec);
+	for (t = 0; t < sizeof passes / sizeof passes[0]; t++) {
+		passed = passes[t];
+		b0 = l0f_first_block(passed, l.nb);
+		/* Every 20th entry's key, sorted, as a batch's keys are. */
+		for (i = 0; i < nk; i++)
+			k[i].key = e[i * (n / nk)].key;
+		qsort(k, nk, sizeof *k, bentry_cmp);	/* key first */
+		for (i = 0; i < nk; i++)
+			l0f_mask(k[i].key, k[i].m);
+		memset(gm, 0, sizeof gm);
+		l0f_probe(rec + l.filter + b0 * L0F_BLOCK, b0, &l, wm,
+		    passed, k, nk, gm);
+		for (i = 0; i < nk; i++) {
+			o = l0_offset(k[i].key, wm);
+			g = o >> shift;
+			if (o >= passed)
+				assert_true(gm[g / 8] >> (g % 8) & 1);
+		}
+		for (g = 0; g < (passed >> shift); g++)
+			assert_false(gm[g / 8] >> (g % 8) & 1);
+		/* Keys in no record. */
+		for (i = 0; i < nk; i++)
+			k[i].key = splitmix64(&s);
+		qsort(k, nk, sizeof *k, bentry_cmp);
+		for (i = 0; i < nk; i++)
+			l0f_mask(k[i].key, k[i].m);
+		memset(gm, 0, sizeof gm);
+		l0f_probe(rec + l.filter + b0 * L0F_BLOCK, b0, &l, wm,
+		    passed, k, nk, gm);
+		for (g = 0, marked = 0; g < (1U << l.gbits); g++)
+			marked += gm[g / 8] >> (g % 8) & 1;
+		assert_true(marked <= 10);
+	}
+	/*
+	 * A key of a chunk before wm alone (all the keys after the first
+	 * chunk not passed, here wm): the first live key is the first.
+	 */
+	for (i = 0, nk = 0; i < n && nk < 20; i++) {
+		if (band_chunk(e[i].key) >= wm)
+			continue;
+		k[0].key = e[i].key;
+		l0f_mask(k[0].key, k[0].m);
+		memset(gm, 0, sizeof gm);
+		l0f_probe(rec + l.filter, 0, &l, wm, 0, k, 1, gm);
+		g = l0_offset(k[0].key, wm) >> shift;
+		assert_true(gm[g / 8] >> (g % 8) & 1);
+		nk++;
+	}
+	assert_int_equal(nk, 20);
+	free(rec);
+	free(k);
 	free(e);
 	free(count);
 }
@@ -2277,6 +2368,7 @@ test_l0f_damage(void **state)
 {
 	struct l0layout		 l, p;
 	struct bentry		*e;
+	uint32_t		 dir[(1U << L0F_GBITS_MAX) + 1];
 	unsigned char		*rec, save[4];
 	size_t			*count, i, n = 3000;
 	uint64_t		 s = 5;
@@ -2305,21 +2397,22 @@ test_l0f_damage(void **state)
 	put_le32(rec + 8, (uint32_t)n);
 	assert_int_equal(l0f_parse(rec, l.size, &p), 0);
 
-	assert_true(l0f_dir_ok(rec + l.dir, &l));
+	assert_int_equal(l0f_dir_read(rec + l.dir, &l, dir), 0);
 	memcpy(save, rec + l.dir, 4);
 	put_le32(rec + l.dir, 1);			/* dir[0] */
-	assert_false(l0f_dir_ok(rec + l.dir, &l));
+	assert_int_equal(l0f_dir_read(rec + l.dir, &l, dir), -1);
 	memcpy(rec + l.dir, save, 4);
 	i = 4 * ((size_t)1 << l.gbits);
 	memcpy(save, rec + l.dir + i, 4);
 	put_le32(rec + l.dir + i, (uint32_t)n + 1);	/* dir[G] */
-	assert_false(l0f_dir_ok(rec + l.dir, &l));
+	assert_int_equal(l0f_dir_read(rec + l.dir, &l, dir), -1);
 	memcpy(rec + l.dir + i, save, 4);
+	assert_int_equal(l0f_dir_read(rec + l.dir, &l, dir), 0);
 	memcpy(save, rec + l.dir + 8, 4);
-	put_le32(rec + l.dir + 8, (uint32_t)l0f_dir(rec + l.dir, 3) + 1);
-	assert_false(l0f_dir_ok(rec + l.dir, &l));	/* dir[2] > dir[3] */
+	put_le32(rec + l.dir + 8, dir[3] + 1);		/* dir[2] > dir[3] */
+	assert_int_equal(l0f_dir_read(rec + l.dir, &l, dir), -1);
 	memcpy(rec + l.dir + 8, save, 4);
-	assert_true(l0f_dir_ok(rec + l.dir, &l));
+	assert_int_equal(l0f_dir_read(rec + l.dir, &l, dir), 0);
 	free(rec);
 	free(e);
 	free(count);
@@ -2352,6 +2445,7 @@ main(void)
 		cmocka_unit_test(test_l0_window),
 		cmocka_unit_test(test_l0f_write),
 		cmocka_unit_test(test_l0f_vector),
+		cmocka_unit_test(test_l0f_probe),
 		cmocka_unit_test(test_l0f_damage),
 		cmocka_unit_test(test_window),
 	};
