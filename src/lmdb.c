@@ -1422,7 +1422,8 @@ l0_record(struct lmdb *ix, const unsigned char *p, size_t size,
 	h = lm_pread(ix, p, size < L0F_HEADER ? L0_HEADER : L0F_HEADER);
 	*written = l0_written(h, sorted);
 	if (get_le64(h) & L0_FILTERED)
-		return (*sorted ? l0f_parse(h, size, l) : -1);
+		return (*sorted && size >= L0F_HEADER ? l0f_parse(h, size, l) :
+		    -1);
 	if ((size - L0_HEADER) % BENTRY_SIZE != 0)
 		return (-1);
 	memset(l, 0, sizeof *l);
