@@ -2422,6 +2422,8 @@ lm_batch_runs(struct lmdb *ix, const struct ixdoc *docs, size_t n,
 		ix->bruns = xreallocarray(ix->bruns, ix->brunsize,
 		    sizeof *ix->bruns);
 	}
+	if (ix->bchunks.n == 0)
+		return (0);		/* nothing to look up: none pending */
 	memset(ix->bruns, 0, ix->bchunks.n * sizeof *ix->bruns);
 	for (y = 0; y < 1U + ix->have_l1y; y++) {
 		if ((rc = mdb_cursor_open(ix->txn, y ? ix->l1y : ix->l1,
