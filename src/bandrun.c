@@ -621,12 +621,30 @@ l0f_gbits(size_t n)
 }
 
 /*
- * The layout of a filtered record of n entries (n >= L0F_MIN), to write
- * one.
+ * The layout of an unfiltered record of n entries: after its 8-byte
+ * header, no directory and no filter (nb 0).  A record of format 5 to 7,
+ * or one of format 8 under L0F_MIN entries.
+ */
+void
+l0_layout_plain(size_t n, struct l0layout *l)
+{
+	memset(l, 0, sizeof *l);
+	l->n = n;
+	l->dir = l->filter = l->entries = L0_HEADER;
+	l->size = L0_HEADER + n * BENTRY_SIZE;
+}
+
+/*
+ * The layout of the record of n entries that l0f_write writes: filtered
+ * from L0F_MIN entries on, else plain (l0_layout_plain).
  */
 void
 l0f_layout(size_t n, struct l0layout *l)
 {
+	if (n < L0F_MIN) {
+		l0_layout_plain(n, l);
+		return;
+	}
 	l->n = n;
 	l->gbits = l0f_gbits(n);
 	l->nb = (n * L0F_BITS + L0F_BLOCK * 8 - 1) / (L0F_BLOCK * 8);
@@ -757,10 +775,10 @@ l0f_probe(const unsigned char *f, size_t b0, const struct l0layout *l,
 }
 
 /*
- * Write a filtered record of layout l for the entries of e: its header
- * (with written, the sweep position) and directory and filter, and the
- * entries in l0_sort's order for the sweep's chunk; count is l0_sort's
- * scratch.  The record's l->size bytes go to out.
+ * Write the record of layout l (l0f_layout) for the entries of e: its
+ * header (with written, the sweep position), a filtered one's directory
+ * and filter, and the entries in l0_sort's order for the sweep's chunk;
+ * count is l0_sort's scratch.  The record's l->size bytes go to out.
  */
 void
 l0f_write(const struct bentry *e, uint64_t written, size_t *count,
@@ -772,6 +790,11 @@ l0f_write(const struct bentry *e, uint64_t written, size_t *count,
 	size_t		 i, g, G = (size_t)1 << l->gbits;
 	unsigned	 j;
 
+	if (l->nb == 0) {		/* plain: a header and the entries */
+		put_le64(out, written | L0_SORTED);
+		l0_sort(e, l->n, wm, count, ent);
+		return;
+	}
 	memset(out, 0, l->entries);
 	put_le64(out, written | L0_SORTED | L0_FILTERED);
 	put_le32(out + 8, (uint32_t)l->n);

@@ -165,7 +165,6 @@
 
 #include "mhfilter.h"
 
-#define L0_HEADER	8
 #define MEMTABLE_DEFAULT (64ULL << 20)
 #define BUCKET_MAX	1024	/* entries read from one band bucket */
 #define SNAP_CHUNKS	(BAND_CHUNKS / 16)	/* see lmdb_prepare */
@@ -1426,10 +1425,7 @@ l0_record(struct lmdb *ix, const unsigned char *p, size_t size,
 		    -1);
 	if ((size - L0_HEADER) % BENTRY_SIZE != 0)
 		return (-1);
-	memset(l, 0, sizeof *l);
-	l->n = (size - L0_HEADER) / BENTRY_SIZE;
-	l->entries = L0_HEADER;
-	l->size = size;
+	l0_layout_plain((size - L0_HEADER) / BENTRY_SIZE, l);
 	return (0);
 }
 
@@ -2088,26 +2084,15 @@ lsm_flush(struct lmdb *ix, char **cause)
 			ix->l0count = xcalloc(BAND_CHUNKS + 1,
 			    sizeof *ix->l0count);
 		ix->rec.len = 0;
-		if (ix->npend >= L0F_MIN) {
-			l0f_layout(ix->npend, &l);
-			buf_reserve(&ix->rec, l.size);
-			l0f_write(ix->pend, ix->tx.sweep, ix->l0count, &l,
-			    (unsigned char *)ix->rec.data);
-			v.mv_size = l.size;
-		} else {
-			buf_reserve(&ix->rec, L0_HEADER + ix->npend *
-			    BENTRY_SIZE);
-			put_le64((unsigned char *)ix->rec.data, ix->tx.sweep |
-			    L0_SORTED);
-			l0_sort(ix->pend, ix->npend, ix->tx.sweep %
-			    BAND_CHUNKS, ix->l0count,
-			    (unsigned char *)ix->rec.data + L0_HEADER);
-			v.mv_size = L0_HEADER + ix->npend * BENTRY_SIZE;
-		}
+		l0f_layout(ix->npend, &l);
+		buf_reserve(&ix->rec, l.size);
+		l0f_write(ix->pend, ix->tx.sweep, ix->l0count, &l,
+		    (unsigned char *)ix->rec.data);
 		put_be64(kb, ix->tx.l0_next);
 		k.mv_data = kb;
 		k.mv_size = sizeof kb;
 		v.mv_data = ix->rec.data;
+		v.mv_size = l.size;
 		if ((rc = mdb_put(ix->txn, ix->l0, &k, &v, MDB_APPEND)) != 0)
 			return (lm_fail(ix, rc, "writing l0", cause));
 		ix->tx.l0_next++;

@@ -333,6 +333,7 @@ void		 l0_sort(const struct bentry *, size_t, unsigned, size_t *,
 /* An l0 record's header flags, and its filter (bandrun.c: l0f_*). */
 #define L0_SORTED	(1ULL << 63)	/* in l0_sort's order (format 6) */
 #define L0_FILTERED	(1ULL << 62)	/* with a filter (format 8) */
+#define L0_HEADER	8		/* bytes of an unfiltered one's header */
 #define L0F_HEADER	16		/* bytes of a filtered one's header */
 #define L0F_MIN		1024		/* entries: smaller ones have none */
 #define L0F_BITS	16		/* filter bits an entry */
@@ -347,6 +348,7 @@ struct l0layout {
 	size_t		 entries;
 	size_t		 size;
 };
+void		 l0_layout_plain(size_t, struct l0layout *);
 void		 l0f_layout(size_t, struct l0layout *);
 int		 l0f_parse(const unsigned char *, size_t, struct l0layout *);
 /* A key, and the bits it sets in an l0 record's filter (l0f_mask). */
