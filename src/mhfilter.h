@@ -886,6 +886,8 @@ int		 cluster_parse_redirect(const char *, size_t, unsigned *,
 #define V_BAD		3	/* malformed: passed or skipped by policy */
 #define V_TOOLONG	4	/* over --max-bytes: skipped */
 #define V_SKIP		5	/* left out by --on-bad-input: not written */
+#define V_UNCHECKED	6	/* mail that cannot be judged (error says
+				   why): passed through, never indexed */
 /*
  * --replay: a record whose own copy (same id, same text) an earlier run
  * indexed as unique is written again (a replay) only if that copy's batch
@@ -1049,6 +1051,7 @@ struct pl_counts {
 	uint64_t	 empty;
 	uint64_t	 invalid;
 	uint64_t	 too_long;
+	uint64_t	 unchecked;	/* V_UNCHECKED: mail passed unjudged */
 	uint64_t	 failed;	/* in a batch that did not commit */
 	uint64_t	 blank;		/* blank lines left out (stream.c) */
 	uint64_t	 bytes;

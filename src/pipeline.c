@@ -593,6 +593,9 @@ pipeline_count(struct pipeline *p, struct plbatch *b)
 		case V_EMPTY:
 			ct->empty++;
 			break;
+		case V_UNCHECKED:
+			ct->unchecked++;
+			break;
 		}
 	}
 }

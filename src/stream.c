@@ -238,6 +238,7 @@ stream_print_stats(struct pipeline *p, double secs)
 	STAT("empty", "%" PRIu64, ct->empty);
 	STAT("invalid", "%" PRIu64, ct->invalid);
 	STAT("too_long", "%" PRIu64, ct->too_long);
+	STAT("unchecked", "%" PRIu64, ct->unchecked);
 	STAT("blank", "%" PRIu64, ct->blank);
 	STAT("invalid_utf8", "%" PRIu64, fs.invalid_utf8);
 	STAT("candidates", "%" PRIu64, fs.candidates);
