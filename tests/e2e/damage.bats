@@ -160,7 +160,7 @@ judge() {
 }
 
 @test "recovery: --compact refuses, --export leaves a corrupt document out and fails; --import of the rest makes an index that passes --check" {
-	command -v mdb_load >/dev/null || skip "mdb_load (lmdb-utils) is not installed"
+	command -v mdb_load >/dev/null || skip "mdb_load is not installed (Debian package lmdb-utils)"
 	make_index
 	# Document 7's record replaced by one byte.
 	{

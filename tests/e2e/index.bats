@@ -421,7 +421,7 @@ mismatch() {
 }
 
 @test "an LMDB environment that is not an mhfilter index is refused with status 4" {
-	command -v mdb_load >/dev/null || skip "mdb_load is not installed"
+	command -v mdb_load >/dev/null || skip "mdb_load is not installed (Debian package lmdb-utils)"
 	mkdir foreign
 	printf 'VERSION=3\nformat=print\ntype=btree\nHEADER=END\n hello\n world\nDATA=END\n' |
 	    mdb_load -s other foreign
@@ -539,7 +539,7 @@ mismatch() {
 }
 
 @test "stored parameters out of range are refused with status 4, not used" {
-	command -v mdb_load >/dev/null || skip "mdb_load is not installed"
+	command -v mdb_load >/dev/null || skip "mdb_load is not installed (Debian package lmdb-utils)"
 	mhrun -d db "$DATA/sample-news.txt"
 	assert_status 0
 	# 3 x 2863311531 wraps to 1 in 32 bits: it must not pass for perms 1.
@@ -556,7 +556,7 @@ mismatch() {
 }
 
 @test "stored bands x rows more than perms, or no bands, are refused with status 4" {
-	command -v mdb_load >/dev/null || skip "mdb_load is not installed"
+	command -v mdb_load >/dev/null || skip "mdb_load is not installed (Debian package lmdb-utils)"
 	mhrun -d db "$DATA/sample-news.txt"
 	assert_status 0
 	cp -r db db0

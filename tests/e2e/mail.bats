@@ -384,7 +384,7 @@ Content-Type: multipart/mixed; boundary=zz'
 }
 
 @test "procmail with the contrib recipe: the duplicate in its own folder, the original in the inbox" {
-	command -v procmail >/dev/null || skip "procmail is not installed"
+	command -v procmail >/dev/null || skip "procmail is not installed (Debian package procmail)"
 	mkdir mail
 	sed -e "s|^MHFILTER=.*|MHFILTER=$MHFILTER|" \
 	    -e "s|^MAILDIR=.*|MAILDIR=$T/mail|" \
@@ -437,7 +437,7 @@ Content-Type: multipart/mixed; boundary=zz'
 }
 
 @test "maildrop with the contrib recipe (skipped without maildrop)" {
-	command -v maildrop >/dev/null || skip "maildrop is not installed"
+	command -v maildrop >/dev/null || skip "maildrop is not installed (Debian package maildrop)"
 	mkdir -p Maildir/cur Maildir/new Maildir/tmp
 	mkdir -p Maildir/.Duplicates/cur Maildir/.Duplicates/new \
 	    Maildir/.Duplicates/tmp
@@ -475,7 +475,7 @@ Content-Type: multipart/mixed; boundary=zz'
 	local s="$TESTDIR/../contrib/mhfilter.sieve" m
 
 	command -v sieve-test >/dev/null || skip "sieve-test is not" \
-	    "installed (Debian packages dovecot-core and dovecot-sieve)"
+	    "installed (optional: Debian package dovecot-sieve)"
 	# The wrapper and the settings that the script's comments give, with
 	# this mhfilter and a program directory of the test's own; a
 	# configuration file of the test's own, not /etc/dovecot's.

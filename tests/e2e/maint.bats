@@ -404,7 +404,7 @@ jrec() {
 # ----------------------------------------------------------------- --check
 
 @test "--check: a sound index passes, a corrupted copy fails" {
-	command -v mdb_load >/dev/null || skip "mdb_load (lmdb-utils) is not installed"
+	command -v mdb_load >/dev/null || skip "mdb_load is not installed (Debian package lmdb-utils)"
 	mhf -d db "$DATA/sample-news.txt" >/dev/null
 	cp db/data.mdb saved.mdb
 	mhrun -d db --check

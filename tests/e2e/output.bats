@@ -177,7 +177,7 @@ V='Voters in the northern province head to the polls on Sunday'
 }
 
 @test "progress by default when stderr is a terminal" {
-	command -v script >/dev/null || skip "script(1) is not installed"
+	command -v script >/dev/null || skip "script(1) is not installed (Debian package bsdutils)"
 	gen_tsv 3000 >in
 	script -qec "timeout 60 '$MHFILTER' -f tsv in 2>&1 >out" /dev/null >tty
 	assert_same in out
@@ -211,7 +211,7 @@ assert o["mhfilter"]["match"] == "\ufffd\ufffdid", o' "$T/out" ||
 }
 
 @test "progress on a terminal: bytes, rate, and for files the share read and the time left, at most 4 a second" {
-	command -v script >/dev/null || skip "script(1) is not installed"
+	command -v script >/dev/null || skip "script(1) is not installed (Debian package bsdutils)"
 	gen_tsv 20000 >in
 	gzip -c in >in.gz
 	start=$(date +%s.%N)

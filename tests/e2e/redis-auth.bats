@@ -11,7 +11,7 @@ load redis-helpers
 PASS=open-sesame-4711
 
 setup_file() {
-	redis_have || skip "redis-server, redis-cli or python3 is not installed"
+	redis_have || skip "redis-server, redis-cli or python3 is not installed (Debian packages redis-server, redis-tools, python3)"
 	RDIR="$BATS_FILE_TMPDIR/redis"
 	export RDIR
 	# redis-cli (the helpers' too) authenticates with this.

@@ -12,7 +12,7 @@ load redis-helpers
 setup_file() {
 	local top="$E2E_DIR/../.." bld
 
-	redis_have || skip "redis-server, redis-cli or python3 is not installed"
+	redis_have || skip "redis-server, redis-cli or python3 is not installed (Debian packages redis-server, redis-tools, python3)"
 	if [ -z "${CLUSTER_PROBE:-}" ]; then
 		bld="$(dirname "$MHFILTER")"
 		CLUSTER_PROBE="$BATS_FILE_TMPDIR/cluster_probe"

@@ -8,7 +8,7 @@ load helpers
 load redis-helpers
 
 setup_file() {
-	redis_have || skip "redis-server, redis-cli or python3 is not installed"
+	redis_have || skip "redis-server, redis-cli or python3 is not installed (Debian packages redis-server, redis-tools, python3)"
 	RDIR="$BATS_FILE_TMPDIR/redis"
 	export RDIR
 	redis_single_start "$RDIR"

@@ -57,7 +57,7 @@ EOF
 }
 
 @test "the LMDB records of known documents are these bytes" {
-	command -v mdb_dump >/dev/null || skip "mdb_dump is not installed"
+	command -v mdb_dump >/dev/null || skip "mdb_dump is not installed (Debian package lmdb-utils)"
 	input
 	mhrun --db db "${OPTS[@]}" in.jsonl
 	assert_status 0
@@ -123,7 +123,7 @@ EOF
 }
 
 @test "the Redis keys and values of known documents are these bytes" {
-	redis_have || skip "redis-server, redis-cli or python3 is not installed"
+	redis_have || skip "redis-server, redis-cli or python3 is not installed (Debian packages redis-server, redis-tools, python3)"
 	input
 	mhrun --db "redis://$REDIS_SINGLE/kat" "${OPTS[@]}" in.jsonl
 	assert_status 0
@@ -154,7 +154,7 @@ EOF
 }
 
 @test "the LMDB groups and undelivered records are these bytes" {
-	command -v mdb_dump >/dev/null || skip "mdb_dump is not installed"
+	command -v mdb_dump >/dev/null || skip "mdb_dump is not installed (Debian package lmdb-utils)"
 	dump() {
 		mdb_dump -p -s "$1" db | sed -n '/^HEADER=END/,/^DATA=END/p' |
 		    sed '1d;$d'

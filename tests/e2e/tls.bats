@@ -15,7 +15,7 @@ setup_file() {
 	local top="$E2E_DIR/../.."
 
 	command -v openssl >/dev/null 2>&1 ||
-	    skip "the openssl command is not installed"
+	    skip "the openssl command is not installed (Debian package openssl)"
 	# The C client of make bench-tls (built here if $TLSCLIENT is not
 	# set): it sends close_notify right after its last record.
 	if [ -z "${TLSCLIENT:-}" ]; then
@@ -192,7 +192,7 @@ check_replies() {
 }
 
 @test "socat's OPENSSL address: its end of input (close_notify) is a half-close, every record answered" {
-	command -v socat >/dev/null 2>&1 || skip "socat is not installed"
+	command -v socat >/dev/null 2>&1 || skip "socat is not installed (Debian package socat)"
 	seq 2000 | sed 's/^/text number /' >feed
 	start_daemon --listen tls:127.0.0.1:0 --tls-cert "$C/server.pem" \
 	    --tls-key "$C/server.key" --tls-client-ca "$C/ca.pem"
