@@ -127,12 +127,6 @@ struct listener {
 	int			 tls;		/* a tls: listener */
 };
 
-/* The upper bounds (s) of mhfilter_batch_duration_seconds's buckets. */
-static const double batch_buckets[] = {
-	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10
-};
-#define NBUCKETS	(sizeof batch_buckets / sizeof batch_buckets[0])
-
 struct daemon {
 	const struct daemon_opts *o;
 	const struct pipeline_opts *po;
@@ -145,7 +139,7 @@ struct daemon {
 	const struct tlsmod	*tm;		/* the TLS module, if loaded */
 	struct ssl_ctx_st	*tls;		/* for new TLS connections */
 	struct event		*resume;	/* listen again (EMFILE) */
-	struct evhttp		*http;
+	struct metrics		*metrics;	/* --http, or systemd's */
 	struct clients		 clients;
 	size_t			 nclients;
 	size_t			 nadmitted;	/* not refused as busy */
@@ -165,9 +159,6 @@ struct daemon {
 	struct event		*sig_ev[5];
 
 	uint64_t		 received;	/* records */
-	uint64_t		 batch_hist[NBUCKETS + 1];	/* +Inf last */
-	uint64_t		 batch_count;
-	double			 batch_sum;
 	uint64_t		 connections;
 	uint64_t		 rejected;
 	uint64_t		 tls_refused;	/* failed TLS handshakes */
@@ -178,24 +169,6 @@ struct daemon {
 	double			 status_sent;
 	struct buf		 line;		/* scratch for reply lines */
 };
-
-/*
- * One statistic, for STATS, SIGUSR1 and /metrics alike, or for one of
- * them: /metrics has the verdicts as one labelled family, each record
- * once, and batch times as a histogram (daemon_metrics).
- */
-struct dstat {
-	const char	*name;
-	const char	*label;		/* /metrics: name{label}, or NULL */
-	const char	*help;
-	int		 counter;	/* a Prometheus counter, else a gauge */
-	int		 where;		/* W_* */
-	double		 value;
-};
-#define W_LINE		1		/* STATS and SIGUSR1 */
-#define W_METRIC	2		/* /metrics */
-#define W_BOTH		3
-#define NSTATS		48
 
 static int	daemon_listen(struct daemon *, const char *, char **);
 static int	daemon_listen_unix(struct daemon *, const char *, char **);
@@ -225,13 +198,10 @@ static void	daemon_stop(struct daemon *, const char *);
 static void	daemon_close_listeners(struct daemon *);
 static int	daemon_open_output(struct daemon *, char **);
 static int	daemon_open_log(struct daemon *, char **);
-static size_t	daemon_stats(struct daemon *, struct dstat *);
+static void	daemon_stats(void *, struct mstats *);
+static const char *daemon_health(void *);
 static void	daemon_stats_line(struct daemon *, struct buf *, int);
 static void	daemon_status(struct daemon *, int);
-static void	daemon_metrics(struct evhttp_request *, void *);
-static void	daemon_process_metrics(struct evbuffer *);
-static void	daemon_healthz(struct evhttp_request *, void *);
-static void	daemon_notfound(struct evhttp_request *, void *);
 
 static struct client *client_new(struct daemon *, int, const char *, int);
 static void	client_close_notify(struct client *);
@@ -634,13 +604,11 @@ daemon_activated(struct daemon *d, char **cause)
 		}
 		daemon_sockname(fds[i].fd, name, sizeof name);
 		if (strcmp(fds[i].name, "http") == 0) {
-			if (d->http == NULL && daemon_http(d, cause) != 0) {
+			if (daemon_http(d, cause) != 0) {
 				rv = -1;
 				continue;
 			}
-			evutil_make_socket_nonblocking(fds[i].fd);
-			if (evhttp_accept_socket_with_handle(d->http,
-			    fds[i].fd) == NULL) {
+			if (metrics_accept(d->metrics, fds[i].fd) != 0) {
 				xasprintf(cause, "%s: cannot serve HTTP", name);
 				rv = -1;
 				continue;
@@ -670,23 +638,15 @@ daemon_activated(struct daemon *d, char **cause)
 	return (rv);
 }
 
-/* Make the HTTP server: /metrics and /healthz. */
+/* Make the HTTP server of /metrics and /healthz (metrics.c), once. */
 static int
 daemon_http(struct daemon *d, char **cause)
 {
-	if (d->http != NULL)
-		return (0);
-	if ((d->http = evhttp_new(d->base)) == NULL) {
-		xasprintf(cause, "cannot make the HTTP server");
+	struct metrics_src	 src = { daemon_stats, daemon_health, d };
+
+	if (d->metrics == NULL &&
+	    (d->metrics = metrics_new(d->base, &src, cause)) == NULL)
 		return (-1);
-	}
-	evhttp_set_allowed_methods(d->http, EVHTTP_REQ_GET|EVHTTP_REQ_HEAD);
-	evhttp_set_timeout(d->http, 30);
-	evhttp_set_max_headers_size(d->http, 16384);
-	evhttp_set_max_body_size(d->http, 16384);
-	evhttp_set_cb(d->http, "/metrics", daemon_metrics, d);
-	evhttp_set_cb(d->http, "/healthz", daemon_healthz, d);
-	evhttp_set_gencb(d->http, daemon_notfound, d);
 	return (0);
 }
 
@@ -694,42 +654,12 @@ daemon_http(struct daemon *d, char **cause)
 static int
 daemon_http_bind(struct daemon *d, char **cause)
 {
-	struct evhttp_bound_socket	*bs;
-	char				*host, *port, *why;
-	char				 name[SOCKNAME_MAX];
-	uint64_t			 p;
+	char	 name[SOCKNAME_MAX];
 
-	if (daemon_http(d, cause) != 0)
+	if (daemon_http(d, cause) != 0 || metrics_bind(d->metrics, d->o->http,
+	    name, sizeof name, cause) != 0)
 		return (-1);
-	host = xstrdup(d->o->http);
-	if ((port = strrchr(host, ':')) == NULL) {
-		xasprintf(cause, "--http %s: use HOST:PORT", d->o->http);
-		free(host);
-		return (-1);
-	}
-	if (parse_uint(port + 1, 0, 65535, &p, &why) != 0) {
-		xasprintf(cause, "--http %s: port %s", d->o->http, why);
-		free(why);
-		free(host);
-		return (-1);
-	}
-	*port = '\0';
-	if (host[0] == '[' && host[strlen(host) - 1] == ']') {
-		memmove(host, host + 1, strlen(host));
-		host[strlen(host) - 1] = '\0';
-	}
-	/* Metrics are not for everyone: no host is loopback, not any. */
-	bs = evhttp_bind_socket_with_handle(d->http,
-	    *host == '\0' ? "127.0.0.1" : host, p);
-	if (bs == NULL) {
-		xasprintf(cause, "--http %s: cannot listen: %s", d->o->http,
-		    strerror(errno));
-		free(host);
-		return (-1);
-	}
-	free(host);
-	daemon_sockname(evhttp_bound_socket_get_fd(bs), name, sizeof name);
-	log_info("serving HTTP on %s", name + 4);	/* without "tcp:" */
+	log_info("serving HTTP on %s", name);
 	return (0);
 }
 
@@ -1522,14 +1452,8 @@ daemon_deliver(void *arg, struct plbatch *b)
 	struct dslot	*s;
 	size_t		 i;
 
-	if (b->rc != PL_DROPPED) {
-		/* The histogram of /metrics: the first bucket it fits. */
-		for (i = 0; i < NBUCKETS && b->seconds > batch_buckets[i]; i++)
-			;
-		d->batch_hist[i]++;
-		d->batch_count++;
-		d->batch_sum += b->seconds;
-	}
+	if (b->rc != PL_DROPPED)
+		metrics_batch(d->metrics, b->seconds);
 	if (b->rc == PL_FAILED) {
 		if (!d->failing)
 			log_warnx("a batch of %zu records failed: %s", b->n,
@@ -1588,106 +1512,53 @@ daemon_batch_timer(evutil_socket_t fd, short events, void *arg)
 	daemon_flush(d);
 }
 
-/* The statistics, named as in /metrics without the mhfilter_ prefix. */
-static size_t
-daemon_stats(struct daemon *d, struct dstat *st)
+/*
+ * The statistics, named as in /metrics without the mhfilter_ prefix: the
+ * records received, the pipeline's (metrics.c), then the daemon's own.
+ */
+static void
+daemon_stats(void *arg, struct mstats *st)
 {
-	const struct pl_counts	*ct = pipeline_counts(d->p);
-	struct index_stats	 is;
-	struct filter_stats	 fs;
-	size_t			 n = 0;
-	int			 have_is;
+	struct daemon	*d = arg;
 
-#define SW(nm, lbl, cnt, w, val, hlp) do {				\
-	if (n == NSTATS)						\
-		fatalx("daemon_stats: more than NSTATS");		\
-	st[n].name = nm;						\
-	st[n].label = lbl;						\
-	st[n].counter = cnt;						\
-	st[n].where = w;						\
-	st[n].value = (double)(val);					\
-	st[n].help = hlp;						\
-	n++;								\
-} while (0)
-#define S(nm, cnt, val, hlp)	SW(nm, NULL, cnt, W_BOTH, val, hlp)
-#define SL(nm, cnt, val, hlp)	SW(nm, NULL, cnt, W_LINE, val, hlp)
-/* Each record once, by its answer (/metrics). */
-#define SV(verdict, val)	SW("records", "verdict=\"" verdict "\"", 1, \
-	W_METRIC, val, "Records answered, by verdict: unique (replays not "  \
-	"included), duplicate, empty, invalid, too_long, replayed, failed.")
-	SL("records", 1, d->received, "Records received.");
-	SL("unique", 1, ct->unique, "Records answered unique, replays "
-	    "included.");
-	SL("replayed", 1, ct->replayed, "Unique records that were replays.");
-	SL("duplicates", 1, ct->duplicates, "Records answered duplicate.");
-	SL("empty", 1, ct->empty, "Records with no text to compare.");
-	SL("invalid", 1, ct->invalid, "Malformed records.");
-	SL("too_long", 1, ct->too_long, "Records over --max-bytes.");
-	SL("failed", 1, ct->failed, "Records answered with an index error.");
-	SL("errors", 1, ct->invalid + ct->too_long + ct->failed,
-	    "Records answered with an error.");
-	SV("unique", ct->unique - ct->replayed);
-	SV("duplicate", ct->duplicates);
-	SV("empty", ct->empty);
-	SV("invalid", ct->invalid);
-	SV("too_long", ct->too_long);
-	SV("replayed", ct->replayed);
-	SV("failed", ct->failed);
-	have_is = pipeline_stats(d->p, &fs, &is);
-	S("candidates", 1, fs.candidates, "Candidates examined.");
-	S("expired", 1, fs.expired, "Documents expired (--retain, "
-	    "--max-docs).");
-	SL("batches", 1, ct->batches, "Batches committed or failed.");
-	SL("batch_seconds", 1, ct->batch_seconds,
-	    "Time spent deciding and committing batches.");
-	SL("batch_seconds_last", 0, ct->batch_last,
-	    "Time the last batch took.");
-	SL("batch_seconds_max", 0, ct->batch_max,
-	    "Time the slowest batch took.");
+#define S(nm, cnt, val, hlp)	mstats_add(st, nm, NULL, cnt, MS_BOTH,	\
+	(double)(val), hlp)
+	mstats_add(st, "records", NULL, 1, MS_LINE, (double)d->received,
+	    "Records received.");
+	mstats_pipeline(st, d->p);
 	S("clients", 0, d->nclients, "Connected clients.");
 	S("connections", 1, d->connections, "Connections accepted.");
 	S("rejected", 1, d->rejected, "Connections refused "
 	    "(--max-clients).");
 	S("tls_refused", 1, d->tls_refused, "TLS handshakes that failed "
 	    "(plaintext, no or a refused client certificate).");
-	if (have_is) {
-		S("index_documents", 0, is.docs, "Documents in the index.");
-		S("index_bytes", 0, is.size,
-		    "Used size of the index's data file.");
-	}
-	SL("uptime_seconds", 0, now_seconds() - d->started,
-	    "Seconds since the daemon started.");
-#undef SV
-#undef SL
+	mstats_add(st, "uptime_seconds", NULL, 0, MS_LINE,
+	    now_seconds() - d->started, "Seconds since the daemon started.");
 #undef S
-#undef SW
-	return (n);
+}
+
+/* /healthz: well while batches commit and it is not stopping. */
+static const char *
+daemon_health(void *arg)
+{
+	struct daemon	*d = arg;
+
+	if (d->stopping)
+		return ("stopping");
+	if (d->failing)
+		return ("the last batch failed to commit");
+	return (NULL);
 }
 
 /* "stats" and key=value pairs separated by sep, and a newline. */
 static void
 daemon_stats_line(struct daemon *d, struct buf *b, int sep)
 {
-	struct dstat	 st[NSTATS];
-	size_t		 i, n;
-	char		 v[96];
-	char		 c = sep;
+	struct mstats	 st;
 
-	n = daemon_stats(d, st);
-	buf_append(b, "stats", 5);
-	for (i = 0; i < n; i++) {
-		if (!(st[i].where & W_LINE))
-			continue;
-		if (st[i].value == floor(st[i].value) && st[i].value < 1e15)
-			snprintf(v, sizeof v, "%s=%.0f", st[i].name,
-			    st[i].value);
-		else
-			snprintf(v, sizeof v, "%s=%.6f", st[i].name,
-			    st[i].value);
-		buf_append(b, &c, 1);
-		buf_append(b, v, strlen(v));
-	}
-	buf_append(b, "\n", 1);
+	st.n = 0;
+	daemon_stats(d, &st);
+	mstats_line(&st, b, sep);
 }
 
 /* Tell systemd how things are, at most once a STATUS_SECS unless forced. */
@@ -1703,165 +1574,6 @@ daemon_status(struct daemon *d, int force)
 	notify_send("STATUS=%zu clients, %" PRIu64 " records, %" PRIu64
 	    " unique, %" PRIu64 " duplicates", d->nclients, d->received,
 	    ct->unique, ct->duplicates);
-}
-
-/*
- * The process_* metrics of Prometheus's client libraries, from /proc:
- * start time, CPU time, resident memory, open and allowed descriptors.
- */
-static void
-daemon_process_metrics(struct evbuffer *b)
-{
-	struct dirent	*de;
-	struct rlimit	 rl;
-	DIR		*dir;
-	FILE		*f;
-	char		 line[1024], *p;
-	unsigned long long utime, stime, start, btime = 0;
-	long		 rss, tck = sysconf(_SC_CLK_TCK);
-	int		 fds = 0;
-
-#define PM(nm, type, hlp, fmt, v) evbuffer_add_printf(b, "# HELP " nm	\
-	" " hlp "\n# TYPE " nm " " type "\n" nm " " fmt "\n", v)
-	if ((f = fopen("/proc/stat", "r")) != NULL) {
-		while (fgets(line, sizeof line, f) != NULL &&
-		    sscanf(line, "btime %llu", &btime) != 1)
-			;
-		fclose(f);
-	}
-	/* Fields 14, 15, 22 and 24 of stat(5), after the command's ')'. */
-	if ((f = fopen("/proc/self/stat", "r")) != NULL) {
-		if (fgets(line, sizeof line, f) != NULL &&
-		    (p = strrchr(line, ')')) != NULL && sscanf(p + 2,
-		    "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu "
-		    "%*d %*d %*d %*d %*d %*d %llu %*u %ld", &utime, &stime,
-		    &start, &rss) == 4 && tck > 0) {
-			PM("process_cpu_seconds_total", "counter", "Total user "
-			    "and system CPU time spent in seconds.", "%.2f",
-			    (double)(utime + stime) / tck);
-			if (btime != 0)
-				PM("process_start_time_seconds", "gauge",
-				    "Start time of the process since unix "
-				    "epoch in seconds.", "%.2f", btime +
-				    (double)start / tck);
-			PM("process_resident_memory_bytes", "gauge",
-			    "Resident memory size in bytes.", "%ld",
-			    rss * sysconf(_SC_PAGESIZE));
-		}
-		fclose(f);
-	}
-	if ((dir = opendir("/proc/self/fd")) != NULL) {
-		while ((de = readdir(dir)) != NULL) {
-			if (de->d_name[0] != '.')
-				fds++;
-		}
-		closedir(dir);
-		PM("process_open_fds", "gauge", "Number of open file "
-		    "descriptors.", "%d", fds - 1);	/* not opendir's */
-	}
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-		PM("process_max_fds", "gauge", "Maximum number of open file "
-		    "descriptors.", "%llu", (unsigned long long)rl.rlim_cur);
-#undef PM
-}
-
-/*
- * GET /metrics: the statistics in the Prometheus text format, then the
- * batch time histogram, the build and the process.
- */
-static void
-daemon_metrics(struct evhttp_request *req, void *arg)
-{
-	struct daemon	*d = arg;
-	struct dstat	 st[NSTATS];
-	struct evbuffer	*b;
-	const char	*last = "", *suffix;
-	uint64_t	 cum = 0;
-	size_t		 i, n;
-
-	if ((b = evbuffer_new()) == NULL) {
-		evhttp_send_error(req, 500, NULL);
-		return;
-	}
-	n = daemon_stats(d, st);
-	for (i = 0; i < n; i++) {
-		if (!(st[i].where & W_METRIC))
-			continue;
-		suffix = st[i].counter ? "_total" : "";
-		/* A family's HELP and TYPE once, before its samples. */
-		if (strcmp(st[i].name, last) != 0)
-			evbuffer_add_printf(b, "# HELP mhfilter_%s%s %s\n"
-			    "# TYPE mhfilter_%s%s %s\n", st[i].name, suffix,
-			    st[i].help, st[i].name, suffix,
-			    st[i].counter ? "counter" : "gauge");
-		last = st[i].name;
-		evbuffer_add_printf(b, "mhfilter_%s%s%s%s%s %.17g\n",
-		    st[i].name, suffix, st[i].label != NULL ? "{" : "",
-		    st[i].label != NULL ? st[i].label : "",
-		    st[i].label != NULL ? "}" : "", st[i].value);
-	}
-	evbuffer_add_printf(b, "# HELP mhfilter_batch_duration_seconds Time "
-	    "to decide and commit a batch.\n"
-	    "# TYPE mhfilter_batch_duration_seconds histogram\n");
-	for (i = 0; i <= NBUCKETS; i++) {
-		cum += d->batch_hist[i];
-		if (i < NBUCKETS)
-			evbuffer_add_printf(b, "mhfilter_batch_duration_seconds"
-			    "_bucket{le=\"%g\"} %" PRIu64 "\n",
-			    batch_buckets[i], cum);
-		else
-			evbuffer_add_printf(b, "mhfilter_batch_duration_seconds"
-			    "_bucket{le=\"+Inf\"} %" PRIu64 "\n", cum);
-	}
-	evbuffer_add_printf(b, "mhfilter_batch_duration_seconds_sum %.17g\n"
-	    "mhfilter_batch_duration_seconds_count %" PRIu64 "\n",
-	    d->batch_sum, d->batch_count);
-	evbuffer_add_printf(b, "# HELP mhfilter_build_info The version, the "
-	    "index format and the signature scheme; always 1.\n"
-	    "# TYPE mhfilter_build_info gauge\n"
-	    "mhfilter_build_info{version=\"%s\",index_format=\"%d\","
-	    "scheme=\"%d\",scheme_name=\"%s\"} 1\n", PACKAGE_VERSION,
-	    MHF_INDEX_FORMAT, MHF_SCHEME, MHF_SCHEME_NAME);
-	daemon_process_metrics(b);
-	evhttp_add_header(evhttp_request_get_output_headers(req),
-	    "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
-	evhttp_send_reply(req, 200, "OK", b);
-	evbuffer_free(b);
-}
-
-/* GET /healthz: 200 when batches commit, 503 otherwise. */
-static void
-daemon_healthz(struct evhttp_request *req, void *arg)
-{
-	struct daemon	*d = arg;
-	struct evbuffer	*b;
-	int		 code = 200;
-	const char	*msg = "ok\n";
-
-	if (d->stopping) {
-		code = 503;
-		msg = "stopping\n";
-	} else if (d->failing) {
-		code = 503;
-		msg = "the last batch failed to commit\n";
-	}
-	if ((b = evbuffer_new()) == NULL) {
-		evhttp_send_error(req, 500, NULL);
-		return;
-	}
-	evbuffer_add(b, msg, strlen(msg));
-	evhttp_add_header(evhttp_request_get_output_headers(req),
-	    "Content-Type", "text/plain; charset=utf-8");
-	evhttp_send_reply(req, code, code == 200 ? "OK" :
-	    "Service Unavailable", b);
-	evbuffer_free(b);
-}
-
-/* Any other path. */
-static void
-daemon_notfound(struct evhttp_request *req, void *arg)
-{
-	evhttp_send_error(req, 404, "use /metrics or /healthz");
 }
 
 /* Tell systemd the service is alive. */
@@ -1891,9 +1603,8 @@ daemon_close_listeners(struct daemon *d)
 	free(d->ls);
 	d->ls = NULL;
 	d->nls = 0;
-	if (d->http != NULL)
-		evhttp_free(d->http);
-	d->http = NULL;
+	metrics_free(d->metrics);
+	d->metrics = NULL;
 }
 
 /*
@@ -1980,30 +1691,13 @@ daemon_open_output(struct daemon *d, char **cause)
 	return (0);
 }
 
-/* Open (or reopen) --log-file as the standard error. */
+/* Open (or reopen) --log-file as the standard error (log.c). */
 static int
 daemon_open_log(struct daemon *d, char **cause)
 {
-	int	 fd;
-
 	if (d->o->log_file == NULL)
 		return (0);
-	fd = open(d->o->log_file, O_WRONLY|O_CREAT|O_APPEND|O_CLOEXEC, 0666);
-	if (fd == -1) {
-		xasprintf(cause, "--log-file %s: %s", d->o->log_file,
-		    strerror(errno));
-		return (-1);
-	}
-	fflush(stderr);
-	if (dup2(fd, STDERR_FILENO) == -1) {
-		xasprintf(cause, "--log-file %s: %s", d->o->log_file,
-		    strerror(errno));
-		close(fd);
-		return (-1);
-	}
-	close(fd);
-	log_init("mhfilter");	/* no longer the journal, if it was */
-	return (0);
+	return (log_open(d->o->log_file, cause));
 }
 
 /*

@@ -344,6 +344,8 @@ prep_one(struct prep *w, size_t i)
 	}
 	minhash_sign(w->hashes.v, w->hashes.n, K, f->o.p.seed,
 	    fb->sigs + i * K);
+	/* A milter recipient's record meets only that recipient's. */
+	lsh_scope(fb->sigs + i * K, K, r->scope);
 	lsh_keys(fb->sigs + i * K, b, f->o.p.rows, f->o.p.seed,
 	    fb->keys + i * b);
 	/* Compression is the costliest part of an insertion. */

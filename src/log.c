@@ -14,6 +14,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +57,32 @@ log_init(const char *name)
 	    (unsigned long long)st.st_ino == ino)
 		log_journal = 1;
 	errno = errsv;
+}
+
+/*
+ * Log to path (--log-file), appended, from now on: it becomes the
+ * standard error, and log_init looks again (no longer the journal).  The
+ * daemon calls it again on SIGHUP (logrotate).  0, or -1 and a cause.
+ */
+int
+log_open(const char *path, char **cause)
+{
+	int	 fd;
+
+	fd = open(path, O_WRONLY|O_CREAT|O_APPEND|O_CLOEXEC, 0666);
+	if (fd == -1) {
+		xasprintf(cause, "--log-file %s: %s", path, strerror(errno));
+		return (-1);
+	}
+	fflush(stderr);
+	if (dup2(fd, STDERR_FILENO) == -1) {
+		xasprintf(cause, "--log-file %s: %s", path, strerror(errno));
+		close(fd);
+		return (-1);
+	}
+	close(fd);
+	log_init(log_name);
+	return (0);
 }
 
 /* Set how much is logged: 0 (the default) or more for log_debug. */

@@ -114,6 +114,50 @@ lsh_keys(const uint32_t *sig, unsigned b, unsigned r, uint64_t seed,
 	}
 }
 
+/*
+ * Scopes (the milter's recipients: "has this recipient had it?").  A
+ * scope is a 64-bit key, lsh_scope_key of its name; a scoped signature is
+ * its 16-bit values each XORed with 16 bits of XXH3-64 of the scope key
+ * and the position.  Equal positions stay equal within a scope, so its
+ * estimates are those of the plain signatures, while a document of another
+ * scope shares a band with it only by chance (2^-16r a band).  The scope is
+ * in what is stored, the signature: --check, --export and --import, and
+ * Redis's removal, which rebuild band keys from stored signatures, need to
+ * know nothing of it.  Scope 0 is no scope: the signature is left as it
+ * is, which the known-answer tests pin.  Both functions are stored in
+ * every scoped document: test_lsh pins them too.
+ */
+#define SCOPE_SEED	0x6d6866696c746572ULL	/* "mhfilter" */
+
+/* The scope key of a name (the milter: a lower-cased address); never 0. */
+uint64_t
+lsh_scope_key(const char *name, size_t len)
+{
+	uint64_t	 k = XXH3_64bits_withSeed(name, len, SCOPE_SEED);
+
+	return (k != 0 ? k : 1);
+}
+
+/* Salt the k values of sig with the scope (0: leave them). */
+void
+lsh_scope(uint32_t *sig, unsigned k, uint64_t scope)
+{
+	unsigned char	 in[12];
+	uint64_t	 h = 0;
+	unsigned	 i;
+
+	if (scope == 0)
+		return;
+	put_le64(in, scope);
+	for (i = 0; i < k; i++) {
+		if (i % 4 == 0) {
+			put_le32(in + 8, i / 4);
+			h = XXH3_64bits_withSeed(in, sizeof in, SCOPE_SEED);
+		}
+		sig[i] ^= (uint32_t)(h >> (16 * (i % 4))) & 0xffff;
+	}
+}
+
 /* Print the choice, a table of the S-curve and a small plot of it. */
 void
 lsh_explain(FILE *f, unsigned k, double t, const struct lsh_choice *c)

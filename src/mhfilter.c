@@ -80,6 +80,11 @@ enum {
 	OPT_REPLAY = 1536, OPT_CLUSTERS, OPT_GROUP
 };
 
+/* The milter's, beyond the mail range's (a range of their own). */
+enum {
+	OPT_MILTER_SCOPE = 1792
+};
+
 /* The maintenance modes' options, by MAINT_*, for messages. */
 static const char *const maint_opts[] = {
 	NULL, "--info", "--expire", "--remove", "--check", "--compact",
@@ -155,6 +160,7 @@ static const struct option long_opts[] = {
 	{ "milter", required_argument, NULL, OPT_MILTER },
 	{ "milter-action", required_argument, NULL, OPT_MILTER_ACTION },
 	{ "milter-reply", required_argument, NULL, OPT_MILTER_REPLY },
+	{ "milter-scope", required_argument, NULL, OPT_MILTER_SCOPE },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 }
@@ -266,7 +272,8 @@ usage(FILE *f)
 "      --batch-delay TIME   longest wait before a batch commits (default 5ms)\n"
 "      --max-clients N      clients at once (default 256)\n"
 "      --idle-timeout TIME  close silent clients (default 10m, 0: never)\n"
-"      --http HOST:PORT     serve /metrics and /healthz (no HOST: loopback)\n"
+"      --http HOST:PORT     serve /metrics and /healthz (no HOST: loopback;\n"
+"                           daemon or milter)\n"
 "      --log-file FILE      log there, not to stderr (reopened on SIGHUP)\n"
 "      --config FILE        read long options from FILE, key = value\n"
 "Milter (a mail filter for Postfix and Sendmail):\n"
@@ -275,6 +282,8 @@ usage(FILE *f)
 "                           quarantine, reject or discard\n"
 "      --milter-reply TEXT  the reply to a rejected duplicate (default\n"
 "                           '550 5.7.1 Duplicate message')\n"
+"      --milter-scope S     who had it: recipient (default: each one's\n"
+"                           copies) or message (anyone's: list servers)\n"
 "Maintenance modes (with --db; one at a time, no files):\n"
 "      --info               parameters, documents, times and sizes\n"
 "      --expire             apply --retain and --max-docs now\n"
@@ -372,8 +381,10 @@ parse_options(int argc, char **argv, struct options *o)
 	if (o->pl.format != FORMAT_JSONL && o->fields)
 		usage_error("--text-field and --id-field go with --format "
 		    "jsonl");
-	if (o->d.http != NULL && o->d.nlisten == 0 && notify_listen_count() == 0)
-		usage_error("--http needs --listen (or sockets from systemd)");
+	if (o->d.http != NULL && o->d.nlisten == 0 && o->m.socket == NULL &&
+	    notify_listen_count() == 0)
+		usage_error("--http needs --listen or --milter (or sockets from "
+		    "systemd)");
 	check_maint(o, argc - optind);
 	choose_bands(o);
 }
@@ -404,6 +415,10 @@ static const struct keyword verifies[] = {
 static const struct keyword replays[] = {
 	{ "undelivered", REPLAY_UNDELIVERED, 0 }, { "all", REPLAY_ALL, 0 },
 	{ NULL, 0, 0 }
+};
+static const struct keyword milter_scopes[] = {
+	{ "recipient", MILTER_SCOPE_RECIPIENT, 0 },
+	{ "message", MILTER_SCOPE_MESSAGE, 0 }, { NULL, 0, 0 }
 };
 
 /*
@@ -698,6 +713,10 @@ apply_options(int argc, char **argv, struct options *o)
 				    "quarantine, reject or discard)", name,
 				    optarg);
 			break;
+		case OPT_MILTER_SCOPE:
+			o->m.scope = keyword(name, optarg, milter_scopes,
+			    "scope");
+			break;
 		case OPT_MILTER_REPLY:
 			if (milter_parse_reply(optarg, o->m.reply_code,
 			    o->m.reply_xcode, o->m.reply_text,
@@ -743,6 +762,9 @@ check_options(struct options *o, int modes, int src)
 	if (o->group && o->pl.mode != OUT_ANNOTATE && o->pl.mode != OUT_PAIRS)
 		usage_error("--group goes with --annotate or --pairs");
 
+	/* The milter reads mail, whatever a shared configuration's -f. */
+	if (o->m.socket != NULL)
+		o->pl.format = FORMAT_MAIL;
 	/*
 	 * Mail: the delimiter becomes input.c's framing (mbox and Maildir,
 	 * or one message an input) unless -z asks for NUL-terminated
@@ -1050,6 +1072,8 @@ run_filter(struct options *o, const struct index_params *asked, int serve,
 	if (o->m.socket != NULL) {
 		o->m.batch_delay = o->d.batch_delay;
 		o->m.stats = o->d.stats;
+		o->m.http = o->d.http;
+		o->m.log_file = o->d.log_file;
 		status = milter_run(&o->m, p);
 	} else if (serve)
 		status = daemon_run(&o->d, p);

@@ -129,6 +129,7 @@ void		 u64vec_trim(struct u64vec *);
 
 /* log.c */
 void		 log_init(const char *);
+int		 log_open(const char *, char **);
 void		 log_warn(const char *, ...)
 		    __attribute__((format(printf, 1, 2)));
 void		 log_warnx(const char *, ...)
@@ -213,6 +214,8 @@ int		 lsh_choose(unsigned, double, double, double,
 		    struct lsh_choice *);
 void		 lsh_keys(const uint32_t *, unsigned, unsigned, uint64_t,
 		    uint64_t *);
+uint64_t	 lsh_scope_key(const char *, size_t);
+void		 lsh_scope(uint32_t *, unsigned, uint64_t);
 void		 lsh_explain(FILE *, unsigned, double, const struct lsh_choice *);
 
 /*
@@ -257,6 +260,8 @@ struct record {
 	uint64_t	 conn;		/* daemon: its connection; 0: a file */
 	size_t		 inlen;		/* input bytes it took, delimiter too */
 	int64_t		 time;		/* from --time-field; 0: none */
+	uint64_t	 scope;		/* the milter's recipient (lsh_scope);
+					   0: none, as every other source */
 };
 int		 record_parse(struct record *, int, const char *, const char *,
 		    char **);
@@ -1149,6 +1154,48 @@ int		 daemon_parse_time(const char *, double, double, double *,
 int		 daemon_command(const char *, size_t);
 
 /*
+ * metrics.c: a serving source's statistics, as a log line (SIGUSR1,
+ * --stats, the daemon's STATS) and as /metrics, and the HTTP server of
+ * /metrics and /healthz (--http) on the source's event base.
+ */
+#define MS_LINE		1		/* the log line and STATS */
+#define MS_METRIC	2		/* /metrics */
+#define MS_BOTH		3
+#define MSTATS_MAX	64
+struct mstat {
+	const char	*name;
+	const char	*label;		/* /metrics: name{label}, or NULL */
+	const char	*help;
+	int		 counter;	/* a Prometheus counter, else a gauge */
+	int		 where;		/* MS_* */
+	double		 value;
+};
+struct mstats {
+	struct mstat	 v[MSTATS_MAX];
+	size_t		 n;
+};
+struct metrics_src {
+	/* Fill in the source's statistics (mstats_add). */
+	void		(*stats)(void *, struct mstats *);
+	/* NULL when well (200), else why not (503). */
+	const char	*(*health)(void *);
+	void		*arg;
+};
+struct metrics;
+struct event_base;
+void		 mstats_add(struct mstats *, const char *, const char *, int,
+		    int, double, const char *);
+void		 mstats_pipeline(struct mstats *, struct pipeline *);
+void		 mstats_line(const struct mstats *, struct buf *, int);
+struct metrics	*metrics_new(struct event_base *, const struct metrics_src *,
+		    char **);
+void		 metrics_free(struct metrics *);
+int		 metrics_bind(struct metrics *, const char *, char *, size_t,
+		    char **);
+int		 metrics_accept(struct metrics *, int);
+void		 metrics_batch(struct metrics *, double);
+
+/*
  * tls.c, built as the module mhfilter-tls.so: the daemon's TLS, with
  * OpenSSL.  Its one symbol, tlsmod, is this table; tls_module (module.c)
  * opens the module and gives it.
@@ -1182,9 +1229,14 @@ const struct tlsmod *tls_module(char **);
 #define MILTER_QUARANTINE	1
 #define MILTER_REJECT		2
 #define MILTER_DISCARD		3
+#define MILTER_SCOPE_RECIPIENT	0	/* --milter-scope */
+#define MILTER_SCOPE_MESSAGE	1
 struct milter_opts {
 	const char	*socket;	/* libmilter's: unix:PATH, inet:PORT@HOST */
 	int		 action;	/* MILTER_*: what a duplicate gets */
+	int		 scope;		/* MILTER_SCOPE_*: who had it */
+	const char	*http;		/* --http HOST:PORT, or NULL */
+	const char	*log_file;	/* --log-file, or NULL */
 	char		 reply_code[4];	/* --milter-reply, for MILTER_REJECT */
 	char		 reply_xcode[16];
 	char		 reply_text[256];

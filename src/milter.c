@@ -3,14 +3,26 @@
  * (libmilter), a source of the pipeline like the file stream and the
  * daemon.
  *
- *   MTA --SMTP session--> libmilter thread: headers and body gathered
- *       at end of message: the message goes into the open batch,
- *       the thread waits for its verdict
+ *   MTA --SMTP session--> libmilter thread: envelope recipients, header
+ *       and body gathered; at end of message the message is read as mail
+ *       (record_parse, in this thread: sessions parse in parallel) and
+ *       goes into the open batch as one record for each recipient (or one
+ *       for the message, --milter-scope message); the thread waits for
+ *       the verdicts
  *   collector thread: submits the batch when it is full, or --batch-delay
  *       after its first message (group commit across SMTP sessions), and
- *       delivers decided batches: each waiting thread gets its verdict
- *   libmilter thread: the verdict's action (a header, quarantine, reject,
- *       discard), then the MTA's answer to the client
+ *       delivers decided batches: each waiting thread gets its verdicts;
+ *       SIGUSR1 logs the counters
+ *   libmilter thread: the recipients who already had the message are
+ *       removed (smfi_delrcpt), or, when all had it, the action (a header,
+ *       quarantine, reject, discard) applies; then the MTA's answer
+ *
+ * A recipient's record is scoped (lsh_scope): its band keys and signature
+ * are salted by a hash of the lower-cased address, so it meets only that
+ * recipient's earlier records, and "seen" (the same Message-ID and text
+ * again) is per recipient too: a message delivered to alice is new to
+ * carol.  A message's records are all in one batch, so that it is indexed
+ * for all its recipients or none.
  *
  * A message is answered only after the batch that indexed it committed:
  * an MTA that accepted a message as unique never meets it again as
@@ -24,38 +36,65 @@
 #include "config.h"
 
 #include <sys/types.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
 
+#include <event2/event.h>
 #include <libmilter/mfapi.h>
 
 #include "mhfilter.h"
 
 #define BATCHES_AHEAD	2		/* as daemon.c: one deciding, one next */
 #define HEADER_NAME	"X-Mhfilter"
+#define LOG_RCPTS	5		/* removed recipients named in a line */
 
-/* One SMTP connection's message and, once decided, its verdict. */
+/* An envelope recipient and, once decided, its record's verdict. */
+struct mrcpt {
+	char		*addr;		/* as the MTA gave it (smfi_delrcpt) */
+	uint64_t	 scope;		/* of the address, lower-cased */
+	int		 kind;		/* V_* */
+	int		 seen;		/* its own copy was delivered before */
+	double		 sim;
+	struct buf	 match;		/* the earlier message's id */
+};
+
+/* One SMTP connection's message and, once decided, its verdicts. */
 struct mctx {
-	struct buf	 msg;		/* header fields and body as received */
+	struct record	 rec;		/* raw: header fields and body */
 	int		 toolong;	/* over --max-bytes: not kept */
 	char		 qid[64];	/* the MTA's queue id, for messages */
 	int		 forged;	/* X-Mhfilter fields it came with */
+	struct mrcpt	*rcpt;
+	size_t		 nrcpt;
+	size_t		 rcptsize;
+	struct mrcpt	 whole;		/* the verdict of an unscoped record */
+	int		 scoped;	/* a record each recipient */
 	/* Set by milter_deliver. */
 	int		 done;
 	int		 failed;	/* the batch did not commit */
-	int		 kind;		/* V_* */
-	double		 sim;
-	struct buf	 match;		/* the earlier message's id */
+	size_t		 got;		/* verdicts delivered so far */
+};
+
+/* A batch's waiters: the message of each of its records. */
+struct mslots {
+	struct mctx	**v;
+	size_t		  size;
 };
 
 struct milter {
@@ -64,19 +103,37 @@ struct milter {
 	pthread_mutex_t			 lock;
 	pthread_cond_t			 cond;	/* verdicts, or a batch free */
 	struct plbatch			*open;	/* being filled */
-	struct mctx			***slotv; /* each batch's waiters */
+	struct mslots			**slotv; /* each batch's waiters */
 	size_t				 nslotv;
 	double				 opened; /* its first message came */
 	uint64_t			 recno;
+	uint64_t			 messages; /* decided or passed */
 	int				 stopping;
 	int				 wake[2]; /* the collector's */
+	int				 sigfd;	/* SIGUSR1 */
 	pthread_t			 collector;
+	int				 failing; /* the last batch failed */
+	double				 started;
+	/* What it did (/metrics, the log line). */
+	uint64_t			 removed;	/* recipients */
+	uint64_t			 rejected;
+	uint64_t			 discarded;
+	uint64_t			 quarantined;
+	uint64_t			 tempfailed;
+	/* --http: a thread of its own. */
+	struct event_base		*base;
+	struct metrics			*metrics;
+	struct event			*stop_ev;
+	int				 http_stop[2];
+	pthread_t			 http_thread;
+	int				 http_running;
 };
 
 static struct milter	*the_milter;	/* libmilter has no callback arg */
 
 static sfsistat	milter_connect(SMFICTX *, char *, _SOCK_ADDR *);
 static sfsistat	milter_envfrom(SMFICTX *, char **);
+static sfsistat	milter_envrcpt(SMFICTX *, char **);
 static sfsistat	milter_header(SMFICTX *, char *, char *);
 static sfsistat	milter_eoh(SMFICTX *);
 static sfsistat	milter_body(SMFICTX *, unsigned char *, size_t);
@@ -143,6 +200,23 @@ milter_parse_reply(const char *s, char *code, char *xcode, char *text,
 	return (0);
 }
 
+/* Forget a connection's message and its recipients. */
+static void
+milter_forget(struct mctx *m)
+{
+	size_t	 i;
+
+	record_reset(&m->rec);
+	for (i = 0; i < m->nrcpt; i++) {
+		free(m->rcpt[i].addr);
+		buf_free(&m->rcpt[i].match);
+	}
+	buf_free(&m->whole.match);
+	m->nrcpt = 0;
+	m->toolong = 0;
+	m->forged = 0;
+}
+
 /* A new SMTP connection: its context. */
 static sfsistat
 milter_connect(SMFICTX *ctx, char *host, _SOCK_ADDR *sa)
@@ -166,12 +240,54 @@ milter_envfrom(SMFICTX *ctx, char **argv)
 
 	if (m == NULL)
 		return (SMFIS_TEMPFAIL);
-	buf_trim(&m->msg);
-	m->msg.len = 0;
-	m->toolong = 0;
-	m->forged = 0;
+	milter_forget(m);
 	qid = smfi_getsymval(ctx, "i");
 	snprintf(m->qid, sizeof m->qid, "%s", qid != NULL ? qid : "-");
+	return (SMFIS_CONTINUE);
+}
+
+/*
+ * An envelope recipient: kept with the scope of its lower-cased address
+ * without angle brackets, once (RCPT TO twice for one address is one
+ * recipient: its second record would be a duplicate of its first).
+ */
+static sfsistat
+milter_envrcpt(SMFICTX *ctx, char **argv)
+{
+	struct mctx	*m = smfi_getpriv(ctx);
+	struct mrcpt	*r;
+	const char	*a;
+	char		*low;
+	size_t		 len, i;
+	uint64_t	 scope;
+
+	if (m == NULL)
+		return (SMFIS_TEMPFAIL);
+	if (argv == NULL || argv[0] == NULL)
+		return (SMFIS_CONTINUE);
+	a = argv[0];
+	len = strlen(a);
+	if (len >= 2 && a[0] == '<' && a[len - 1] == '>') {
+		a++;
+		len -= 2;
+	}
+	low = xstrndup(a, len);
+	for (i = 0; i < len; i++)
+		low[i] = tolower((unsigned char)low[i]);
+	scope = lsh_scope_key(low, len);
+	free(low);
+	for (i = 0; i < m->nrcpt; i++) {
+		if (m->rcpt[i].scope == scope)
+			return (SMFIS_CONTINUE);
+	}
+	if (m->nrcpt == m->rcptsize) {
+		m->rcptsize = m->rcptsize ? 2 * m->rcptsize : 4;
+		m->rcpt = xreallocarray(m->rcpt, m->rcptsize, sizeof *m->rcpt);
+	}
+	r = &m->rcpt[m->nrcpt++];
+	memset(r, 0, sizeof *r);
+	r->addr = xstrdup(argv[0]);
+	r->scope = scope;
 	return (SMFIS_CONTINUE);
 }
 
@@ -181,13 +297,13 @@ milter_append(struct mctx *m, const void *p, size_t len)
 {
 	if (m->toolong)
 		return;
-	if (m->msg.len + len > pipeline_options(the_milter->p)->max_bytes) {
-		/* Not kept: the message passes undecided (milter_eom). */
+	if (m->rec.raw.len + len > pipeline_options(the_milter->p)->max_bytes) {
+		/* Not kept: the message passes unchecked (milter_eom). */
 		m->toolong = 1;
-		buf_free(&m->msg);
+		buf_free(&m->rec.raw);
 		return;
 	}
-	buf_append(&m->msg, p, len);
+	buf_append(&m->rec.raw, p, len);
 }
 
 /* A header field, as the MTA passes it (unfolded or not). */
@@ -242,17 +358,40 @@ milter_wake(struct milter *mt)
 		log_warn("milter: wake");
 }
 
+/* Note that record n of the open batch is message m's. */
+static void
+milter_slot(struct milter *mt, struct mctx *m, size_t n)
+{
+	struct mslots	*s;
+
+	if ((s = mt->open->arg) == NULL) {
+		s = mt->open->arg = xcalloc(1, sizeof *s);
+		mt->slotv = xreallocarray(mt->slotv, mt->nslotv + 1,
+		    sizeof *mt->slotv);
+		mt->slotv[mt->nslotv++] = s;
+	}
+	if (n >= s->size) {
+		s->size = n < 32 ? 64 : 2 * n;
+		s->v = xreallocarray(s->v, s->size, sizeof *s->v);
+	}
+	s->v[n] = m;
+}
+
 /*
- * Put the message into the open batch (opening one, or waiting for a
- * free one) and wait for its verdict.  Called with the lock held.
+ * Put the message's records, parsed, into the open batch (opening one,
+ * or waiting for a free one), all into the same batch, and wait for their
+ * verdicts.  One record a recipient, scoped, or one unscoped record with
+ * --milter-scope message or no recipient.  Called with the lock held.
  */
 static void
 milter_decide(struct milter *mt, struct mctx *m)
 {
 	const struct pipeline_opts	*po = pipeline_options(mt->p);
 	struct record			*r;
-	struct mctx			**slots;
+	size_t				 i, n;
 
+	m->scoped = mt->o->scope == MILTER_SCOPE_RECIPIENT && m->nrcpt > 0;
+	n = m->scoped ? m->nrcpt : 1;
 	while (mt->open == NULL) {
 		if ((mt->open = pipeline_get(mt->p, 0)) != NULL) {
 			mt->opened = now_seconds();
@@ -261,18 +400,21 @@ milter_decide(struct milter *mt, struct mctx *m)
 		}
 		pthread_cond_wait(&mt->cond, &mt->lock);
 	}
-	if ((slots = mt->open->arg) == NULL) {
-		slots = mt->open->arg = xcalloc(po->batch, sizeof *slots);
-		mt->slotv = xreallocarray(mt->slotv, mt->nslotv + 1,
-		    sizeof *mt->slotv);
-		mt->slotv[mt->nslotv++] = slots;
+	for (i = 0; i < n; i++) {
+		milter_slot(mt, m, mt->open->n);
+		/* Parsed already: phase 1 starts at normalising. */
+		r = plbatch_add(mt->open, 0, i == 0 ? m->rec.raw.len : 0);
+		mt->open->vs[mt->open->n - 1].kind = V_PENDING;
+		buf_append(&r->text, m->rec.text.data, m->rec.text.len);
+		buf_append(&r->id, m->rec.id.data, m->rec.id.len);
+		r->time = m->rec.time;
+		r->recno = r->line = ++mt->recno;
+		r->file = m->qid;
+		r->scope = m->scoped ? m->rcpt[i].scope : 0;
 	}
-	slots[mt->open->n] = m;
-	r = plbatch_add(mt->open, m->msg.len, m->msg.len);
-	memcpy(r->raw.data, m->msg.data, m->msg.len);
-	r->recno = r->line = ++mt->recno;
-	r->file = m->qid;
+	mt->open->bytes += m->rec.text.len * n;
 	m->done = 0;
+	m->got = 0;
 	if (plbatch_full(mt->open, po->batch)) {
 		pipeline_submit(mt->p, mt->open);
 		mt->open = NULL;
@@ -282,71 +424,139 @@ milter_decide(struct milter *mt, struct mctx *m)
 }
 
 /*
- * Add the X-Mhfilter header field of the verdict, removing those the
- * message came with (a sender could forge a verdict).
+ * Replace the X-Mhfilter fields the message came with (a sender could
+ * forge a verdict) by value, if not NULL.
  */
 static void
-milter_add_header(SMFICTX *ctx, struct mctx *m)
+milter_set_header(SMFICTX *ctx, struct mctx *m, const char *value)
 {
-	struct verdict	 v;
-	struct buf	 b = { 0 };
-	char		*value;
-	int		 i;
+	int	 i;
 
 	for (i = m->forged; i > 0; i--) {
 		if (smfi_chgheader(ctx, HEADER_NAME, i, NULL) != MI_SUCCESS)
 			log_warnx("milter: %s: cannot remove a header", m->qid);
 	}
+	if (value != NULL &&
+	    smfi_insheader(ctx, 0, HEADER_NAME, (char *)value) != MI_SUCCESS)
+		log_warnx("milter: %s: cannot add the header", m->qid);
+}
+
+/* The X-Mhfilter field of a recipient's verdict. */
+static void
+milter_add_header(SMFICTX *ctx, struct mctx *m, const struct mrcpt *rc)
+{
+	struct verdict	 v;
+	struct buf	 b = { 0 };
 
 	memset(&v, 0, sizeof v);
-	v.kind = m->kind;
-	v.sim = m->sim;
-	v.match = m->match;
+	v.kind = rc->kind;
+	v.seen = rc->seen;
+	v.sim = rc->sim;
+	v.match = rc->match;
 	output_mail_header(&b, &v, 0, "");
 	buf_append(&b, "", 1);
-	value = b.data + sizeof HEADER_NAME + 1;	/* after "X-Mhfilter: " */
-	if (smfi_insheader(ctx, 0, HEADER_NAME, value) != MI_SUCCESS)
-		log_warnx("milter: %s: cannot add the header", m->qid);
+	/* After "X-Mhfilter: ". */
+	milter_set_header(ctx, m, b.data + sizeof HEADER_NAME + 1);
 	buf_free(&b);
 }
 
 /*
- * The end of a message: decide it through the pipeline, then act on the
- * verdict as --milter-action says.
+ * One line about the message: at info level when the milter changed its
+ * delivery (a recipient removed, or the message rejected, discarded or
+ * quarantined), else with -v only.
+ */
+static void
+milter_log(const struct mctx *m, int changed, const char *fmt, ...)
+{
+	va_list	 ap;
+	char	 what[512];
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof what, fmt, ap);
+	va_end(ap);
+	if (changed)
+		log_info("milter: %s: message-id=<%.*s>: %s", m->qid,
+		    (int)(m->rec.id.len < 256 ? m->rec.id.len : 256),
+		    m->rec.id.data != NULL ? m->rec.id.data : "", what);
+	else
+		log_debug("milter: %s: message-id=<%.*s>: %s", m->qid,
+		    (int)(m->rec.id.len < 256 ? m->rec.id.len : 256),
+		    m->rec.id.data != NULL ? m->rec.id.data : "", what);
+}
+
+/* Count something the milter did to a message. */
+static void
+milter_did(uint64_t *counter)
+{
+	pthread_mutex_lock(&the_milter->lock);
+	(*counter)++;
+	pthread_mutex_unlock(&the_milter->lock);
+}
+
+/* "duplicate of <id>, similarity 0.93" (or seen) into b. */
+static void
+milter_dupstr(const struct mrcpt *rc, char *b, size_t len)
+{
+	snprintf(b, len, "%s of <%.*s>, similarity %.2f",
+	    rc->seen ? "seen (its own copy delivered before)" : "duplicate",
+	    (int)(rc->match.len < 256 ? rc->match.len : 256),
+	    rc->match.data != NULL ? rc->match.data : "", rc->sim);
+}
+
+/*
+ * The recipients who already had the message, when others had not: they
+ * are removed unless the action is header (which removes nothing: the
+ * field is the message's, "unique" for the others).
  */
 static sfsistat
-milter_eom(SMFICTX *ctx)
+milter_some(SMFICTX *ctx, struct mctx *m, const struct mrcpt *first_dup,
+    const struct mrcpt *first_new, size_t ndup)
 {
 	struct milter	*mt = the_milter;
-	struct mctx	*m = smfi_getpriv(ctx);
-	char		 reason[128];
+	struct buf	 who = { 0 };
+	char		 dup[400];
+	size_t		 i, named = 0;
 
-	if (m == NULL)
-		return (SMFIS_TEMPFAIL);
-	if (m->toolong) {
-		log_info("milter: %s: over --max-bytes %" PRIu64 ": passed "
-		    "undecided", m->qid, pipeline_options(mt->p)->max_bytes);
-		pthread_mutex_lock(&mt->lock);
-		pipeline_counts(mt->p)->records++;
-		pipeline_counts(mt->p)->too_long++;
-		pthread_mutex_unlock(&mt->lock);
-		return (SMFIS_ACCEPT);
-	}
-	pthread_mutex_lock(&mt->lock);
-	milter_decide(mt, m);
-	pthread_mutex_unlock(&mt->lock);
-	buf_trim(&m->msg);
-	m->msg.len = 0;
-
-	if (m->failed)
-		return (SMFIS_TEMPFAIL);	/* the sender retries */
-	if (m->kind != V_UNIQUE && m->kind != V_DUPLICATE &&
-	    m->kind != V_EMPTY)
-		return (SMFIS_ACCEPT);		/* unreadable: passed */
-	if (m->kind != V_DUPLICATE) {
-		milter_add_header(ctx, m);
+	milter_dupstr(first_dup, dup, sizeof dup);
+	milter_add_header(ctx, m, first_new);
+	if (mt->o->action == MILTER_HEADER) {
+		milter_log(m, 0, "%s for %zu of %zu recipients: delivered to "
+		    "all, marked %s", dup, ndup, m->nrcpt,
+		    first_new->kind == V_UNIQUE ? "unique" : "empty");
 		return (SMFIS_CONTINUE);
 	}
+	for (i = 0; i < m->nrcpt; i++) {
+		if (m->rcpt[i].kind != V_DUPLICATE)
+			continue;
+		if (smfi_delrcpt(ctx, m->rcpt[i].addr) != MI_SUCCESS) {
+			log_warnx("milter: %s: cannot remove recipient %s",
+			    m->qid, m->rcpt[i].addr);
+			continue;
+		}
+		milter_did(&mt->removed);
+		if (named++ < LOG_RCPTS) {
+			if (who.len > 0)
+				buf_append(&who, " ", 1);
+			buf_append(&who, m->rcpt[i].addr,
+			    strlen(m->rcpt[i].addr));
+		}
+	}
+	buf_append(&who, "", 1);
+	milter_log(m, 1, "%s for %zu of %zu recipients: removed %s%s; "
+	    "delivered to the others", dup, ndup, m->nrcpt, who.data,
+	    named > LOG_RCPTS ? " and others" : "");
+	buf_free(&who);
+	return (SMFIS_CONTINUE);
+}
+
+/* Every recipient (or the message) had it: the action applies. */
+static sfsistat
+milter_all(SMFICTX *ctx, struct mctx *m, const struct mrcpt *rc)
+{
+	struct milter	*mt = the_milter;
+	char		 reason[128], dup[400];
+
+	milter_dupstr(rc, dup, sizeof dup);
 	switch (mt->o->action) {
 	case MILTER_REJECT:
 		if (smfi_setreply(ctx, (char *)mt->o->reply_code,
@@ -354,18 +564,114 @@ milter_eom(SMFICTX *ctx)
 		    (char *)mt->o->reply_xcode : NULL,
 		    (char *)mt->o->reply_text) != MI_SUCCESS)
 			log_warnx("milter: %s: cannot set the reply", m->qid);
+		milter_did(&mt->rejected);
+		milter_log(m, 1, "%s: rejected", dup);
 		return (SMFIS_REJECT);
 	case MILTER_DISCARD:
+		milter_did(&mt->discarded);
+		milter_log(m, 1, "%s: discarded", dup);
 		return (SMFIS_DISCARD);
 	case MILTER_QUARANTINE:
 		snprintf(reason, sizeof reason, "mhfilter: duplicate, "
-		    "similarity %.2f", m->sim);
+		    "similarity %.2f", rc->sim);
 		if (smfi_quarantine(ctx, reason) != MI_SUCCESS)
 			log_warnx("milter: %s: cannot quarantine", m->qid);
+		milter_did(&mt->quarantined);
+		milter_log(m, 1, "%s: quarantined", dup);
+		break;
+	default:
+		milter_log(m, 0, "%s: marked", dup);
 		break;
 	}
-	milter_add_header(ctx, m);
+	milter_add_header(ctx, m, rc);
 	return (SMFIS_CONTINUE);
+}
+
+/* Count a message that went into no batch (records, and its kind). */
+static void
+milter_count(struct milter *mt, int kind)
+{
+	struct pl_counts	*ct;
+
+	pthread_mutex_lock(&mt->lock);
+	ct = pipeline_counts(mt->p);
+	ct->records++;
+	if (kind == V_UNCHECKED)
+		ct->unchecked++;
+	else
+		ct->invalid++;
+	mt->messages++;
+	pthread_mutex_unlock(&mt->lock);
+}
+
+/*
+ * The end of a message: read it as mail, decide it through the pipeline
+ * for each recipient, then act on the verdicts as --milter-action says.
+ */
+static sfsistat
+milter_eom(SMFICTX *ctx)
+{
+	struct milter	*mt = the_milter;
+	struct mctx	*m = smfi_getpriv(ctx);
+	struct mrcpt	*rc, *first_dup = NULL, *first_new = NULL;
+	char		*cause = NULL, value[128];
+	size_t		 i, n, ndup = 0;
+	int		 rv;
+
+	if (m == NULL)
+		return (SMFIS_TEMPFAIL);
+	if (m->toolong) {
+		milter_count(mt, V_UNCHECKED);
+		milter_set_header(ctx, m, "unchecked; reason=too-large");
+		milter_log(m, 0, "over --max-bytes %" PRIu64 ": passed "
+		    "unchecked", pipeline_options(mt->p)->max_bytes);
+		return (SMFIS_CONTINUE);
+	}
+	if ((rv = record_parse(&m->rec, FORMAT_MAIL, NULL, NULL,
+	    &cause)) != 0) {
+		/* 1: mail that cannot be judged, cause its reason. */
+		milter_count(mt, rv == 1 ? V_UNCHECKED : V_BAD);
+		if (rv == 1) {
+			snprintf(value, sizeof value, "unchecked; reason=%s",
+			    cause);
+			milter_set_header(ctx, m, value);
+		} else
+			milter_set_header(ctx, m, NULL);
+		milter_log(m, 0, "%s: passed %s", cause, rv == 1 ?
+		    "unchecked" : "without a verdict");
+		free(cause);
+		return (SMFIS_CONTINUE);
+	}
+	buf_trim(&m->rec.raw);
+
+	pthread_mutex_lock(&mt->lock);
+	mt->messages++;
+	milter_decide(mt, m);
+	pthread_mutex_unlock(&mt->lock);
+
+	if (m->failed) {
+		milter_did(&mt->tempfailed);
+		milter_log(m, 1, "its batch did not commit: temporary failure");
+		return (SMFIS_TEMPFAIL);	/* the sender retries */
+	}
+	n = m->scoped ? m->nrcpt : 1;
+	for (i = 0; i < n; i++) {
+		rc = m->scoped ? &m->rcpt[i] : &m->whole;
+		if (rc->kind == V_DUPLICATE) {
+			if (ndup++ == 0)
+				first_dup = rc;
+		} else if (first_new == NULL)
+			first_new = rc;
+	}
+	if (ndup == 0) {
+		milter_add_header(ctx, m, first_new);
+		milter_log(m, 0, "%s", first_new->kind == V_UNIQUE ? "unique" :
+		    "empty (no text to compare)");
+		return (SMFIS_CONTINUE);
+	}
+	if (ndup < n)
+		return (milter_some(ctx, m, first_dup, first_new, ndup));
+	return (milter_all(ctx, m, first_dup));
 }
 
 /* The message was aborted (RSET, or the session ended). */
@@ -374,10 +680,8 @@ milter_abort(SMFICTX *ctx)
 {
 	struct mctx	*m = smfi_getpriv(ctx);
 
-	if (m != NULL) {
-		buf_trim(&m->msg);
-		m->msg.len = 0;
-	}
+	if (m != NULL)
+		milter_forget(m);
 	return (SMFIS_CONTINUE);
 }
 
@@ -388,55 +692,141 @@ milter_close(SMFICTX *ctx)
 	struct mctx	*m = smfi_getpriv(ctx);
 
 	if (m != NULL) {
-		buf_free(&m->msg);
-		buf_free(&m->match);
+		milter_forget(m);
+		record_free(&m->rec);
+		free(m->rcpt);
 		free(m);
 		smfi_setpriv(ctx, NULL);
 	}
 	return (SMFIS_CONTINUE);
 }
 
-/* A batch was decided: give each waiting thread its verdict. */
+/* A batch was decided: give each waiting thread its verdicts. */
 static void
 milter_deliver(void *arg, struct plbatch *b)
 {
 	struct milter	*mt = arg;
-	struct mctx	**slots = b->arg, *m;
+	struct mslots	*s = b->arg;
+	struct mctx	*m;
+	struct mrcpt	*rc;
 	size_t		 i;
 
-	for (i = 0; i < b->n; i++) {
-		m = slots[i];
-		m->failed = b->rc != 0;
-		m->kind = b->vs[i].kind;
-		m->sim = b->vs[i].sim;
-		m->match.len = 0;
-		buf_append(&m->match, b->vs[i].match.data,
-		    b->vs[i].match.len);
-		m->done = 1;
-	}
-	if (b->rc == PL_FAILED)
-		log_warnx("milter: a batch of %zu messages failed: %s; "
+	if (b->rc != PL_DROPPED)
+		metrics_batch(mt->metrics, b->seconds);
+	if (b->rc == PL_FAILED) {
+		log_warnx("milter: a batch of %zu records failed: %s; "
 		    "answered with a temporary failure", b->n, b->cause);
+		mt->failing = 1;
+	} else if (b->rc == 0 && mt->failing) {
+		log_info("milter: batches are committed again");
+		mt->failing = 0;
+	}
+	for (i = 0; i < b->n; i++) {
+		m = s->v[i];
+		rc = m->scoped ? &m->rcpt[m->got] : &m->whole;
+		m->got++;
+		m->failed = b->rc != 0;
+		rc->kind = b->vs[i].kind;
+		rc->seen = b->vs[i].seen;
+		rc->sim = b->vs[i].sim;
+		rc->match.len = 0;
+		buf_append(&rc->match, b->vs[i].match.data,
+		    b->vs[i].match.len);
+		m->done = m->got == (m->scoped ? m->nrcpt : 1);
+	}
 	pthread_cond_broadcast(&mt->cond);
+}
+
+/* The counters, as the log line and /metrics name them. */
+static void
+milter_stats(void *arg, struct mstats *st)
+{
+	struct milter		*mt = arg;
+	struct pl_counts	*ct;
+
+	pthread_mutex_lock(&mt->lock);
+	ct = pipeline_counts(mt->p);
+	mstats_add(st, "records", NULL, 1, MS_LINE, (double)ct->records,
+	    "Records: one a recipient of each message (or a message).");
+	mstats_pipeline(st, mt->p);
+	mstats_add(st, "messages", NULL, 1, MS_BOTH, (double)mt->messages,
+	    "Messages the MTA passed to the milter.");
+#define A(what, val)	mstats_add(st, "milter_actions", "action=\""	\
+	what "\"", 1, MS_METRIC, (double)(val), "What the milter did "	\
+	"to messages: recipients removed (those who already had it), "	\
+	"the message rejected, discarded or quarantined, or a "	\
+	"temporary failure.")
+	A("recipients_removed", mt->removed);
+	A("rejected", mt->rejected);
+	A("discarded", mt->discarded);
+	A("quarantined", mt->quarantined);
+	A("tempfail", mt->tempfailed);
+#undef A
+	mstats_add(st, "recipients_removed", NULL, 1, MS_LINE,
+	    (double)mt->removed, "");
+	mstats_add(st, "rejected", NULL, 1, MS_LINE, (double)mt->rejected, "");
+	mstats_add(st, "discarded", NULL, 1, MS_LINE, (double)mt->discarded,
+	    "");
+	mstats_add(st, "quarantined", NULL, 1, MS_LINE,
+	    (double)mt->quarantined, "");
+	mstats_add(st, "tempfail", NULL, 1, MS_LINE, (double)mt->tempfailed,
+	    "");
+	mstats_add(st, "uptime_seconds", NULL, 0, MS_LINE,
+	    now_seconds() - mt->started, "");
+	pthread_mutex_unlock(&mt->lock);
+}
+
+/* /healthz: well while batches commit and it is not stopping. */
+static const char *
+milter_health(void *arg)
+{
+	struct milter	*mt = arg;
+	const char	*why = NULL;
+
+	pthread_mutex_lock(&mt->lock);
+	if (mt->stopping)
+		why = "stopping";
+	else if (mt->failing)
+		why = "the last batch failed to commit";
+	pthread_mutex_unlock(&mt->lock);
+	return (why);
+}
+
+/* Log the counters (SIGUSR1, --stats at exit). */
+static void
+milter_log_stats(struct milter *mt)
+{
+	struct mstats	 st;
+	struct buf	 b = { 0 };
+
+	st.n = 0;
+	milter_stats(mt, &st);
+	mstats_line(&st, &b, ' ');
+	b.data[b.len - 1] = '\0';
+	log_info("%s", b.data);
+	buf_free(&b);
 }
 
 /*
  * The collector thread: submit the open batch once its delay is over (or
- * at once when stopping) unless two are in flight, and deliver the
- * decided ones; until stopping and nothing is left.
+ * at once when stopping) unless two are in flight, deliver the decided
+ * ones and log the counters on SIGUSR1; until stopping and nothing is
+ * left.
  */
 static void *
 milter_collect(void *arg)
 {
-	struct milter	*mt = arg;
-	struct pollfd	 pfd[2];
-	double		 left;
-	char		 drain[64];
-	int		 timeout;
+	struct milter		*mt = arg;
+	struct pollfd		 pfd[3];
+	struct signalfd_siginfo	 si;
+	double			 left;
+	char			 drain[64];
+	int			 timeout, usr1;
 
 	pfd[0].fd = pipeline_notify_fd(mt->p);
 	pfd[1].fd = mt->wake[0];
-	pfd[0].events = pfd[1].events = POLLIN;
+	pfd[2].fd = mt->sigfd;
+	pfd[0].events = pfd[1].events = pfd[2].events = POLLIN;
 	pthread_mutex_lock(&mt->lock);
 	for (;;) {
 		timeout = -1;
@@ -454,16 +844,144 @@ milter_collect(void *arg)
 		    pipeline_inflight(mt->p) == 0)
 			break;
 		pthread_mutex_unlock(&mt->lock);
-		if (poll(pfd, 2, timeout) == -1 && errno != EINTR)
+		if (poll(pfd, 3, timeout) == -1 && errno != EINTR)
 			fatal("milter: poll");
 		while (read(mt->wake[0], drain, sizeof drain) > 0)
 			;
+		usr1 = 0;
+		while (read(mt->sigfd, &si, sizeof si) == sizeof si)
+			usr1 = 1;
+		if (usr1)
+			milter_log_stats(mt);
 		pthread_mutex_lock(&mt->lock);
 		if (pipeline_deliver(mt->p, 0) > 0)
 			pthread_cond_broadcast(&mt->cond);	/* free batches */
 	}
 	pthread_mutex_unlock(&mt->lock);
 	return (NULL);
+}
+
+/* The HTTP thread's loop ends: the milter stops. */
+static void
+milter_http_stop(evutil_socket_t fd, short events, void *arg)
+{
+	event_base_loopbreak(arg);
+}
+
+/* The HTTP thread: /metrics and /healthz until the milter stops. */
+static void *
+milter_http(void *arg)
+{
+	struct milter	*mt = arg;
+
+	event_base_dispatch(mt->base);
+	return (NULL);
+}
+
+/*
+ * Serve --http in a thread of its own (the milter's sessions are
+ * libmilter's threads): its event base, its server, and a pipe that
+ * stops its loop.  0, or -1 and a cause.
+ */
+static int
+milter_http_start(struct milter *mt, char **cause)
+{
+	struct metrics_src	 src = { milter_stats, milter_health, mt };
+	char			 name[256];
+
+	if ((mt->base = event_base_new()) == NULL)
+		fatalx("event_base_new failed");
+	if ((mt->metrics = metrics_new(mt->base, &src, cause)) == NULL ||
+	    metrics_bind(mt->metrics, mt->o->http, name, sizeof name,
+	    cause) != 0)
+		return (-1);
+	if (pipe2(mt->http_stop, O_CLOEXEC|O_NONBLOCK) == -1)
+		fatal("pipe");
+	mt->stop_ev = event_new(mt->base, mt->http_stop[0], EV_READ,
+	    milter_http_stop, mt->base);
+	event_add(mt->stop_ev, NULL);
+	thread_start(&mt->http_thread, milter_http, mt);
+	mt->http_running = 1;
+	log_info("serving HTTP on %s", name);
+	return (0);
+}
+
+/* Stop the HTTP thread and free its server. */
+static void
+milter_http_end(struct milter *mt)
+{
+	if (mt->http_running) {
+		if (write(mt->http_stop[1], "", 1) == -1)
+			log_warn("milter: stopping HTTP");
+		if (pthread_join(mt->http_thread, NULL) != 0)
+			fatalx("cannot join the HTTP thread");
+		mt->http_running = 0;
+	}
+	metrics_free(mt->metrics);
+	mt->metrics = NULL;
+	if (mt->stop_ev != NULL)
+		event_free(mt->stop_ev);
+	if (mt->http_stop[0] > 0) {
+		close(mt->http_stop[0]);
+		close(mt->http_stop[1]);
+	}
+	if (mt->base != NULL)
+		event_base_free(mt->base);
+	mt->base = NULL;
+}
+
+/*
+ * Why libmilter could not listen on spec (it says so only in syslog):
+ * the same socket made and bound here, for its errno.  A unix socket is
+ * removed again; a path that is there and not a socket is said to be.
+ */
+static void
+milter_listen_cause(const char *spec, char *out, size_t len)
+{
+	struct sockaddr_un	 sun;
+	struct stat		 st;
+	const char		*path = NULL;
+	int			 fd;
+
+	if (strncmp(spec, "unix:", 5) == 0)
+		path = spec + 5;
+	else if (strncmp(spec, "local:", 6) == 0)
+		path = spec + 6;
+	else if (strchr(spec, ':') == NULL)
+		path = spec;
+	if (path == NULL) {
+		snprintf(out, len, "cannot listen (the port taken, a host "
+		    "that is not this one's, or a port below 1024)");
+		return;
+	}
+	if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode)) {
+		snprintf(out, len, "cannot make the socket %s: a file that "
+		    "is not a socket is there", path);
+		return;
+	}
+	memset(&sun, 0, sizeof sun);
+	sun.sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof sun.sun_path) {
+		snprintf(out, len, "cannot make the socket %s: the path is "
+		    "longer than %zu bytes", path, sizeof sun.sun_path - 1);
+		return;
+	}
+	memcpy(sun.sun_path, path, strlen(path));
+	if ((fd = socket(AF_UNIX, SOCK_STREAM|SOCK_CLOEXEC, 0)) == -1) {
+		snprintf(out, len, "cannot make the socket %s: %s", path,
+		    strerror(errno));
+		return;
+	}
+	if (S_ISSOCK(st.st_mode))
+		unlink(path);	/* libmilter removes an old one too */
+	if (bind(fd, (struct sockaddr *)&sun, sizeof sun) == -1)
+		snprintf(out, len, "cannot make the socket %s: %s", path,
+		    strerror(errno));
+	else {
+		unlink(path);
+		snprintf(out, len, "cannot listen on %s", path);
+	}
+	close(fd);
 }
 
 /*
@@ -476,32 +994,58 @@ milter_run(const struct milter_opts *o, struct pipeline *p)
 	struct smfiDesc	 desc;
 	struct sigaction sa;
 	struct milter	 mt;
+	sigset_t	 usr1;
 	size_t		 i;
-	double		 start = now_seconds();
+	char		*cause = NULL, why[512];
 	int		 rc, status = EXIT_OK;
 
 	memset(&mt, 0, sizeof mt);
 	mt.o = o;
 	mt.p = p;
+	mt.started = now_seconds();
+	mt.sigfd = -1;
 	if (pthread_mutex_init(&mt.lock, NULL) != 0 ||
 	    pthread_cond_init(&mt.cond, NULL) != 0)
 		fatalx("cannot make a mutex");
 	if (pipe2(mt.wake, O_CLOEXEC|O_NONBLOCK) == -1)
 		fatal("pipe");
+	/*
+	 * SIGUSR1 is blocked in every thread (each inherits this one's
+	 * mask) and read by the collector from a signalfd: by default it
+	 * would end the process.
+	 */
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+	if (pthread_sigmask(SIG_BLOCK, &usr1, NULL) != 0 ||
+	    (mt.sigfd = signalfd(-1, &usr1, SFD_NONBLOCK|SFD_CLOEXEC)) == -1)
+		fatal("signalfd");
 	the_milter = &mt;
-	pipeline_set_deliver(p, milter_deliver, &mt);
 	/* Write errors are reported (a failed commit), not signals. */
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = SIG_IGN;
 	sigaction(SIGPIPE, &sa, NULL);
 	sigaction(SIGXFSZ, &sa, NULL);
 
+	if (o->log_file != NULL && log_open(o->log_file, &cause) != 0) {
+		log_warnx("%s", cause);
+		status = EXIT_ERROR;
+		goto out;
+	}
+	if (o->http != NULL && milter_http_start(&mt, &cause) != 0) {
+		log_warnx("%s", cause);
+		status = EXIT_ERROR;
+		goto out;
+	}
+	pipeline_set_deliver(p, milter_deliver, &mt);
+
 	memset(&desc, 0, sizeof desc);
 	desc.xxfi_name = "mhfilter";
 	desc.xxfi_version = SMFI_VERSION;
-	desc.xxfi_flags = SMFIF_ADDHDRS | SMFIF_CHGHDRS | SMFIF_QUARANTINE;
+	desc.xxfi_flags = SMFIF_ADDHDRS | SMFIF_CHGHDRS | SMFIF_QUARANTINE |
+	    SMFIF_DELRCPT;
 	desc.xxfi_connect = milter_connect;
 	desc.xxfi_envfrom = milter_envfrom;
+	desc.xxfi_envrcpt = milter_envrcpt;
 	desc.xxfi_header = milter_header;
 	desc.xxfi_eoh = milter_eoh;
 	desc.xxfi_body = milter_body;
@@ -515,13 +1059,14 @@ milter_run(const struct milter_opts *o, struct pipeline *p)
 		goto out;
 	}
 	if (smfi_opensocket(1) != MI_SUCCESS) {
-		log_warnx("--milter %s: cannot listen (a bad address, or no "
-		    "permission)", o->socket);
+		milter_listen_cause(o->socket, why, sizeof why);
+		log_warnx("--milter %s: %s", o->socket, why);
 		status = EXIT_ERROR;
 		goto out;
 	}
 	thread_start(&mt.collector, milter_collect, &mt);
-	log_info("ready: milter on %s; duplicates get %s", o->socket,
+	log_info("ready: milter on %s; per %s; duplicates get %s", o->socket,
+	    o->scope == MILTER_SCOPE_MESSAGE ? "message" : "recipient",
 	    o->action == MILTER_HEADER ? "a header" :
 	    o->action == MILTER_QUARANTINE ? "quarantine" :
 	    o->action == MILTER_REJECT ? "rejected" : "discarded");
@@ -540,15 +1085,20 @@ milter_run(const struct milter_opts *o, struct pipeline *p)
 	if (status == EXIT_OK)
 		status = pipeline_status(p);
 	if (o->stats)
-		stream_print_stats(p, now_seconds() - start);
-	log_info("milter stopped after %" PRIu64 " messages", mt.recno);
+		milter_log_stats(&mt);
+	log_info("milter stopped after %" PRIu64 " messages", mt.messages);
 out:
+	free(cause);
+	milter_http_end(&mt);
 	pipeline_set_deliver(p, NULL, NULL);
-	for (i = 0; i < mt.nslotv; i++)
+	for (i = 0; i < mt.nslotv; i++) {
+		free(mt.slotv[i]->v);
 		free(mt.slotv[i]);
+	}
 	free(mt.slotv);
 	close(mt.wake[0]);
 	close(mt.wake[1]);
+	close(mt.sigfd);
 	pthread_mutex_destroy(&mt.lock);
 	pthread_cond_destroy(&mt.cond);
 	the_milter = NULL;

@@ -79,14 +79,17 @@ mtsend() {
 	stop_daemon
 }
 
-@test "a message over --max-bytes is accepted undecided, without a header, and counted" {
-	start_daemon --milter "unix:$T/sock" -d db --max-bytes 4k --stats
-	mtsend accept '<big@example.org>' BIG=20000
+@test "a message over --max-bytes passes unchecked, with a header saying so, and is counted" {
+	start_daemon --milter "unix:$T/sock" -d db --max-bytes 4k --stats -v
+	mtsend unchecked '<big@example.org>' BIG=20000 REASON=too-large \
+	    FORGED=1 QID=Q1
 	mtsend unique '<one@example.org>'
 	stop_daemon
-	grep -q 'over --max-bytes 4096: passed undecided' "$T/derr"
-	grep -q 'mhfilter: too_long: 1' "$T/derr"
-	grep -q 'mhfilter: unique: 1' "$T/derr"
+	grep -q 'milter: Q1: .*over --max-bytes 4096: passed unchecked' \
+	    "$T/derr" || fail "$(cat "$T/derr")"
+	grep -q 'stats records=2 .* too_long=0 unchecked=1 ' "$T/derr" ||
+	    fail "$(cat "$T/derr")"
+	grep -q 'stats records=2 unique=1 ' "$T/derr"
 }
 
 @test "a batch that cannot commit is answered with a temporary failure, and nothing is indexed" {
@@ -105,6 +108,159 @@ mtsend() {
 	start_daemon --milter "unix:$T/sock" -d db
 	mtsend unique '<one@example.org>'
 	stop_daemon
+}
+
+# The scenario of issue 31: one transaction to alice and bob, a later one
+# of the same message to bob and carol, with --milter-action $1.
+two_transactions() {
+	mtsend unique '<m1@example.org>' RCPTS=alice,bob
+	mtsend removed '<m1@example.org>' RCPTS=bob,carol REMOVED=bob QID=Q2
+}
+
+@test "per recipient, discard: a later copy for bob and carol reaches carol only" {
+	start_daemon --milter "unix:$T/sock" -d db --milter-action discard
+	two_transactions
+	# All of them had it: the action applies to the message.
+	mtsend discard '<m1@example.org>' RCPTS=carol,alice,bob QID=Q3
+	# A re-sent copy to the same recipient (another Message-ID too).
+	mtsend discard '<m1-again@example.org>' RCPTS=alice
+	# Another text with the same Subject, and a reply quoting the first
+	# one under new text, reach everyone.
+	mtsend unique '<m2@example.org>' RCPTS=alice,bob BODY=other
+	mtsend unique '<m3@example.org>' RCPTS=alice,bob BODY=reply
+	stop_daemon
+	grep -q 'milter: Q2: message-id=<m1@example.org>: seen .*for 1 of 2 recipients: removed <bob@example.org>; delivered to the others' \
+	    "$T/derr" || fail "$(cat "$T/derr")"
+	grep -q 'milter: Q3: message-id=<m1@example.org>: seen .*: discarded' \
+	    "$T/derr" || fail "$(cat "$T/derr")"
+	grep -q 'milter stopped after 6 messages' "$T/derr"
+}
+
+@test "per recipient: addresses are compared lower-cased, without angle brackets" {
+	start_daemon --milter "unix:$T/sock" -d db --milter-action discard
+	mtsend unique '<m1@example.org>' RCPTS=Alice
+	mtsend discard '<m1@example.org>' RCPTS=ALICE
+	stop_daemon
+}
+
+@test "per recipient, reject and quarantine: the recipients who had it are removed, the others get it" {
+	start_daemon --milter "unix:$T/sock" -d db --milter-action reject
+	two_transactions
+	mtsend reject '<m1@example.org>' RCPTS=alice,carol
+	stop_daemon
+	rm -rf db
+	start_daemon --milter "unix:$T/sock" -d db --milter-action quarantine
+	two_transactions
+	mtsend quarantine '<m1@example.org>' RCPTS=carol
+	stop_daemon
+}
+
+@test "per recipient, header: nobody is removed; the field is duplicate only when all had it" {
+	start_daemon --milter "unix:$T/sock" -d db -v
+	mtsend unique '<m1@example.org>' RCPTS=alice,bob
+	mtsend unique '<m1@example.org>' RCPTS=bob,carol QID=Q2
+	mtsend duplicate '<m1@example.org>' RCPTS=carol,bob
+	stop_daemon
+	grep -q 'milter: Q2: .* for 1 of 2 recipients: delivered to all, marked unique' \
+	    "$T/derr" || fail "$(cat "$T/derr")"
+}
+
+@test "--milter-scope message: anyone's copy makes a duplicate (list servers)" {
+	start_daemon --milter "unix:$T/sock" -d db --milter-action discard \
+	    --milter-scope message
+	mtsend unique '<m1@example.org>' RCPTS=alice,bob
+	mtsend discard '<m1@example.org>' RCPTS=carol
+	stop_daemon
+	mhrun --milter "unix:$T/sock" --milter-scope everyone
+	assert_status 2
+	grep -q "unknown scope 'everyone'" "$T/err" || fail "$(cat "$T/err")"
+}
+
+@test "SIGUSR1 logs the counters, and the milter goes on" {
+	start_daemon --milter "unix:$T/sock" -d db
+	mtsend unique '<m1@example.org>' RCPTS=alice,bob
+	kill -USR1 "$DPID"
+	wait_log 'stats records=2 unique=2 '
+	kill -0 "$DPID" || fail "the milter ended on SIGUSR1"
+	grep -q 'stats .* messages=1 ' "$T/derr" || fail "$(cat "$T/derr")"
+	mtsend duplicate '<m1@example.org>' RCPTS=alice
+	stop_daemon
+}
+
+@test "per-message log lines: -v for every message, at info level for what changed a delivery; --log-file" {
+	"$MHFILTER" --milter "unix:$T/sock" -d db --milter-action discard \
+	    --log-file "$T/log" 2>>"$T/derr" &
+	DPID=$!
+	BG_PIDS+=("$DPID")
+	for i in $(seq 200); do
+		grep -q 'ready:' "$T/log" 2>/dev/null && break
+		sleep 0.1
+	done
+	grep -q 'ready:' "$T/log" || fail "not ready:" "$(cat "$T/derr")"
+	mtsend unique '<m1@example.org>' RCPTS=alice QID=Q1
+	mtsend discard '<m1@example.org>' RCPTS=alice QID=Q2
+	stop_daemon
+	# Without -v: the discarded one only, in the file, not on stderr.
+	run ! grep -q 'Q1' "$T/log"
+	grep -q '^mhfilter: milter: Q2: message-id=<m1@example.org>: seen (its own copy delivered before) of <m1@example.org>, similarity 1.00: discarded$' \
+	    "$T/log" || fail "$(cat "$T/log")"
+	run ! grep -q 'milter: Q2' "$T/derr"
+	grep -q 'milter stopped after 2 messages' "$T/log"
+	start_daemon --milter "unix:$T/sock" -d db -v
+	mtsend unique '<m2@example.org>' RCPTS=alice QID=Q3 BODY=other
+	mtsend duplicate '<m4@example.org>' RCPTS=alice QID=Q4 BODY=other
+	stop_daemon
+	grep -q 'milter: Q3: message-id=<m2@example.org>: unique$' \
+	    "$T/derr" || fail "$(cat "$T/derr")"
+	grep -q 'milter: Q4: message-id=<m4@example.org>: duplicate of <m2@example.org>, similarity 1.00: marked$' \
+	    "$T/derr" || fail "$(cat "$T/derr")"
+}
+
+@test "--http with the milter: /metrics counts records, messages and actions; /healthz" {
+	start_daemon --milter "unix:$T/sock" -d db --milter-action discard \
+	    --http 127.0.0.1:0
+	two_transactions
+	h="$(http_addr)"
+	[[ "$h" =~ ^127\.0\.0\.1:[1-9][0-9]*$ ]] || fail "http address '$h'"
+	timeout 60 python3 "$CLIENT" http "$h" /metrics >metrics
+	head -n 1 metrics | grep -qx 200
+	grep -qx 'mhfilter_records_total{verdict="unique"} 3' metrics ||
+	    fail "$(cat metrics)"
+	grep -qx 'mhfilter_records_total{verdict="duplicate"} 1' metrics
+	grep -qx 'mhfilter_records_total{verdict="unchecked"} 0' metrics
+	grep -qx 'mhfilter_messages_total 2' metrics
+	grep -qx 'mhfilter_milter_actions_total{action="recipients_removed"} 1' \
+	    metrics
+	grep -qx 'mhfilter_milter_actions_total{action="discarded"} 0' metrics
+	grep -qx 'mhfilter_index_documents 3' metrics
+	grep -qx 'mhfilter_batch_duration_seconds_count 2' metrics
+	tail -n +2 metrics >exposition
+	python3 "$E2E_DIR/promcheck.py" exposition || fail "$(cat exposition)"
+	timeout 60 python3 "$CLIENT" http "$h" /healthz >health
+	head -n 1 health | grep -qx 200
+	stop_daemon
+}
+
+@test "a socket that cannot be made: the error names the path and the cause" {
+	mhrun --milter "unix:$T/no/such/dir/milter" -d db
+	assert_status 1
+	grep -q "cannot make the socket $T/no/such/dir/milter: No such file or directory" \
+	    "$T/err" || fail "$(cat "$T/err")"
+	touch "$T/file"
+	mhrun --milter "unix:$T/file" -d db
+	assert_status 1
+	grep -q "a file that is not a socket is there" "$T/err" ||
+	    fail "$(cat "$T/err")"
+}
+
+@test "--milter reads mail whatever -f says" {
+	start_daemon -f jsonl --milter "unix:$T/sock" -d db
+	mtsend unique '<one@example.org>'
+	mtsend duplicate '<two@example.org>'
+	stop_daemon
+	mhrun --http 127.0.0.1:0
+	assert_status 2
+	grep -q -- '--http needs --listen or --milter' "$T/err"
 }
 
 @test "usage: --milter with --listen, a bad action or reply" {

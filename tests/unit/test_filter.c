@@ -456,10 +456,68 @@ test_undelivered(void **state)
 	written_before(fx);
 }
 
+/* Add a TSV record of a scope (a milter recipient's). */
+static void
+add_scoped(struct fixture *fx, const char *line, const char *who)
+{
+	add(fx, line);
+	fx->recs[fx->n - 1].scope = lsh_scope_key(who, strlen(who));
+}
+
+/*
+ * Scopes, as the milter uses them (REPLAY_UNDELIVERED, tracked): a text
+ * is judged against its own scope's documents only.  The same id and text
+ * delivered to alice is neither seen nor a duplicate for carol, in the same
+ * batch or a later one; for alice again it is seen; a near-duplicate is a
+ * duplicate in its scope only; unscoped records meet no scoped one.  The
+ * index checks clean: its band keys are those of the stored signatures.
+ */
+static void
+test_scope(void **state)
+{
+	struct fixture	*fx = *state;
+	uint64_t	 problems = 99;
+	char		*cause = NULL;
+	FILE		*f;
+
+	fx->fo.replay = REPLAY_UNDELIVERED;
+	fx->track = 1;
+	run_open(fx);
+	add_scoped(fx, "m1\t" A, "alice@example.org");
+	add_scoped(fx, "m1\t" A, "bob@example.org");
+	decide(fx);
+	expect(fx, 0, V_UNIQUE, NULL);
+	expect(fx, 1, V_UNIQUE, NULL);
+	delivered(fx, NULL, 0);
+	next_batch(fx);
+	add_scoped(fx, "m1\t" A, "bob@example.org");
+	add_scoped(fx, "m1\t" A, "carol@example.org");
+	add_scoped(fx, "m2\t" A1, "alice@example.org");
+	add_scoped(fx, "m2\t" A1, "dave@example.org");
+	add(fx, "m1\t" A);
+	decide(fx);
+	expect(fx, 0, V_DUPLICATE, "m1");
+	assert_true(fx->vs[0].seen);
+	expect(fx, 1, V_UNIQUE, NULL);
+	assert_false(fx->vs[1].replay);
+	expect(fx, 2, V_DUPLICATE, "m1");
+	assert_false(fx->vs[2].seen);
+	expect(fx, 3, V_UNIQUE, NULL);
+	expect(fx, 4, V_UNIQUE, NULL);
+	/* Not bob's seen copy; alice's duplicate is (chains). */
+	assert_int_equal(docs(fx), 6);
+	assert_non_null(f = fopen("/dev/null", "w"));
+	if (index_check(fx->ix, f, &problems, &cause) != 0)
+		fail_msg("index_check: %s", cause);
+	fclose(f);
+	assert_int_equal(problems, 0);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_scope, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_within_and_across, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_chain, setup, teardown),

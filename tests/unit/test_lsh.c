@@ -433,6 +433,78 @@ test_keys_known_answer(void **state)
 	}
 }
 
+/*
+ * Scopes: scope 0 leaves a signature as it is; within a scope equal
+ * positions stay equal (the estimates are kept), across two scopes the
+ * same signature shares no band.
+ */
+static void
+test_scope(void **state)
+{
+	uint32_t	 sig[64], a[64], b[64];
+	uint64_t	 ka[16], kb[16], k0[16];
+	uint64_t	 alice = lsh_scope_key("alice@example.org", 17);
+	uint64_t	 bob = lsh_scope_key("bob@example.org", 15);
+	unsigned	 i, same = 0;
+
+	for (i = 0; i < 64; i++)
+		sig[i] = (7919 * i + 13) & 0xffff;
+	memcpy(a, sig, sizeof sig);
+	lsh_scope(a, 64, 0);
+	assert_memory_equal(a, sig, sizeof sig);
+	assert_int_not_equal(alice, bob);
+	assert_int_not_equal(lsh_scope_key("", 0), 0);
+
+	memcpy(a, sig, sizeof sig);
+	memcpy(b, sig, sizeof sig);
+	b[5] ^= 1;			/* one position differs */
+	lsh_scope(a, 64, alice);
+	lsh_scope(b, 64, alice);
+	for (i = 0; i < 64; i++) {
+		assert_true(a[i] <= 0xffff);
+		same += a[i] == b[i];
+	}
+	assert_int_equal(same, 63);
+	assert_float_equal(minhash_similarity(a, b, 64), 63.0 / 64, 1e-12);
+
+	memcpy(b, sig, sizeof sig);
+	lsh_scope(b, 64, bob);
+	lsh_keys(sig, 16, 4, 1, k0);
+	lsh_keys(a, 16, 4, 1, ka);
+	lsh_keys(b, 16, 4, 1, kb);
+	for (i = 0; i < 16; i++) {
+		assert_int_not_equal(ka[i], kb[i]);
+		assert_int_not_equal(ka[i], k0[i]);
+	}
+}
+
+/*
+ * Known answers for scopes, generated once by lsh.c and checked in: a
+ * scoped document's stored signature depends on both functions, so a
+ * change to either makes an index forget what each recipient had.
+ */
+static void
+test_scope_known_answer(void **state)
+{
+	static const uint32_t	 want[8] = {
+		0x6731, 0x0aa2, 0x91e2, 0xd10f, 0x528f, 0x965a, 0x5fca, 0x5fe1,
+	};
+	uint32_t		 sig[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+	uint64_t		 k = lsh_scope_key("alice@example.org", 17);
+	uint64_t		 want_k = 0xb26ce42876a67c0dULL;
+	unsigned		 i;
+
+	if (k != want_k)
+		fail_msg("lsh_scope_key: 0x%016llx, want 0x%016llx",
+		    (unsigned long long)k, (unsigned long long)want_k);
+	lsh_scope(sig, 8, k);
+	for (i = 0; i < 8; i++) {
+		if (sig[i] != want[i])
+			fail_msg("lsh_scope: value %u is 0x%04x, want 0x%04x",
+			    i, sig[i], want[i]);
+	}
+}
+
 /* Run the tests, each bounded by an alarm as in memcached's testapp. */
 int
 main(void)
@@ -448,6 +520,8 @@ main(void)
 		cmocka_unit_test(test_keys_apart),
 		cmocka_unit_test(test_keys_local),
 		cmocka_unit_test(test_keys_known_answer),
+		cmocka_unit_test(test_scope),
+		cmocka_unit_test(test_scope_known_answer),
 	};
 
 	alarm(60);
