@@ -64,6 +64,10 @@ pf_start() {
 	mkdir -p "$PF" "$q/mhfilter" "$T/pf/data" "$T/mail"
 	chown postfix "$T/pf/data"
 	chown nobody "$T/mail"
+	# A Maildir for each address.
+	for u in box alice bob carol; do
+		printf '%s@test.example %s/\n' "$u" "$u"
+	done >"$PF/mailboxes"
 	cat >"$PF/main.cf" <<-EOF
 	compatibility_level = 3.6
 	queue_directory = $q
@@ -81,7 +85,7 @@ pf_start() {
 	smtputf8_enable = no
 	virtual_mailbox_domains = test.example
 	virtual_mailbox_base = $T/mail
-	virtual_mailbox_maps = static:box/
+	virtual_mailbox_maps = texthash:$PF/mailboxes
 	virtual_uid_maps = static:$nobody
 	virtual_gid_maps = static:$(id -g nobody)
 	smtpd_milters = unix:mhfilter/milter
@@ -196,20 +200,22 @@ message() {
 	fi
 }
 
-# Send stdin over SMTP to 127.0.0.1:$PF_PORT for box@test.example; print
-# the reply to its end of data ("250 ..." or the error) and exit 0 either
-# way (1 if the session itself failed).
+# Send stdin over SMTP to 127.0.0.1:$PF_PORT, in one transaction for the
+# local parts $RCPTS at test.example (default box); print the reply to its
+# end of data ("250 ..." or the error) and exit 0 either way (1 if the
+# session itself failed).
 smtp_send() {
 	timeout 60 python3 -c '
 import smtplib, sys
 msg = sys.stdin.buffer.read()
+rcpts = [r + "@test.example" for r in sys.argv[2].split()]
 with smtplib.SMTP("127.0.0.1", int(sys.argv[1]), timeout=30) as s:
     try:
-        s.sendmail("alice@test.example", ["box@test.example"], msg)
+        s.sendmail("alice@test.example", rcpts, msg)
         print("250")
     except smtplib.SMTPResponseException as e:
         print(e.smtp_code, e.smtp_error.decode())
-' "$PF_PORT"
+' "$PF_PORT" "${RCPTS:-box}"
 }
 
 # The Maildir file holding Message-ID <$1@test.example>.
@@ -281,5 +287,51 @@ assert_field() {
 	[ "$(ls "$T/mail/box/new" | wc -l)" -eq 1 ] ||
 	    fail "$(ls -l "$T/mail/box/new")"
 	assert_field one 'unique'
+	stop_daemon
+}
+
+# The files of Maildir $1 (a local part), one a line.
+mailbox() {
+	ls "$T/mail/$1/new" 2>/dev/null
+}
+
+# What a delivered file holds after its header: the body as sent.
+body_of() {
+	sed '1,/^$/d' "$1"
+}
+
+@test "Postfix, per recipient, discard: a message to alice and bob, then again to bob and carol: each mailbox gets it once" {
+	pf_start --milter-action discard
+	RCPTS='alice bob' send_expect one "$BODY"
+	wait_pf_log 'status=sent (delivered to maildir)' 2
+	RCPTS='bob carol' send_expect one "$BODY" '' resent
+	wait_pf_log 'status=sent (delivered to maildir)' 3
+	# Another text with the same Subject reaches bob.
+	RCPTS='bob' send_expect two "$OTHER"
+	wait_pf_log 'status=sent (delivered to maildir)' 4
+	[ -z "$(find "$T/pf/queue/incoming" "$T/pf/queue/active" \
+	    "$T/pf/queue/deferred" -type f)" ] || fail "messages left queued"
+	[ "$(mailbox alice | wc -l)" -eq 1 ] || fail "alice: $(mailbox alice)"
+	[ "$(mailbox bob | wc -l)" -eq 2 ] || fail "bob: $(mailbox bob)"
+	[ "$(mailbox carol | wc -l)" -eq 1 ] || fail "carol: $(mailbox carol)"
+	# Byte for byte, each got the same body, the one sent (with the line
+	# ends and final newline of Postfix's delivery), bob the first copy.
+	body_of "$T/mail/alice/new/$(mailbox alice)" >sent
+	[ "$(sed '/^$/d' sent)" = "$BODY" ] || fail "alice's body" "$(cat sent)"
+	for u in alice carol; do
+		body_of "$T/mail/$u/new/$(mailbox $u)" >got
+		cmp sent got || fail "$u's body differs" "$(cat got)"
+		grep -q '^X-Mhfilter: unique$' "$T/mail/$u/new/$(mailbox $u)" ||
+		    fail "$u: no unique field"
+	done
+	f="$(grep -lF 'Message-ID: <one@test.example>' "$T"/mail/bob/new/*)"
+	[ "$(printf '%s\n' "$f" | wc -l)" -eq 1 ] || fail "bob: $f"
+	body_of "$f" >got
+	cmp sent got || fail "bob's body differs"
+	# bob's first copy, not the re-sent one (that has a Received field
+	# from relay.test.example).
+	run ! grep -q 'relay.test.example' "$f"
+	grep -q 'milter: .*message-id=<one@test.example>: seen .*for 1 of 2 recipients: removed <bob@test.example>' \
+	    "$T/derr" || fail "$(cat "$T/derr")"
 	stop_daemon
 }
