@@ -32,7 +32,10 @@
  *               notify.c talks to systemd (sd_notify, LISTEN_FDS),
  *               tls.c makes the TLS contexts of its tls: listeners
  *   milter.c    a source: Postfix or Sendmail (libmilter) -> the
- *               pipeline -> an action on each message
+ *               pipeline -> an action on each message, for each of its
+ *               recipients (a record each, scoped: lsh_scope)
+ *   metrics.c   a serving source's counters, as a log line and over
+ *               HTTP (/metrics, /healthz); the daemon's and the milter's
  *   mhfilter.c  main: options (conf.c reads the configuration file, whose
  *               keys are the long options), then one source or one
  *               maintenance mode

@@ -79,6 +79,7 @@ struct mctx {
 	struct record	 rec;		/* raw: header fields and body */
 	int		 toolong;	/* over --max-bytes: not kept */
 	char		 qid[64];	/* the MTA's queue id, for messages */
+	char		 msgid[256];	/* its Message-ID field, for messages */
 	int		 forged;	/* X-Mhfilter fields it came with */
 	struct mrcpt	*rcpt;
 	size_t		 nrcpt;
@@ -215,6 +216,7 @@ milter_forget(struct mctx *m)
 	m->nrcpt = 0;
 	m->toolong = 0;
 	m->forged = 0;
+	m->msgid[0] = '\0';
 }
 
 /* A new SMTP connection: its context. */
@@ -318,6 +320,12 @@ milter_header(SMFICTX *ctx, char *name, char *value)
 		/* A verdict that did not come from us: not kept. */
 		m->forged++;
 		return (SMFIS_CONTINUE);
+	}
+	if (strcasecmp(name, "Message-ID") == 0) {
+		/* For the log, of a message too large to read too. */
+		value += strspn(value, " \t<");
+		snprintf(m->msgid, sizeof m->msgid, "%.*s",
+		    (int)strcspn(value, "> \t\r\n"), value);
 	}
 	milter_append(m, name, strlen(name));
 	milter_append(m, ": ", 2);
@@ -468,20 +476,25 @@ milter_add_header(SMFICTX *ctx, struct mctx *m, const struct mrcpt *rc)
 static void
 milter_log(const struct mctx *m, int changed, const char *fmt, ...)
 {
-	va_list	 ap;
-	char	 what[512];
+	va_list		 ap;
+	char		 what[512];
+	const char	*id = m->msgid;
+	int		 len = strlen(m->msgid);
 
 	va_start(ap, fmt);
 	vsnprintf(what, sizeof what, fmt, ap);
 	va_end(ap);
+	if (m->rec.id.len > 0) {
+		/* As read (mail.c), as it is indexed. */
+		id = m->rec.id.data;
+		len = m->rec.id.len < 256 ? (int)m->rec.id.len : 256;
+	}
 	if (changed)
-		log_info("milter: %s: message-id=<%.*s>: %s", m->qid,
-		    (int)(m->rec.id.len < 256 ? m->rec.id.len : 256),
-		    m->rec.id.data != NULL ? m->rec.id.data : "", what);
+		log_info("milter: %s: message-id=<%.*s>: %s", m->qid, len, id,
+		    what);
 	else
-		log_debug("milter: %s: message-id=<%.*s>: %s", m->qid,
-		    (int)(m->rec.id.len < 256 ? m->rec.id.len : 256),
-		    m->rec.id.data != NULL ? m->rec.id.data : "", what);
+		log_debug("milter: %s: message-id=<%.*s>: %s", m->qid, len,
+		    id, what);
 }
 
 /* Count something the milter did to a message. */
@@ -642,12 +655,11 @@ milter_eom(SMFICTX *ctx)
 		free(cause);
 		return (SMFIS_CONTINUE);
 	}
-	buf_trim(&m->rec.raw);
-
 	pthread_mutex_lock(&mt->lock);
 	mt->messages++;
 	milter_decide(mt, m);
 	pthread_mutex_unlock(&mt->lock);
+	buf_trim(&m->rec.raw);
 
 	if (m->failed) {
 		milter_did(&mt->tempfailed);

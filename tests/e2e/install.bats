@@ -44,6 +44,7 @@ dirs() {
 	    "$mandir/man5/mhfilter.conf.5" "$unitdir/mhfilter.service" \
 	    "$unitdir/mhfilter.socket" "$unitdir/mhfilter-expire.service" \
 	    "$unitdir/mhfilter-expire.timer" "$sysusersdir/mhfilter.conf" \
+	    "$unitdir/mhfilter-milter.service" \
 	    "$sysconfdir/mhfilter.conf" "$compdir/mhfilter"; do
 		[ -f "$INST$f" ] || fail "$f not installed:" "$(find "$INST" -type f)"
 	done
@@ -53,6 +54,8 @@ dirs() {
 	    "$INST$unitdir/mhfilter.service" || fail "ExecStart of mhfilter.service"
 	grep -q "^ExecStart=$bindir/mhfilter --db .* --expire" \
 	    "$INST$unitdir/mhfilter-expire.service" || fail "ExecStart of the expiry"
+	grep -q "^ExecStart=$bindir/mhfilter --milter " \
+	    "$INST$unitdir/mhfilter-milter.service" || fail "ExecStart of the milter"
 	if grep -n '@[a-z_]*@' "$INST$unitdir"/mhfilter* \
 	    "$INST$sysconfdir/mhfilter.conf"; then
 		fail "unsubstituted paths"
@@ -76,7 +79,7 @@ dirs() {
 	cp "$INST$unitdir"/mhfilter* "$units"/
 	cp /bin/kill root/bin/kill
 	for u in mhfilter.service mhfilter.socket mhfilter-expire.service \
-	    mhfilter-expire.timer; do
+	    mhfilter-expire.timer mhfilter-milter.service; do
 		systemd-analyze verify --man=no --root="$T/root" \
 		    "$units/$u" >out 2>&1 || fail "$u:" "$(cat out)"
 		[ ! -s out ] || fail "$u:" "$(cat out)"
@@ -95,7 +98,8 @@ dirs() {
 	command -v systemd-analyze >/dev/null ||
 	    skip "systemd-analyze is not installed (Debian package systemd)"
 	dirs
-	for u in mhfilter.service mhfilter-expire.service; do
+	for u in mhfilter.service mhfilter-expire.service \
+	    mhfilter-milter.service; do
 		systemd-analyze security --offline=yes "$INST$unitdir/$u" >out 2>&1 ||
 		    fail "$u:" "$(cat out)"
 		level="$(sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p' out)"
@@ -123,6 +127,26 @@ dirs() {
 	fi
 	grep -q '/run/mhfilter/sock' "$src/man/mhfilter.conf.5"
 	grep -q '/run/mhfilter/sock' "$INST$sysconfdir/mhfilter.conf"
+}
+
+@test "the milter's unit: the socket in Postfix's queue directory, writable there alone, reachable by the group postfix only" {
+	dirs
+	u="$INST$unitdir/mhfilter-milter.service"
+	grep -q '^ExecStart=.* --milter unix:/var/spool/postfix/mhfilter/milter ' "$u"
+	grep -q '^ExecStart=.* --db /var/lib/mhfilter-milter/index' "$u"
+	grep -qx 'StateDirectory=mhfilter-milter' "$u"
+	grep -qx 'ProtectSystem=strict' "$u"
+	grep -qx 'ReadWritePaths=-/var/spool/postfix/mhfilter' "$u"
+	grep -qx 'UMask=0007' "$u"
+	grep -qx 'User=mhfilter' "$u"
+	grep -qx 'Type=notify' "$u"
+	# Its comment, mhfilter(1) and the README make the directory the same
+	# way: set-group-ID postfix, so that the socket is the group's.
+	src="$TESTDIR/.."
+	for f in "$u" "$src/man/mhfilter.1" "$src/README.md"; do
+		grep -q 'install -d -o mhfilter -g postfix -m 2750 /var/spool/postfix/mhfilter' \
+		    "$f" || fail "$f: no directory made"
+	done
 }
 
 @test "the example configuration is accepted, with every commented key set too" {

@@ -85,7 +85,7 @@ mtsend() {
 	    FORGED=1 QID=Q1
 	mtsend unique '<one@example.org>'
 	stop_daemon
-	grep -q 'milter: Q1: .*over --max-bytes 4096: passed unchecked' \
+	grep -q 'milter: Q1: message-id=<big@example.org>: over --max-bytes 4096: passed unchecked' \
 	    "$T/derr" || fail "$(cat "$T/derr")"
 	grep -q 'stats records=2 .* too_long=0 unchecked=1 ' "$T/derr" ||
 	    fail "$(cat "$T/derr")"

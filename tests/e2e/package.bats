@@ -52,6 +52,7 @@ clean_sources() {
 	    ./lib/systemd/system/mhfilter.socket \
 	    ./lib/systemd/system/mhfilter-expire.service \
 	    ./lib/systemd/system/mhfilter-expire.timer \
+	    ./lib/systemd/system/mhfilter-milter.service \
 	    ./usr/lib/sysusers.d/mhfilter.conf ./etc/mhfilter.conf \
 	    ./usr/share/bash-completion/completions/mhfilter \
 	    ./usr/share/doc/mhfilter/copyright; do
@@ -60,6 +61,8 @@ clean_sources() {
 	dpkg-deb -x "$deb" root
 	grep -qx 'ExecStart=/usr/bin/mhfilter --config /etc/mhfilter.conf' \
 	    root/lib/systemd/system/mhfilter.service
+	grep -q '^ExecStart=/usr/bin/mhfilter --milter unix:/var/spool/postfix/mhfilter/milter ' \
+	    root/lib/systemd/system/mhfilter-milter.service
 	# The modules, where the program looks for them.
 	moddir="/usr/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH)/mhfilter"
 	for mod in "$moddir/mhfilter-mail.so" "$moddir/mhfilter-tls.so"; do

@@ -21,10 +21,10 @@ setup() {
 	    skip "Postfix is not installed (Debian package postfix)"
 	[ "$(id -u)" -eq 0 ] ||
 	    skip "Postfix's master must be started as root"
-	getent passwd postfix >/dev/null ||
-	    skip "no postfix user (an incomplete Postfix installation)"
+	getent group nogroup >/dev/null && getent passwd postfix >/dev/null ||
+	    skip "no postfix user (an incomplete Postfix installation) or no nogroup"
 	# mhfilter runs as nobody, as it would as a user of its own.
-	setpriv --reuid=nobody --regid=postfix --clear-groups "$MHFILTER" \
+	setpriv --reuid=nobody --regid=nogroup --clear-groups "$MHFILTER" \
 	    --version >/dev/null 2>&1 ||
 	    skip "nobody cannot run $MHFILTER (in a private directory?)"
 }
@@ -112,21 +112,27 @@ pf_start() {
 	scache unix - - n - 1 scache
 	postlog unix-dgram n - n - 1 postlogd
 	EOF
-	# mhfilter as README and mhfilter(1) set it up: an unprivileged user
-	# (nobody here) in the postfix group, with umask 007, so that only
-	# Postfix may use the socket.
-	chown nobody "$q/mhfilter"
+	# mhfilter as README, mhfilter(1) and contrib/mhfilter-milter.service
+	# set it up: an unprivileged user (nobody here) with a group of its
+	# own, not postfix's (nogroup here), umask 007, and the socket's
+	# directory set-group-ID postfix (install -d -o mhfilter -g postfix -m
+	# 2750), so that the socket is the group postfix's and only Postfix
+	# may use it.
+	install -d -o nobody -g postfix -m 2750 "$q/mhfilter"
 	mkdir db
 	chown nobody db
 	cat >"$T/mhfilter-postfix" <<-EOF
 	#!/bin/sh
 	umask 007
-	exec setpriv --reuid=nobody --regid=postfix --clear-groups \\
+	exec setpriv --reuid=nobody --regid=nogroup --clear-groups \\
 	    "$MHFILTER" "\$@"
 	EOF
 	chmod 755 "$T/mhfilter-postfix"
 	MHFILTER="$T/mhfilter-postfix" start_daemon \
 	    --milter "unix:$q/mhfilter/milter" -d db "$@"
+	# The socket is the group postfix's by its directory, and 0770.
+	[ "$(stat -c '%U %G %a' "$q/mhfilter/milter")" = 'nobody postfix 770' ] ||
+	    fail "the socket: $(stat -c '%U %G %a' "$q/mhfilter/milter")"
 	# A configuration Postfix rejects is this test's fault: fail.  One
 	# it accepts but cannot run here (a container) is skipped.
 	timeout 60 postfix -c "$PF" check >"$T/pf/start" 2>&1 ||
