@@ -1428,7 +1428,9 @@ daemon_reply(struct daemon *d, struct plbatch *b, size_t i,
 		    "stopped after an error";
 		reply_error(line, r->id.data, r->id.len, b->rc == PL_FAILED ?
 		    "index" : "shutdown", why);
-	} else if (v->error != NULL &&
+	} else if (v->kind == V_UNCHECKED)
+		reply_error(line, r->id.data, r->id.len, "unchecked", v->error);
+	else if (v->error != NULL &&
 	    (v->kind == V_BAD || v->kind == V_SKIP)) {
 		reply_error(line, r->id.data, r->id.len, "invalid", v->error);
 		if (d->po->policy == POLICY_FAIL && c->state == C_READING) {

@@ -312,10 +312,17 @@ prep_one(struct prep *w, size_t i)
 
 	if (lent) {
 		r->text = w->text;
-		if (f->o.parse(r, f->o.parse_arg, &fb->vs[i].error) == 0)
+		switch (f->o.parse(r, f->o.parse_arg, &fb->vs[i].error)) {
+		case 0:
 			fb->vs[i].kind = V_PENDING;
-		else
+			break;
+		case 1:
+			fb->vs[i].kind = V_UNCHECKED;
+			break;
+		default:
 			fb->vs[i].kind = V_BAD;
+			break;
+		}
 	}
 	s->pending = fb->vs[i].kind == V_PENDING;
 	buf_trim(&s->norm);
@@ -731,6 +738,9 @@ filter_copy(struct filter *f, struct index *ix, const struct record *r,
 	v->seen = 1;
 	v->sim = 1.0;
 	buf_append(&v->match, r->id.data, r->id.len);
+	/* A redelivery is a pair too: the message and its own copy. */
+	if (f->o.want_pairs)
+		verdict_pair(v, self, r->id.data, r->id.len, 1.0);
 	if (group == self)
 		buf_append(&v->group, r->id.data, r->id.len);
 	return (1);

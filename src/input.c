@@ -40,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -90,7 +91,9 @@ struct input {
 	char		**owned;	/* the file list, Maildirs expanded */
 	char		 *error;	/* a Maildir that could not be listed */
 	uint64_t	  nl;		/* newlines before start in this file */
-	uint64_t	  skipline;	/* where an over-long message began */
+	int		  pieces;	/* hand out what is over the limit */
+	int		  piece;	/* handing out a message in pieces */
+	uint64_t	  pieceline;	/* where that message began */
 	/* Compressed input: the codec, its state, the compressed bytes. */
 	enum codec	  codec;
 	int		  sniff;	/* the file's first bytes are not read */
@@ -146,6 +149,7 @@ input_open(char **files, int nfiles, int delim, size_t max)
 	in->buf = xmalloc(in->size);
 	if (delim == INPUT_MBOX || delim == INPUT_SINGLE) {
 		in->framing = delim;
+		in->pieces = 1;
 		input_mail_files(in);
 	}
 	in->total = input_total(in);
@@ -244,15 +248,137 @@ input_mail_files(struct input *in)
 	in->nfiles = n;
 }
 
+/* Is the word at s, n bytes, one of the names (3 letters, any case)? */
+static int
+input_name3(const char *s, size_t n, const char *names)
+{
+	const char	*p;
+
+	if (n < 3)
+		return (0);
+	for (p = names; *p != '\0'; p += 3) {
+		if (strncasecmp(s, p, 3) == 0)
+			return (1);
+	}
+	return (0);
+}
+
+/* Are the n bytes at s all digits, and from min to max of them? */
+static int
+input_digits(const char *s, size_t n, size_t min, size_t max)
+{
+	size_t	 i;
+
+	if (n < min || n > max)
+		return (0);
+	for (i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return (0);
+	}
+	return (1);
+}
+
+/* Is the word at s, n bytes, a time zone: +hhmm, -hhmm or CEST? */
+static int
+input_zone(const char *s, size_t n)
+{
+	size_t	 i;
+
+	if (n == 5 && (s[0] == '+' || s[0] == '-'))
+		return (input_digits(s + 1, 4, 4, 4));
+	if (n < 1 || n > 5)
+		return (0);
+	for (i = 0; i < n; i++) {
+		if (s[i] < 'A' || s[i] > 'Z')
+			return (0);
+	}
+	return (1);
+}
+
+/*
+ * Is the line at s (len bytes, without its newline) an mbox From_ line:
+ * "From ", a sender (one word, a quoted string, or a list archive's
+ * "user at host"), then a date as ctime(3) writes it, "Www Mmm dd
+ * hh:mm[:ss]" and a year, with a time zone before or after it?  Only then
+ * does a "From " line start a message: a body line such as "From now on,
+ * ..." in an mbox written without >From quoting is text (mutt's is_from
+ * decides the same way).
+ */
+int
+input_from_line(const char *s, size_t len)
+{
+	static const char	 days[] = "MonTueWedThuFriSatSun";
+	static const char	 months[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
+	const char		*end = s + len, *w[12];
+	size_t			 n[12], nw = 0, i, last;
+	int			 q = 0;
+
+	if (len < 5 || memcmp(s, "From ", 5) != 0)
+		return (0);
+	if (len > 0 && end[-1] == '\r')
+		end--;
+	for (s += 5; s < end && nw < 12;) {
+		while (s < end && (*s == ' ' || *s == '\t'))
+			s++;
+		if (s == end)
+			break;
+		w[nw] = s;
+		/* A quoted sender may hold spaces. */
+		for (; s < end && (q || (*s != ' ' && *s != '\t')); s++) {
+			if (*s == '"')
+				q = !q;
+			else if (*s == '\\' && s + 1 < end)
+				s++;
+		}
+		n[nw] = s - w[nw];
+		nw++;
+	}
+	if (q || s < end)
+		return (0);
+	i = 0;
+	/* The sender, unless the date comes first (an empty sender). */
+	if (!(nw > 1 && input_name3(w[0], n[0], days) &&
+	    input_name3(w[1], n[1], months))) {
+		i = 1;
+		if (nw > 2 && n[1] == 2 && strncasecmp(w[1], "at", 2) == 0)
+			i = 3;
+	}
+	if (i + 4 > nw || n[i] > 4 || !input_name3(w[i], n[i], days) ||
+	    n[i + 1] != 3 || !input_name3(w[i + 1], n[i + 1], months) ||
+	    !input_digits(w[i + 2], n[i + 2], 1, 2))
+		return (0);
+	/* hh:mm or hh:mm:ss */
+	if ((n[i + 3] != 5 && n[i + 3] != 8) ||
+	    !input_digits(w[i + 3], 2, 2, 2) || w[i + 3][2] != ':' ||
+	    !input_digits(w[i + 3] + 3, 2, 2, 2) || (n[i + 3] == 8 &&
+	    (w[i + 3][5] != ':' || !input_digits(w[i + 3] + 6, 2, 2, 2))))
+		return (0);
+	/*
+	 * A year, after at most two words of a time zone (a name, +hhmm);
+	 * what follows the year does not matter (UUCP's "remote from").
+	 */
+	for (i += 4, last = i + 3; i < nw && i < last; i++) {
+		if (input_digits(w[i], n[i], 4, 4) ||
+		    input_digits(w[i], n[i], 2, 2))
+			return (1);
+		if (!input_zone(w[i], n[i]))
+			return (0);
+	}
+	return (0);
+}
+
 /*
  * Where the next message of an mbox starts: the end of the line before the
- * blank line ahead of a "From " line, or NULL.  The blank line, "\n" or,
- * in an mbox written on Windows, "\r\n", is *blank bytes long.
+ * blank line ahead of a From_ line (input_from_line), or NULL.  The blank
+ * line, "\n" or, in an mbox written on Windows, "\r\n", is *blank bytes
+ * long.  When there is none, in->scanned says where the next search starts:
+ * at a "From " line not read whole yet, or near the end.
  */
 static char *
 input_mbox_sep(struct input *in, size_t *blank)
 {
 	char	*p, *first = in->buf + in->start, *end = in->buf + in->end;
+	char	*nl;
 	size_t	 from = in->scanned;
 
 	if (from < in->start + 6)
@@ -261,15 +387,22 @@ input_mbox_sep(struct input *in, size_t *blank)
 		from -= 6;	/* a separator across two reads */
 	for (p = in->buf + from; (p = memmem(p, end - p, "\nFrom ", 6)) !=
 	    NULL; p++) {
-		if (p - 1 >= first && p[-1] == '\n') {
+		if (p - 1 >= first && p[-1] == '\n')
 			*blank = 1;
-			return (p - 1);
-		}
-		if (p - 2 >= first && p[-1] == '\r' && p[-2] == '\n') {
+		else if (p - 2 >= first && p[-1] == '\r' && p[-2] == '\n')
 			*blank = 2;
-			return (p - 2);
+		else
+			continue;
+		if ((nl = memchr(p + 1, '\n', end - p - 1)) == NULL &&
+		    !in->eof) {
+			/* Its line is not all here: look again with more. */
+			in->scanned = p - in->buf;
+			return (NULL);
 		}
+		if (input_from_line(p + 1, (nl != NULL ? nl : end) - p - 1))
+			return (p - *blank);
 	}
+	in->scanned = in->end;
 	return (NULL);
 }
 
@@ -284,7 +417,7 @@ input_take(struct input *in, struct rawrec *rr, size_t len, int delimited,
 	memset(rr, 0, sizeof *rr);
 	rr->file = in->name;
 	rr->line = ++in->line;
-	if (in->skipping || len > in->max) {
+	if (in->skipping || (len > in->max && !in->pieces)) {
 		rr->toolong = 1;
 		rr->fulllen = in->skipped + len;
 		rr->data = "";
@@ -340,14 +473,38 @@ input_blank_end(const char *p, size_t len)
 }
 
 /*
+ * Where to cut a message over the limit that is handed out in pieces: at
+ * the last line end in the data, less the run of line ends before it, so
+ * that a separator (a blank line and a From_ line) is never cut; the whole
+ * data when it has no line end, or for a whole-file message.
+ */
+static size_t
+input_mail_cut(struct input *in)
+{
+	const char	*first = in->buf + in->start, *p;
+
+	if (in->whole[in->next - 1])
+		return (in->end - in->start);
+	p = memrchr(first, '\n', in->end - in->start);
+	if (p == NULL)
+		return (in->end - in->start);
+	while (p > first && (p[-1] == '\n' || p[-1] == '\r'))
+		p--;
+	return (p - first);
+}
+
+/*
  * The next message (input_next with mail framing): an mbox is cut before
  * each separator; a Maildir file or a single message is a whole input.
+ * A message over the limit is not dropped: it comes in pieces of about
+ * the limit each (rr->piece 1, then 2; rr->more until its last), for the
+ * caller to pass through unread, so that memory stays bounded.
  */
 static int
 input_mail_next(struct input *in, struct rawrec *rr, char **cause)
 {
 	char		*p;
-	size_t		 len, keep, next, blank;
+	size_t		 len, next, blank;
 	uint64_t	 line;
 	int		 rv;
 
@@ -364,6 +521,8 @@ input_mail_next(struct input *in, struct rawrec *rr, char **cause)
 		p = NULL;
 		if (!in->whole[in->next - 1])
 			p = input_mbox_sep(in, &blank);
+		else
+			in->scanned = in->end;
 		if (p != NULL || in->eof) {
 			len = (p != NULL ? (size_t)(p + 1 - in->buf) :
 			    in->end) - in->start;
@@ -372,7 +531,7 @@ input_mail_next(struct input *in, struct rawrec *rr, char **cause)
 			if (p == NULL && !in->whole[in->next - 1])
 				len -= input_blank_end(in->buf + in->start,
 				    len);
-			if (!in->skipping && input_blank(in->buf + in->start,
+			if (!in->piece && input_blank(in->buf + in->start,
 			    len)) {
 				in->start = in->scanned = next;
 				if (p == NULL && (rv = input_advance(in,
@@ -381,29 +540,28 @@ input_mail_next(struct input *in, struct rawrec *rr, char **cause)
 				continue;
 			}
 			/* Its position: the line of its From_ line. */
-			line = in->skipping ? in->skipline : in->nl + 1;
+			line = in->piece ? in->pieceline : in->nl + 1;
 			in->nl += input_count_nl(in->buf + in->start,
 			    next - in->start);
 			input_take(in, rr, len, p != NULL, next);
 			rr->line = line;
+			if (in->piece) {
+				rr->piece = 2;
+				in->piece = 0;
+			}
 			return (1);
 		}
-		in->scanned = in->end;
-		if (in->end - in->start > in->max) {
-			/*
-			 * Over the limit: drop it, not what may be the start
-			 * of a separator ("\n\r\nFrom", or less of one).
-			 */
-			keep = in->whole[in->next - 1] ? 0 : 7;
-			if (keep > in->end - in->start)
-				keep = in->end - in->start;
-			if (!in->skipping)
-				in->skipline = in->nl + 1;
-			in->nl += input_count_nl(in->buf + in->start,
-			    in->end - in->start - keep);
-			in->skipping = 1;
-			in->skipped += in->end - in->start - keep;
-			in->start = in->scanned = in->end - keep;
+		if (in->end - in->start > in->max &&
+		    (len = input_mail_cut(in)) > 0) {
+			line = in->piece ? in->pieceline : in->nl + 1;
+			in->pieceline = line;
+			in->nl += input_count_nl(in->buf + in->start, len);
+			input_take(in, rr, len, 0, in->start + len);
+			rr->line = line;
+			rr->piece = in->piece ? 2 : 1;
+			rr->more = 1;
+			in->piece = 1;
+			return (1);
 		}
 		if (input_fill(in, cause) == -1)
 			return (input_failed(in));
@@ -792,6 +950,16 @@ input_bom(struct input *in)
 }
 
 /*
+ * Hand out a record over the limit in pieces (rr->piece, rr->more) instead
+ * of its length alone, as mail framing always does: mail is never dropped.
+ */
+void
+input_set_pieces(struct input *in)
+{
+	in->pieces = 1;
+}
+
+/*
  * The next record: 1 and rr filled, 0 at the end of all input, -1 on a read
  * error (with a cause) or a signal (cause NULL; call again to go on), -2
  * when the current file is abandoned (binary, corrupt: the cause says;
@@ -815,11 +983,16 @@ input_next(struct input *in, struct rawrec *rr, char **cause)
 		p = memchr(in->buf + in->scanned, in->delim,
 		    in->end - in->scanned);
 		if (p != NULL || (in->eof &&
-		    (in->end > in->start || in->skipping))) {
+		    (in->end > in->start || in->skipping || in->piece))) {
 			len = (p != NULL ? (size_t)(p - in->buf) : in->end) -
 			    in->start;
+			in->line -= in->piece;	/* a piece's line is its first's */
 			input_take(in, rr, len, p != NULL,
 			    in->start + len + (p != NULL));
+			if (in->piece) {
+				rr->piece = 2;
+				in->piece = 0;
+			}
 			return (1);
 		}
 		in->scanned = in->end;
@@ -827,6 +1000,14 @@ input_next(struct input *in, struct rawrec *rr, char **cause)
 			if ((rv = input_advance(in, cause)) <= 0)
 				return (rv);
 			continue;
+		}
+		if (in->end - in->start > in->max && in->pieces) {
+			in->line -= in->piece;
+			input_take(in, rr, in->end - in->start, 0, in->end);
+			rr->piece = in->piece ? 2 : 1;
+			rr->more = 1;
+			in->piece = 1;
+			return (1);
 		}
 		if (in->end - in->start > in->max) {
 			/* Over the limit: drop what we have of it. */

@@ -41,6 +41,7 @@
 /* What the walk over the MIME tree collects. */
 struct mailwalk {
 	struct buf	 body;		/* the text parts, in UTF-8, in order */
+	struct buf	 attach;	/* a line per attachment: its digest */
 	int		 flags;		/* MAIL_* */
 	int		 depth;
 };
@@ -122,6 +123,8 @@ mail_convert(struct buf *out, const char *data, size_t len, const char *cs)
 	gsize	 n;
 	int	 utf8;
 
+	if (len == 0)
+		return;		/* (GMime's empty content may be NULL) */
 	utf8 = g_utf8_validate(data, len, NULL);
 	if (cs == NULL || strcasecmp(cs, "utf-8") == 0 ||
 	    strcasecmp(cs, "utf8") == 0 ||
@@ -167,6 +170,51 @@ mail_part_text(GMimePart *part, struct buf *out)
 		mail_convert(out, (const char *)ba->data, ba->len, cs);
 	}
 	g_object_unref(ms);
+}
+
+/*
+ * A line for an attachment onto out: "attachment " and the SHA-256 of its
+ * decoded content, as 32 hex digits.  It is decoded through a digest
+ * filter into a null stream, a block at a time: a 40 MB attachment costs
+ * no memory beyond the message.
+ */
+static void
+mail_part_digest(GMimePart *part, struct buf *out)
+{
+	GMimeDataWrapper	*w;
+	GMimeStream		*null, *fs;
+	GMimeFilter		*ck;
+	gchar			*hex;
+
+	if ((w = g_mime_part_get_content(part)) == NULL)
+		return;
+	null = g_mime_stream_null_new();
+	fs = g_mime_stream_filter_new(null);
+	ck = g_mime_filter_checksum_new(G_CHECKSUM_SHA256);
+	g_mime_stream_filter_add(GMIME_STREAM_FILTER(fs), ck);
+	if (g_mime_data_wrapper_write_to_stream(w, fs) >= 0 &&
+	    g_mime_stream_flush(fs) == 0 &&
+	    (hex = g_mime_filter_checksum_get_string(
+	    GMIME_FILTER_CHECKSUM(ck))) != NULL) {
+		buf_append(out, "attachment ", 11);
+		buf_append(out, hex, strlen(hex) < 32 ? strlen(hex) : 32);
+		buf_append(out, "\n", 1);
+		g_free(hex);
+	}
+	g_object_unref(ck);
+	g_object_unref(fs);
+	g_object_unref(null);
+}
+
+/* Is the part a signature, which says nothing of the message's content? */
+static int
+mail_signature(GMimeContentType *ct)
+{
+	return (g_mime_content_type_is_type(ct, "application",
+	    "pgp-signature") || g_mime_content_type_is_type(ct,
+	    "application", "pkcs7-signature") ||
+	    g_mime_content_type_is_type(ct, "application",
+	    "x-pkcs7-signature"));
 }
 
 /* Is this HTML element a block, which starts a new line in text? */
@@ -323,16 +371,19 @@ mail_walk(struct mailwalk *w, GMimeObject *o)
 		if (inner != NULL)
 			mail_walk(w, g_mime_message_get_mime_part(inner));
 	} else if (GMIME_IS_PART(o) && ct != NULL &&
-	    !g_mime_part_is_attachment(GMIME_PART(o))) {
-		if (g_mime_content_type_is_type(ct, "text", "plain"))
-			mail_part_text(GMIME_PART(o), &w->body);
-		else if (g_mime_content_type_is_type(ct, "text", "html")) {
-			mail_part_text(GMIME_PART(o), &html);
-			mail_html_text(html.data, html.len,
-			    w->flags & MAIL_STRIP_QUOTES, &w->body);
-			buf_free(&html);
-		}
-		/* Anything else (signatures, images, ...) is not decoded. */
+	    !g_mime_part_is_attachment(GMIME_PART(o)) &&
+	    g_mime_content_type_is_type(ct, "text", "plain"))
+		mail_part_text(GMIME_PART(o), &w->body);
+	else if (GMIME_IS_PART(o) && ct != NULL &&
+	    !g_mime_part_is_attachment(GMIME_PART(o)) &&
+	    g_mime_content_type_is_type(ct, "text", "html")) {
+		mail_part_text(GMIME_PART(o), &html);
+		mail_html_text(html.data, html.len,
+		    w->flags & MAIL_STRIP_QUOTES, &w->body);
+		buf_free(&html);
+	} else if (GMIME_IS_PART(o) && (ct == NULL || !mail_signature(ct))) {
+		/* An attachment, an image...: its digest, not its text. */
+		mail_part_digest(GMIME_PART(o), &w->attach);
 	}
 	w->depth--;
 }
@@ -698,6 +749,35 @@ mail_id(GMimeMessage *m, struct buf *id)
 }
 
 /*
+ * An id for a message without a Message-ID: "noid-" and 16 hex digits of
+ * the SHA-256 of its Date and From fields and its text, so that the same
+ * message delivered again has the same id (and is seen), whatever Received
+ * fields it gathered on the way, and two such messages never share one.
+ */
+static void
+mail_content_id(GMimeMessage *m, const struct buf *text, struct buf *id)
+{
+	static const char *const hdrs[] = { "Date", "From" };
+	GChecksum	*ck;
+	const char	*v, *hex;
+	size_t		 k;
+
+	ck = g_checksum_new(G_CHECKSUM_SHA256);
+	for (k = 0; k < sizeof hdrs / sizeof hdrs[0]; k++) {
+		v = g_mime_object_get_header(GMIME_OBJECT(m), hdrs[k]);
+		if (v != NULL)
+			g_checksum_update(ck, (const guchar *)v, strlen(v));
+		g_checksum_update(ck, (const guchar *)"", 1);
+	}
+	if (text->len > 0)
+		g_checksum_update(ck, (const guchar *)text->data, text->len);
+	hex = g_checksum_get_string(ck);
+	buf_append(id, "noid-", 5);
+	buf_append(id, hex, 16);
+	g_checksum_free(ck);
+}
+
+/*
  * The message's time, seconds since the epoch: its Date, else (news) its
  * Injection-Date or NNTP-Posting-Date; 0 (the time it is read) when none
  * of them is there or makes sense.
@@ -726,6 +806,71 @@ mail_time(GMimeMessage *m)
 	if (t < TIME_MIN || t > TIME_MAX)
 		t = 0;
 	return (t);
+}
+
+/* The addresses of an address header field onto meta as "key addr" lines. */
+static void
+mail_meta_addrs(GMimeMessage *m, const char *field, const char *key,
+    struct buf *meta)
+{
+	InternetAddressList	*list;
+	InternetAddress		*a;
+	const char		*v, *addr;
+	size_t			 i, n;
+	int			 k;
+
+	if ((v = g_mime_object_get_header(GMIME_OBJECT(m), field)) == NULL ||
+	    (list = internet_address_list_parse(NULL, v)) == NULL)
+		return;
+	n = internet_address_list_length(list);
+	for (k = 0; (size_t)k < n; k++) {
+		a = internet_address_list_get_address(list, k);
+		if (!INTERNET_ADDRESS_IS_MAILBOX(a))
+			continue;
+		addr = internet_address_mailbox_get_addr(
+		    INTERNET_ADDRESS_MAILBOX(a));
+		if (addr == NULL || *addr == '\0' || strchr(addr, '\n'))
+			continue;
+		buf_append(meta, key, strlen(key));
+		buf_append(meta, " ", 1);
+		for (i = 0; addr[i] != '\0'; i++) {
+			char c = tolower((unsigned char)addr[i]);
+			buf_append(meta, &c, 1);
+		}
+		buf_append(meta, "\n", 1);
+	}
+	g_object_unref(list);
+}
+
+/*
+ * What an allow-list looks at (mailload.c), onto meta, a line each: "list-id
+ * ID" (List-Id's <id>), "from ADDR" (From, Sender), "to ADDR" (To, Cc,
+ * Delivered-To, X-Original-To), addresses in lower case.
+ */
+static void
+mail_meta(GMimeMessage *m, struct buf *meta)
+{
+	static const char *const tos[] = {
+		"To", "Cc", "Delivered-To", "X-Original-To"
+	};
+	const char	*v, *a, *b;
+	size_t		 i;
+
+	if ((v = g_mime_object_get_header(GMIME_OBJECT(m), "List-Id")) !=
+	    NULL && (a = strchr(v, '<')) != NULL &&
+	    (b = strchr(a, '>')) != NULL && b > a + 1) {
+		buf_append(meta, "list-id ", 8);
+		for (a++; a < b; a++) {
+			char c = tolower((unsigned char)*a);
+			if (c != '\n' && c != '\r')
+				buf_append(meta, &c, 1);
+		}
+		buf_append(meta, "\n", 1);
+	}
+	mail_meta_addrs(m, "From", "from", meta);
+	mail_meta_addrs(m, "Sender", "from", meta);
+	for (i = 0; i < sizeof tos / sizeof tos[0]; i++)
+		mail_meta_addrs(m, tos[i], "to", meta);
 }
 
 /*
@@ -763,13 +908,15 @@ mail_unquote(const char *s, size_t len, size_t *outlen)
 /*
  * Read one message: fill text (Subject, newline, body), id and *time.
  * flags are MAIL_*.  A leading mbox From_ line is skipped and its >From
- * quoting undone.  Returns 0, or -1 with a cause when nothing can be read
- * (not a message: no header fields).  A message without text is not an
- * error: its text is empty.
+ * quoting undone.  Returns 0, or 1 when the message cannot be judged, with
+ * its reason as a cause: "no-header" (no header fields: not a message),
+ * "unreadable" (GMime read nothing) or "too-large" (for GMime).  A message
+ * without text is not one of them: its text is empty.  With meta, what an
+ * allow-list looks at too (mail_meta).
  */
 int
 mailmod_extract(const char *msg, size_t len, int flags, struct buf *text,
-    struct buf *id, int64_t *time, char **cause)
+    struct buf *id, int64_t *time, struct buf *meta, char **cause)
 {
 	GMimeParser	*parser;
 	GMimeStream	*stream;
@@ -794,9 +941,9 @@ mailmod_extract(const char *msg, size_t len, int flags, struct buf *text,
 		len = copylen;
 	}
 	if (len > G_MAXUINT) {
-		xasprintf(cause, "message too large for GMime");
+		*cause = xstrdup("too-large");
 		free(copy);
-		return (-1);
+		return (1);
 	}
 
 	/*
@@ -812,13 +959,14 @@ mailmod_extract(const char *msg, size_t len, int flags, struct buf *text,
 	m = g_mime_parser_construct_message(parser, NULL);
 	g_object_unref(parser);
 
+	rv = 1;
 	if (m == NULL) {
-		xasprintf(cause, "not a mail message (GMime read nothing)");
+		*cause = xstrdup("unreadable");
 		goto out;
 	}
 	if (g_mime_header_list_get_count(
 	    g_mime_object_get_header_list(GMIME_OBJECT(m))) == 0) {
-		xasprintf(cause, "not a mail message (no header fields)");
+		*cause = xstrdup("no-header");
 		goto out;
 	}
 	memset(&w, 0, sizeof w);
@@ -827,6 +975,8 @@ mailmod_extract(const char *msg, size_t len, int flags, struct buf *text,
 	if (!(flags & MAIL_NO_ID))
 		mail_id(m, id);
 	*time = mail_time(m);
+	if (meta != NULL)
+		mail_meta(m, meta);
 
 	mail_subject(g_mime_message_get_subject(m), text);
 	forward = mail_forward(g_mime_message_get_subject(m));
@@ -835,9 +985,18 @@ mailmod_extract(const char *msg, size_t len, int flags, struct buf *text,
 	mail_strip(w.body.data, w.body.len, flags, forward, marks, text);
 	for (i = 0; marks[i] != NULL; i++)
 		free(marks[i]);
+	/*
+	 * The attachments' digests after the text: two messages that differ
+	 * only in what they attach are not copies, and one with nothing but
+	 * attachments is compared by them rather than passed as empty.
+	 */
+	buf_append(text, w.attach.data, w.attach.len);
+	buf_free(&w.attach);
 	/* Only a newline: nothing to compare (the filter passes it). */
 	if (text->len == 1)
 		text->len = 0;
+	if (id->len == 0 && !(flags & MAIL_NO_ID))
+		mail_content_id(m, text, id);
 	buf_free(&w.body);
 	rv = 0;
 out:

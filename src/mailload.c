@@ -17,7 +17,9 @@
 
 #include "config.h"
 
+#include <ctype.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,7 +29,7 @@
 
 typedef void	 mailmod_init_fn(void);
 typedef int	 mailmod_extract_fn(const char *, size_t, int, struct buf *,
-		    struct buf *, int64_t *, char **);
+		    struct buf *, int64_t *, struct buf *, char **);
 
 /* mail.c's, when the program is linked with it. */
 extern mailmod_init_fn		 mailmod_init __attribute__((weak));
@@ -37,6 +39,11 @@ static pthread_once_t		 mail_load_once = PTHREAD_ONCE_INIT;
 static mailmod_extract_fn	*mail_extract_fn;
 static char			*mail_load_error;
 static int			 mail_global_flags = MAIL_STRIP_DEFAULT;
+static uint64_t			 mail_max_text = UINT64_MAX;
+static size_t			 mail_min_text;
+/* --mail-allow: "key value" lines as mail.c's meta has them. */
+static char			**mail_allows;
+static size_t			 mail_nallows;
 
 /* Find mail.c's functions: in the program, else in the module. */
 static void
@@ -75,14 +82,118 @@ mail_init(char **cause)
 	return (0);
 }
 
-/* mail.c's mailmod_extract, wherever it is: see there. */
+/*
+ * Does a line of meta (mail.c's "key value" lines) match a --mail-allow
+ * rule: the same key and value, or, for an address rule "@domain", an
+ * address in that domain?
+ */
+static int
+mail_allowed(const struct buf *meta)
+{
+	const char	*p = meta->data, *end = p + meta->len, *nl, *r;
+	size_t		 i, n, kl;
+
+	for (; p < end; p = nl + 1) {
+		if ((nl = memchr(p, '\n', end - p)) == NULL)
+			break;
+		for (i = 0; i < mail_nallows; i++) {
+			r = mail_allows[i];
+			kl = strcspn(r, " ") + 1;
+			n = strlen(r);
+			if ((size_t)(nl - p) < kl || memcmp(p, r, kl) != 0)
+				continue;
+			if ((size_t)(nl - p) == n && memcmp(p, r, n) == 0)
+				return (1);
+			if (r[kl] == '@' && (size_t)(nl - p) > n &&
+			    memcmp(nl - (n - kl), r + kl, n - kl) == 0)
+				return (1);
+		}
+	}
+	return (0);
+}
+
+/*
+ * Add a --mail-allow rule, "list-id:ID", "from:ADDR" or "to:ADDR" (ADDR
+ * may be "@domain"): mail that matches it is never judged.  0, or -1 and a
+ * cause.
+ */
+int
+mail_allow_add(const char *rule, char **cause)
+{
+	static const char *const keys[] = { "list-id", "from", "to" };
+	const char	*colon = strchr(rule, ':');
+	char		*r;
+	size_t		 i, k;
+
+	for (k = 0; colon != NULL && k < sizeof keys / sizeof keys[0]; k++) {
+		if ((size_t)(colon - rule) == strlen(keys[k]) &&
+		    strncmp(rule, keys[k], colon - rule) == 0)
+			break;
+	}
+	if (colon == NULL || k == sizeof keys / sizeof keys[0] ||
+	    colon[1] == '\0' || strpbrk(colon + 1, " \t\n") != NULL) {
+		xasprintf(cause, "'%s': use list-id:ID, from:ADDRESS or "
+		    "to:ADDRESS (an ADDRESS may be @domain)", rule);
+		return (-1);
+	}
+	xasprintf(&r, "%s %s", keys[k], colon + 1);
+	for (i = strlen(keys[k]) + 1; r[i] != '\0'; i++)
+		r[i] = tolower((unsigned char)r[i]);
+	mail_allows = xreallocarray(mail_allows, mail_nallows + 1,
+	    sizeof *mail_allows);
+	mail_allows[mail_nallows++] = r;
+	return (0);
+}
+
+/*
+ * mail.c's mailmod_extract, wherever it is (see there), and then the
+ * limits of mail_set_limits: 1 with the reason as cause for a message not
+ * to judge, 0 for one to judge, -1 when mail support cannot be loaded.
+ */
 int
 mail_extract(const char *msg, size_t len, int flags, struct buf *text,
     struct buf *id, int64_t *time, char **cause)
 {
+	struct buf	 meta = { 0 };
+	const char	*nl;
+	size_t		 body;
+	int		 rc;
+
 	if (mail_init(cause) != 0)
 		return (-1);
-	return (mail_extract_fn(msg, len, flags, text, id, time, cause));
+	rc = mail_extract_fn(msg, len, flags, text, id, time,
+	    mail_nallows > 0 ? &meta : NULL, cause);
+	if (rc == 0 && mail_allowed(&meta)) {
+		*cause = xstrdup("allowed");
+		rc = 1;
+	}
+	buf_free(&meta);
+	if (rc != 0)
+		return (rc);
+	if (text->len > mail_max_text) {
+		*cause = xstrdup("text-too-large");
+		return (1);
+	}
+	/* The body: what follows the Subject's line. */
+	nl = memchr(text->data, '\n', text->len);
+	body = nl != NULL ? text->len - (nl + 1 - text->data) : 0;
+	if (body < mail_min_text && text->len > 0) {
+		*cause = xstrdup("too-short");
+		return (1);
+	}
+	return (0);
+}
+
+/*
+ * Set the limits of the text compared: a message whose text is longer
+ * than max_text, or whose body (the text after the Subject) is shorter
+ * than min_text, is not judged (before any thread starts).
+ */
+void
+mail_set_limits(uint64_t max_text, size_t min_text)
+{
+	mail_max_text = max_text;
+	mail_min_text = min_text;
 }
 
 /* Set the MAIL_* flags of FORMAT_MAIL records (before any thread starts). */
@@ -112,6 +223,13 @@ mail_strip_parse(const char *s, int *flags, char **cause)
 	}
 	copy = p = xstrdup(s);
 	while ((w = strsep(&p, ",")) != NULL) {
+		if (strcmp(w, "none") == 0) {
+			xasprintf(cause, "'none' goes alone (--mail-strip none "
+			    "cuts nothing); a list names what to cut: quotes, "
+			    "signature, footer");
+			free(copy);
+			return (-1);
+		}
 		if (strcmp(w, "quotes") == 0)
 			f |= MAIL_STRIP_QUOTES;
 		else if (strcmp(w, "signature") == 0)
@@ -132,15 +250,29 @@ mail_strip_parse(const char *s, int *flags, char **cause)
 
 /*
  * The exit status of the MDA hook (--mda): MAIL_EXIT_DUPLICATE when the
- * message was a duplicate, MAIL_EXIT_UNIQUE otherwise, as formail -D does;
- * an error keeps its own status, which a hook also reads as "deliver".
+ * message was a duplicate, MAIL_EXIT_UNIQUE otherwise (new, or not judged),
+ * as formail -D does; an error keeps its own status, which a hook also
+ * reads as "deliver".  With print, the verdict is on standard output
+ * instead ("duplicate", "unique" or "unchecked", no newline: what Sieve's
+ * execute :output compares) and the status 0, but for an error.
  */
 int
-mail_exit_status(uint64_t unique, uint64_t duplicates, int status)
+mail_mda_status(const struct pl_counts *ct, int status, int print)
 {
+	const char	*word = "unique";
+
 	if (status != EXIT_OK)
 		return (status);
-	if (duplicates > 0 && unique == 0)
-		return (MAIL_EXIT_DUPLICATE);
-	return (MAIL_EXIT_UNIQUE);
+	if (ct->duplicates > 0 && ct->unique == 0)
+		word = "duplicate";
+	else if (ct->unchecked > 0)
+		word = "unchecked";
+	if (!print)
+		return (strcmp(word, "duplicate") == 0 ? MAIL_EXIT_DUPLICATE :
+		    MAIL_EXIT_UNIQUE);
+	if (fputs(word, stdout) == EOF || fflush(stdout) == EOF) {
+		log_warn("write error");
+		return (EXIT_ERROR);
+	}
+	return (EXIT_OK);
 }

@@ -44,6 +44,8 @@ struct options {
 	/* Mail (-f mail). */
 	int			 mail_single;	/* --single */
 	int			 mda;		/* --mda */
+	uint64_t		 min_text;	/* --mail-min-text */
+	int			 print_verdict;	/* --print-verdict */
 	int			 replay_given;	/* --replay */
 	int			 threads_given;	/* --threads */
 	int			 group;		/* --group */
@@ -72,7 +74,8 @@ enum {
 /* Mail's options (a range of their own). */
 enum {
 	OPT_SINGLE = 1024, OPT_MDA, OPT_MAIL_STRIP, OPT_MILTER,
-	OPT_MILTER_ACTION, OPT_MILTER_REPLY
+	OPT_MILTER_ACTION, OPT_MILTER_REPLY, OPT_MAX_MESSAGE, OPT_MIN_TEXT,
+	OPT_PRINT_VERDICT, OPT_DUPLICATES_TO, OPT_MAIL_ALLOW
 };
 
 /* Feed semantics (a range of their own). */
@@ -156,6 +159,11 @@ static const struct option long_opts[] = {
 	{ "import", required_argument, NULL, OPT_IMPORT },
 	{ "single", no_argument, NULL, OPT_SINGLE },
 	{ "mda", no_argument, NULL, OPT_MDA },
+	{ "max-message", required_argument, NULL, OPT_MAX_MESSAGE },
+	{ "print-verdict", no_argument, NULL, OPT_PRINT_VERDICT },
+	{ "duplicates-to", required_argument, NULL, OPT_DUPLICATES_TO },
+	{ "mail-allow", required_argument, NULL, OPT_MAIL_ALLOW },
+	{ "mail-min-text", required_argument, NULL, OPT_MIN_TEXT },
 	{ "mail-strip", required_argument, NULL, OPT_MAIL_STRIP },
 	{ "milter", required_argument, NULL, OPT_MILTER },
 	{ "milter-action", required_argument, NULL, OPT_MILTER_ACTION },
@@ -217,7 +225,16 @@ usage(FILE *f)
 "      --single             the input is one message (written as read)\n"
 "      --mda                one message on stdin, nothing written; exit 0 if\n"
 "                           a duplicate, 1 if not (needs --db)\n"
+"      --print-verdict      --mda: print duplicate, unique or unchecked and\n"
+"                           exit 0 (for Sieve's execute :output)\n"
 "      --mail-strip LIST    cut quotes,signature,footer (default) or none\n"
+"      --max-message SIZE   longest message judged (default 256M); a longer\n"
+"                           one, or one whose text is over --max-bytes, is\n"
+"                           passed through unchecked\n"
+"      --mail-min-text N    pass a body text shorter than N bytes through\n"
+"                           unchecked (default 40; 0: judge all)\n"
+"      --mail-allow RULE    never judge mail with list-id:ID, from:ADDRESS\n"
+"                           or to:ADDRESS (@domain too; repeatable)\n"
 "Algorithm:\n"
 "  -t, --threshold T        Jaccard similarity of a duplicate (default 0.8)\n"
 "  -k, --perms K            signature length (default 128)\n"
@@ -251,6 +268,8 @@ usage(FILE *f)
 "      --max-docs N         expire the oldest documents beyond N\n"
 "Output:\n"
 "  -D, --duplicates         write the duplicates, not the unique records\n"
+"      --duplicates-to PATH append the duplicates to PATH as well (mail:\n"
+"                           an mbox, or a Maildir if PATH is a directory)\n"
 "  -a, --annotate           write every record with its verdict\n"
 "  -p, --pairs              write every verified pair\n"
 "      --clusters           write each record's id and its group's\n"
@@ -349,6 +368,8 @@ parse_options(int argc, char **argv, struct options *o)
 	o->pl.text_field = "text";
 	o->pl.id_field = "id";
 	o->pl.max_bytes = 8U << 20;
+	o->pl.max_message = 256U << 20;
+	o->min_text = 40;
 	o->pl.batch = 4000;
 	o->max_fn = 0.01;
 	o->max_fp = 0.05;
@@ -702,6 +723,23 @@ apply_options(int argc, char **argv, struct options *o)
 			break;
 		case OPT_MDA:
 			o->mda = o->mail_single = 1;
+			o->pl.format = FORMAT_MAIL;
+			break;
+		case OPT_PRINT_VERDICT:
+			o->print_verdict = 1;
+			break;
+		case OPT_DUPLICATES_TO:
+			o->s.duplicates_to = optarg;
+			break;
+		case OPT_MAIL_ALLOW:
+			if (mail_allow_add(optarg, &cause) != 0)
+				usage_error("%s: %s", name, cause);
+			break;
+		case OPT_MAX_MESSAGE:
+			NUMBER(parse_size, 1, 1ULL << 32, &o->pl.max_message);
+			break;
+		case OPT_MIN_TEXT:
+			NUMBER(parse_size, 0, 1ULL << 30, &o->min_text);
 			break;
 		case OPT_MILTER:
 			o->m.socket = optarg;
@@ -781,6 +819,7 @@ check_options(struct options *o, int modes, int src)
 			o->pl.mode = OUT_NONE;
 		}
 
+		mail_set_limits(o->pl.max_bytes, o->min_text);
 		/* (GMime and libxml2 come with the mail module: see mailload.c.) */
 		if (mail_init(&cause) != 0) {
 			log_warnx("%s", cause);
@@ -788,6 +827,12 @@ check_options(struct options *o, int modes, int src)
 		}
 	} else if (src == 2 && (o->mail_single || o->mda))
 		usage_error("--single and --mda go with --format mail");
+	if (src == 2 && o->s.duplicates_to != NULL && (modes > 0 ||
+	    o->mda || o->d.nlisten > 0 || o->m.socket != NULL))
+		usage_error("--duplicates-to goes with the stream filter's "
+		    "default output, the unique records");
+	if (src == 2 && o->print_verdict && !o->mda)
+		usage_error("--print-verdict goes with --mda");
 	if (src == 2 && o->mda && o->db == NULL)
 		usage_error("--mda needs --db (a temporary index remembers "
 		    "nothing)");
@@ -1079,10 +1124,13 @@ run_filter(struct options *o, const struct index_params *asked, int serve,
 		status = daemon_run(&o->d, p);
 	else
 		status = stream_run(&o->s, p, files, nfiles);
-	/* Mail: --mda's exit status says duplicate or not (mail.c). */
+	/*
+	 * Mail: --mda's exit status says duplicate or not, or (with
+	 * --print-verdict) its output does (mailload.c).
+	 */
 	if (o->mda)
-		status = mail_exit_status(pipeline_counts(p)->unique,
-		    pipeline_counts(p)->duplicates, status);
+		status = mail_mda_status(pipeline_counts(p), status,
+		    o->print_verdict);
 	pipeline_exit(p);	/* main exits with the status */
 	cleanup();
 	return (status);
@@ -1136,6 +1184,9 @@ main(int argc, char **argv)
 	    o.m.socket != NULL;
 	if (serve && argc > 0 && !o.explain)
 		usage_error("no files in daemon mode: clients send the records");
+	if (o.mail_single && argc > 1)
+		usage_error("--%s reads one message: give one file, or none "
+		    "for standard input", o.mda ? "mda" : "single");
 	/*
 	 * A server's event loop is one more busy thread: a worker fewer
 	 * keeps the threads to the processors (one client, 200,000 records

@@ -240,10 +240,15 @@ struct rawrec {
 	int		 delimited;	/* ended by the delimiter, not EOF */
 	const char	*file;		/* name for messages */
 	uint64_t	 line;		/* record number within the file */
+	int		 piece;		/* mail over the limit: 1 its first
+					   piece, 2 a later one; 0 whole */
+	int		 more;		/* more pieces of it follow */
 };
 struct input	*input_open(char **, int, int, size_t);
 int		 input_next(struct input *, struct rawrec *, char **);
 int		 input_wait(struct input *, int);
+int		 input_from_line(const char *, size_t);
+void		 input_set_pieces(struct input *);
 int		 input_wait_or(struct input *, int);
 void		 input_progress(struct input *, uint64_t *, uint64_t *);
 void		 input_close(struct input *);
@@ -913,7 +918,10 @@ struct filter_opts {
 	unsigned	 max_candidates;
 	unsigned	 threads;	/* for normalising, shingling, signing */
 	int		 replay;	/* REPLAY_*: which copies are replays */
-	/* Parses V_UNPARSED records in phase 1; 0 or -1 and a cause. */
+	/*
+	 * Parses V_UNPARSED records in phase 1: 0, 1 for mail not to judge
+	 * (V_UNCHECKED, the cause its reason) or -1 and a cause.
+	 */
 	int		(*parse)(struct record *, void *, char **);
 	void		*parse_arg;
 	struct retention ret;		/* expired a bounded amount per batch */
@@ -971,8 +979,11 @@ void		 verdict_free(struct verdict *);
 #define OUT_GROUP	0x100	/* with the group (--group) */
 struct output;
 struct output	*output_open(int, int, int, int);
+struct output	*output_open_quarantine(const char *, int, int, char **);
 int		 output_record(struct output *, const struct record *,
 		    const struct verdict *, char **);
+int		 output_piece(struct output *, const struct record *,
+		    const struct verdict *, int, int, char **);
 #define OUTPUT_CLOSED	(-2)	/* output_flush: EPIPE, no cause */
 int		 output_flush(struct output *, char **);
 int		 output_sync(struct output *, char **);
@@ -997,13 +1008,16 @@ void		 output_mail_header(struct buf *, const struct verdict *, int,
 int		 mail_init(char **);
 void		 mailmod_init(void);
 int		 mailmod_extract(const char *, size_t, int, struct buf *,
-		    struct buf *, int64_t *, char **);
+		    struct buf *, int64_t *, struct buf *, char **);
+int		 mail_allow_add(const char *, char **);
 void		 mail_set_flags(int);
+void		 mail_set_limits(uint64_t, size_t);
 int		 mail_flags(void);
 int		 mail_strip_parse(const char *, int *, char **);
 int		 mail_extract(const char *, size_t, int, struct buf *,
 		    struct buf *, int64_t *, char **);
-int		 mail_exit_status(uint64_t, uint64_t, int);
+struct pl_counts;
+int		 mail_mda_status(const struct pl_counts *, int, int);
 
 /* conf.c: the configuration file, "key = value" lines. */
 struct conf_entry {
@@ -1042,6 +1056,7 @@ struct pipeline_opts {
 	const char	*id_field;
 	const char	*time_field;	/* jsonl: the document time, or NULL */
 	uint64_t	 max_bytes;
+	uint64_t	 max_message;	/* mail: held whole up to this size */
 	int		 policy;	/* POLICY_* */
 	int		 mode;		/* OUT_*, OUT_GROUP */
 	size_t		 batch;		/* records per batch (--batch) */
@@ -1119,10 +1134,17 @@ struct record	*plbatch_add_empty(struct plbatch *, size_t, char *);
 void		 pipeline_submit(struct pipeline *, struct plbatch *);
 size_t		 pipeline_deliver(struct pipeline *, int);
 int		 pipeline_finish(struct pipeline *);
+void		 pipeline_set_quarantine(struct pipeline *, struct output *,
+		    const char *);
+int		 pipeline_write_piece(struct pipeline *, const struct record *,
+		    const struct verdict *, int, int);
+void		 pipeline_warn_unchecked(struct pipeline *,
+		    const struct record *, const char *);
 
 /* stream.c: the files (or standard input) through the pipeline. */
 struct stream_opts {
 	const char	*output;	/* --output, or NULL */
+	const char	*duplicates_to;	/* --duplicates-to, or NULL */
 	int		 stats;		/* --stats */
 	int		 progress;
 };

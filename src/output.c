@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,10 +50,22 @@ struct output {
 	struct buf	 id;
 	int		 file;		/* fd is a regular file: output_sync */
 	int		 group;		/* OUT_GROUP: say each record's group */
+	/* A quarantine (output_open_quarantine): its own file, or a Maildir
+	   written a file a message. */
+	int		 ownfd;
+	char		*maildir;
+	unsigned long	 seq;
+	int		 header;	/* the X-Mhfilter field in every mode */
+	/* The message being written in pieces (output_mail). */
+	const char	*eol;
+	int		 quote;		/* mboxrd quoting to add */
+	int		 unquote;	/* mboxrd quoting to undo (Maildir) */
+	char		 lastc;
 };
 
 static const char *verdict_names[] = {
-	"unique", "duplicate", "empty", "invalid", "too_long"
+	"unique", "duplicate", "empty", "invalid", "too_long", "skipped",
+	"unchecked"
 };
 
 static void	output_annotate(struct output *, const struct record *,
@@ -61,7 +74,8 @@ static void	output_json(struct output *, const struct record *,
 		    const struct verdict *);
 static void	output_jsonstr(struct buf *, const char *, size_t);
 static void	output_mail(struct output *, const struct record *,
-		    const struct verdict *);
+		    const struct verdict *, int, int);
+static struct output *output_open_maildir(const char *, char **);
 
 /* Start writing to fd in one of the OUT_* modes. */
 struct output *
@@ -78,6 +92,119 @@ output_open(int fd, int mode, int format, int delim)
 	o->delim = delim;
 	o->file = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
 	return (o);
+}
+
+/*
+ * Start writing the duplicates to path as well, a quarantine
+ * (--duplicates-to): records are appended to a file as read; mail is
+ * appended to an mbox, or, when path is a directory or ends in "/",
+ * written to a Maildir (output_open_maildir); each message with the
+ * X-Mhfilter field that says what it duplicates.  NULL and a cause on
+ * error.
+ */
+struct output *
+output_open_quarantine(const char *path, int format, int delim,
+    char **cause)
+{
+	struct output	*o;
+	struct stat	 st;
+	int		 fd;
+
+	if (format == FORMAT_MAIL && ((path[0] != '\0' &&
+	    path[strlen(path) - 1] == '/') || (stat(path, &st) == 0 &&
+	    S_ISDIR(st.st_mode))))
+		return (output_open_maildir(path, cause));
+	if ((fd = open(path, O_WRONLY|O_CREAT|O_APPEND|O_CLOEXEC, 0600)) ==
+	    -1) {
+		xasprintf(cause, "%s: %s", path, strerror(errno));
+		return (NULL);
+	}
+	o = output_open(fd, OUT_DUPLICATES, format, format == FORMAT_MAIL &&
+	    delim != '\0' ? INPUT_MBOX : delim);
+	o->ownfd = 1;
+	o->header = format == FORMAT_MAIL;
+	return (o);
+}
+
+/*
+ * A Maildir as a quarantine: each message a file of its own in new/,
+ * written in tmp/, synced and renamed there, as a delivery agent does;
+ * without its From_ line and mbox quoting.  The Maildir is made if need
+ * be.  NULL and a cause on error.
+ */
+static struct output *
+output_open_maildir(const char *dir, char **cause)
+{
+	static const char *const subs[] = { "", "/tmp", "/new", "/cur" };
+	struct output	*o;
+	char		*path;
+	size_t		 i;
+
+	for (i = 0; i < sizeof subs / sizeof subs[0]; i++) {
+		xasprintf(&path, "%s%s", dir, subs[i]);
+		if (mkdir(path, 0700) == -1 && errno != EEXIST) {
+			xasprintf(cause, "%s: %s", path, strerror(errno));
+			free(path);
+			return (NULL);
+		}
+		free(path);
+	}
+	/* Each message as read (INPUT_SINGLE): no From_ line, no NUL. */
+	o = output_open(-1, OUT_DUPLICATES, FORMAT_MAIL, INPUT_SINGLE);
+	o->maildir = xstrdup(dir);
+	o->header = 1;
+	return (o);
+}
+
+/*
+ * Write the message queued in o->b to a file of its own in the Maildir:
+ * tmp/, synced, then renamed into new/ (maildir(5)).  0 or -1 and a cause.
+ */
+static int
+output_maildir_file(struct output *o, char **cause)
+{
+	char	 host[256], *tmp, *new;
+	size_t	 off = 0;
+	ssize_t	 n;
+	int	 fd, rc = -1;
+
+	if (gethostname(host, sizeof host) == -1)
+		snprintf(host, sizeof host, "localhost");
+	host[sizeof host - 1] = '\0';
+	host[strcspn(host, "/:")] = '\0';
+	xasprintf(&tmp, "%s/tmp/%lld.P%ldQ%lu.%s", o->maildir,
+	    (long long)time(NULL), (long)getpid(), ++o->seq, host);
+	xasprintf(&new, "%s/new/%s", o->maildir, strrchr(tmp, '/') + 1);
+	if ((fd = open(tmp, O_WRONLY|O_CREAT|O_EXCL|O_CLOEXEC, 0600)) == -1) {
+		xasprintf(cause, "%s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	while (off < o->b.len) {
+		if ((n = write(fd, o->b.data + off, o->b.len - off)) == -1) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		off += n;
+	}
+	if (off < o->b.len || fsync(fd) == -1) {
+		xasprintf(cause, "%s: %s", tmp, strerror(errno));
+		close(fd);
+		unlink(tmp);
+		goto out;
+	}
+	close(fd);
+	if (rename(tmp, new) == -1) {
+		xasprintf(cause, "%s: %s", new, strerror(errno));
+		unlink(tmp);
+		goto out;
+	}
+	rc = 0;
+out:
+	o->b.len = 0;
+	free(tmp);
+	free(new);
+	return (rc);
 }
 
 /*
@@ -264,10 +391,19 @@ output_mail_header(struct buf *b, const struct verdict *v, int group,
 {
 	char	 sim[32];
 
-	/* A message seen before is a duplicate to a mail filter's rules. */
+	/*
+	 * A message seen before is a duplicate to a mail filter's rules
+	 * ("^X-Mhfilter: duplicate"), which says it was seen.
+	 */
 	buf_append(b, "X-Mhfilter: ", 12);
 	buf_append(b, verdict_names[v->kind], strlen(verdict_names[v->kind]));
+	if (v->kind == V_UNCHECKED && v->error != NULL) {
+		buf_append(b, "; reason=", 9);
+		output_header_id(b, v->error, strlen(v->error));
+	}
 	if (v->kind == V_DUPLICATE) {
+		if (v->seen)
+			buf_append(b, "; seen", 6);
 		buf_append(b, "; of=<", 6);
 		output_header_id(b, v->match.data, v->match.len);
 		snprintf(sim, sizeof sim, ">; similarity=%.2f", v->sim);
@@ -282,8 +418,9 @@ output_mail_header(struct buf *b, const struct verdict *v, int group,
 }
 
 /*
- * Copy the message [p, end) onto b: with quote, mboxrd quoting (one more
- * '>' before every ">*From " line); with strip, without the X-Mhfilter
+ * Copy the message [p, end) onto b: with quote 1, mboxrd quoting (one more
+ * '>' before every ">*From " line), with -1 that quoting undone (one '>'
+ * less before every ">+From " line); with strip, without the X-Mhfilter
  * header fields it came with, so that only mhfilter's own verdict is there
  * (a sender could forge one).
  */
@@ -316,8 +453,12 @@ output_mail_copy(struct buf *b, const char *p, const char *end, int quote,
 		if (quote) {
 			for (q = p; q < nl && *q == '>'; q++)
 				;
-			if (nl - q >= 5 && memcmp(q, "From ", 5) == 0)
-				buf_append(b, ">", 1);
+			if (nl - q >= 5 && memcmp(q, "From ", 5) == 0) {
+				if (quote > 0)
+					buf_append(b, ">", 1);
+				else if (q > p)
+					p++;	/* one '>' less */
+			}
 		}
 		buf_append(b, p, nl - p);
 		p = nl;
@@ -327,47 +468,98 @@ output_mail_copy(struct buf *b, const char *p, const char *end, int quote,
 /*
  * A mail message: as mbox (a From_ line, mboxrd quoting of a message that
  * had none, a blank line after it), as read (--single) or NUL-terminated
- * (-z); with v, the X-Mhfilter header field first.
+ * (-z); with v, the X-Mhfilter header field first.  A message over
+ * --max-message comes in pieces (output_piece): first says this is its
+ * first, which has the From_ line and the header, last that the message
+ * ends here.  A piece after the first starts where a line does (input.c
+ * cuts so), and the quoting and line ends of the first hold for it.
  */
 static void
-output_mail(struct output *o, const struct record *r, const struct verdict *v)
+output_mail(struct output *o, const struct record *r, const struct verdict *v,
+    int first, int last)
 {
 	const char	*p = r->raw.data, *end = p + r->raw.len, *nl;
-	const char	*eol = "\n";
 	char		 from[80];
 	struct tm	 tm;
 	time_t		 t;
 	int		 mbox = o->delim == INPUT_MBOX, had;
 
-	had = r->raw.len >= 5 && memcmp(p, "From ", 5) == 0;
-	if (had) {
-		nl = memchr(p, '\n', end - p);
-		nl = nl != NULL ? nl + 1 : end;
-		buf_append(&o->b, p, nl - p);
-		p = nl;
+	if (first) {
+		had = r->raw.len >= 5 && memcmp(p, "From ", 5) == 0;
+		if (had) {
+			nl = memchr(p, '\n', end - p);
+			nl = nl != NULL ? nl + 1 : end;
+			/* A Maildir file has no From_ line. */
+			if (o->maildir == NULL)
+				buf_append(&o->b, p, nl - p);
+			p = nl;
+		}
+		/* The lines mhfilter adds end as the message's first does. */
+		o->eol = "\n";
+		if ((nl = memchr(p, '\n', end - p)) != NULL && nl > p &&
+		    nl[-1] == '\r')
+			o->eol = "\r\n";
+		if (!had && mbox) {
+			t = r->time != 0 ? (time_t)r->time : time(NULL);
+			gmtime_r(&t, &tm);
+			strftime(from, sizeof from, "From MAILER-DAEMON %a %b "
+			    "%e %H:%M:%S %Y", &tm);
+			buf_append(&o->b, from, strlen(from));
+			buf_append(&o->b, o->eol, strlen(o->eol));
+		}
+		/*
+		 * Not into a message without a header: the field would
+		 * make its first line a header field.
+		 */
+		if (v != NULL && !(v->kind == V_UNCHECKED && v->error != NULL &&
+		    (strcmp(v->error, "no-header") == 0 ||
+		    strcmp(v->error, "unreadable") == 0)))
+			output_mail_header(&o->b, v, o->group, o->eol);
+		o->quote = mbox && !had;
+		o->unquote = o->maildir != NULL && had;
+		o->lastc = '\n';
 	}
-	/* The lines mhfilter adds end as the message's first line does. */
-	if ((nl = memchr(p, '\n', end - p)) != NULL && nl > p && nl[-1] == '\r')
-		eol = "\r\n";
-	if (!had && mbox) {
-		t = r->time != 0 ? (time_t)r->time : time(NULL);
-		gmtime_r(&t, &tm);
-		strftime(from, sizeof from, "From MAILER-DAEMON %a %b %e "
-		    "%H:%M:%S %Y", &tm);
-		buf_append(&o->b, from, strlen(from));
-		buf_append(&o->b, eol, strlen(eol));
-	}
-	if (v != NULL)
-		output_mail_header(&o->b, v, o->group, eol);
-	output_mail_copy(&o->b, p, end, mbox && !had, v != NULL);
+	output_mail_copy(&o->b, p, end, o->quote ? 1 : o->unquote ? -1 : 0,
+	    first && v != NULL);
+	if (r->raw.len > 0)
+		o->lastc = end[-1];
+	if (!last)
+		return;
 	if (o->delim == '\0')
 		buf_append(&o->b, "", 1);
 	else if (mbox) {
 		/* Its blank line, "\r\n" after a message read with CRLF. */
-		if (r->raw.len > 0 && end[-1] != '\n')
-			buf_append(&o->b, eol, strlen(eol));
-		buf_append(&o->b, eol, strlen(eol));
+		if (o->lastc != '\n')
+			buf_append(&o->b, o->eol, strlen(o->eol));
+		buf_append(&o->b, o->eol, strlen(o->eol));
 	}
+	o->lastc = '\n';
+}
+
+/* Does the mode write mail with this verdict? */
+static int
+output_mail_wanted(const struct output *o, const struct verdict *v)
+{
+	return (!(o->mode == OUT_NONE || (o->mode == OUT_UNIQUE &&
+	    v->kind == V_DUPLICATE) || (o->mode == OUT_DUPLICATES &&
+	    v->kind != V_DUPLICATE)));
+}
+
+/*
+ * Queue a piece of a mail message over --max-message (see output_mail),
+ * as output_record queues a whole one; flush past the high-water mark.
+ */
+int
+output_piece(struct output *o, const struct record *r,
+    const struct verdict *v, int first, int last, char **cause)
+{
+	if (o->format != FORMAT_MAIL || o->mode == OUT_PAIRS ||
+	    o->mode == OUT_CLUSTERS || !output_mail_wanted(o, v))
+		return (0);
+	output_mail(o, r, o->mode == OUT_ANNOTATE ? v : NULL, first, last);
+	if (o->b.len >= OUTPUT_HIGH)
+		return (output_flush(o, cause));
+	return (0);
 }
 
 /* Queue what the mode says of one record; flush past the high-water mark. */
@@ -380,11 +572,12 @@ output_record(struct output *o, const struct record *r,
 
 	if (o->format == FORMAT_MAIL && o->mode != OUT_PAIRS &&
 	    o->mode != OUT_CLUSTERS) {
-		if (o->mode == OUT_NONE || (o->mode == OUT_UNIQUE &&
-		    v->kind == V_DUPLICATE) || (o->mode == OUT_DUPLICATES &&
-		    v->kind != V_DUPLICATE))
+		if (!output_mail_wanted(o, v))
 			return (0);
-		output_mail(o, r, o->mode == OUT_ANNOTATE ? v : NULL);
+		output_mail(o, r, o->mode == OUT_ANNOTATE || o->header ? v :
+		    NULL, 1, 1);
+		if (o->maildir != NULL)
+			return (output_maildir_file(o, cause));
 		goto check;
 	}
 	switch (o->mode) {
@@ -474,6 +667,22 @@ output_flush(struct output *o, char **cause)
 int
 output_sync(struct output *o, char **cause)
 {
+	char	*dir;
+	int	 fd, rc = 0;
+
+	/* A Maildir's files are synced: the renames into new/ are not. */
+	if (o->maildir != NULL) {
+		xasprintf(&dir, "%s/new", o->maildir);
+		if ((fd = open(dir, O_RDONLY|O_DIRECTORY|O_CLOEXEC)) == -1 ||
+		    fsync(fd) == -1) {
+			xasprintf(cause, "sync %s: %s", dir, strerror(errno));
+			rc = -1;
+		}
+		if (fd != -1)
+			close(fd);
+		free(dir);
+		return (rc);
+	}
 	if (o->file && fdatasync(o->fd) == -1 && errno != EINVAL) {
 		xasprintf(cause, "sync error: %s", strerror(errno));
 		return (-1);
@@ -489,5 +698,8 @@ output_close(struct output *o)
 		return;
 	buf_free(&o->b);
 	buf_free(&o->id);
+	free(o->maildir);
+	if (o->ownfd)
+		close(o->fd);
 	free(o);
 }

@@ -72,6 +72,8 @@ struct pipeline {
 	struct index		*ix;
 	struct output		*out;
 	const char		*outname;	/* for messages, or NULL */
+	struct output		*dupout;	/* --duplicates-to, or NULL */
+	const char		*dupname;
 	pl_deliver_fn		 deliver;
 	void			*deliver_arg;
 	struct plbatch		 b[NBATCH];
@@ -222,6 +224,41 @@ pipeline_set_output(struct pipeline *p, struct output *out, const char *name)
 {
 	p->out = out;
 	p->outname = name;
+}
+
+/* Where the duplicates go as well (--duplicates-to), or NULL. */
+void
+pipeline_set_quarantine(struct pipeline *p, struct output *out,
+    const char *name)
+{
+	p->dupout = out;
+	p->dupname = name;
+}
+
+/*
+ * Write a duplicate to the quarantine as well; its errors name it.  0, or
+ * what output_record returns.
+ */
+static int
+pipeline_quarantine(struct pipeline *p, const struct record *r,
+    const struct verdict *v, char **cause)
+{
+	char	*why;
+	int	 rc;
+
+	if (p->dupout == NULL || v->kind != V_DUPLICATE)
+		return (0);
+	if ((rc = output_record(p->dupout, r, v, cause)) == 0)
+		rc = output_flush(p->dupout, cause);
+	if (rc != 0) {
+		/* Not a reader gone: a file or a Maildir failed. */
+		xasprintf(&why, "--duplicates-to %s: %s", p->dupname,
+		    rc == OUTPUT_CLOSED || *cause == NULL ? "closed" : *cause);
+		free(*cause);
+		*cause = why;
+		rc = -1;
+	}
+	return (rc);
 }
 
 /* Who is told of each decided batch, in the source's thread. */
@@ -546,6 +583,31 @@ pipeline_deliver(struct pipeline *p, int wait)
 }
 
 /*
+ * Write a piece of a message over --max-message straight to the output,
+ * unjudged (stream.c): the first piece (piece 1) with its From_ line and,
+ * under --annotate, its X-Mhfilter field; with last, the end of the
+ * message.  The source has delivered every batch before it.  0, or -1
+ * when the output failed (the pipeline stops, as pipeline_write's would).
+ */
+int
+pipeline_write_piece(struct pipeline *p, const struct record *r,
+    const struct verdict *v, int piece, int last)
+{
+	char	*cause = NULL;
+	int	 rc;
+
+	if (p->out == NULL)
+		return (0);
+	if ((rc = output_piece(p->out, r, v, piece, last, &cause)) == 0)
+		rc = output_flush(p->out, &cause);
+	if (rc != 0) {
+		pipeline_write_failed(p, rc, cause);
+		return (-1);
+	}
+	return (0);
+}
+
+/*
  * Submit nothing more: wait for every batch in flight and deliver it.
  * Returns the pipeline's status.
  */
@@ -601,6 +663,37 @@ pipeline_count(struct pipeline *p, struct plbatch *b)
 }
 
 /*
+ * With -v, a line for each message of a file or a delivery, with its
+ * position, Message-ID and verdict, for a delivery agent's log (procmail's
+ * LOGFILE) or the journal.
+ */
+static void
+pipeline_log_mail(const struct record *r, const struct verdict *v)
+{
+	const char	*file = r->file != NULL ? r->file : "-";
+	const char	*id = r->id.len > 0 ? r->id.data : "";
+	const char	*match = v->match.len > 0 ? v->match.data : "";
+	int		 idl = r->id.len > 200 ? 200 : (int)r->id.len;
+	int		 ml = v->match.len > 200 ? 200 : (int)v->match.len;
+
+	switch (v->kind) {
+	case V_DUPLICATE:
+		log_debug("%s:%" PRIu64 ": <%.*s>: %s of <%.*s>, similarity "
+		    "%.2f", file, r->line, idl, id, v->seen ?
+		    "seen, a duplicate" : "duplicate", ml, match, v->sim);
+		break;
+	case V_UNCHECKED:
+		log_debug("%s:%" PRIu64 ": <%.*s>: unchecked (%s)", file,
+		    r->line, idl, id, v->error);
+		break;
+	default:
+		log_debug("%s:%" PRIu64 ": <%.*s>: %s", file, r->line, idl,
+		    id, verdict_name(v));
+		break;
+	}
+}
+
+/*
  * Write a committed batch's records: all but the skipped ones and the bad
  * ones that --on-bad-input does not pass.
  */
@@ -618,8 +711,11 @@ pipeline_write(struct pipeline *p, struct plbatch *b, char **cause)
 		if (v->kind == V_SKIP || b->recs[i].recno == 0 ||
 		    (v->kind == V_BAD && p->o.policy != POLICY_PASS))
 			continue;
-		if ((rc = output_record(p->out, &b->recs[i], v, cause)) != 0)
+		if ((rc = output_record(p->out, &b->recs[i], v, cause)) != 0 ||
+		    (rc = pipeline_quarantine(p, &b->recs[i], v, cause)) != 0)
 			return (rc);
+		if (p->o.format == FORMAT_MAIL && b->recs[i].conn == 0)
+			pipeline_log_mail(&b->recs[i], v);
 	}
 	return (output_flush(p->out, cause));
 }
@@ -641,6 +737,8 @@ pipeline_mark(struct pipeline *p, struct plbatch *b, char **cause)
 	if (b->first == b->end && n == 0)
 		return (0);
 	if (p->out != NULL && (rc = output_sync(p->out, cause)) != 0)
+		return (rc);
+	if (p->dupout != NULL && (rc = output_sync(p->dupout, cause)) != 0)
 		return (rc);
 	pthread_mutex_lock(&p->lock);
 	if (b->first != b->end) {
@@ -761,6 +859,41 @@ pipeline_warn(struct pipeline *p, const struct record *r,
 }
 
 /*
+ * Say that a message was passed through without being judged, and why
+ * (mail.c's and mail_extract's reasons, or too-large for a message over
+ * --max-message).
+ */
+void
+pipeline_warn_unchecked(struct pipeline *p, const struct record *r,
+    const char *why)
+{
+	static const char *const reasons[][2] = {
+		{ "too-large", "over --max-message" },
+		{ "text-too-large", "its text is over --max-bytes" },
+		{ "too-short", "its text is under --mail-min-text" },
+		{ "allowed", "it is on a --mail-allow list" },
+		{ "no-header", "not a mail message (no header fields)" },
+		{ "unreadable", "not a mail message (nothing readable)" },
+	};
+	const char	*say = why;
+	size_t		 i;
+
+	if (p->o.quiet)
+		return;
+	for (i = 0; i < sizeof reasons / sizeof reasons[0]; i++) {
+		if (strcmp(why, reasons[i][0]) == 0)
+			say = reasons[i][1];
+	}
+	/* Short and allowed mail is ordinary: said only with -v. */
+	if (strcmp(why, "too-short") == 0 || strcmp(why, "allowed") == 0)
+		log_debug("%s:%" PRIu64 ": %s: passed through unchecked",
+		    r->file != NULL ? r->file : "-", r->line, say);
+	else
+		log_warnx("%s:%" PRIu64 ": %s: passed through unchecked",
+		    r->file != NULL ? r->file : "-", r->line, say);
+}
+
+/*
  * After phase 1, in input order: count the records that were too long or
  * did not parse, warn about them, and apply --on-bad-input.  Under fail,
  * with stop_on_error (the stream), the batch ends before the bad record and
@@ -790,6 +923,10 @@ pipeline_screen(struct pipeline *p, struct plbatch *b)
 		}
 		b->records++;
 		b->inbytes += r->inlen;
+		if (v->kind == V_UNCHECKED) {
+			pipeline_warn_unchecked(p, r, v->error);
+			continue;
+		}
 		if (v->kind != V_BAD && v->kind != V_TOOLONG)
 			continue;
 		policy = p->o.policy;

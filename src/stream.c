@@ -43,6 +43,8 @@ struct stream {
 	int				 eof;
 	double				 start;
 	uint64_t			 skipped_files;	/* input_next -2 */
+	struct rawrec			 big;	/* a message's first piece */
+	int				 havebig;
 };
 
 static volatile sig_atomic_t	 stop_signal;
@@ -51,6 +53,7 @@ static volatile sig_atomic_t	 want_stats;
 static int	stream_is_input(const char *, char **, int);
 static int	stream_blank(struct stream *, const struct rawrec *);
 static int	stream_read(struct stream *, struct plbatch *);
+static int	stream_big(struct stream *);
 static void	stream_deliver(void *, struct plbatch *);
 static void	stream_progress(struct stream *, int);
 static void	stream_signal(int);
@@ -146,6 +149,12 @@ stream_read(struct stream *s, struct plbatch *b)
 			free(cause);
 			return (EXIT_ERROR);
 		}
+		if (rr.piece != 0) {
+			/* Mail over --max-message: see stream_big. */
+			s->big = rr;
+			s->havebig = 1;
+			break;
+		}
 		if (stream_blank(s, &rr)) {
 			/* A blank line: no record, no warning; counted. */
 			s->recno++;
@@ -166,6 +175,70 @@ stream_read(struct stream *s, struct plbatch *b)
 		r->line = rr.line;
 		r->file = rr.file;
 	}
+	return (0);
+}
+
+/*
+ * A message over --max-message, whose first piece stream_read found: once
+ * every batch before it is written, it is written through unjudged, piece
+ * by piece as it is read (input.c), so that it costs no more memory than
+ * the limit and is neither lost nor reordered.  Returns 0, or the exit
+ * status of a read error.
+ */
+static int
+stream_big(struct stream *s)
+{
+	struct pl_counts	*ct = pipeline_counts(s->p);
+	struct rawrec		 rr = s->big;
+	struct record		 r;
+	struct verdict		 v;
+	char			*cause;
+	uint64_t		 len = 0;
+	int			 first = 1, rc;
+
+	s->havebig = 0;
+	while (pipeline_inflight(s->p) > 0)
+		pipeline_deliver(s->p, 1);
+	memset(&r, 0, sizeof r);
+	memset(&v, 0, sizeof v);
+	v.kind = V_UNCHECKED;
+	v.error = (char *)"too-large";
+	r.recno = ++s->recno;
+	r.line = rr.line;
+	r.file = rr.file;
+	for (;;) {
+		r.raw.data = (char *)rr.data;
+		r.raw.len = rr.len;
+		len += rr.len + (rr.more ? 0 : rr.delimited);
+		if (pipeline_write_piece(s->p, &r, &v, first, !rr.more) != 0)
+			return (0);	/* the pipeline stopped: it says why */
+		if (!rr.more)
+			break;
+		first = 0;
+		/* A signal waits until the message is through. */
+		while ((rc = input_next(s->in, &rr, &cause)) == -1 &&
+		    cause == NULL)
+			;
+		if (rc == 1)
+			continue;	/* its next piece (input.c ends it) */
+		if (rc == 0)
+			break;		/* not so: input.c ends it first */
+		/* Its file ended in error: end the message where it broke. */
+		log_warnx("%s", cause);
+		free(cause);
+		r.raw.len = 0;
+		(void)pipeline_write_piece(s->p, &r, &v, 0, 1);
+		if (rc == -1)
+			return (EXIT_ERROR);
+		s->skipped_files++;
+		break;
+	}
+	ct->records++;
+	ct->unchecked++;
+	ct->bytes += len;
+	pipeline_warn_unchecked(s->p, &r, "too-large");
+	if (s->o->progress)
+		stream_progress(s, 0);
 	return (0);
 }
 
@@ -299,8 +372,9 @@ stream_run(const struct stream_opts *o, struct pipeline *p, char **files,
 {
 	const struct pipeline_opts	*po = pipeline_options(p);
 	struct stream			 s;
-	struct output			*out;
+	struct output			*out, *dupout = NULL;
 	struct plbatch			*b;
+	char				*cause;
 	struct sigaction		 sa;
 	int				 outfd = STDOUT_FILENO, status, rc;
 
@@ -317,6 +391,15 @@ stream_run(const struct stream_opts *o, struct pipeline *p, char **files,
 		return (EXIT_ERROR);
 	}
 
+	if (o->duplicates_to != NULL && (dupout = output_open_quarantine(
+	    o->duplicates_to, po->format, po->delim, &cause)) == NULL) {
+		log_warnx("--duplicates-to %s", cause);
+		free(cause);
+		if (outfd != STDOUT_FILENO)
+			close(outfd);
+		return (EXIT_ERROR);
+	}
+
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = SIG_IGN;
 	sigaction(SIGPIPE, &sa, NULL);	/* write errors are reported */
@@ -330,10 +413,14 @@ stream_run(const struct stream_opts *o, struct pipeline *p, char **files,
 	s.o = o;
 	s.po = po;
 	s.p = p;
-	s.in = input_open(files, nfiles, po->delim, po->max_bytes);
+	s.in = input_open(files, nfiles, po->delim, po->format == FORMAT_MAIL ?
+	    po->max_message : po->max_bytes);
+	if (po->format == FORMAT_MAIL)
+		input_set_pieces(s.in);
 	s.start = now_seconds();
 	out = output_open(outfd, po->mode, po->format, po->delim);
 	pipeline_set_output(p, out, NULL);
+	pipeline_set_quarantine(p, dupout, o->duplicates_to);
 	pipeline_set_deliver(p, stream_deliver, &s);
 
 	status = EXIT_OK;
@@ -342,6 +429,8 @@ stream_run(const struct stream_opts *o, struct pipeline *p, char **files,
 			break;		/* it stopped: pipeline_status says */
 		rc = stream_read(&s, b);
 		pipeline_submit(p, b);
+		if (rc == 0 && s.havebig)
+			rc = stream_big(&s);
 		if (rc != 0) {
 			status = rc;
 			break;
@@ -364,8 +453,10 @@ stream_run(const struct stream_opts *o, struct pipeline *p, char **files,
 		stream_print_stats(p, now_seconds() - s.start);
 
 	pipeline_set_output(p, NULL, NULL);
+	pipeline_set_quarantine(p, NULL, NULL);
 	pipeline_set_deliver(p, NULL, NULL);
 	output_close(out);
+	output_close(dupout);
 	if (outfd != STDOUT_FILENO && close(outfd) == -1 &&
 	    status == EXIT_OK) {
 		log_warn("--output %s", o->output);

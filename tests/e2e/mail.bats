@@ -21,6 +21,8 @@ and adds a setting for the network timeout. Please test it before Friday
 and report anything odd to the list, with the output of dmesg attached.'
 BODY2='Lunch is at noon in the usual place. Bring your own sandwiches; the
 kitchen is closed for repairs until the end of the month, sorry.'
+BODY3='The disk images of the three test machines are attached, taken this
+morning before the upgrade, in case we have to roll back on Thursday.'
 
 # An mbox of three: an original, its copy re-sent base64-encoded with other
 # Received/Message-ID/Date headers, and another message.
@@ -41,6 +43,90 @@ make_mbox() {
 		echo 'From carol@example.org Tue Jul  1 12:00:00 2025'
 		msg m3@example.org 'Lunch' "$BODY2"
 	} >in.mbox
+}
+
+# The messages every way in is tried with, in cases/, delivered in name
+# order: an original; another message with the same Subject; a reply
+# quoting the original under its own text; a copy of the original re-sent
+# (other Message-ID, Received and Date, base64); a message of about 41 MB
+# with an attachment; a body with an unquoted "From " line; a message with
+# no header at all; MIME cut short; a wrong charset.  Only the re-sent copy is a duplicate: every other one
+# must arrive as it was sent.
+make_cases() {
+	mkdir cases
+	msg c1@example.org 'Weekly status' "$BODY1" >cases/1-original
+	msg c2@example.org 'Weekly status' "$BODY2" >cases/2-same-subject
+	msg c3@example.org 'Re: Weekly status' 'Agreed: we ship it on Monday
+once the last tests have passed on both of the build machines.
+
+On Tue, 1 Jul 2025, Alice wrote:
+'"$(printf '%s\n' "$BODY1" | sed 's/^/> /')" \
+	    'In-Reply-To: <c1@example.org>' >cases/3-reply
+	{
+		printf 'Received: from relay.example.net by mx.example.com\n'
+		printf 'From: Alice <alice@example.org>\n'
+		printf 'Message-ID: <c4.resent@Example.NET>\n'
+		printf 'Date: Wed, 2 Jul 2025 09:30:00 +0200\n'
+		printf 'Subject: Weekly status\nMIME-Version: 1.0\n'
+		printf 'Content-Type: text/plain; charset=utf-8\n'
+		printf 'Content-Transfer-Encoding: base64\n\n'
+		printf '%s\n' "$BODY1" | base64
+	} >cases/4-resent
+	{
+		msg c5@example.org 'Disk images' "$BODY3" 'MIME-Version: 1.0
+Content-Type: multipart/mixed; boundary=zz'
+		printf -- '--zz\nContent-Type: text/plain\n\n%s\n' "$BODY3"
+		printf -- '--zz\nContent-Type: application/octet-stream\n'
+		printf 'Content-Disposition: attachment; filename=disk.img\n'
+		printf 'Content-Transfer-Encoding: base64\n\n'
+		head -c 30000000 /dev/urandom | base64
+		printf -- '--zz--\n'
+	} >cases/5-big
+	msg c6@example.org 'Plans' "$BODY2
+
+From now on, the kitchen opens at eight.
+From the first of the month, it closes at six." >cases/6-from-line
+	printf 'Nothing but text: no header at all.\nA second line.\n' \
+	    >cases/7-no-header
+	# Bad MIME: a multipart cut before its closing boundary; Latin-1
+	# bytes labelled UTF-8.
+	{
+		msg c8@example.org 'Cut short' "$BODY3" 'MIME-Version: 1.0
+Content-Type: multipart/mixed; boundary=zz'
+		printf -- '--zz\nContent-Type: text/plain\n\n%s\n' "$BODY3"
+		printf -- '--zz\nContent-Type: application/pdf\n'
+		printf 'Content-Transfer-Encoding: base64\n\nJVBERi0xLjQK\n'
+	} >cases/8-truncated-mime
+	{
+		printf 'From: Dominique <d@example.fr>\nMessage-ID: <c9@example.fr>\n'
+		printf 'Subject: Caf\xe9\nContent-Type: text/plain; charset=utf-8\n\n'
+		printf 'Le caf\xe9 du deuxi\xe8me \xe9tage ferme \xe0 midi pour '
+		printf 'travaux, d\xe9sol\xe9s pour la g\xeane.\n'
+	} >cases/9-wrong-charset
+	[ "$(stat -c %s cases/5-big)" -gt 40000000 ]
+}
+
+# The checksums of the files in the directories $@, a line each, sorted,
+# with the X-Mhfilter fields the mark recipes add left out, and blank lines
+# at the end (procmail adds one to what a filter returns, as "| cat" shows).
+sums() {
+	local f
+
+	for f in $(find "$@" -type f | sort); do
+		grep -av '^X-Mhfilter: ' "$f" |
+		    sed -e ':a' -e '/^\n*$/{$d;N;ba' -e '}' | md5sum
+	done | sort
+}
+
+# Were the cases delivered as sent: the re-sent copy alone into the
+# duplicates' directory $2, every other into the inbox $1, byte for byte?
+assert_delivered() {
+	local in="$1" dup="$2"
+
+	[ "$(sums "$in")" = "$(sums cases ! -name 4-resent)" ] ||
+	    fail "inbox $in:" "$(ls -l "$in")" "$(head -c 2000 log 2>/dev/null)"
+	[ "$(sums "$dup")" = "$(sums cases -name 4-resent)" ] ||
+	    fail "duplicates $dup:" "$(ls -l "$dup")" "$(head -c 2000 log 2>/dev/null)"
 }
 
 @test "mbox: the unique messages out byte for byte, the re-sent base64 copy dropped" {
@@ -293,31 +379,59 @@ make_mbox() {
 	mhrun -f mail --stats -p in.mbox
 	assert_status 0
 	assert_stat records 6
-	assert_stat invalid 1
+	assert_stat unchecked 1
+	assert_stat invalid 0
 	# The Latin-1 text became UTF-8: the same as the other.
 	grep -q "^b5@example.org	b6@example.org	" "$T/out" || fail "$(cat "$T/out")"
 	# The position is the line of the message's From_ line.
 	assert_err_has "in.mbox:12: not a mail message"
+	assert_err_has "passed through unchecked"
 	[ "$(sed -n 12p in.mbox)" = 'From junk Tue Jul  1 10:00:00 2025' ]
-	# The truncated one was read: its text is the NUL one's, nearly.
-	grep -q "^b3@example.org	b4@example.org	" "$T/out"
-	mhrun -f mail --on-bad-input fail in.mbox
-	assert_status 3
+	# The truncated one was read: its text is the NUL one's, nearly (its
+	# truncated attachment's digest aside).
+	mhrun -f mail -t 0.6 -p in.mbox
+	grep -q "^b3@example.org	b4@example.org	" "$T/out" || fail "$(cat "$T/out")"
+	# Nothing is lost: every message is written, the junk one as read,
+	# under --on-bad-input fail too (mail that cannot be judged is not bad
+	# input: it is delivered).
+	# --annotate says why in a header field, where there is a header to
+	# add one to; the junk has none, and is written unchanged.
+	{ cat in.mbox; echo; } >expected
+	for policy in skip fail; do
+		mhrun -f mail --on-bad-input "$policy" -a in.mbox
+		assert_status 0
+		grep -av '^X-Mhfilter: ' "$T/out" >got
+		assert_same expected got
+		[ "$(grep -c '^X-Mhfilter: ' "$T/out")" -eq 5 ]
+	done
+	# Without it, the unique ones: all but b6, b5's copy, each with its
+	# blank line.
+	mhrun -f mail in.mbox
+	assert_status 0
+	awk '/^From / { n++ } n != 6' in.mbox >expected
+	assert_same expected "$T/out"
 }
 
-@test "a message over a --max-bytes smaller than a separator, from a pipe in pieces" {
-	# Fewer bytes read than the reader keeps of an over-long message for
-	# a separator's start (a read before the buffer, seen by ASan).
+@test "a message over a --max-message smaller than a separator, from a pipe in pieces" {
+	# Fewer bytes read than a separator's start: the message still comes
+	# out whole, unjudged.
+	(printf 'From '; msg tiny@example.org 'Tiny' x) >sent
+	{ cat sent; echo; } >expected
 	for max in 1 3 6; do
-		mhrun -f mail --max-bytes "$max" --stats < <(printf 'From '
+		mhrun -f mail --max-message "$max" --stats < <(printf 'From '
 		    sleep 0.2; msg tiny@example.org 'Tiny' x)
 		assert_status 0
 		assert_stat records 1
-		assert_stat too_long 1
+		assert_stat unchecked 1
+		assert_err_has "stdin:1: over --max-message: passed through"
+		# As read, and an mbox's blank line after it.
+		assert_same expected "$T/out"
 	done
 }
 
-@test "a message over --max-bytes is a bad record; a 50 MB attachment under 64M is read" {
+# A message of about 51 MB, a 38 MB attachment, then a small one whose text
+# is the big one's; into in.mbox.
+make_big_mbox() {
 	{
 		echo 'From a@example.org Tue Jul  1 10:00:00 2025'
 		msg big@example.org 'Big' "$BODY1" 'MIME-Version: 1.0
@@ -332,31 +446,64 @@ Content-Type: multipart/mixed; boundary=zz'
 		msg small@example.org 'Release notes' "$BODY1"
 	} >in.mbox
 	[ "$(stat -c %s in.mbox)" -gt 50000000 ]
-	mhrun -f mail --max-bytes 1M --stats in.mbox
+}
+
+@test "a message over --max-message is passed through whole, in order, unjudged; a 50 MB attachment is judged on its text" {
+	make_big_mbox
+	mhrun -f mail --max-message 1M --stats in.mbox
 	assert_status 0
-	assert_stat too_long 1
-	assert_err_has "in.mbox:1: record of"
-	assert_err_has "over --max-bytes"
-	# The next message is still read, with its own position.
-	mhrun -f mail --max-bytes 1M -p in.mbox
+	assert_stat records 2
+	assert_stat unchecked 1
+	assert_err_has "in.mbox:1: over --max-message: passed through unchecked"
+	# Both out, byte for byte, with the final blank line of an mbox.
+	{ cat in.mbox; echo; } >expected
+	assert_same expected "$T/out"
+	# It costs the limit, not the message.
+	[ "$(stat_of max_rss_kb)" -lt 40000 ] ||
+	    fail "max_rss_kb $(stat_of max_rss_kb) for --max-message 1M"
+	# Under --annotate, the reason in its header field, the rest as read.
+	mhrun -f mail --max-message 1M -a in.mbox
+	assert_status 0
+	[ "$(sed -n 2p "$T/out")" = 'X-Mhfilter: unchecked; reason=too-large' ]
+	grep -v '^X-Mhfilter: ' "$T/out" >got
+	assert_same expected got
+	# One message on stdin (--single, the mark filter) and -z: the same.
+	sed -n '2,/^--zz--$/p' in.mbox >one
+	mhrun -f mail --single -a --max-message 1M <one
+	assert_status 0
+	{ echo 'X-Mhfilter: unchecked; reason=too-large'; cat one; } >expected1
+	assert_same expected1 "$T/out"
+	{ cat one; printf '\0'; } >one.z
+	mhrun -f mail -z --max-message 1M --stats one.z
+	assert_status 0
+	assert_stat unchecked 1
+	assert_same one.z "$T/out"
+	# --duplicates writes the duplicates only: not it.
+	mhrun -f mail --max-message 1M -D in.mbox
 	assert_status 0
 	[ ! -s "$T/out" ]
-	{ head -c 300 in.mbox; echo; } | mhrun -f mail --max-bytes 100 --stats
-	assert_err_has "stdin:1: record of"
-	mhrun -f mail --max-bytes 64M --stats -p in.mbox
+	# The default limit (256M): the text is the plain part and the
+	# attachment's digest, and the small one, the plain part alone, its
+	# near-duplicate.
+	mhrun -f mail --stats -t 0.6 -p in.mbox
 	assert_status 0
-	assert_stat too_long 0
-	# Its text is the plain part only: the small one is its duplicate.
+	assert_stat unchecked 0
 	grep -q "^big@example.org	small@example.org	" "$T/out"
-	# Memory: the message and the reader's buffer, not the decoded
-	# attachment on top (under 4 times the message; 8 with ASan's
-	# redzones and quarantine).
+	# Memory: the message, the reader's buffer and the batch's copy, not
+	# the decoded attachment on top (under 4 times the message; 8 with
+	# ASan's redzones and quarantine).
 	limit=200000
 	if ldd "$MHFILTER" 2>/dev/null | grep -q libasan; then
 		limit=400000
 	fi
 	[ "$(stat_of max_rss_kb)" -lt "$limit" ] ||
 	    fail "max_rss_kb $(stat_of max_rss_kb), limit $limit"
+	# A text over --max-bytes is not judged either, and is written.
+	mhrun -f mail --max-bytes 100 --stats in.mbox
+	assert_status 0
+	assert_stat unchecked 2
+	assert_err_has "in.mbox:1: its text is over --max-bytes"
+	assert_same expected "$T/out"
 }
 
 @test "--mda: exit 1 for a new message, 0 for a duplicate; usage errors" {
@@ -381,31 +528,6 @@ Content-Type: multipart/mixed; boundary=zz'
 	assert_status 2
 	mhrun --single <a
 	assert_status 2
-}
-
-@test "procmail with the contrib recipe: the duplicate in its own folder, the original in the inbox" {
-	command -v procmail >/dev/null || skip "procmail is not installed (Debian package procmail)"
-	mkdir mail
-	sed -e "s|^MHFILTER=.*|MHFILTER=$MHFILTER|" \
-	    -e "s|^MAILDIR=.*|MAILDIR=$T/mail|" \
-	    -e "s|^MHFILTER_DB=.*|MHFILTER_DB=$T/db|" \
-	    "$TESTDIR/../contrib/procmailrc" >rc
-	printf 'LOGFILE=%s/log\n' "$T" >>rc
-	{ echo 'From a@example.org Tue Jul  1 10:00:00 2025';
-	    msg p1@example.org 'Release notes' "$BODY1"; } >m1
-	{ echo 'From b@example.org Tue Jul  1 11:00:00 2025';
-	    msg p2@example.org 'Fwd: Release notes' "$BODY1" \
-	    'Received: from relay.example.net'; } >m2
-	{ echo 'From c@example.org Tue Jul  1 12:00:00 2025';
-	    msg p3@example.org 'Lunch' "$BODY2"; } >m3
-	for m in m1 m2 m3; do
-		timeout 60 procmail -m rc <$m || fail "procmail $m: $?" "$(cat log)"
-	done
-	[ "$(ls mail/inbox/new | wc -l)" -eq 2 ] || fail "$(cat log)"
-	[ "$(ls mail/duplicates/new | wc -l)" -eq 1 ] || fail "$(cat log)"
-	grep -q '^Message-ID: <p2@example.org>' mail/duplicates/new/*
-	grep -l '^Message-ID: <p1@example.org>' mail/inbox/new/*
-	grep -l '^Message-ID: <p3@example.org>' mail/inbox/new/*
 }
 
 @test "--retain goes by the Date of a message; one without a Date is as old as its reading" {
@@ -436,8 +558,219 @@ Content-Type: multipart/mixed; boundary=zz'
 	grep -q '^Message-ID: <k1@example.org>' out.mbox
 }
 
-@test "maildrop with the contrib recipe (skipped without maildrop)" {
+@test "every case through the mbox pipe: the re-sent copy in --duplicates' output, every other message in order as read" {
+	make_cases
+	for f in cases/*; do
+		echo 'From sender@example.org Tue Jul  1 10:00:00 2025'
+		cat "$f"
+		echo
+	done >in.mbox
+	mhrun -f mail --db db --stats in.mbox
+	assert_status 0
+	assert_stat records 9
+	assert_stat duplicates 1
+	assert_stat unchecked 1
+	# All but the fourth, each with its From_ line and blank line.
+	awk '/^From sender/ { n++ } n != 4' in.mbox >expected
+	assert_same expected "$T/out"
+	mhrun -f mail --db db2 -D in.mbox
+	assert_status 0
+	{ echo 'From sender@example.org Tue Jul  1 10:00:00 2025'
+	  cat cases/4-resent; echo; } >expected
+	assert_same expected "$T/out"
+}
+
+@test "--duplicates-to: the re-sent copy quarantined in an mbox or a Maildir in the same pass, with its field; every other message out" {
+	make_cases
+	for f in cases/*; do
+		echo 'From sender@example.org Tue Jul  1 10:00:00 2025'
+		cat "$f"
+		echo
+	done >in.mbox
+	awk '/^From sender/ { n++ } n != 4' in.mbox >expected
+	mhrun -f mail --db db --duplicates-to q.mbox in.mbox
+	assert_status 0
+	assert_same expected "$T/out"
+	[ "$(grep -c '^From sender' q.mbox)" -eq 1 ]
+	grep -q '^X-Mhfilter: duplicate; of=<c1@example.org>; similarity=1.00' q.mbox
+	grep -v '^X-Mhfilter: ' q.mbox >got
+	{ echo 'From sender@example.org Tue Jul  1 10:00:00 2025'
+	  cat cases/4-resent; echo; } >want
+	assert_same want got
+	# Appended: a second run adds to it.
+	mhrun -f mail --db db2 --duplicates-to q.mbox in.mbox
+	assert_status 0
+	[ "$(grep -c '^From sender' q.mbox)" -eq 2 ]
+	# A Maildir (made if missing): the message as sent, a file of its
+	# own in new/, without the From_ line.
+	mhrun -f mail --db db3 --duplicates-to quarantine/ in.mbox
+	assert_status 0
+	assert_same expected "$T/out"
+	[ "$(ls quarantine/new | wc -l)" -eq 1 ]
+	[ -d quarantine/cur ] && [ -d quarantine/tmp ]
+	[ "$(ls quarantine/tmp | wc -l)" -eq 0 ]
+	grep -av '^X-Mhfilter: ' quarantine/new/* >got
+	assert_same cases/4-resent got
+	# mboxrd quoting of the input undone in the Maildir.
+	{ echo 'From a@example.org Tue Jul  1 10:00:00 2025'
+	  msg q1@example.org 'Quoted' "$BODY2"$'\n\n>From the kitchen.'
+	  echo
+	  echo 'From b@example.org Tue Jul  1 10:00:00 2025'
+	  msg q2@example.org 'Quoted' "$BODY2"$'\n\n>From the kitchen.'
+	} >quoted.mbox
+	mhrun -f mail --duplicates-to qq/ quoted.mbox
+	assert_status 0
+	grep -q '^From the kitchen\.$' qq/new/* || fail "$(cat qq/new/*)"
+	# Not with another output mode; a path that cannot be made.
+	mhrun -f mail -a --duplicates-to q.mbox in.mbox
+	assert_status 2
+	assert_err_has "--duplicates-to goes with"
+	mhrun -f mail --duplicates-to /nonexistent/dir/ in.mbox
+	assert_status 1
+	assert_err_has "--duplicates-to /nonexistent/dir"
+	[ ! -s "$T/out" ]
+}
+
+@test "--mail-allow and --mail-min-text: such mail is never judged, and passes" {
+	msg a1@example.org 'Weekly status' "$BODY1" >a
+	msg a2@example.org 'Weekly status' "$BODY1" \
+	    'List-Id: Announcements <announce.example.org>' >b
+	msg a3@example.org 'Weekly status' "$BODY1" >c
+	# b and c are copies of a, but b is from an allowed list, and c...
+	sed -i 's/^From: .*/From: Bob <bob@Trusted.example.com>/' c
+	mhrun -f mail --stats -a --mail-allow list-id:announce.example.org \
+	    --mail-allow from:@trusted.example.com a b c
+	assert_status 0
+	assert_stat duplicates 0
+	assert_stat unchecked 2
+	[ "$(grep -c '^X-Mhfilter: unchecked; reason=allowed$' "$T/out")" -eq 2 ]
+	# Without the rules, both are duplicates.
+	mhrun -f mail --stats a b c
+	assert_stat duplicates 2
+	# To: and Delivered-To: are the recipient's.
+	mhrun -f mail --stats --mail-allow to:users@lists.example.org a b
+	assert_stat unchecked 2
+	# Short replies in one thread are not copies of each other ...
+	msg t1@example.org 'Re: Weekly status' 'Thanks!' >t1
+	msg t2@example.org 'Re: Weekly status' 'Thanks!' \
+	    'From: Carol <carol@example.org>' >t2
+	mhrun -f mail --stats -a t1 t2
+	assert_status 0
+	assert_stat duplicates 0
+	assert_stat unchecked 2
+	[ "$(grep -c '^X-Mhfilter: unchecked; reason=too-short$' "$T/out")" -eq 2 ]
+	# ... unless asked; the limit itself is judged.
+	mhrun -f mail --stats --mail-min-text 0 t1 t2
+	assert_stat duplicates 1
+	mhrun -f mail --stats --mail-min-text 8 t1 t2
+	assert_stat duplicates 1
+	mhrun -f mail --stats --mail-min-text 9 t1 t2
+	assert_stat duplicates 0
+	# A rule that is not one.
+	for bad in list:x from: 'to:a b' nothing; do
+		mhrun -f mail --mail-allow "$bad" a
+		assert_status 2
+		assert_err_has "use list-id:ID, from:ADDRESS or to:ADDRESS"
+	done
+}
+
+@test "--pairs: a message delivered again with its Message-ID pairs with itself" {
+	msg r1@example.org 'Weekly status' "$BODY1" >a
+	mhrun -f mail --db db -p a
+	assert_status 0
+	[ ! -s "$T/out" ]
+	mhrun -f mail --db db -p a
+	assert_status 0
+	printf 'r1@example.org\tr1@example.org\t1.0000\n' | assert_out
+	mhrun --mda --db db <a
+	assert_status 0
+	mhrun -f mail --db db -a a
+	grep -q '^X-Mhfilter: duplicate; seen; of=<r1@example.org>; similarity=1.00$' "$T/out"
+	# -v: a line a message, with its Message-ID and verdict (a delivery
+	# agent's log); none without.
+	mhrun -v --mda --db db <a
+	assert_err_has "stdin:1: <r1@example.org>: seen, a duplicate of <r1@example.org>, similarity 1.00"
+	msg r2@example.org 'Other' "$BODY2" >b
+	mhrun -v --mda --db db <b
+	assert_status 1
+	assert_err_has "stdin:1: <r2@example.org>: unique"
+	mhrun --mda --db db <a
+	[ ! -s "$T/err" ]
+}
+
+@test "every case through --mda: 0 for the re-sent copy only" {
+	make_cases
+	for f in cases/*; do
+		mhrun --mda --db db <"$f"
+		case "$f" in
+		*resent) assert_status 0 ;;
+		*) assert_status 1 ;;
+		esac
+	done
+	# --print-verdict: the word, and 0 (Sieve's execute :output).
+	mhrun --mda --print-verdict --db db <cases/4-resent
+	assert_status 0
+	[ "$(cat "$T/out")" = duplicate ]
+	mhrun --mda --print-verdict --db db <cases/7-no-header
+	assert_status 0
+	[ "$(cat "$T/out")" = unchecked ]
+	msg c8@example.org 'New' 'A message of its own, about nothing that came
+before it: the printer on the second floor is fixed.' >new
+	mhrun --mda --print-verdict --db db <new
+	assert_status 0
+	[ "$(cat "$T/out")" = unique ]
+	mhrun --print-verdict -f mail <new
+	assert_status 2
+	assert_err_has "--print-verdict goes with --mda"
+}
+
+# The contrib procmail recipes, with this mhfilter and a Maildir of the
+# test's own, into rc; $1 "mark" for the marking filter instead.
+procmail_rc() {
+	sed -e "s|^MHFILTER=.*|MHFILTER=$MHFILTER|" \
+	    -e "s|^MAILDIR=.*|MAILDIR=$T/mail|" \
+	    -e "s|^MHFILTER_DB=.*|MHFILTER_DB=$T/db|" \
+	    "$TESTDIR/../contrib/procmailrc" >rc
+	if [ "${1:-}" = mark ]; then
+		# The filing recipe out, the marking one in.
+		awk '/^:0 HB$/ { skip = 3 } skip > 0 { skip--; next }
+		    /^# :0/ { on = 1 } on && /^#( |$)/ { sub(/^# ?/, "") } 1' \
+		    rc >rc.mark && mv rc.mark rc
+		grep -q '^| \$MHFILTER -f mail --single --annotate' rc ||
+		    fail "no marking recipe:" "$(cat rc)"
+	fi
+	printf 'LOGFILE=%s/log\n' "$T" >>rc
+}
+
+@test "procmail with the contrib recipe: only the re-sent copy filed as a duplicate, every other message delivered as sent" {
+	command -v procmail >/dev/null || skip "procmail is not installed (Debian package procmail)"
+	make_cases
+	mkdir mail
+	procmail_rc
+	for m in cases/*; do
+		timeout 60 procmail -m rc <"$m" || fail "procmail $m: $?" "$(cat log)"
+	done
+	assert_delivered mail/inbox/new mail/duplicates/new
+}
+
+@test "procmail with the contrib marking filter: every message whole, marked; the re-sent copy filed" {
+	command -v procmail >/dev/null || skip "procmail is not installed (Debian package procmail)"
+	make_cases
+	mkdir mail
+	procmail_rc mark
+	for m in cases/*; do
+		timeout 60 procmail -m rc <"$m" || fail "procmail $m: $?" "$(cat log)"
+	done
+	assert_delivered mail/inbox/new mail/duplicates/new
+	grep -l '^X-Mhfilter: unchecked; reason=' mail/inbox/new/* >/dev/null &&
+	    fail "the no-header message got a field"
+	[ "$(grep -l '^X-Mhfilter: unique$' mail/inbox/new/* | wc -l)" -eq 7 ]
+	grep -q '^X-Mhfilter: duplicate; of=<c1@example.org>' mail/duplicates/new/*
+}
+
+@test "maildrop with the contrib recipe: only the re-sent copy filed as a duplicate, every other message delivered as sent" {
 	command -v maildrop >/dev/null || skip "maildrop is not installed (Debian package maildrop)"
+	make_cases
 	mkdir -p Maildir/cur Maildir/new Maildir/tmp
 	mkdir -p Maildir/.Duplicates/cur Maildir/.Duplicates/new \
 	    Maildir/.Duplicates/tmp
@@ -446,15 +779,11 @@ Content-Type: multipart/mixed; boundary=zz'
 	    "$TESTDIR/../contrib/mailfilter"; echo "to \"$T/Maildir/\""; } >mf
 	grep -q "MHFILTER_DB=\"$T/.mhfilter\"" mf || fail "$(cat mf)"
 	chmod 600 mf
-	msg w1@example.org 'Release notes' "$BODY1" >m1
-	msg w2@example.org 'Fwd: Release notes' "$BODY1" 'Received: from x' >m2
-	for m in m1 m2; do
-		timeout 60 maildrop mf <$m ||
-		    fail "maildrop $m: $?"
+	for m in cases/*; do
+		timeout 60 maildrop mf <"$m" >>log 2>&1 ||
+		    fail "maildrop $m: $?" "$(cat log)"
 	done
-	[ "$(ls Maildir/new | wc -l)" -eq 1 ]
-	[ "$(ls Maildir/.Duplicates/new | wc -l)" -eq 1 ]
-	grep -q '^Message-ID: <w2@example.org>' Maildir/.Duplicates/new/*
+	assert_delivered Maildir/new Maildir/.Duplicates/new
 }
 
 @test "mbox: a compressed mailbox is read like the plain one" {
@@ -471,11 +800,11 @@ Content-Type: multipart/mixed; boundary=zz'
 	assert_same plain.out xz.out
 }
 
-@test "Sieve with the contrib script, through Pigeonhole's vnd.dovecot.execute (skipped without sieve-test)" {
+@test "Sieve with the contrib script, through Pigeonhole's vnd.dovecot.execute: only the re-sent copy filed, every other message delivered as sent" {
 	local s="$TESTDIR/../contrib/mhfilter.sieve" m
 
-	command -v sieve-test >/dev/null || skip "sieve-test is not" \
-	    "installed (optional: Debian package dovecot-sieve)"
+	command -v sieve-test >/dev/null ||
+	    skip "sieve-test is not installed (optional: Debian package dovecot-sieve)"
 	# The wrapper and the settings that the script's comments give, with
 	# this mhfilter and a program directory of the test's own; a
 	# configuration file of the test's own, not /etc/dovecot's.
@@ -505,19 +834,15 @@ Content-Type: multipart/mixed; boundary=zz'
 		chmod 755 "$T"
 		chown -R nobody home
 	fi
-	msg v1@example.org 'Release notes' "$BODY1" >m1
-	msg v2@example.org 'Fwd: Release notes' "$BODY1" \
-	    'Received: from relay.example.net' >m2
-	msg v3@example.org 'Lunch' "$BODY2" >m3
-	for m in m1 m2 m3; do
+	make_cases
+	for m in cases/*; do
 		HOME="$T/home" timeout 60 sieve-test -c dovecot.conf -e \
-		    -l "maildir:$T/home/Maildir" home/mhfilter.sieve $m \
+		    -l "maildir:$T/home/Maildir" home/mhfilter.sieve "$m" \
 		    >>log 2>&1 || fail "sieve-test $m: $?" "$(cat log)"
 	done
-	[ "$(ls home/Maildir/new | wc -l)" -eq 2 ] || fail "$(cat log)"
-	[ "$(ls home/Maildir/.Duplicates/new | wc -l)" -eq 1 ] ||
-	    fail "$(cat log)"
-	grep -q '^Message-ID: <v2@example.org>' home/Maildir/.Duplicates/new/*
-	grep -q '^Message-ID: <v1@example.org>' home/Maildir/new/*
-	grep -q '^Message-ID: <v3@example.org>' home/Maildir/new/*
+	# Dovecot stores with the line ends it was given.
+	assert_delivered home/Maildir/new home/Maildir/.Duplicates/new
+	# No execution was logged as failed (the verdict is the output).
+	grep -i 'fail' log && fail "$(cat log)"
+	true
 }

@@ -61,6 +61,33 @@ files_remove(char **paths, int n)
 	}
 }
 
+/*
+ * A message over the limit comes in pieces, the first in rr: put together,
+ * they must be want's data, with the first one's line and the last one's
+ * delimiter.
+ */
+static void
+expect_pieces(struct input *in, struct rawrec *rr, const struct want *want)
+{
+	struct buf	 whole = { 0 };
+	char		*cause = NULL;
+
+	assert_int_equal(rr->piece, 1);
+	assert_false(rr->toolong);
+	assert_non_null(want->data);
+	buf_append(&whole, rr->data, rr->len);
+	while (rr->more) {
+		assert_int_equal(input_next(in, rr, &cause), 1);
+		assert_int_equal(rr->piece, 2);
+		assert_int_equal(rr->line, want->line);
+		buf_append(&whole, rr->data, rr->len);
+	}
+	assert_int_equal(rr->delimited, want->delimited);
+	assert_int_equal(whole.len, want->len);
+	assert_memory_equal(whole.data, want->data, want->len);
+	buf_free(&whole);
+}
+
 /* Read in to its end; every record must be the next of want[n]. */
 static void
 expect_records(struct input *in, const struct want *want, size_t n)
@@ -72,10 +99,14 @@ expect_records(struct input *in, const struct want *want, size_t n)
 	for (i = 0; i < n; i++) {
 		if (input_next(in, &rr, &cause) != 1)
 			fail_msg("record %zu: none (%s)", i, cause ? cause : "");
-		assert_int_equal(rr.delimited, want[i].delimited);
 		assert_int_equal(rr.line, want[i].line);
 		if (want[i].file != NULL)
 			assert_string_equal(rr.file, want[i].file);
+		if (rr.piece != 0) {
+			expect_pieces(in, &rr, &want[i]);
+			continue;
+		}
+		assert_int_equal(rr.delimited, want[i].delimited);
 		if (want[i].data == NULL) {
 			assert_true(rr.toolong);
 			assert_int_equal(rr.fulllen, want[i].len);
@@ -206,6 +237,77 @@ test_huge(void **state)
  * paragraph or a quoted one; the last one loses the blank line before the
  * end of the file.  Bytes are kept as read.
  */
+/* A From_ line has a sender and a date; a body line "From ..." has not. */
+static void
+test_from_line(void **state)
+{
+	static const char *const yes[] = {
+		"From alice@example.org Tue Jul  1 10:00:00 2025",
+		"From alice@example.org Tue Jul  1 10:00:00 2025\r",
+		"From alice@example.org  Tue Jul 1 10:00 2025",
+		"From alice@example.org Tue Jul  1 10:00:00 +0000 2025",
+		"From alice@example.org Tue Jul  1 10:00:00 2025 +0000",
+		"From alice@example.org Tue Jul  1 10:00:00 CEST 2025",
+		"From \"Alice Smith\"@example.org Tue Jul  1 10:00:00 2025",
+		"From alice at example.org  Tue Jul  1 10:00:00 2025",
+		"From MAILER-DAEMON Fri Nov 27 09:00:00 2026",
+		"From  Tue Jul  1 10:00:00 2025",
+		"From tue Tue Jul  1 10:00:00 2025",
+		"From uucp Tue Jul  1 10:00:00 2025 remote from host",
+	};
+	static const char *const no[] = {
+		"From now on, we meet on Tuesdays.",
+		"From the kitchen staff.",
+		"From Tue Jul to Wed Aug",
+		"From alice@example.org Tue Jul  1 10:00:00 and then 2025",
+		"From alice@example.org",
+		"From alice@example.org Tue Jul  1 2025",
+		"From alice@example.org Tue Jul  1 10:00:00",
+		"From alice@example.org Tue Jul  1 1000 2025",
+		"From alice@example.org Tue Jul 123 10:00:00 2025",
+		"From alice@example.org Tue July  1 10:00:00 2025",
+		"From \"Alice Tue Jul  1 10:00:00 2025",
+		"From: alice@example.org",
+		"From",
+		">From alice@example.org Tue Jul  1 10:00:00 2025",
+	};
+	size_t	 i;
+
+	for (i = 0; i < sizeof yes / sizeof yes[0]; i++) {
+		if (!input_from_line(yes[i], strlen(yes[i])))
+			fail_msg("not a From_ line: %s", yes[i]);
+	}
+	for (i = 0; i < sizeof no / sizeof no[0]; i++) {
+		if (input_from_line(no[i], strlen(no[i])))
+			fail_msg("taken for a From_ line: %s", no[i]);
+	}
+}
+
+/* An unquoted "From " line after a blank line is body text, not a cut. */
+static void
+test_mbox_unquoted(void **state)
+{
+	static const char	 m1[] = "From a Tue Jul  1 10:00:00 2025\n"
+	    "Subject: one\n\nbody\n\nFrom now on, we meet on Tuesdays.\n"
+	    "\nFrom the kitchen staff.\n\nFrom here\n";
+	static const char	 m2[] = "From b Tue Jul  1 10:00:00 2025\n"
+	    "Subject: two\n\nlast\n";
+	static const struct want want[] = {
+		{ m1, sizeof m1 - 1, 1, NULL, 1 },
+		{ m2, sizeof m2 - 1, 0, NULL, 12 },
+	};
+	struct buf		 b = { 0 };
+	size_t			 max;
+
+	buf_append(&b, m1, sizeof m1 - 1);
+	buf_append(&b, "\n", 1);
+	buf_append(&b, m2, sizeof m2 - 1);
+	/* Whole, and in pieces around the "From " lines. */
+	for (max = 8; max <= 1000; max += max < 100 ? 1 : 900)
+		expect_file(b.data, b.len, INPUT_MBOX, max, want, 2);
+	buf_free(&b);
+}
+
 static void
 test_mbox_crlf(void **state)
 {
@@ -268,8 +370,9 @@ test_mbox_crlf_reads(void **state)
 		want[1] = (struct want){ m2, sizeof m2 - 1, 0, NULL,
 		    lines + 2 };
 		expect_file(b.data, b.len, INPUT_MBOX, 1024 * 1024, want, 2);
-		want[0].data = NULL;
+		/* Over the limit: in pieces, none lost, the separator whole. */
 		expect_file(b.data, b.len, INPUT_MBOX, 1000, want, 2);
+		expect_file(b.data, b.len, INPUT_MBOX, 40, want, 2);
 	}
 	buf_free(&b);
 }
@@ -501,6 +604,8 @@ main(void)
 		cmocka_unit_test(test_huge),
 		cmocka_unit_test(test_mbox_crlf),
 		cmocka_unit_test(test_mbox_crlf_reads),
+		cmocka_unit_test(test_from_line),
+		cmocka_unit_test(test_mbox_unquoted),
 		cmocka_unit_test(test_many),
 		cmocka_unit_test(test_files),
 		cmocka_unit_test(test_missing),

@@ -92,13 +92,22 @@ static const struct mcase {
 	    "_______________________________________________\nusers mailing "
 	    "list\n--XX--\n", 0, MAIL_STRIP_DEFAULT, NULL, "the html body",
 	    "mailing list" },
-	{ "attachment skipped", HDR MIME "Subject: t\nContent-Type: "
+	/* Attachments: the SHA-256 of their decoded content, not their text
+	   (sha256sum of "secret" and of three NUL bytes, 32 digits). */
+	{ "attachments as digests", HDR MIME "Subject: t\nContent-Type: "
 	    "multipart/mixed; boundary=XX\n\n--XX\nContent-Type: text/plain\n"
 	    "\nsee attached\n--XX\nContent-Type: text/plain; name=a.txt\n"
 	    "Content-Disposition: attachment; filename=a.txt\n\nsecret\n"
 	    "--XX\nContent-Type: application/octet-stream\n"
 	    "Content-Transfer-Encoding: base64\n\nAAAA\n--XX--\n", 0,
-	    MAIL_STRIP_DEFAULT, "t\nsee attached\n", NULL, NULL },
+	    MAIL_STRIP_DEFAULT, "t\nsee attached\n"
+	    "attachment 2bb80d537b1da3e38bd30361aa855686\n"
+	    "attachment 709e80c88487a2411e1ee4dfb9f22a86\n", NULL, NULL },
+	{ "attachment only", HDR MIME "Subject: scan\nContent-Type: "
+	    "multipart/mixed; boundary=XX\n\n--XX\nContent-Type: image/png\n"
+	    "Content-Transfer-Encoding: base64\n\nAAAA\n--XX--\n", 0,
+	    MAIL_STRIP_DEFAULT,
+	    "scan\nattachment 709e80c88487a2411e1ee4dfb9f22a86\n", NULL, NULL },
 	{ "pgp signature part skipped", HDR MIME "Subject: g\nContent-Type: "
 	    "multipart/signed; protocol=\"application/pgp-signature\"; "
 	    "micalg=pgp-sha256; boundary=XX\n\n--XX\nContent-Type: text/plain\n"
@@ -209,7 +218,7 @@ test_id_time(void **state)
 {
 	struct buf	 id = { 0 };
 	int64_t		 t;
-	char		*s;
+	char		*s, first[21];
 
 	s = extract(HDR "Subject: x\n\ny\n", MAIL_STRIP_DEFAULT, &id, &t);
 	assert_int_equal(id.len, strlen("Abc.123@example.org"));
@@ -225,11 +234,31 @@ test_id_time(void **state)
 	assert_int_equal(t, 1751364000);
 	free(s);
 
-	/* Missing: empty id (the record number is used), time 0 (now). */
+	/*
+	 * Missing: an id of the content (Date, From and the text), time 0
+	 * (now).  The same again (other Received fields) has the same id;
+	 * another text or sender, another.
+	 */
 	s = extract("From: a@b\nSubject: x\n\ny\n", MAIL_STRIP_DEFAULT, &id,
 	    &t);
-	assert_int_equal(id.len, 0);
+	assert_int_equal(id.len, 21);
+	assert_memory_equal(id.data, "noid-", 5);
+	memcpy(first, id.data, 21);
 	assert_int_equal(t, 0);
+	free(s);
+	s = extract("Received: from x\nFrom: a@b\nSubject: x\n\ny\n",
+	    MAIL_STRIP_DEFAULT, &id, &t);
+	assert_int_equal(id.len, 21);
+	assert_memory_equal(id.data, first, 21);
+	free(s);
+	s = extract("From: c@d\nSubject: x\n\ny\n", MAIL_STRIP_DEFAULT, &id,
+	    &t);
+	assert_int_equal(id.len, 21);
+	assert_memory_not_equal(id.data, first, 21);
+	free(s);
+	s = extract("From: a@b\nSubject: x\n\nz\n", MAIL_STRIP_DEFAULT, &id,
+	    &t);
+	assert_memory_not_equal(id.data, first, 21);
 	free(s);
 
 	/* Nonsense date: time 0; news: Injection-Date. */
@@ -250,26 +279,50 @@ test_id_time(void **state)
 	buf_free(&id);
 }
 
-/* What is not a message at all is an error with a cause. */
+/*
+ * What is not a message at all is not judged (1) and says why; nor is a
+ * text over the limit or a body under it (mail_set_limits).
+ */
 static void
 test_errors(void **state)
 {
+	static const char two[] = "From: a@b\nSubject: Lunch\n\nYes, at 4pm.\n";
 	struct buf	 text = { 0 }, id = { 0 };
 	int64_t		 t;
 	char		*cause = NULL;
 
-	assert_int_equal(mail_extract("", 0, 0, &text, &id, &t, &cause), -1);
-	assert_non_null(strstr(cause, "not a mail message"));
+	assert_int_equal(mail_extract("", 0, 0, &text, &id, &t, &cause), 1);
+	assert_string_equal(cause, "unreadable");
 	free(cause);
 	cause = NULL;
 	assert_int_equal(mail_extract("\0\0\0\n", 4, 0, &text, &id, &t,
-	    &cause), -1);
+	    &cause), 1);
+	assert_non_null(cause);
 	free(cause);
 	cause = NULL;
 	/* Headers but no text: not an error, an empty text. */
 	assert_int_equal(mail_extract("From: a@b\n\n", 11, 0, &text, &id, &t,
 	    &cause), 0);
 	assert_int_equal(text.len, 0);
+	/* The body is 13 bytes: judged at 13, not at 14. */
+	mail_set_limits(UINT64_MAX, 13);
+	assert_int_equal(mail_extract(two, strlen(two), 0, &text, &id, &t,
+	    &cause), 0);
+	mail_set_limits(UINT64_MAX, 14);
+	assert_int_equal(mail_extract(two, strlen(two), 0, &text, &id, &t,
+	    &cause), 1);
+	assert_string_equal(cause, "too-short");
+	free(cause);
+	/* The text is 19 bytes ("Lunch\nYes, at 4pm.\n"). */
+	mail_set_limits(19, 0);
+	assert_int_equal(mail_extract(two, strlen(two), 0, &text, &id, &t,
+	    &cause), 0);
+	mail_set_limits(18, 0);
+	assert_int_equal(mail_extract(two, strlen(two), 0, &text, &id, &t,
+	    &cause), 1);
+	assert_string_equal(cause, "text-too-large");
+	free(cause);
+	mail_set_limits(UINT64_MAX, 0);
 	buf_free(&text);
 	buf_free(&id);
 }
@@ -322,7 +375,7 @@ test_truncated(void **state)
 		cause = NULL;
 		rv = mail_extract(msg, len, MAIL_STRIP_DEFAULT, &text, &id, &t,
 		    &cause);
-		assert_true(rv == 0 || (rv == -1 && cause != NULL));
+		assert_true(rv == 0 || (rv == 1 && cause != NULL));
 		free(cause);
 	}
 	for (i = 0; i < sizeof msg - 1; i++) {
@@ -331,7 +384,7 @@ test_truncated(void **state)
 		cause = NULL;
 		rv = mail_extract(copy, sizeof msg - 1, MAIL_STRIP_DEFAULT,
 		    &text, &id, &t, &cause);
-		assert_true(rv == 0 || (rv == -1 && cause != NULL));
+		assert_true(rv == 0 || (rv == 1 && cause != NULL));
 		free(cause);
 	}
 	buf_free(&text);
@@ -342,6 +395,7 @@ test_truncated(void **state)
 static void
 test_options(void **state)
 {
+	struct pl_counts ct;
 	int	 f = MAIL_STRIP_DEFAULT;
 	char	*cause;
 
@@ -351,10 +405,23 @@ test_options(void **state)
 	assert_int_equal(f, MAIL_STRIP_QUOTES | MAIL_STRIP_FOOTER);
 	assert_int_equal(mail_strip_parse("quotes,bogus", &f, &cause), -1);
 	free(cause);
-	assert_int_equal(mail_exit_status(0, 1, EXIT_OK), MAIL_EXIT_DUPLICATE);
-	assert_int_equal(mail_exit_status(1, 0, EXIT_OK), MAIL_EXIT_UNIQUE);
-	assert_int_equal(mail_exit_status(0, 0, EXIT_OK), MAIL_EXIT_UNIQUE);
-	assert_int_equal(mail_exit_status(0, 1, EXIT_ERROR), EXIT_ERROR);
+	/* "none" goes alone. */
+	assert_int_equal(mail_strip_parse("none,quotes", &f, &cause), -1);
+	assert_non_null(strstr(cause, "'none' goes alone"));
+	free(cause);
+	memset(&ct, 0, sizeof ct);
+	ct.duplicates = 1;
+	assert_int_equal(mail_mda_status(&ct, EXIT_OK, 0), MAIL_EXIT_DUPLICATE);
+	assert_int_equal(mail_mda_status(&ct, EXIT_ERROR, 0), EXIT_ERROR);
+	ct.duplicates = 0;
+	ct.unique = 1;
+	assert_int_equal(mail_mda_status(&ct, EXIT_OK, 0), MAIL_EXIT_UNIQUE);
+	/* A message not judged (too large, no header) is delivered. */
+	ct.unique = 0;
+	ct.unchecked = 1;
+	assert_int_equal(mail_mda_status(&ct, EXIT_OK, 0), MAIL_EXIT_UNIQUE);
+	ct.unchecked = 0;
+	assert_int_equal(mail_mda_status(&ct, EXIT_OK, 0), MAIL_EXIT_UNIQUE);
 }
 
 int
