@@ -18,7 +18,7 @@ PATH="$PATH:/usr/sbin"
 setup() {
 	helpers_setup
 	command -v postfix >/dev/null ||
-	    skip "Postfix is not installed (Debian package postfix)"
+	    skip "Postfix is not installed (optional: Debian package postfix)"
 	[ "$(id -u)" -eq 0 ] ||
 	    skip "Postfix's master must be started as root"
 	getent group nogroup >/dev/null && getent passwd postfix >/dev/null ||
