@@ -33,6 +33,15 @@
  * Clients are freed only from their own callbacks or from the reap event,
  * never from inside another client's callback.  A client that goes away
  * with records in flight is kept, detached, until they are delivered.
+ *
+ * Delivery (--db): a batch is marked delivered, as the stream marks one
+ * whose output is written, only once every client with a reply in it has
+ * had its replies taken by its socket (its output buffer drained past
+ * them: struct dmark, one per batch, and a client's list of cmarks).  A
+ * batch with a reply that never went (its client went away, the daemon was
+ * killed) stays undelivered: its records are answered unique again, as
+ * replays, when they come back; one whose replies went is "seen" then,
+ * in this run or after a restart (filter.c).
  */
 
 #include "config.h"
@@ -86,9 +95,26 @@
 #define C_CLOSING	1	/* answering its last records, then closing */
 #define C_LINGER	2	/* half-closed after an error: dropping input */
 
+/* A batch's delivery marks, given once every client has its replies. */
+struct dmark {
+	struct plmarks		*m;
+	size_t			 waiting;	/* clients, and the deliverer */
+	int			 lost;		/* a reply will never go */
+};
+/* A client's part in a dmark: its replies end at byte upto. */
+struct cmark {
+	struct dmark		*dm;
+	uint64_t		 upto;
+	TAILQ_ENTRY(cmark)	 entry;
+};
+TAILQ_HEAD(cmarks, cmark);
+
 struct client {
 	struct daemon		*d;
 	struct bufferevent	*bev;
+	uint64_t		 added;		/* reply bytes queued, ever */
+	struct cmarks		 marks;		/* batches its replies end */
+	struct evbuffer_cb_entry *drain;	/* client_drained */
 	int			 tls;		/* accepted on a tls: listener */
 	int			 tls_up;	/* the handshake is done */
 	int			 tls_done;	/* close_notify sent, or broken */
@@ -171,6 +197,7 @@ struct daemon {
 };
 
 static int	daemon_listen(struct daemon *, const char *, char **);
+static int	daemon_has_listener(struct daemon *, const char *);
 static int	daemon_listen_unix(struct daemon *, const char *, char **);
 static int	daemon_listen_tcp(struct daemon *, const char *, int,
 		    char **);
@@ -220,6 +247,9 @@ static void	client_fail(struct client *, const char *, const char *,
 static void	client_settle(struct client *);
 static void	client_finish(struct client *);
 static void	client_reply(struct client *, const struct buf *);
+static void	client_marks(struct client *, int);
+static void	client_drained(struct evbuffer *,
+		    const struct evbuffer_cb_info *, void *);
 static void	client_id(struct client *, struct buf *);
 static void	reply_verdict(struct buf *, const struct record *,
 		    const struct verdict *);
@@ -638,6 +668,23 @@ daemon_activated(struct daemon *d, char **cause)
 	return (rv);
 }
 
+/*
+ * Is there a listener (from systemd) on the address spec names?  Its name
+ * is the socket's own address, then " (from systemd)".
+ */
+static int
+daemon_has_listener(struct daemon *d, const char *spec)
+{
+	size_t	 i, n = strlen(spec);
+
+	for (i = 0; i < d->nls; i++) {
+		if (strncmp(d->ls[i].name, spec, n) == 0 &&
+		    (d->ls[i].name[n] == '\0' || d->ls[i].name[n] == ' '))
+			return (1);
+	}
+	return (0);
+}
+
 /* Make the HTTP server of /metrics and /healthz (metrics.c), once. */
 static int
 daemon_http(struct daemon *d, char **cause)
@@ -800,6 +847,7 @@ client_new(struct daemon *d, int fd, const char *peer, int tls)
 	c = xcalloc(1, sizeof *c);
 	c->d = d;
 	c->conn = ++d->connections;
+	TAILQ_INIT(&c->marks);
 	snprintf(c->peer, sizeof c->peer, "%s", peer);
 	evutil_make_socket_nonblocking(fd);
 	if ((c->tls = tls))
@@ -810,6 +858,8 @@ client_new(struct daemon *d, int fd, const char *peer, int tls)
 	if (c->bev == NULL)
 		fatalx("bufferevent_socket_new failed");
 	bufferevent_setcb(c->bev, client_read, client_write, client_event, c);
+	c->drain = evbuffer_add_cb(bufferevent_get_output(c->bev),
+	    client_drained, c);
 	/* At most one record (and its delimiter) waits unread. */
 	bufferevent_setwatermark(c->bev, EV_READ, 0, d->po->max_bytes + 1);
 	bufferevent_set_max_single_read(c->bev, READ_MAX);
@@ -842,6 +892,10 @@ client_free(struct client *c)
 	if (c->admitted)
 		d->nadmitted--;
 	client_close_notify(c);
+	/* What it was sent is delivered; what it was not never will be. */
+	client_marks(c, 0);
+	evbuffer_remove_cb_entry(bufferevent_get_output(c->bev), c->drain);
+	client_marks(c, 1);
 	bufferevent_free(c->bev);	/* and its TLS state */
 	c->bev = NULL;
 	free(c->last);
@@ -866,6 +920,71 @@ static void
 client_reply(struct client *c, const struct buf *b)
 {
 	evbuffer_add(bufferevent_get_output(c->bev), b->data, b->len);
+	c->added += b->len;
+}
+
+/*
+ * One of a batch's clients has its replies written (lost: never will):
+ * the last one gives the batch's marks to the pipeline, or, when a reply
+ * was lost, forgets them, so that its records stay undelivered.
+ */
+static void
+dmark_done(struct daemon *d, struct dmark *dm, int lost)
+{
+	dm->lost |= lost;
+	if (--dm->waiting > 0)
+		return;
+	if (dm->lost)
+		pipeline_marks_free(dm->m);
+	else
+		pipeline_marks_give(d->p, dm->m);
+	free(dm);
+}
+
+/*
+ * The batches whose replies to c its socket has taken (the output buffer
+ * drained past them); with lost, all the others as lost (it is closing).
+ */
+static void
+client_marks(struct client *c, int lost)
+{
+	struct cmark	*cm;
+	uint64_t	 drained;
+
+	drained = c->added - (c->bev != NULL ?
+	    evbuffer_get_length(bufferevent_get_output(c->bev)) : c->added);
+	while ((cm = TAILQ_FIRST(&c->marks)) != NULL) {
+		if (cm->upto > drained && !lost)
+			break;
+		TAILQ_REMOVE(&c->marks, cm, entry);
+		dmark_done(c->d, cm->dm, cm->upto > drained);
+		free(cm);
+	}
+}
+
+/* Bytes of replies left the output buffer: see what is delivered. */
+static void
+client_drained(struct evbuffer *out, const struct evbuffer_cb_info *info,
+    void *arg)
+{
+	(void)out;
+	if (info->n_deleted > 0)
+		client_marks(arg, 0);
+}
+
+/* A reply of batch dm is queued for c: its part ends here now. */
+static void
+client_mark(struct client *c, struct dmark *dm)
+{
+	struct cmark	*cm = TAILQ_LAST(&c->marks, cmarks);
+
+	if (cm == NULL || cm->dm != dm) {
+		cm = xcalloc(1, sizeof *cm);
+		cm->dm = dm;
+		dm->waiting++;
+		TAILQ_INSERT_TAIL(&c->marks, cm, entry);
+	}
+	cm->upto = c->added;
 }
 
 /*
@@ -1340,6 +1459,8 @@ reply_verdict(struct buf *b, const struct record *r, const struct verdict *v)
 		output_field(b, v->match.data, v->match.len);
 		snprintf(sim, sizeof sim, "\t%.4f", v->sim);
 		buf_append(b, sim, strlen(sim));
+		if (v->seen)
+			buf_append(b, "\tseen", 5);
 		break;
 	case V_EMPTY:
 		buf_append(b, "empty\t", 6);
@@ -1452,6 +1573,9 @@ daemon_deliver(void *arg, struct plbatch *b)
 	struct daemon	*d = arg;
 	struct client	*c, *next;
 	struct dslot	*s;
+	struct dmark	*dm = NULL;
+	struct plmarks	*m;
+	char		*cause;
 	size_t		 i;
 
 	if (b->rc != PL_DROPPED)
@@ -1468,11 +1592,22 @@ daemon_deliver(void *arg, struct plbatch *b)
 		log_info("batches are committed again");
 		d->failing = 0;
 	}
+	/* The batch's marks wait for its replies to be written. */
+	if ((m = pipeline_marks_of(d->p, b, &cause)) != NULL) {
+		dm = xcalloc(1, sizeof *dm);
+		dm->m = m;
+		dm->waiting = 1;	/* until every reply is queued */
+	} else if (cause != NULL) {
+		log_warnx("%s", cause);	/* not marked: answered again */
+		free(cause);
+	}
 	for (i = 0; i < b->n; i++) {
 		s = (struct dslot *)b->arg + i;
 		c = s->c;
 		s->c = NULL;
 		if (c->gone) {
+			if (dm != NULL && s->type == S_RECORD)
+				dm->lost = 1;	/* its reply never goes */
 			if (--c->pending == 0)
 				free(c);	/* it went away */
 			continue;
@@ -1483,7 +1618,11 @@ daemon_deliver(void *arg, struct plbatch *b)
 			continue;	/* after its bad record, under fail */
 		daemon_reply(d, b, i, c, &d->line);
 		client_reply(c, &d->line);
+		if (dm != NULL)
+			client_mark(c, dm);
 	}
+	if (dm != NULL)
+		dmark_done(d, dm, 0);
 	for (c = TAILQ_FIRST(&d->clients); c != NULL; c = next) {
 		next = TAILQ_NEXT(c, entry);
 		client_settle(c);
@@ -1810,6 +1949,12 @@ daemon_run(const struct daemon_opts *o, struct pipeline *p)
 	if (daemon_activated(d, &cause) != 0)
 		goto fail;
 	for (i = 0; i < o->nlisten; i++) {
+		if (daemon_has_listener(d, o->listen[i])) {
+			/* The configuration names the unit's socket too. */
+			log_info("--listen %s: systemd passed this socket: "
+			    "serving it", o->listen[i]);
+			continue;
+		}
 		if (daemon_listen(d, o->listen[i], &cause) != 0)
 			goto fail;
 	}
@@ -1821,6 +1966,7 @@ daemon_run(const struct daemon_opts *o, struct pipeline *p)
 	}
 
 	pipeline_set_deliver(p, daemon_deliver, d);
+	pipeline_defer_marks(p);
 	d->notify_ev = event_new(d->base, pipeline_notify_fd(p),
 	    EV_READ|EV_PERSIST, daemon_notified, d);
 	event_add(d->notify_ev, NULL);

@@ -712,8 +712,8 @@ filter_copy(struct filter *f, struct index *ix, const struct record *r,
 	uint64_t	 group;
 	int		 pending = 1, rc;
 
-	if (self >= index_run_start(ix) || (f->o.replay != REPLAY_ALL &&
-	    replayed_has(f, self)))
+	if ((self >= index_run_start(ix) && !f->o.run_unsure) ||
+	    (f->o.replay != REPLAY_ALL && replayed_has(f, self)))
 		pending = 0;		/* this run writes it, once */
 	else if (f->o.replay != REPLAY_ALL && r->id.len != 0 &&
 	    (pending = index_undelivered(ix, self, cause)) < 0)

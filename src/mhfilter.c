@@ -840,9 +840,6 @@ check_options(struct options *o, int modes, int src)
 		usage_error("--mda and --listen are exclusive");
 	if (o->group)
 		o->pl.mode |= OUT_GROUP;
-	if (src == 2 && o->replay_given && o->d.nlisten > 0)
-		usage_error("--replay does not go with --listen: the daemon "
-		    "answers every replay");
 	if (src == 2 && o->m.socket != NULL && (o->d.nlisten > 0 || o->mda))
 		usage_error("--milter and --%s are exclusive", o->mda ? "mda" :
 		    "listen");
@@ -1085,14 +1082,16 @@ run_filter(struct options *o, const struct index_params *asked, int serve,
 	int			 rc, status;
 
 	/*
-	 * A daemon client that never got its answer gets it again: the
-	 * daemon replays every earlier record.  The stream and the milter
-	 * write (or accept) an earlier run's record again only if that run
-	 * may not have (see filter.c), so they mark what they delivered in
-	 * a persistent index.
+	 * A record is written (or accepted, or answered) again only if the
+	 * copy indexed before may never have reached its reader (see
+	 * filter.c): the stream, the milter and the daemon mark what they
+	 * delivered in a persistent index, the daemon once a client's socket
+	 * has taken the replies, so that a record of this run too is
+	 * answered unique again when its client went away first.
+	 * --replay all answers every earlier copy again.
 	 */
 	if (serve && o->m.socket == NULL)
-		o->f.replay = REPLAY_ALL;
+		o->f.run_unsure = 1;
 	o->pl.track = o->db != NULL && !o->f.query_only &&
 	    o->f.replay == REPLAY_UNDELIVERED;
 	rc = index_open(&the_index, o->db, (o->f.query_only ? INDEX_RDONLY :

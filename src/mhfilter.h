@@ -918,6 +918,9 @@ struct filter_opts {
 	unsigned	 max_candidates;
 	unsigned	 threads;	/* for normalising, shingling, signing */
 	int		 replay;	/* REPLAY_*: which copies are replays */
+	int		 run_unsure;	/* this run's own documents may be
+					   undelivered too (the daemon's
+					   clients may go away first) */
 	/*
 	 * Parses V_UNPARSED records in phase 1: 0, 1 for mail not to judge
 	 * (V_UNCHECKED, the cause its reason) or -1 and a cause.
@@ -1134,6 +1137,16 @@ struct record	*plbatch_add_empty(struct plbatch *, size_t, char *);
 void		 pipeline_submit(struct pipeline *, struct plbatch *);
 size_t		 pipeline_deliver(struct pipeline *, int);
 int		 pipeline_finish(struct pipeline *);
+/* A batch's delivery marks, taken by a source that defers them. */
+struct plmarks {
+	struct u64vec	 ranges;	/* first, end pairs of documents */
+	struct u64vec	 replays;	/* earlier documents written again */
+};
+void		 pipeline_defer_marks(struct pipeline *);
+struct plmarks	*pipeline_marks_of(struct pipeline *, struct plbatch *,
+		    char **);
+void		 pipeline_marks_give(struct pipeline *, struct plmarks *);
+void		 pipeline_marks_free(struct plmarks *);
 void		 pipeline_set_quarantine(struct pipeline *, struct output *,
 		    const char *);
 int		 pipeline_write_piece(struct pipeline *, const struct record *,

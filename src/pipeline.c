@@ -95,6 +95,7 @@ struct pipeline {
 	uint64_t		 failed[FAILED_CONNS];	/* the writer's */
 	size_t			 nfailed;
 	struct u64vec		 mranges;	/* delivered, to mark */
+	int			 defer_marks;	/* the source gives them */
 	struct u64vec		 mreplays;
 
 	/* The source thread's. */
@@ -721,36 +722,96 @@ pipeline_write(struct pipeline *p, struct plbatch *b, char **cause)
 }
 
 /*
- * A batch's output is written: with o.track, sync it (to a file) and hand
- * its documents and replays to the writer to be marked delivered.
+ * A batch's output is written: with o.track, sync it (to a file) and take
+ * what is to be marked delivered, its documents and replays, into a marks
+ * object; NULL with *cause NULL when there is nothing to mark, NULL with a
+ * cause when the sync failed.
  */
-static int
-pipeline_mark(struct pipeline *p, struct plbatch *b, char **cause)
+struct plmarks *
+pipeline_marks_of(struct pipeline *p, struct plbatch *b, char **cause)
 {
-	size_t	 i, n = 0;
-	int	 rc;
+	struct plmarks	*m;
+	size_t		 i, n = 0;
 
-	if (!p->o.track)
-		return (0);
+	*cause = NULL;
+	if (!p->o.track || b->rc != 0)
+		return (NULL);
 	for (i = 0; i < b->n; i++)
 		n += b->vs[i].self != 0;
 	if (b->first == b->end && n == 0)
-		return (0);
-	if (p->out != NULL && (rc = output_sync(p->out, cause)) != 0)
-		return (rc);
-	if (p->dupout != NULL && (rc = output_sync(p->dupout, cause)) != 0)
-		return (rc);
-	pthread_mutex_lock(&p->lock);
+		return (NULL);
+	if (p->out != NULL && output_sync(p->out, cause) != 0)
+		return (NULL);
+	if (p->dupout != NULL && output_sync(p->dupout, cause) != 0)
+		return (NULL);
+	m = xcalloc(1, sizeof *m);
 	if (b->first != b->end) {
-		u64vec_push(&p->mranges, b->first);
-		u64vec_push(&p->mranges, b->end);
+		u64vec_push(&m->ranges, b->first);
+		u64vec_push(&m->ranges, b->end);
 	}
 	for (i = 0; i < b->n; i++) {
 		if (b->vs[i].self != 0)
-			u64vec_push(&p->mreplays, b->vs[i].self);
+			u64vec_push(&m->replays, b->vs[i].self);
 	}
+	return (m);
+}
+
+/*
+ * Hand marks to the writer, which has the index forget them as undelivered
+ * in its next commit; m is freed.
+ */
+void
+pipeline_marks_give(struct pipeline *p, struct plmarks *m)
+{
+	size_t	 i;
+
+	if (m == NULL)
+		return;
+	pthread_mutex_lock(&p->lock);
+	for (i = 0; i < m->ranges.n; i++)
+		u64vec_push(&p->mranges, m->ranges.v[i]);
+	for (i = 0; i < m->replays.n; i++)
+		u64vec_push(&p->mreplays, m->replays.v[i]);
 	pthread_cond_signal(&p->work);
 	pthread_mutex_unlock(&p->lock);
+	pipeline_marks_free(m);
+}
+
+/* Forget marks never given: their documents stay undelivered. */
+void
+pipeline_marks_free(struct plmarks *m)
+{
+	if (m == NULL)
+		return;
+	u64vec_free(&m->ranges);
+	u64vec_free(&m->replays);
+	free(m);
+}
+
+/*
+ * A source whose deliveries end later than its deliver callback (the
+ * daemon: when a client's socket has taken the replies) takes each batch's
+ * marks itself (pipeline_marks_of) and gives them when that is so; the
+ * others are marked as soon as their output is written.
+ */
+void
+pipeline_defer_marks(struct pipeline *p)
+{
+	p->defer_marks = 1;
+}
+
+/* A batch's output is written: mark it delivered, unless deferred. */
+static int
+pipeline_mark(struct pipeline *p, struct plbatch *b, char **cause)
+{
+	struct plmarks	*m;
+
+	if (p->defer_marks)
+		return (0);
+	m = pipeline_marks_of(p, b, cause);
+	if (m == NULL)
+		return (*cause != NULL ? -1 : 0);
+	pipeline_marks_give(p, m);
 	return (0);
 }
 

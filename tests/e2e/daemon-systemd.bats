@@ -125,6 +125,28 @@ wait_note() {
 	[ ! -e "$T/own" ]
 }
 
+@test "socket activation with listen in the configuration for the same socket: the unit's socket is served, no crash" {
+	command -v systemd-socket-activate >/dev/null ||
+	    skip "systemd-socket-activate is not installed (Debian package systemd)"
+	# As mhfilter(1)'s EXAMPLES and mhfilter.conf(5) show it: the
+	# configuration says where to listen, and the .socket unit too.
+	printf 'format = tsv\nlisten = unix:%s/sock\ndb = %s/db\n' "$T" "$T" >conf
+	systemd-socket-activate -l "$T/sock" -E TMPDIR="$T" \
+	    "$MHFILTER" --config conf 2>>"$T/derr" &
+	DPID=$!
+	BG_PIDS+=("$DPID")
+	wait_log "Listening on $T/sock"
+	printf 'a\tThe quick brown fox jumps over the lazy dog\n' |
+	    dsend "unix:$T/sock" >r1
+	grep -qx 'unique	a' r1 || fail "$(cat r1)" "$(cat "$T/derr")"
+	grep -qF "listen unix:$T/sock: systemd passed this socket: serving it" "$T/derr"
+	printf 'a\tThe quick brown fox jumps over the lazy dog\n' |
+	    dsend "unix:$T/sock" >r2
+	grep -qx 'duplicate	a	a	1.0000	seen' r2
+	stop_daemon
+	[ -S "$T/sock" ]
+}
+
 @test "contrib: every setting of the unit files has a comment above it" {
 	for u in "$TESTDIR/../contrib/mhfilter.service.in" \
 	    "$TESTDIR/../contrib/mhfilter.socket.in" \

@@ -30,9 +30,10 @@ abcd_replies() {
 	abcd_replies >expected
 	assert_same expected replies
 	# A second connection: the same texts under the same ids are now
-	# exact copies of indexed documents of this run.
+	# exact copies of indexed documents of this run, which were answered:
+	# seen, as the stream says.
 	dsend "unix:$T/sock" in >replies2
-	printf 'duplicate\ta\ta\t1.0000\nduplicate\tb\tb\t1.0000\nduplicate\tc\tc\t1.0000\nempty\td\n' >expected2
+	printf 'duplicate\ta\ta\t1.0000\tseen\nduplicate\tb\tb\t1.0000\tseen\nduplicate\tc\tc\t1.0000\tseen\nempty\td\n' >expected2
 	assert_same expected2 replies2
 	stop_daemon
 	# The socket file is removed at exit.
@@ -328,11 +329,63 @@ sys.stdout.buffer.write(bytes(r.randrange(256) for _ in range(300000)))' >garbag
 	{ cut -f1 in | sed 's/^/unique	/'; printf 'error\t-\tshutdown\tthe server is stopping\n'; } >expected
 	assert_same expected replies
 	grep -q 'stopping on SIGTERM' "$T/derr"
-	# They were committed: a new daemon sees them as replays.
+	# They were committed and answered, and the answers written before
+	# the exit: a new daemon has them as seen, duplicates of themselves.
 	start_daemon -f tsv -d db --listen "unix:$T/sock"
 	dsend "unix:$T/sock" in >again
-	cut -f1 in | sed 's/^/unique	/; s/$/	replay/' >expected
+	cut -f1 in | awk '{ print "duplicate\t" $1 "\t" $1 "\t1.0000\tseen" }' >expected
 	assert_same expected again
+	stop_daemon
+}
+
+# The replies of a feed's records seen before: duplicates of themselves.
+seen_replies() {
+	cut -f1 "$1" | awk '{ print "duplicate\t" $1 "\t" $1 "\t1.0000\tseen" }'
+}
+
+@test "a feed polled again: seen in the same run, after SIGTERM, after kill -9; replays only for replies that never went" {
+	gen_tsv 300 >feed
+	start_daemon -f tsv -d db --listen "unix:$T/sock"
+	dsend "unix:$T/sock" feed >r1
+	[ "$(grep -c '^unique	' r1)" -eq 300 ]
+	# The same run: its replies went, so each is seen.
+	dsend "unix:$T/sock" feed >r2
+	seen_replies feed | assert_same - r2
+	# After a restart (SIGTERM): the same.
+	stop_daemon
+	start_daemon -f tsv -d db --listen "unix:$T/sock"
+	dsend "unix:$T/sock" feed >r3
+	seen_replies feed | assert_same - r3
+	# A client that sends and goes away before its replies: they never
+	# go, so its records are answered unique again (replays), once.
+	gen_tsv 200 7 >feed2
+	timeout 60 python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(open(sys.argv[2], "rb").read())
+s.close()' "$T/sock" feed2
+	for i in $(seq 200); do
+		[ "$(dstat "unix:$T/sock" records)" -ge 500 ] && break
+		sleep 0.05
+	done
+	dsend "unix:$T/sock" feed2 >r4
+	cut -f1 feed2 | sed 's/^/unique	/; s/$/	replay/' | assert_same - r4
+	dsend "unix:$T/sock" feed2 >r5
+	seen_replies feed2 | assert_same - r5
+	# After kill -9, once the marks are committed (at once when idle):
+	# seen; nothing answered unique again.
+	sleep 1
+	kill -9 "$DPID"
+	wait_exit "$DPID" 30
+	start_daemon -f tsv -d db --listen "unix:$T/sock"
+	dsend "unix:$T/sock" feed >r6
+	seen_replies feed | assert_same - r6
+	# --replay all: a client that wants the first verdicts again.
+	stop_daemon
+	start_daemon -f tsv -d db --replay all --listen "unix:$T/sock"
+	dsend "unix:$T/sock" feed >r7
+	cut -f1 feed | sed 's/^/unique	/; s/$/	replay/' | assert_same - r7
 	stop_daemon
 }
 

@@ -52,7 +52,7 @@ dirs() {
 	# Paths substituted, none left over.
 	grep -qx "ExecStart=$bindir/mhfilter --config $sysconfdir/mhfilter.conf" \
 	    "$INST$unitdir/mhfilter.service" || fail "ExecStart of mhfilter.service"
-	grep -q "^ExecStart=$bindir/mhfilter --db .* --expire" \
+	grep -q "^ExecStart=$bindir/mhfilter --config $sysconfdir/mhfilter.conf --expire" \
 	    "$INST$unitdir/mhfilter-expire.service" || fail "ExecStart of the expiry"
 	grep -q "^ExecStart=$bindir/mhfilter --milter " \
 	    "$INST$unitdir/mhfilter-milter.service" || fail "ExecStart of the milter"
@@ -199,22 +199,33 @@ dirs() {
 	    fail "left:" "$(find "$T/i" -type f)"
 }
 
-@test "the expiry unit's command, its variables expanded as systemd does, expires" {
+@test "the expiry unit's command expires with the service's configuration: its index and limits, one place" {
 	dirs
 	u="$INST$unitdir/mhfilter-expire.service"
 	grep -qx 'Type=oneshot' "$u"
 	grep -qx 'OnCalendar=daily' "$INST$unitdir/mhfilter-expire.timer"
 	printf '{"id":"old","text":"a document from long ago, to expire","time":"2001-01-01T00:00:00Z"}\n{"id":"new","text":"a document of today that stays in the index"}\n' |
 	    mhf -f jsonl --time-field time -d db >/dev/null
-	limits="$(sed -n 's/^Environment=MHFILTER_LIMITS=//p' "$u")"
-	[ -n "$limits" ] || fail "no MHFILTER_LIMITS in $u"
 	cmd="$(sed -n 's/^ExecStart=//p' "$u")"
-	cmd="${cmd//\$\{MHFILTER_DB\}/$T/db}"
-	# $MHFILTER_LIMITS unquoted: split into words, as systemd does.
-	cmd="${cmd//\$MHFILTER_LIMITS/$limits}"
 	read -r -a argv <<<"$cmd"
 	[ "${argv[0]}" = "$bindir/mhfilter" ]
 	argv[0]="$MHFILTER"
+	# The installed configuration as an admin sets it up for the
+	# service: its index, a retention, and the daemon's own keys.
+	conf="$INST$sysconfdir/mhfilter.conf"
+	[ "${argv[2]}" = "$sysconfdir/mhfilter.conf" ]
+	{ sed -e "s|^db = .*|db = $T/db|" "$conf"
+	  printf 'format = jsonl\nlisten = unix:%s/sock\nhttp = 127.0.0.1:7799\n' "$T"
+	  printf 'retain = 30d\n'; } >conf
+	argv[2]="$T/conf"
 	timeout 60 "${argv[@]}" >out 2>err || fail "${argv[*]}:" "$(cat err)"
 	grep -qx 'expired: 1' out || fail "$(cat out)"
+	[ ! -e "$T/sock" ]
+	# Without a limit there, it says what to set.
+	sed '/^retain = /d' conf >conf2
+	argv[2]="$T/conf2"
+	status=0
+	timeout 60 "${argv[@]}" >out 2>err || status=$?
+	[ "$status" -eq 2 ] || fail "status $status" "$(cat err)"
+	grep -q 'retain' err || fail "$(cat err)"
 }
