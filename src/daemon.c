@@ -498,13 +498,29 @@ daemon_check_listen(const struct daemon_opts *o, char **cause)
 	for (i = 0; i < o->nlisten; i++) {
 		if (strncmp(o->listen[i], "tls:", 4) == 0)
 			ntls++;
-		if (strncmp(o->listen[i], "tcp:", 4) != 0 ||
-		    o->trusted_network)
+		if (strncmp(o->listen[i], "unix:", 5) == 0) {
+			if (o->listen[i][5] == '\0' || strlen(o->listen[i]) -
+			    5 >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+				xasprintf(cause, "--listen %s: the path must "
+				    "have 1 to %zu bytes", o->listen[i],
+				    sizeof(((struct sockaddr_un *)0)->sun_path) -
+				    1);
+				return (-1);
+			}
 			continue;
-		if (daemon_resolve(o->listen[i], &res, cause) != 0) {
-			/* daemon_listen says so, as for any address. */
-			free(*cause);
-			*cause = NULL;
+		}
+		if (strncmp(o->listen[i], "tcp:", 4) != 0 &&
+		    strncmp(o->listen[i], "tls:", 4) != 0) {
+			xasprintf(cause, "--listen %s: use unix:PATH, "
+			    "tcp:HOST:PORT or tls:HOST:PORT", o->listen[i]);
+			return (-1);
+		}
+		/* An address that does not resolve is a usage error too. */
+		if (daemon_resolve(o->listen[i], &res, cause) != 0)
+			return (-1);
+		if (strncmp(o->listen[i], "tls:", 4) == 0 ||
+		    o->trusted_network) {
+			freeaddrinfo(res);
 			continue;
 		}
 		for (open = 0, ai = res; ai != NULL; ai = ai->ai_next)
@@ -536,6 +552,45 @@ daemon_check_listen(const struct daemon_opts *o, char **cause)
 		xasprintf(cause, "--tls-cert and --tls-key go together");
 		return (-1);
 	}
+	return (daemon_check_http(o->http, o->trusted_network, cause));
+}
+
+/*
+ * Check --http HOST:PORT (none: 0).  The metrics have no authentication:
+ * beyond loopback, without --trusted-network, that is said (it is not
+ * refused: they hold counters, not records).  0, or -1 and a cause.
+ */
+int
+daemon_check_http(const char *spec, int trusted, char **cause)
+{
+	struct addrinfo	 hints, *res, *ai;
+	char		*host, port[8];
+	uint64_t	 p;
+	int		 open = 0, rc;
+
+	if (spec == NULL)
+		return (0);
+	if (metrics_parse(spec, &host, &p, cause) != 0)
+		return (-1);
+	memset(&hints, 0, sizeof hints);
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE;
+	snprintf(port, sizeof port, "%u", (unsigned)p);
+	rc = getaddrinfo(*host == '\0' ? "127.0.0.1" : host, port, &hints,
+	    &res);
+	free(host);
+	if (rc != 0) {
+		xasprintf(cause, "--http %s: %s", spec, gai_strerror(rc));
+		return (-1);
+	}
+	for (ai = res; ai != NULL; ai = ai->ai_next)
+		open |= !daemon_loopback(ai->ai_addr);
+	freeaddrinfo(res);
+	if (open && !trusted)
+		log_warnx("--http %s: /metrics and /healthz have no "
+		    "authentication: anyone on the network may read them "
+		    "(bind 127.0.0.1, or say --trusted-network)", spec);
 	return (0);
 }
 

@@ -201,6 +201,37 @@ metrics_free(struct metrics *m)
 }
 
 /*
+ * Parse --http HOST:PORT ([v6 address]:PORT; an empty HOST is loopback):
+ * *host (to free) and *port, or -1 and a cause.
+ */
+int
+metrics_parse(const char *spec, char **host, uint64_t *port, char **cause)
+{
+	char	*h, *colon, *why;
+
+	h = xstrdup(spec);
+	if ((colon = strrchr(h, ':')) == NULL) {
+		xasprintf(cause, "--http %s: use HOST:PORT (or :PORT for "
+		    "loopback)", spec);
+		free(h);
+		return (-1);
+	}
+	if (parse_uint(colon + 1, 0, 65535, port, &why) != 0) {
+		xasprintf(cause, "--http %s: port %s", spec, why);
+		free(why);
+		free(h);
+		return (-1);
+	}
+	*colon = '\0';
+	if (h[0] == '[' && h[strlen(h) - 1] == ']') {
+		memmove(h, h + 1, strlen(h));
+		h[strlen(h) - 1] = '\0';
+	}
+	*host = h;
+	return (0);
+}
+
+/*
  * Serve HTTP on HOST:PORT (no host: 127.0.0.1); the address bound, as
  * HOST:PORT, into name.  0, or -1 and a cause naming --http.
  */
@@ -211,27 +242,12 @@ metrics_bind(struct metrics *m, const char *spec, char *name, size_t len,
 	struct evhttp_bound_socket	*bs;
 	struct sockaddr_storage		 ss;
 	socklen_t			 sl = sizeof ss;
-	char				*host, *port, *why;
+	char				*host;
 	char				 h[NI_MAXHOST], s[NI_MAXSERV];
 	uint64_t			 p;
 
-	host = xstrdup(spec);
-	if ((port = strrchr(host, ':')) == NULL) {
-		xasprintf(cause, "--http %s: use HOST:PORT", spec);
-		free(host);
+	if (metrics_parse(spec, &host, &p, cause) != 0)
 		return (-1);
-	}
-	if (parse_uint(port + 1, 0, 65535, &p, &why) != 0) {
-		xasprintf(cause, "--http %s: port %s", spec, why);
-		free(why);
-		free(host);
-		return (-1);
-	}
-	*port = '\0';
-	if (host[0] == '[' && host[strlen(host) - 1] == ']') {
-		memmove(host, host + 1, strlen(host));
-		host[strlen(host) - 1] = '\0';
-	}
 	/* Metrics are not for everyone: no host is loopback, not any. */
 	bs = evhttp_bind_socket_with_handle(m->http,
 	    *host == '\0' ? "127.0.0.1" : host, p);

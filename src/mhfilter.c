@@ -46,6 +46,7 @@ struct options {
 	int			 mda;		/* --mda */
 	uint64_t		 min_text;	/* --mail-min-text */
 	int			 print_verdict;	/* --print-verdict */
+	int			 check_config;	/* --check-config */
 	int			 replay_given;	/* --replay */
 	int			 threads_given;	/* --threads */
 	int			 group;		/* --group */
@@ -62,7 +63,8 @@ enum {
 enum {
 	OPT_LISTEN = 512, OPT_BATCH_DELAY, OPT_MAX_CLIENTS, OPT_IDLE_TIMEOUT,
 	OPT_HTTP, OPT_LOG_FILE, OPT_CONFIG, OPT_TLS_CERT, OPT_TLS_KEY,
-	OPT_TLS_CLIENT_CA, OPT_TRUSTED_NETWORK, OPT_REDIS_PASSWORD_FILE
+	OPT_TLS_CLIENT_CA, OPT_TRUSTED_NETWORK, OPT_REDIS_PASSWORD_FILE,
+	OPT_CHECK_CONFIG
 };
 
 /* Retention and the maintenance modes (a range of their own). */
@@ -147,6 +149,7 @@ static const struct option long_opts[] = {
 	{ "redis-password-file", required_argument, NULL,
 	    OPT_REDIS_PASSWORD_FILE },
 	{ "config", required_argument, NULL, OPT_CONFIG },
+	{ "check-config", no_argument, NULL, OPT_CHECK_CONFIG },
 	{ "retain", required_argument, NULL, OPT_RETAIN },
 	{ "max-docs", required_argument, NULL, OPT_MAX_DOCS },
 	{ "time-field", required_argument, NULL, OPT_TIME_FIELD },
@@ -295,6 +298,8 @@ usage(FILE *f)
 "                           daemon or milter)\n"
 "      --log-file FILE      log there, not to stderr (reopened on SIGHUP)\n"
 "      --config FILE        read long options from FILE, key = value\n"
+"      --check-config       check the options as a start would, then exit\n"
+"                           (0, or 2 saying what is wrong)\n"
 "Milter (a mail filter for Postfix and Sendmail):\n"
 "      --milter SOCKET      serve unix:PATH or inet:PORT@HOST\n"
 "      --milter-action A    what a duplicate gets: header (default),\n"
@@ -680,6 +685,9 @@ apply_options(int argc, char **argv, struct options *o)
 			break;
 		case OPT_REDIS_PASSWORD_FILE:
 			o->redis_pwfile = optarg;	/* read by main */
+			break;
+		case OPT_CHECK_CONFIG:
+			o->check_config = 1;
 			break;
 		case OPT_CONFIG:
 			/* Read before the rest by parse_options. */
@@ -1135,6 +1143,89 @@ run_filter(struct options *o, const struct index_params *asked, int serve,
 	return (status);
 }
 
+/* Can a file be made or appended to at path (its directory exists)? */
+static int
+check_writable(const char *what, const char *path)
+{
+	char	*dir, *slash;
+	int	 ok;
+
+	if (path == NULL || strcmp(path, "-") == 0)
+		return (0);
+	if (access(path, F_OK) == 0) {
+		if (access(path, W_OK) == 0)
+			return (0);
+		log_warn("%s %s", what, path);
+		return (-1);
+	}
+	dir = xstrdup(path);
+	if ((slash = strrchr(dir, '/')) == NULL)
+		strcpy(dir, ".");
+	else if (slash == dir)
+		slash[1] = '\0';
+	else
+		*slash = '\0';
+	if (!(ok = access(dir, W_OK|X_OK) == 0))
+		log_warn("%s %s: its directory %s", what, path, dir);
+	free(dir);
+	return (ok ? 0 : -1);
+}
+
+/*
+ * --check-config: what a start would refuse, found without starting, so
+ * that a unit's ExecStartPre (or an admin after an edit) learns it before a
+ * restart does: the listeners and --http, the TLS certificate and key (read
+ * and matched), the files written, the index's place.  Nothing is opened
+ * for good, no socket bound.  EXIT_OK, or EXIT_USAGE with messages.
+ */
+static int
+run_check_config(struct options *o, int serve)
+{
+	const struct tlsmod	*tm;
+	struct ssl_ctx_st	*ctx;
+	struct stat		 st;
+	char			*cause;
+	int			 bad = 0;
+
+	if (serve && o->m.socket == NULL &&
+	    daemon_check_listen(&o->d, &cause) != 0) {
+		log_warnx("%s", cause);
+		free(cause);
+		bad = 1;
+	}
+	if (o->m.socket != NULL &&
+	    daemon_check_http(o->d.http, o->d.trusted_network, &cause) != 0) {
+		log_warnx("%s", cause);
+		free(cause);
+		bad = 1;
+	}
+	if (o->d.tls.cert != NULL) {
+		if ((tm = tls_module(&cause)) == NULL ||
+		    (ctx = tm->context(&o->d.tls, &cause)) == NULL) {
+			log_warnx("%s", cause);
+			free(cause);
+			bad = 1;
+		} else
+			tm->context_free(ctx);
+	}
+	if (check_writable("--log-file", o->d.log_file) != 0)
+		bad = 1;
+	if (check_writable("--output", serve ? o->d.output : o->s.output) != 0)
+		bad = 1;
+	if (o->db != NULL && strncmp(o->db, "redis://", 8) != 0 &&
+	    stat(o->db, &st) == 0 && !S_ISDIR(st.st_mode)) {
+		log_warnx("--db %s: not a directory", o->db);
+		bad = 1;
+	} else if (o->db != NULL && strncmp(o->db, "redis://", 8) != 0 &&
+	    stat(o->db, &st) != 0 && check_writable("--db", o->db) != 0)
+		bad = 1;
+	if (bad)
+		return (EXIT_USAGE);
+	printf("mhfilter: configuration OK%s%s\n", o->config != NULL ?
+	    ": " : "", o->config != NULL ? o->config : "");
+	return (EXIT_OK);
+}
+
 /*
  * A configuration file without listen makes a filter of standard input.
  * Started by systemd (a service's environment) with no socket either, and
@@ -1194,8 +1285,13 @@ main(int argc, char **argv)
 	 */
 	if (serve && !o.threads_given && o.f.threads > 1)
 		o.f.threads--;
+	if (o.check_config)
+		return (run_check_config(&o, serve));
 	if (serve && o.m.socket == NULL && !o.explain &&
 	    daemon_check_listen(&o.d, &cause) != 0)
+		usage_error("%s", cause);
+	if (o.m.socket != NULL && !o.explain &&
+	    daemon_check_http(o.d.http, o.d.trusted_network, &cause) != 0)
 		usage_error("%s", cause);
 	/* Read now, not while parsing: --explain opens no Redis. */
 	if (o.redis_pwfile != NULL && !o.explain &&

@@ -1186,6 +1186,7 @@ struct daemon_opts {
 	int		 stats;		/* statistics at exit */
 };
 int		 daemon_run(const struct daemon_opts *, struct pipeline *);
+int		 daemon_check_http(const char *, int, char **);
 int		 daemon_check_listen(const struct daemon_opts *, char **);
 int		 daemon_parse_time(const char *, double, double, double *,
 		    char **);
@@ -1228,6 +1229,7 @@ void		 mstats_line(const struct mstats *, struct buf *, int);
 struct metrics	*metrics_new(struct event_base *, const struct metrics_src *,
 		    char **);
 void		 metrics_free(struct metrics *);
+int		 metrics_parse(const char *, char **, uint64_t *, char **);
 int		 metrics_bind(struct metrics *, const char *, char *, size_t,
 		    char **);
 int		 metrics_accept(struct metrics *, int);

@@ -929,6 +929,7 @@ record_reset(struct record *r)
 	r->recno = r->line = 0;
 	r->file = NULL;
 	r->time = 0;
+	r->scope = 0;
 }
 
 /* Free a record's memory. */

@@ -389,6 +389,47 @@ s.close()' "$T/sock" feed2
 	stop_daemon
 }
 
+@test "--check-config: what a start would refuse, found without starting (exit 2); bad listeners and --http are usage errors" {
+	# Usage errors exit 2, before anything listens.
+	mhrun --listen bogus:foo
+	assert_status 2
+	assert_err_has "--listen bogus:foo: use unix:PATH, tcp:HOST:PORT or tls:HOST:PORT"
+	mhrun --listen "unix:$T/sock" --http 17799
+	assert_status 2
+	assert_err_has "--http 17799: use HOST:PORT"
+	[ ! -e "$T/sock" ]
+	mhrun --listen tcp:no.such.host.invalid:7700
+	assert_status 2
+	assert_err_has "--listen tcp:no.such.host.invalid:7700"
+	# A configuration with everything wrong: each said, nothing started.
+	{
+		printf 'listen = unix:%s/sock\nlisten = tls:127.0.0.1:7443\n' "$T"
+		printf 'tls-cert = %s/missing.pem\ntls-key = %s/missing.key\n' "$T" "$T"
+		printf 'log-file = %s/no/such/dir/log\noutput = %s/nodir/out\n' "$T" "$T"
+		printf 'http = 0.0.0.0:7799\n'
+	} >bad.conf
+	mhrun --config bad.conf --check-config
+	assert_status 2
+	assert_err_has "--tls-cert $T/missing.pem"
+	assert_err_has "--log-file $T/no/such/dir/log"
+	assert_err_has "--output $T/nodir/out"
+	assert_err_has "--http 0.0.0.0:7799: /metrics and /healthz have no authentication"
+	[ ! -e "$T/sock" ]
+	[ ! -s "$T/out" ]
+	# A good one: OK on stdout, exit 0, still nothing started.
+	printf 'listen = unix:%s/sock\nformat = tsv\ndb = %s/db\nhttp = 127.0.0.1:7799\n' \
+	    "$T" "$T" >good.conf
+	mhrun --config good.conf --check-config
+	assert_status 0
+	grep -qx "mhfilter: configuration OK: good.conf" "$T/out"
+	[ ! -e "$T/sock" ] && [ ! -e "$T/db" ]
+	# The index's place must be a directory.
+	touch notadir
+	mhrun --db notadir --listen "unix:$T/sock" --check-config
+	assert_status 2
+	assert_err_has "--db notadir: not a directory"
+}
+
 @test "SIGINT also exits 0; SIGUSR1 logs the statistics" {
 	start_daemon --listen "unix:$T/sock"
 	printf 'one\ntwo\n' | dsend "unix:$T/sock" >/dev/null
@@ -440,11 +481,12 @@ s.close()' "$T/sock" feed2
 	mhrun --listen "unix:$T/sock" somefile
 	assert_status 2
 	assert_err_has "no files in daemon mode"
+	# A listener that cannot be is a usage error, as documented (2).
 	mhrun --listen "udp:1.2.3.4:5"
-	assert_status 1
+	assert_status 2
 	assert_err_has "--listen udp:1.2.3.4:5: use unix:PATH, tcp:HOST:PORT or tls:HOST:PORT"
 	mhrun --listen "tcp:127.0.0.1"
-	assert_status 1
+	assert_status 2
 	mhrun --http 127.0.0.1:0 </dev/null
 	assert_status 2
 	assert_err_has "--http needs --listen"
