@@ -29,6 +29,7 @@ struct options {
 	struct stream_opts	 s;
 	struct daemon_opts	 d;
 	struct milter_opts	 m;
+	struct client_opts	 c;		/* --connect */
 	int			 given;		/* IP_* */
 	const char		*db;
 	const char		*redis_pwfile;	/* --redis-password-file */
@@ -88,6 +89,11 @@ enum {
 /* The milter's, beyond the mail range's (a range of their own). */
 enum {
 	OPT_MILTER_SCOPE = 1792
+};
+
+/* The client's, --connect (a range of their own). */
+enum {
+	OPT_CONNECT = 2048, OPT_TLS_CA, OPT_CONNECT_RETRIES, OPT_CONNECT_WINDOW
 };
 
 /* The maintenance modes' options, by MAINT_*, for messages. */
@@ -172,6 +178,10 @@ static const struct option long_opts[] = {
 	{ "milter-action", required_argument, NULL, OPT_MILTER_ACTION },
 	{ "milter-reply", required_argument, NULL, OPT_MILTER_REPLY },
 	{ "milter-scope", required_argument, NULL, OPT_MILTER_SCOPE },
+	{ "connect", required_argument, NULL, OPT_CONNECT },
+	{ "tls-ca", required_argument, NULL, OPT_TLS_CA },
+	{ "connect-retries", required_argument, NULL, OPT_CONNECT_RETRIES },
+	{ "connect-window", required_argument, NULL, OPT_CONNECT_WINDOW },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 }
@@ -203,6 +213,7 @@ static void	set_maint(struct options *, int, const char *);
 static void	check_maint(struct options *, int);
 static int	run_maint(struct options *);
 static void	check_service(const struct options *);
+static void	check_connect(struct options *, int);
 static void	cleanup(void);
 
 /* Print the usage summary. */
@@ -308,6 +319,13 @@ usage(FILE *f)
 "                           '550 5.7.1 Duplicate message')\n"
 "      --milter-scope S     who had it: recipient (default: each one's\n"
 "                           copies) or message (anyone's: list servers)\n"
+"Client (send the records to a daemon, write what it answers):\n"
+"      --connect ADDR       unix:PATH, tcp:HOST:PORT or tls:HOST:PORT\n"
+"      --tls-ca FILE        tls: the CA of the daemon's certificate (default:\n"
+"                           the system's); --tls-cert, --tls-key: the\n"
+"                           client's own\n"
+"      --connect-retries N  failed attempts in a row before exit 1 (default 10)\n"
+"      --connect-window N   records sent ahead of their replies (default 10000)\n"
 "Maintenance modes (with --db; one at a time, no files):\n"
 "      --info               parameters, documents, times and sizes\n"
 "      --expire             apply --retain and --max-docs now\n"
@@ -386,6 +404,8 @@ parse_options(int argc, char **argv, struct options *o)
 	    "Duplicate message");
 	o->d.idle_timeout = 600;
 	o->d.max_clients = 256;
+	o->c.retries = 10;
+	o->c.window = 10000;
 
 	for (i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
 		if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
@@ -768,6 +788,20 @@ apply_options(int argc, char **argv, struct options *o)
 			    o->m.reply_xcode, o->m.reply_text,
 			    sizeof o->m.reply_text, &cause) != 0)
 				usage_error("%s: %s", name, cause);
+			break;
+		case OPT_CONNECT:
+			if (client_check_addr(optarg, &cause) != 0)
+				usage_error("%s", cause);
+			o->c.addr = optarg;
+			break;
+		case OPT_TLS_CA:
+			o->c.tls.ca = optarg;
+			break;
+		case OPT_CONNECT_RETRIES:
+			NUMBER(parse_uint, 0, 1000, &o->c.retries);
+			break;
+		case OPT_CONNECT_WINDOW:
+			NUMBER(parse_uint, 1, 1000000, &o->c.window);
 			break;
 		case OPT_MAIL_STRIP:
 			mf = mail_flags();
@@ -1255,6 +1289,50 @@ check_service(const struct options *o)
 	}
 }
 
+/*
+ * --connect: the client (client.c) reads and writes as the stream, and
+ * the daemon decides; what only a local index or a server can do is
+ * refused (exit 2).  files is the number of file operands.
+ */
+static void
+check_connect(struct options *o, int files)
+{
+	if (o->d.nlisten > 0 && o->listen_src == 2)
+		usage_error("--connect and --listen are exclusive");
+	if (o->m.socket != NULL)
+		usage_error("--connect and --milter are exclusive");
+	if (o->mda)
+		usage_error("--connect and --mda are exclusive");
+	if (o->maint != MAINT_NONE)
+		usage_error("--connect and %s are exclusive",
+		    maint_opts[o->maint]);
+	if (o->explain)
+		usage_error("--connect and --explain are exclusive");
+	if (o->check_config)
+		usage_error("--connect and --check-config are exclusive");
+	if (o->f.query_only)
+		usage_error("--connect and --query-only are exclusive: the "
+		    "daemon decides");
+	if ((o->pl.mode & OUT_MODE) == OUT_CLUSTERS || o->group)
+		usage_error("--clusters and --group need the groups, which "
+		    "the daemon's replies do not carry (use them on the "
+		    "daemon's host)");
+	if (o->s.duplicates_to != NULL)
+		usage_error("--connect and --duplicates-to are exclusive (use "
+		    "-D)");
+	if (o->s.stats)
+		usage_error("--connect and --stats are exclusive (the "
+		    "daemon's statistics: '#mhfilter stats')");
+	if (o->mail_single && files > 1)
+		usage_error("--single reads one message: give one file, or "
+		    "none for standard input");
+	o->c.output = o->s.output;
+	o->c.tls.cert = o->d.tls.cert;
+	o->c.tls.key = o->d.tls.key;
+	if ((o->c.tls.cert == NULL) != (o->c.tls.key == NULL))
+		usage_error("--tls-cert and --tls-key go together");
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1270,6 +1348,10 @@ main(int argc, char **argv)
 	argc -= optind;
 	argv += optind;
 	log_verbose(o.verbose);
+	if (o.c.addr != NULL) {
+		check_connect(&o, argc);
+		return (client_run(&o.c, &o.pl, argv, argc));
+	}
 	serve = o.d.nlisten > 0 || notify_listen_count() > 0 ||
 	    o.m.socket != NULL;
 	if (serve && argc > 0 && !o.explain)

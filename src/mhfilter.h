@@ -1241,8 +1241,22 @@ void		 metrics_batch(struct metrics *, double);
  * opens the module and gives it.
  */
 struct ssl_ctx_st;
+struct ssl_st;
 struct bufferevent;
 struct event_base;
+/* The client's TLS (--connect tls:). */
+struct tls_client_opts {
+	const char	*cert;		/* --tls-cert: its own, or NULL */
+	const char	*key;		/* --tls-key */
+	const char	*ca;		/* --tls-ca: the server's CA, or NULL
+					   for the system's */
+};
+#define TLSC_HANDSHAKE	0		/* tlsmod's client_io ops */
+#define TLSC_READ	1
+#define TLSC_WRITE	2
+#define TLSC_SHUTDOWN	3
+#define TLSC_WANT_READ	(-2)
+#define TLSC_WANT_WRITE	(-3)
 struct tlsmod {
 	/* A server context from the options, or NULL with a cause. */
 	struct ssl_ctx_st *(*context)(const struct tls_opts *, char **);
@@ -1256,6 +1270,18 @@ struct tlsmod {
 		    size_t);
 	/* Its protocol and peer certificate, for a log line. */
 	void	 (*describe)(struct bufferevent *, char *, size_t);
+
+	/* The client's (client.c): a context, or NULL with a cause. */
+	struct ssl_ctx_st *(*client_context)(const struct tls_client_opts *,
+		    char **);
+	void	 (*client_context_free)(struct ssl_ctx_st *);
+	/* A session on a connected socket, to server host; NULL, cause. */
+	struct ssl_st *(*client_new)(struct ssl_ctx_st *, int, const char *,
+		    char **);
+	/* TLSC_* op: bytes (1: handshake done), 0 at the end, TLSC_WANT_*,
+	   or -1 with a cause. */
+	int	 (*client_io)(struct ssl_st *, int, void *, size_t, char **);
+	void	 (*client_free)(struct ssl_st *);
 };
 extern const struct tlsmod tlsmod;
 
@@ -1263,6 +1289,21 @@ extern const struct tlsmod tlsmod;
 int		 module_open(const char *, const char *, const char *const *,
 		    void **, size_t, char **);
 const struct tlsmod *tls_module(char **);
+
+/*
+ * client.c: --connect ADDR, the stream's records through a daemon, its
+ * verdicts written as the stream writes them.
+ */
+struct client_opts {
+	const char	*addr;		/* unix:PATH, tcp: or tls:HOST:PORT */
+	const char	*output;	/* --output, or NULL */
+	struct tls_client_opts tls;
+	uint64_t	 retries;	/* --connect-retries */
+	uint64_t	 window;	/* --connect-window: records */
+};
+int		 client_run(const struct client_opts *,
+		    const struct pipeline_opts *, char **, int);
+int		 client_check_addr(const char *, char **);
 
 /* milter.c: a mail filter for Postfix and Sendmail, over the pipeline. */
 #define MILTER_HEADER		0	/* --milter-action */

@@ -3,7 +3,9 @@
  * whose one symbol is the table tlsmod (tls_module in module.c opens it):
  * the server context (certificate, key, TLS 1.2 or later, and client
  * certificates with --tls-client-ca), the OpenSSL bufferevent of an
- * accepted connection, and the messages of OpenSSL's error queue.
+ * accepted connection, and the messages of OpenSSL's error queue; and
+ * the client's side for --connect tls: (client.c), a context verifying
+ * the server and a session driven by client.c's poll loop.
  *
  * OpenSSL and libevent_openssl are this file's alone.  Linked into the
  * program, libssl and libcrypto cost every run 0.8 ms of its start and
@@ -24,6 +26,9 @@
 
 #include "config.h"
 
+#include <arpa/inet.h>
+
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +57,10 @@ static void	tls_close_notify(struct bufferevent *);
 static void	tls_failure(struct bufferevent *, const char *, char *,
 		    size_t);
 static void	tls_describe(struct bufferevent *, char *, size_t);
+static SSL_CTX	*tls_client_context(const struct tls_client_opts *, char **);
+static SSL	*tls_client_new(SSL_CTX *, int, const char *, char **);
+static int	 tls_client_io(SSL *, int, void *, size_t, char **);
+static void	 tls_client_free(SSL *);
 
 /* What the program finds in the module (mhfilter.h). */
 const struct tlsmod tlsmod = {
@@ -61,6 +70,11 @@ const struct tlsmod tlsmod = {
 	tls_close_notify,
 	tls_failure,
 	tls_describe,
+	tls_client_context,
+	tls_context_free,
+	tls_client_new,
+	tls_client_io,
+	tls_client_free,
 };
 
 /*
@@ -280,4 +294,159 @@ tls_describe(struct bufferevent *bev, char *out, size_t len)
 	}
 	snprintf(out, len, "%s, client certificate %s", SSL_get_version(ssl),
 	    subject);
+}
+
+/*
+ * The client's context (--connect tls:): TLS 1.2 or later, the server's
+ * certificate verified against --tls-ca (else the system's CAs), and the
+ * client's own certificate and key if given.  NULL with a cause naming
+ * the option and file at fault.
+ */
+static SSL_CTX *
+tls_client_context(const struct tls_client_opts *o, char **cause)
+{
+	SSL_CTX	*ctx;
+
+	ERR_clear_error();
+	if ((ctx = SSL_CTX_new(TLS_client_method())) == NULL) {
+		tls_fail("TLS", NULL, cause);
+		return (NULL);
+	}
+	if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1) {
+		tls_fail("TLS", NULL, cause);
+		goto fail;
+	}
+	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION |
+	    SSL_OP_NO_COMPRESSION);
+#ifdef SSL_OP_IGNORE_UNEXPECTED_EOF
+	/* A daemon killed mid-stream is a closed connection, retried. */
+	SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+#endif
+	/* Partial writes, from a buffer that may move between retries. */
+	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
+	    SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	if (o->ca != NULL) {
+		if (SSL_CTX_load_verify_locations(ctx, o->ca, NULL) != 1) {
+			tls_fail("--tls-ca", o->ca, cause);
+			goto fail;
+		}
+	} else if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
+		tls_fail("TLS: the system's CA certificates", NULL, cause);
+		goto fail;
+	}
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	if (o->cert != NULL &&
+	    SSL_CTX_use_certificate_chain_file(ctx, o->cert) != 1) {
+		tls_fail("--tls-cert", o->cert, cause);
+		goto fail;
+	}
+	if (o->key != NULL) {
+		if (SSL_CTX_use_PrivateKey_file(ctx, o->key,
+		    SSL_FILETYPE_PEM) != 1 ||
+		    SSL_CTX_check_private_key(ctx) != 1) {
+			tls_fail("--tls-key", o->key, cause);
+			goto fail;
+		}
+	}
+	return (ctx);
+
+fail:
+	SSL_CTX_free(ctx);
+	return (NULL);
+}
+
+/*
+ * A client session on connected socket fd, whose certificate must name
+ * host (a DNS name, or an IP address); the socket stays the caller's.
+ */
+static SSL *
+tls_client_new(SSL_CTX *ctx, int fd, const char *host, char **cause)
+{
+	SSL		*ssl;
+	unsigned char	 ip[16];
+	int		 isip;
+
+	ERR_clear_error();
+	if ((ssl = SSL_new(ctx)) == NULL) {
+		tls_fail("TLS", NULL, cause);
+		return (NULL);
+	}
+	isip = inet_pton(AF_INET, host, ip) == 1 ||
+	    inet_pton(AF_INET6, host, ip) == 1;
+	if (isip) {
+		if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl),
+		    host) != 1)
+			goto fail;
+	} else if (SSL_set1_host(ssl, host) != 1 ||
+	    SSL_set_tlsext_host_name(ssl, host) != 1)
+		goto fail;
+	if (SSL_set_fd(ssl, fd) != 1)
+		goto fail;
+	SSL_set_connect_state(ssl);
+	return (ssl);
+
+fail:
+	tls_fail("TLS", host, cause);
+	SSL_free(ssl);
+	return (NULL);
+}
+
+/*
+ * One step of a client session: TLSC_HANDSHAKE, TLSC_READ or TLSC_WRITE of
+ * len bytes at p, TLSC_SHUTDOWN (close_notify, not waiting for the
+ * peer's).  Bytes moved (1 for a handshake done), 0 at the end of the
+ * stream, TLSC_WANT_READ or TLSC_WANT_WRITE to be called again when the
+ * socket is ready, or -1 with a cause (cause NULL: none wanted).
+ */
+static int
+tls_client_io(SSL *ssl, int op, void *p, size_t len, char **cause)
+{
+	char	 why[256];
+	long	 v;
+	int	 rc, e;
+
+	ERR_clear_error();
+	switch (op) {
+	case TLSC_HANDSHAKE:
+		rc = SSL_do_handshake(ssl);
+		break;
+	case TLSC_READ:
+		rc = SSL_read(ssl, p, len > INT_MAX ? INT_MAX : (int)len);
+		break;
+	case TLSC_WRITE:
+		rc = SSL_write(ssl, p, len > INT_MAX ? INT_MAX : (int)len);
+		break;
+	default:
+		if (SSL_shutdown(ssl) < 0)
+			tls_error(NULL, 0);
+		return (0);
+	}
+	if (rc > 0)
+		return (rc);
+	switch ((e = SSL_get_error(ssl, rc))) {
+	case SSL_ERROR_WANT_READ:
+		return (TLSC_WANT_READ);
+	case SSL_ERROR_WANT_WRITE:
+		return (TLSC_WANT_WRITE);
+	case SSL_ERROR_ZERO_RETURN:
+		return (0);
+	}
+	tls_error(why, sizeof why);
+	if (why[0] == '\0')
+		snprintf(why, sizeof why, "%s", e == SSL_ERROR_SYSCALL ?
+		    "connection closed" : "failed");
+	if (op == TLSC_HANDSHAKE &&
+	    (v = SSL_get_verify_result(ssl)) != X509_V_OK)
+		snprintf(why + strlen(why), sizeof why - strlen(why), " (%s)",
+		    X509_verify_cert_error_string(v));
+	if (cause != NULL)
+		xasprintf(cause, "TLS: %s", why);
+	return (-1);
+}
+
+/* Free a client session (its socket is closed by the caller). */
+static void
+tls_client_free(SSL *ssl)
+{
+	SSL_free(ssl);
 }
