@@ -2088,7 +2088,7 @@ daemon_run(const struct daemon_opts *o, struct pipeline *p)
 	return (d->status);
 
 fail:
-	log_warnx("%s", cause);
+	log_errx("%s", cause);
 	free(cause);
 	daemon_close_listeners(d);
 	pipeline_set_output(p, NULL, NULL);

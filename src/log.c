@@ -6,9 +6,12 @@
  * Levels: errors and warnings are always written, log_info too (the daemon's
  * start, stop and statistics), log_debug only with -v.  When stderr is
  * connected to the journal (systemd sets JOURNAL_STREAM to its device and
- * inode), each line starts with its syslog priority, "<4>" and so on, which
- * journald strips and records as the message's priority.  Control bytes
- * in a message (of an id, a file name) are written escaped: \x1b.
+ * inode), each line starts with its syslog priority, "<3>" for an error
+ * that ends the program (log_errx), "<4>" for a warning and so on, which
+ * journald strips and records as the message's priority.  In a --log-file
+ * (log_open) each line starts with its time, as RFC 3339 in UTC, since no
+ * journal stamps it.  Control bytes in a message (of an id, a file name)
+ * are written escaped: \x1b.
  */
 
 #include "config.h"
@@ -20,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "mhfilter.h"
@@ -33,6 +37,7 @@
 static const char *log_name = "mhfilter";
 static int	 log_verbosity;
 static int	 log_journal;	/* stderr is the journal: add priorities */
+static int	 log_stamp;	/* stderr is a --log-file: add the time */
 
 static void	log_vwrite(int, int, const char *, va_list);
 
@@ -82,6 +87,7 @@ log_open(const char *path, char **cause)
 	}
 	close(fd);
 	log_init(log_name);
+	log_stamp = 1;
 	return (0);
 }
 
@@ -116,12 +122,19 @@ log_escape(const char *s, char *out, size_t len)
 static void
 log_vwrite(int pri, int errsv, const char *fmt, va_list ap)
 {
-	char	 raw[1024], msg[4 * sizeof raw], prefix[8] = "";
+	char	 raw[1024], msg[4 * sizeof raw], prefix[32] = "";
+	struct tm tm;
+	time_t	 t;
 
 	vsnprintf(raw, sizeof raw, fmt, ap);
 	log_escape(raw, msg, sizeof msg);
 	if (log_journal)
 		snprintf(prefix, sizeof prefix, "<%d>", pri);
+	else if (log_stamp) {
+		t = time(NULL);
+		gmtime_r(&t, &tm);
+		strftime(prefix, sizeof prefix, "%Y-%m-%dT%H:%M:%SZ ", &tm);
+	}
 	if (errsv != 0)
 		fprintf(stderr, "%s%s: %s: %s\n", prefix, log_name, msg,
 		    strerror(errsv));
@@ -138,6 +151,19 @@ log_warn(const char *fmt, ...)
 
 	va_start(ap, fmt);
 	log_vwrite(PRI_WARNING, errsv, fmt, ap);
+	va_end(ap);
+	errno = errsv;
+}
+
+/* Report an error that ends the program (priority err). */
+void
+log_errx(const char *fmt, ...)
+{
+	va_list	 ap;
+	int	 errsv = errno;
+
+	va_start(ap, fmt);
+	log_vwrite(PRI_ERR, 0, fmt, ap);
 	va_end(ap);
 	errno = errsv;
 }

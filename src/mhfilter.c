@@ -344,17 +344,16 @@ static void
 usage_error(const char *fmt, ...)
 {
 	va_list	 ap;
-	char	 raw[512], msg[4 * sizeof raw];
+	char	 raw[512];
 
 	va_start(ap, fmt);
 	vsnprintf(raw, sizeof raw, fmt, ap);
 	va_end(ap);
-	log_escape(raw, msg, sizeof msg);
+	/* An error that ends the program: priority err in the journal. */
 	if (conf_file != NULL && optind >= 2)	/* one entry per argument */
-		fprintf(stderr, "mhfilter: %s:%u: %s\n", conf_file,
-		    conf_lines[optind - 2], msg);
+		log_errx("%s:%u: %s", conf_file, conf_lines[optind - 2], raw);
 	else
-		fprintf(stderr, "mhfilter: %s\n", msg);
+		log_errx("%s", raw);
 	fprintf(stderr, "Try 'mhfilter --help' for more information.\n");
 	exit(EXIT_USAGE);
 }
@@ -864,7 +863,7 @@ check_options(struct options *o, int modes, int src)
 		mail_set_limits(o->pl.max_bytes, o->min_text);
 		/* (GMime and libxml2 come with the mail module: see mailload.c.) */
 		if (mail_init(&cause) != 0) {
-			log_warnx("%s", cause);
+			log_errx("%s", cause);
 			exit(EXIT_ERROR);
 		}
 	} else if (src == 2 && (o->mail_single || o->mda))
@@ -1089,7 +1088,7 @@ run_explain(struct options *o)
 		rc = index_open(&the_index, o->db, INDEX_RDONLY, &o->f.p,
 		    o->given, &cause);
 		if (rc != 0) {
-			log_warnx("%s", cause);
+			log_errx("%s", cause);
 			free(cause);
 			return (index_exit_status(rc));
 		}
@@ -1139,7 +1138,7 @@ run_filter(struct options *o, const struct index_params *asked, int serve,
 	rc = index_open(&the_index, o->db, (o->f.query_only ? INDEX_RDONLY :
 	    0) | (o->pl.track ? INDEX_TRACK : 0), &o->f.p, o->given, &cause);
 	if (rc != 0) {
-		log_warnx("%s", cause);
+		log_errx("%s", cause);
 		free(cause);
 		return (index_exit_status(rc));
 	}

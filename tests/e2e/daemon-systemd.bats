@@ -180,6 +180,17 @@ wait_note() {
 	for i in $(seq 400); do grep -q 'ready:' err && break; sleep 0.05; done
 	grep -q '^<6>mhfilter: ready:' err || fail "$(cat err)"
 	stop_daemon
+	# An error that ends the program is priority 3: a usage error, and
+	# a daemon that cannot start (its socket taken by a live one).
+	JOURNAL_STREAM="$js" timeout 60 "$MHFILTER" --listen bogus:x 2>>err &&
+	    fail "a bad --listen was taken"
+	grep -q '^<3>mhfilter: --listen bogus:x: use unix:PATH' err || fail "$(cat err)"
+	start_daemon --listen "unix:$T/sock2"
+	JOURNAL_STREAM="$js" timeout 60 "$MHFILTER" --listen "unix:$T/sock2" \
+	    2>>err </dev/null && fail "started on a live socket"
+	grep -q '^<3>mhfilter: --listen unix:.*another process is listening' err ||
+	    fail "$(cat err)"
+	stop_daemon
 }
 
 @test "started by systemd with a configuration lacking listen and no socket: refused, status 2" {

@@ -461,6 +461,11 @@ s.close()' "$T/sock" feed2
 	grep -q 'SIGHUP: output and log reopened' log
 	stop_daemon
 	grep -q 'stopping on SIGTERM' log
+	# Each line of a log file starts with its time (no journal stamps
+	# it), RFC 3339 in UTC, today's.
+	grep -vE '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z mhfilter: ' log log.1 &&
+	    fail "a line without its time"
+	grep -q "^$(date -u +%Y-%m-%d)T.* mhfilter: stopping on SIGTERM" log
 }
 
 @test "a live socket is not taken over; a stale one is replaced" {
