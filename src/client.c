@@ -905,8 +905,12 @@ client_write(struct client *c)
 			if (cr->v.kind == V_TOOLONG && policy == POLICY_PASS)
 				policy = POLICY_SKIP;
 			client_warn(c, cr, policy);
-			if (policy == POLICY_FAIL)
+			if (policy == POLICY_FAIL) {
+				/* The records before it are written. */
+				if ((rc = output_flush(c->out, &cause)) != 0)
+					goto fail;
 				return (EXIT_DATA);
+			}
 			if (policy == POLICY_SKIP)
 				continue;
 		}

@@ -1,0 +1,328 @@
+#!/usr/bin/env bats
+# The client, mhfilter --connect ADDR: the same input through a daemon
+# must give the bytes and the exit status the stream gives on its own,
+# over unix:, tcp: and tls:, in every output mode and format; and the
+# daemon restarted (SIGTERM, SIGKILL), busy or closing an idle client in
+# the middle of an input loses nothing and writes nothing twice.  Every
+# server is started here, on a unix socket or 127.0.0.1, and stopped here.
+
+load helpers
+load daemon-helpers
+
+# Records with near-duplicates in format $1 ($2 originals, a third of them
+# copied later with a word or two changed), to stdout.  With $3 = once,
+# each original is copied at most once and copies are not copied (so that
+# every duplicate has one match: -p's pairs are then the replies' ones).
+make_input() {
+	python3 - "$1" "$2" "${3:-}" <<'EOF'
+import json, random, sys
+fmt, n, once = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "once"
+rnd = random.Random(7)
+words = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda "
+         "mu nu xi omicron pi rho sigma tau upsilon phi chi psi omega "
+         "red green blue cyan magenta yellow black white").split()
+texts, used = [], set()
+for i in range(n):
+    if texts and rnd.random() < 0.3:
+        j = rnd.randrange(len(texts))
+        if once and (j in used or texts[j][1]):
+            j = None
+        if j is not None:
+            used.add(j)
+            w = texts[j][0].split()
+            w[rnd.randrange(len(w))] = rnd.choice(words)
+            texts.append((" ".join(w), True))
+            continue
+    texts.append((" ".join(rnd.choice(words) for _ in range(30)), False))
+out = sys.stdout
+for i, (t, _) in enumerate(texts):
+    if fmt == "line":
+        out.write(t + "\n")
+    elif fmt == "tsv":
+        out.write("r%d\t%s\n" % (i, t))
+    elif fmt == "jsonl":
+        out.write(json.dumps({"id": "j%d" % i, "text": t}) + "\n")
+    else:
+        out.write("From sender@example.org Mon Jan  1 00:00:%02d 2024\n"
+                  % (i % 60))
+        out.write("From: sender@example.org\nSubject: note %d\n" % i)
+        # Every fifth has no Message-ID: the daemon gives it an id.
+        if i % 5:
+            out.write("Message-ID: <m%d@example.org>\n" % i)
+        out.write("\n%s\n\n" % t)
+EOF
+}
+
+# Certificates for the tls: tests (as tls.bats makes them): a CA, the
+# server's for localhost and 127.0.0.1, a client's, and another CA.
+setup_file() {
+	C="$BATS_FILE_TMPDIR/certs"
+	export C
+	command -v openssl >/dev/null 2>&1 || return 0
+	mkdir -p "$C"
+	cd "$C" || return 1
+	printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' >server.ext
+	printf 'extendedKeyUsage=clientAuth\n' >client.ext
+	for ca in ca other; do
+		openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 \
+		    -out "$ca.key" 2>/dev/null &&
+		    openssl req -x509 -new -key "$ca.key" -subj "/CN=$ca" \
+		    -days 30 -out "$ca.pem" 2>/dev/null || return 1
+	done
+	for c in server:1001:server.ext client:2001:client.ext; do
+		IFS=: read -r name serial ext <<<"$c"
+		openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 \
+		    -out "$name.key" 2>/dev/null &&
+		    openssl req -new -key "$name.key" -subj "/CN=$name" \
+		    -out "$name.csr" 2>/dev/null &&
+		    openssl x509 -req -in "$name.csr" -CA ca.pem -CAkey ca.key \
+		    -set_serial "$serial" -days 30 -extfile "$ext" \
+		    -out "$name.pem" 2>/dev/null || return 1
+	done
+}
+
+# Start a daemon of format $1 on a fresh index at address kind $2 (unix,
+# tcp or tls), more daemon options after; its address goes to $ADDR.
+serve() {
+	local fmt="$1" kind="$2"
+
+	shift 2
+	rm -rf "$T/db"
+	case "$kind" in
+	unix)
+		start_daemon -f "$fmt" -d "$T/db" --listen "unix:$T/sock" "$@"
+		ADDR="unix:$T/sock" ;;
+	tcp)
+		start_daemon -f "$fmt" -d "$T/db" --listen tcp:127.0.0.1:0 "$@"
+		# The log holds this test's earlier daemons too: the last.
+		ADDR="$(sed -n 's/.*listening on \(tcp:[^ ]*\).*/\1/p' \
+		    "$T/derr" | tail -n 1)" ;;
+	tls)
+		start_daemon -f "$fmt" -d "$T/db" --listen tls:127.0.0.1:0 \
+		    --tls-cert "$C/server.pem" --tls-key "$C/server.key" \
+		    --tls-client-ca "$C/ca.pem" "$@"
+		ADDR="$(sed -n 's/.*listening on \(tls:[^ ]*\).*/\1/p' \
+		    "$T/derr" | tail -n 1)" ;;
+	esac
+	[ -n "$ADDR" ] || fail "no address in the log" "$(cat "$T/derr")"
+}
+
+# The stream's output and status on input $1 with options $2..., into
+# $T/want and $WANT_STATUS, with a fresh index.
+stream_of() {
+	local in="$1"
+
+	shift
+	rm -rf "$T/sdb"
+	WANT_STATUS=0
+	timeout 120 "$MHFILTER" -d "$T/sdb" "$@" <"$in" >"$T/want" \
+	    2>"$T/swarn" || WANT_STATUS=$?
+}
+
+# The client's output and status on input $1 with options $2..., into
+# $T/got and $GOT_STATUS (TLS options added for a tls: address).
+client_of() {
+	local in="$1" tls=()
+
+	shift
+	[[ "$ADDR" == tls:* ]] && tls=(--tls-ca "$C/ca.pem" \
+	    --tls-cert "$C/client.pem" --tls-key "$C/client.key")
+	GOT_STATUS=0
+	timeout 120 "$MHFILTER" --connect "$ADDR" "${tls[@]}" "$@" <"$in" \
+	    >"$T/got" 2>"$T/cerr" || GOT_STATUS=$?
+}
+
+# Input $1 of format $2 over address kind $3, in each output mode given
+# after: the client's bytes and status must be the stream's.
+same_as_stream() {
+	local in="$1" fmt="$2" kind="$3" mode
+
+	shift 3
+	for mode in "$@"; do
+		[ "$mode" = default ] && mode=
+		stream_of "$in" -f "$fmt" $mode
+		serve "$fmt" "$kind"
+		client_of "$in" -f "$fmt" $mode
+		stop_daemon || return 1
+		[ "$GOT_STATUS" -eq "$WANT_STATUS" ] || fail "$fmt ${mode:-default}" \
+		    "over $kind: status $GOT_STATUS, the stream's $WANT_STATUS" \
+		    "$(cat "$T/cerr")" || return 1
+		[ -s "$T/want" ] || fail "$fmt ${mode:-default}: no output" ||
+		    return 1
+		assert_same "$T/want" "$T/got" || fail "$fmt ${mode:-default}" \
+		    "over $kind" || return 1
+	done
+}
+
+@test "unix: the stream's bytes in every mode, with line, tsv, jsonl and mail" {
+	local fmt
+
+	for fmt in line tsv jsonl mail; do
+		make_input "$fmt" 600 >"in.$fmt"
+		same_as_stream "in.$fmt" "$fmt" unix default -a -D
+		make_input "$fmt" 300 once >"once.$fmt"
+		same_as_stream "once.$fmt" "$fmt" unix -p
+	done
+	# Each mode had duplicates to show: -a names matches by number.
+	make_input line 600 >in
+	stream_of in -a
+	grep -q '^duplicate	[0-9]*	' "$T/want" || fail "no duplicates"
+}
+
+@test "tcp: the stream's bytes, default and -a, line and tsv" {
+	make_input line 2000 >in.line
+	make_input tsv 2000 >in.tsv
+	same_as_stream in.line line tcp default -a
+	same_as_stream in.tsv tsv tcp default -a -D
+}
+
+@test "tls: the stream's bytes with a client certificate; a wrong CA exits 1" {
+	command -v openssl >/dev/null 2>&1 ||
+	    skip "the openssl command is not installed (Debian package openssl)"
+	make_input tsv 1500 >in.tsv
+	make_input jsonl 1500 >in.jsonl
+	same_as_stream in.tsv tsv tls default -a
+	same_as_stream in.jsonl jsonl tls -D
+	serve tsv tls
+	run timeout 60 "$MHFILTER" --connect "$ADDR" --connect-retries 0 \
+	    --tls-ca "$C/other.pem" --tls-cert "$C/client.pem" \
+	    --tls-key "$C/client.key" -f tsv <in.tsv
+	[ "$status" -eq 1 ] || fail "status $status" "$output"
+	[[ "$output" == *"--connect $ADDR: TLS: "*"certificate verify failed"* ]] ||
+	    fail "$output"
+	# No client certificate: the daemon refuses the handshake.
+	run timeout 60 "$MHFILTER" --connect "$ADDR" --connect-retries 1 \
+	    --tls-ca "$C/ca.pem" -f tsv <in.tsv
+	[ "$status" -eq 1 ] || fail "status $status" "$output"
+	[[ "$output" == *"--connect $ADDR: "*"gave up after 2 attempts"* ]] ||
+	    fail "$output"
+	stop_daemon
+}
+
+@test "exit statuses: no daemon (1, naming it), bad input under fail (3), usage (2), a closed output (141)" {
+	make_input tsv 200 >in
+	run timeout 60 "$MHFILTER" --connect "unix:$T/nothing" \
+	    --connect-retries 2 <in
+	[ "$status" -eq 1 ] || fail "status $status" "$output"
+	[[ "$output" == *"--connect unix:$T/nothing: "*"gave up after 3 attempts"* ]] ||
+	    fail "$output"
+	[ "${#lines[@]}" -eq 1 ] || fail "$output"
+
+	# A line without a TAB in the middle: the stream's output and 3.
+	{ head -n 100 in; printf 'no tab here\n'; tail -n +101 in; } >bad
+	stream_of bad -f tsv --on-bad-input=fail
+	[ "$WANT_STATUS" -eq 3 ] || fail "stream status $WANT_STATUS"
+	serve tsv unix
+	client_of bad -f tsv --on-bad-input=fail
+	[ "$GOT_STATUS" -eq 3 ] || fail "status $GOT_STATUS" "$(cat "$T/cerr")"
+	assert_same "$T/want" "$T/got"
+	grep -q 'no TAB between id and text: stopping' "$T/cerr" ||
+	    fail "$(cat "$T/cerr")"
+	# Skipped (the default) and passed: as the stream, status 0.
+	stop_daemon
+	serve tsv unix
+	stream_of bad -f tsv --on-bad-input=pass -a
+	client_of bad -f tsv --on-bad-input=pass -a
+	[ "$GOT_STATUS" -eq 0 ] && [ "$WANT_STATUS" -eq 0 ] ||
+	    fail "status $GOT_STATUS, $WANT_STATUS" "$(cat "$T/cerr")"
+	assert_same "$T/want" "$T/got"
+	grep -q '^invalid	-	-	no tab here$' "$T/got" || fail "not passed"
+	# A record over --max-bytes is skipped here, never sent.
+	stop_daemon
+	serve tsv unix
+	{ head -n 5 in; printf 'big\t%02000d\n' 0; tail -n 5 in; } >big
+	stream_of big -f tsv --max-bytes 1k -a
+	client_of big -f tsv --max-bytes 1k -a
+	[ "$GOT_STATUS" -eq 0 ] || fail "status $GOT_STATUS" "$(cat "$T/cerr")"
+	assert_same "$T/want" "$T/got"
+	# The reader of the output went away: 141, quietly.
+	stop_daemon
+	serve tsv unix
+	make_input tsv 20000 >long
+	{ rc=0; timeout 60 "$MHFILTER" --connect "$ADDR" -f tsv <long \
+	    2>"$T/cerr" || rc=$?; echo "$rc" >"$T/rc"; } | head -n 1 >/dev/null
+	status="$(cat "$T/rc")"
+	[ "$status" -eq 141 ] || fail "status $status" "$(cat "$T/cerr")"
+	stop_daemon
+
+	run timeout 60 "$MHFILTER" --connect "udp:127.0.0.1:1" <in
+	[ "$status" -eq 2 ] || fail "status $status" "$output"
+	run timeout 60 "$MHFILTER" --connect "unix:$T/sock" --clusters <in
+	[ "$status" -eq 2 ] || fail "status $status" "$output"
+	run timeout 60 "$MHFILTER" --connect "unix:$T/sock" \
+	    --listen "unix:$T/other" <in
+	[ "$status" -eq 2 ] || fail "status $status" "$output"
+}
+
+# The daemon stopped with signal $1 once the client has written $2 lines,
+# then started again on the same index and socket: the client's output
+# must be the stream's.
+restart_mid_input() {
+	local sig="$1" after="$2" cl
+
+	make_input line 60000 >long
+	stream_of long
+	serve line unix
+	timeout 300 "$MHFILTER" --connect "$ADDR" -v <long >"$T/got" \
+	    2>"$T/cerr" &
+	cl=$!
+	BG_PIDS+=("$cl")
+	wait_lines "$T/got" 60 "$after" || return 1
+	kill "-$sig" "$DPID"
+	wait_exit "$DPID" 30 || return 1
+	start_daemon -f line -d "$T/db" --listen "unix:$T/sock"
+	wait_exit "$cl" 240 || return 1
+	[ "$status" -eq 0 ] || fail "client status $status" "$(cat "$T/cerr")"
+	# It was cut off and came back.
+	grep -q "connected" "$T/cerr" || fail "$(cat "$T/cerr")"
+	[ "$(grep -c ': connected$' "$T/cerr")" -ge 2 ] ||
+	    fail "no second connection:" "$(cat "$T/cerr")"
+	[ "$(wc -l <"$T/got")" -gt "$after" ] || fail "nothing after"
+	assert_same "$T/want" "$T/got"
+	stop_daemon
+}
+
+@test "the daemon restarted with SIGTERM in the middle of an input: nothing lost or written twice" {
+	restart_mid_input TERM 2000
+}
+
+@test "the daemon killed (SIGKILL) in the middle of an input: nothing lost or written twice" {
+	restart_mid_input KILL 2000
+}
+
+@test "busy: with --max-clients 1 held, the client waits its turn and loses nothing" {
+	make_input tsv 3000 >in
+	stream_of in -f tsv -a
+	serve tsv unix -v --max-clients 1
+	: >empty
+	timeout 120 python3 "$CLIENT" raw "$ADDR" empty held &
+	HELD=$!
+	BG_PIDS+=("$HELD")
+	wait_log "connection 1 from"
+	timeout 120 "$MHFILTER" --connect "$ADDR" -v -f tsv -a <in \
+	    >"$T/got" 2>"$T/cerr" &
+	cl=$!
+	BG_PIDS+=("$cl")
+	# Refused at least twice, then let in.
+	wait_log "busy" 20 2
+	kill "$HELD"
+	wait_exit "$cl" 60
+	[ "$status" -eq 0 ] || fail "client status $status" "$(cat "$T/cerr")"
+	grep -q 'error busy' "$T/cerr" || fail "$(cat "$T/cerr")"
+	assert_same "$T/want" "$T/got"
+	stop_daemon
+}
+
+@test "an idle timeout of 1 s with a paused producer: the client reconnects and loses nothing" {
+	make_input line 3000 >in
+	stream_of in -a
+	serve line unix --idle-timeout 1s
+	{ head -n 1500 in; sleep 2.5; tail -n +1501 in; } |
+	    timeout 120 "$MHFILTER" --connect "$ADDR" -v -a >"$T/got" \
+	    2>"$T/cerr"
+	status=$?
+	[ "$status" -eq 0 ] || fail "client status $status" "$(cat "$T/cerr")"
+	grep -q 'error idle' "$T/cerr" || fail "not idled:" "$(cat "$T/cerr")"
+	assert_same "$T/want" "$T/got"
+	stop_daemon
+}
