@@ -34,6 +34,10 @@
  * reported unique again.  Without an id of its own a record's copy is an
  * identical text in such an undelivered range.  With REPLAY_ALL every copy
  * from an earlier run is a replay (at least once, whatever was delivered).
+ * This run's documents are those this process inserted (index_own),
+ * whatever other processes writing the index inserted meanwhile; theirs
+ * are earlier runs' here, and one that a process still running has not
+ * delivered yet is seen: that process writes it (index_undelivered).
  */
 
 #include "config.h"
@@ -682,7 +686,7 @@ static int
 filter_self(struct filter *f, struct index *ix, const struct record *r,
     const struct docinfo *d, char **cause)
 {
-	int	 earlier = d->docid < index_run_start(ix);
+	int	 earlier = !index_own(ix, d->docid);	/* another run's */
 
 	if (r->id.len != 0) {
 		if (d->idlen != r->id.len ||
@@ -712,7 +716,7 @@ filter_copy(struct filter *f, struct index *ix, const struct record *r,
 	uint64_t	 group;
 	int		 pending = 1, rc;
 
-	if ((self >= index_run_start(ix) && !f->o.run_unsure) ||
+	if ((index_own(ix, self) && !f->o.run_unsure) ||
 	    (f->o.replay != REPLAY_ALL && replayed_has(f, self)))
 		pending = 0;		/* this run writes it, once */
 	else if (f->o.replay != REPLAY_ALL && r->id.len != 0 &&

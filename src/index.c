@@ -274,6 +274,19 @@ index_run_start(struct index *ix)
 	return (ix->run_doc);
 }
 
+/*
+ * Did this process insert docid (this run's document)?  By the backend's
+ * record of its own commits where it keeps one (LMDB: another writer's
+ * documents interleave with this run's), else by number.
+ */
+int
+index_own(struct index *ix, uint64_t docid)
+{
+	if (ix->ops->own == NULL)
+		return (docid >= ix->run_doc);
+	return (ix->ops->own(ix, docid));
+}
+
 /* The index's name as given (a directory or a URL). */
 const char *
 index_path(struct index *ix)

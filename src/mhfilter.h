@@ -566,6 +566,8 @@ struct index_info {
  *				count, or INDEX_ERROR naming the line.
  * index_path, index_run_start	the path as given; the first document
  *				number this process could have inserted.
+ * index_own			see own; docid >= index_run_start when the
+ *				backend has none.
  * index_last_doc		the number of the document the last insert
  *				added (0: a backend that cannot say yet).
  * index_batch_range		the document numbers [first, end) that the
@@ -616,6 +618,7 @@ int		 index_adopt(struct index *, const struct index_params *,
 		    char **);
 const char	*index_path(struct index *);
 uint64_t	 index_run_start(struct index *);
+int		 index_own(struct index *, uint64_t);
 void		 index_batch_range(struct index *, uint64_t *, uint64_t *);
 uint64_t	 index_last_doc(struct index *);
 int		 index_undelivered(struct index *, uint64_t, char **);
@@ -704,9 +707,14 @@ int		 index_set_group(struct index *, uint64_t, char **);
  * undelivered(ix, docid, cause)
  *			in a transaction: is the document in a range that
  *			a committed batch inserted (INDEX_TRACK) and whose
- *			output was never marked delivered?  1, 0; ERROR.
- *			May be NULL (Redis: every earlier document may be
+ *			output was never marked delivered, by this process
+ *			or by one no longer running?  1, 0; ERROR.  May be
+ *			NULL (Redis: every earlier document may be
  *			undelivered).
+ * own(ix, docid)	did this process insert the document (committed,
+ *			or in the open transaction), whatever other
+ *			processes inserted meanwhile?  1, 0.  May be NULL
+ *			(Redis: a document from index_run_start on is).
  * delivered(ix, ranges, nranges, replays, nreplays)
  *			the output of these ranges ([first, end) pairs) was
  *			delivered, and these earlier documents were written
@@ -757,6 +765,7 @@ struct index_ops {
 	int		(*undelivered)(struct index *, uint64_t, char **);
 	void		(*delivered)(struct index *, const uint64_t *, size_t,
 			    const uint64_t *, size_t);
+	int		(*own)(struct index *, uint64_t);
 	int		(*group)(struct index *, uint64_t, uint64_t *, char **);
 	int		(*set_group)(struct index *, uint64_t, char **);
 };

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -2201,6 +2202,164 @@ test_l0_filter_damage(void **state)
 	free(rec);
 }
 
+/* Insert docs[i] through ix, under the band keys of its signature. */
+static int
+insert_doc(struct index *ix, size_t i, char **cause)
+{
+	const struct tdoc	*d = &docs[i];
+	uint64_t		 keys[B];
+
+	lsh_keys(d->sig, B, R, 0, keys);
+	return (index_insert(ix, keys, d->sig, d->id, strlen(d->id),
+	    d->text, strlen(d->text), d->flags, 0, cause));
+}
+
+/* Insert docs[i] in a transaction of its own, through ix. */
+static void
+insert_one(struct fixture *f, struct index *ix, size_t i)
+{
+	CHECK(f, index_begin(ix, &f->cause));
+	CHECK(f, insert_doc(ix, i, &f->cause));
+	CHECK(f, index_commit(ix, &f->cause));
+}
+
+/* index_undelivered of docid, as ix sees it in a transaction. */
+static int
+undelivered(struct fixture *f, struct index *ix, uint64_t docid)
+{
+	int	 rc;
+
+	CHECK(f, index_begin(ix, &f->cause));
+	rc = index_undelivered(ix, docid, &f->cause);
+	index_abort(ix);
+	if (rc < 0)
+		fail_msg("index_undelivered(%" PRIu64 "): %s", docid,
+		    f->cause ? f->cause : "no cause");
+	return (rc);
+}
+
+/* Commit the delivery marks given to ix, in a transaction of their own. */
+static void
+mark(struct fixture *f, struct index *ix, const uint64_t *ranges,
+    size_t nranges, const uint64_t *replays, size_t nreplays)
+{
+	index_delivered(ix, ranges, nranges, replays, nreplays);
+	CHECK(f, index_begin(ix, &f->cause));
+	CHECK(f, index_commit(ix, &f->cause));
+}
+
+/*
+ * Two writers at once (lmdb.c, "Several writers"): this process and a
+ * child, which inserts document 2 between this one's 1 and 3 and then
+ * waits.  This process's own documents are 1 and 3, not 2, whatever the
+ * numbers; the child's undelivered 2 is not a replay while the child runs
+ * (it writes it itself), and is once the child has died without marking
+ * it.  Marked, the ranges are gone, and --check passes throughout.
+ */
+static void
+test_owners(void **state)
+{
+	struct fixture		*f = *state;
+	struct index_params	 p;
+	struct index		*other;
+	const uint64_t		 mine[4] = { 1, 2, 3, 4 }, replay = 2;
+	int			 go[2], ready[2], st;
+	char			 c, *cause = NULL;
+	pid_t			 pid;
+
+	open_ix(f, INDEX_TRACK);
+	insert_one(f, f->ix, 0);
+	assert_int_equal(pipe(go), 0);
+	assert_int_equal(pipe(ready), 0);
+	if ((pid = fork()) == 0) {
+		params(&p);
+		if (index_open(&other, f->path, INDEX_TRACK, &p, 0,
+		    &cause) != 0 || index_begin(other, &cause) != 0 ||
+		    insert_doc(other, 1, &cause) != 0 ||
+		    index_commit(other, &cause) != 0)
+			_exit(1);
+		if (write(ready[1], "r", 1) != 1)
+			_exit(2);
+		(void)read(go[0], &c, 1);
+		_exit(0);		/* dies: delivers nothing */
+	}
+	assert_true(pid > 0);
+	close(ready[1]);
+	close(go[0]);
+	if (read(ready[0], &c, 1) != 1)
+		fail_msg("the other writer failed");
+	insert_one(f, f->ix, 2);
+	assert_true(index_own(f->ix, 1));
+	assert_false(index_own(f->ix, 2));
+	assert_true(index_own(f->ix, 3));
+	assert_false(index_own(f->ix, 4));
+	assert_int_equal(undelivered(f, f->ix, 1), 1);
+	assert_int_equal(undelivered(f, f->ix, 2), 0);	/* a running one's */
+	assert_int_equal(undelivered(f, f->ix, 3), 1);
+	assert_int_equal(write(go[1], "g", 1), 1);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	close(go[1]);
+	close(ready[0]);
+	assert_int_equal(undelivered(f, f->ix, 2), 1);	/* a dead one's */
+	assert_true(index_own(f->ix, 3));
+	assert_false(index_own(f->ix, 2));
+	/* Its own delivered, and 2 written again as a replay. */
+	mark(f, f->ix, mine, 2, &replay, 1);
+	assert_int_equal(undelivered(f, f->ix, 1), 0);
+	assert_int_equal(undelivered(f, f->ix, 2), 0);
+	assert_int_equal(undelivered(f, f->ix, 3), 0);
+	close_ix(f);
+	check_finds(f, 0, NULL);
+}
+
+/*
+ * A replay cut out of a range leaves two pieces; the range's delivery
+ * forgets both.  A damaged range or owner record is a problem for
+ * --check and an error for a lookup, not a crash.
+ */
+static void
+test_undelivered_pieces(void **state)
+{
+	struct fixture	*f = *state;
+	const uint64_t	 range[2] = { 1, 4 }, replay = 2;
+	size_t		 i;
+
+	open_ix(f, INDEX_TRACK);
+	CHECK(f, index_begin(f->ix, &f->cause));
+	for (i = 0; i < NDOCS; i++)
+		CHECK(f, insert_doc(f->ix, i, &f->cause));
+	CHECK(f, index_commit(f->ix, &f->cause));
+	mark(f, f->ix, NULL, 0, &replay, 1);
+	assert_int_equal(undelivered(f, f->ix, 1), 1);
+	assert_int_equal(undelivered(f, f->ix, 2), 0);
+	assert_int_equal(undelivered(f, f->ix, 3), 1);
+	close_ix(f);
+	check_finds(f, 0, NULL);
+	open_ix(f, INDEX_TRACK);
+	mark(f, f->ix, range, 1, NULL, 0);
+	assert_int_equal(undelivered(f, f->ix, 1), 0);
+	assert_int_equal(undelivered(f, f->ix, 3), 0);
+	close_ix(f);
+	check_finds(f, 0, NULL);
+
+	raw_meta_put(f->path, "undelivered:0000000000000003", "1");
+	raw_meta_put(f->path, "undelivered-owner:0000000000000003", "x");
+	check_finds(f, 1, "meta record \"undelivered-owner:0000000000000003\"");
+	open_ix(f, INDEX_TRACK);
+	CHECK(f, index_begin(f->ix, &f->cause));
+	assert_int_equal(index_undelivered(f->ix, 2, &f->cause), INDEX_ERROR);
+	check_cause(f, "is bad");
+	index_abort(f->ix);
+	close_ix(f);
+	raw_meta_put(f->path, "undelivered-owner:0000000000000003", "1");
+	raw_meta_put(f->path, "undelivered:0000000000000009", "2");
+	check_finds(f, 1, "ends past next_doc");
+	raw_meta_put(f->path, "undelivered:0000000000000009", "4");
+	raw_meta_put(f->path, "undelivered:00000000000000zz", "1");
+	check_finds(f, 2, "is malformed");
+}
+
 #define T(name)	cmocka_unit_test_setup_teardown(name, setup, teardown)
 
 /* Run the tests, each bounded by an alarm as in memcached's testapp. */
@@ -2238,6 +2397,8 @@ main(void)
 		T(test_l0_order),
 		T(test_l0_filter_damage),
 		T(test_writer_keys),
+		T(test_owners),
+		T(test_undelivered_pieces),
 	};
 
 	alarm(120);
