@@ -1400,6 +1400,22 @@ client_take(struct client *c, size_t len, size_t dlen)
 			return (1);
 		}
 	}
+	/*
+	 * A blank line of TSV or JSON Lines: no record, no reply (made
+	 * contiguous only when it starts as one, which a record does not).
+	 */
+	if (d->po->delim == '\n' && (d->po->format == FORMAT_TSV ||
+	    d->po->format == FORMAT_JSONL) && (len == 0 ||
+	    (evbuffer_copyout(in, cmd, 1) == 1 && strchr(" \t\r", *cmd) !=
+	    NULL))) {
+		if (record_blank(len > 0 ? (const char *)evbuffer_pullup(in,
+		    len) : "", len, d->po->format)) {
+			evbuffer_drain(in, len + dlen);
+			c->recno++;	/* ids stay line numbers */
+			pipeline_counts(d->p)->blank++;
+			return (1);
+		}
+	}
 	if ((s = daemon_slot(d)) == NULL)
 		return (0);
 	r = plbatch_add(d->open, len, len + dlen);

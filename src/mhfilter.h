@@ -279,6 +279,7 @@ int		 record_parse_timed(struct record *, int, const char *,
 		    const char *, const char *, char **);
 int		 record_json_agree(const char *, size_t, const char *);
 void		 record_reset(struct record *);
+int		 record_blank(const char *, size_t, int);
 void		 record_free(struct record *);
 void		 record_idstr(const struct record *, struct buf *);
 void		 record_connid(struct buf *, uint64_t, uint64_t, uint64_t);

@@ -932,6 +932,31 @@ record_reset(struct record *r)
 	r->scope = 0;
 }
 
+/*
+ * Is this line of TSV or JSON Lines blank, no record but left out (the
+ * stream and the daemon count it)?  Nothing but JSON's white space (for
+ * TSV spaces and a CR: a tab makes an empty record).  Lines of other
+ * formats are records, empty or not.
+ */
+int
+record_blank(const char *p, size_t len, int format)
+{
+	const char	*ws;
+	size_t		 i;
+
+	if (format == FORMAT_JSONL)
+		ws = " \t\r";
+	else if (format == FORMAT_TSV)
+		ws = " \r";
+	else
+		return (0);
+	for (i = 0; i < len; i++) {
+		if (p[i] == '\0' || strchr(ws, p[i]) == NULL)
+			return (0);
+	}
+	return (1);
+}
+
 /* Free a record's memory. */
 void
 record_free(struct record *r)

@@ -72,29 +72,12 @@ stream_signal(int sig)
 		stop_signal = sig;
 }
 
-/*
- * Is this a blank line of TSV or JSON Lines, left out?  Nothing but JSON's
- * white space (for TSV spaces and a CR: a tab makes an empty record).
- */
+/* Is this a blank line of TSV or JSON Lines, left out (record_blank)? */
 static int
 stream_blank(struct stream *s, const struct rawrec *rr)
 {
-	const char	*ws;
-	size_t		 i;
-
-	if (s->po->delim != '\n' || rr->toolong)
-		return (0);
-	if (s->po->format == FORMAT_JSONL)
-		ws = " \t\r";
-	else if (s->po->format == FORMAT_TSV)
-		ws = " \r";
-	else
-		return (0);
-	for (i = 0; i < rr->len; i++) {
-		if (rr->data[i] == '\0' || strchr(ws, rr->data[i]) == NULL)
-			return (0);
-	}
-	return (1);
+	return (s->po->delim == '\n' && !rr->toolong &&
+	    record_blank(rr->data, rr->len, s->po->format));
 }
 
 /*
