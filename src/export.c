@@ -179,6 +179,20 @@ export_group(struct exporting *ex, const struct docinfo *d, uint64_t *pos,
 	return (0);
 }
 
+/*
+ * A write of the export failed: INDEX_ERROR with a cause, or with none
+ * when the reader went away (EPIPE), which is no error to report: the run
+ * ends quietly, as the filter's does under head(1).
+ */
+static int
+export_write_error(char **cause)
+{
+	*cause = NULL;
+	if (errno != EPIPE)
+		xasprintf(cause, "export: write error: %s", strerror(errno));
+	return (INDEX_ERROR);
+}
+
 /* Write one document of the walk (an index_each_fn). */
 static int
 export_one(void *arg, const struct docinfo *d, const struct buf *text,
@@ -192,8 +206,7 @@ export_one(void *arg, const struct docinfo *d, const struct buf *text,
 		return (rc);
 	u64vec_push(&ex->docs, d->docid);
 	if (export_doc(ex->f, d, ex->K, text, group) != 0) {
-		xasprintf(cause, "export: write error: %s", strerror(errno));
-		return (INDEX_ERROR);
+		return (export_write_error(cause));
 	}
 	return (0);
 }
@@ -210,16 +223,14 @@ index_export(struct index *ix, FILE *f, char **cause)
 	int			 rc;
 
 	if (export_header(f, &ix->p) != 0) {
-		xasprintf(cause, "export: write error: %s", strerror(errno));
-		return (INDEX_ERROR);
+		return (export_write_error(cause));
 	}
 	rc = index_each(ix, export_one, &ex, cause);
 	u64vec_free(&ex.docs);
 	if (rc != 0)
 		return (rc);
 	if (fflush(f) != 0) {
-		xasprintf(cause, "export: write error: %s", strerror(errno));
-		return (INDEX_ERROR);
+		return (export_write_error(cause));
 	}
 	return (0);
 }

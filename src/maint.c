@@ -82,11 +82,17 @@ maint_open(const struct maint_opts *mo, int flags, struct index **ixp)
 	return (EXIT_OK);
 }
 
-/* Flush a stream written to; a write error (full disk, closed pipe) fails. */
+/*
+ * Flush a stream written to; a write error (a full disk) fails, and a
+ * reader that went away (--export - | head) ends the run quietly with the
+ * status of a process killed by SIGPIPE, as the filter's.
+ */
 static int
 maint_flush(FILE *f, const char *name)
 {
 	if (fflush(f) != 0 || ferror(f)) {
+		if (errno == EPIPE)
+			return (128 + SIGPIPE);
 		log_warn("write error: %s", name);
 		return (EXIT_ERROR);
 	}
@@ -358,6 +364,8 @@ maint_export(const struct maint_opts *mo, struct index *ix)
 	if ((rc = index_export(ix, f, &cause)) != 0) {
 		if (f != stdout)
 			fclose(f);
+		if (rc == INDEX_ERROR && cause == NULL)
+			return (128 + SIGPIPE);	/* the reader went away */
 		return (maint_status(rc, cause));
 	}
 	status = maint_flush(f, name);

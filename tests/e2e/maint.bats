@@ -527,6 +527,22 @@ for line in open(sys.argv[1]):
 	assert_status 1
 }
 
+@test "--export - | head and --info | head: quiet, with SIGPIPE's status, as the filter" {
+	gen_tsv 3000 >in
+	mhf -f tsv -d db in >/dev/null
+	for mode in --export --info; do
+		arg=-
+		[ "$mode" = --info ] && arg=
+		timeout 60 "$MHFILTER" -d db $mode $arg 2>err | head -n 1 >first
+		st=("${PIPESTATUS[@]}")
+		[ -s first ] || fail "$mode: nothing read"
+		[ ! -s err ] || fail "$mode: $(cat err)"
+		# --info fits in the pipe's buffer: it may finish first.
+		[ "${st[0]}" -eq 141 ] || { [ "$mode" = --info ] && [ "${st[0]}" -eq 0 ]; } ||
+		    fail "$mode: status ${st[0]}"
+	done
+}
+
 @test "--remove then -Q: a removed document's band entries are skipped in every batch, not an error" {
 	printf 'a\tthe quick brown fox jumps over the lazy dog\nb\tlorem ipsum dolor sit amet consectetur\nc\tsphinx of black quartz judge my vow now\n' >in
 	mhf -f tsv -d db in >/dev/null
