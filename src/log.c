@@ -91,6 +91,13 @@ log_open(const char *path, char **cause)
 	return (0);
 }
 
+/* Is log_debug writing (-v)? */
+int
+log_debugging(void)
+{
+	return (log_verbosity > 0);
+}
+
 /* Set how much is logged: 0 (the default) or more for log_debug. */
 void
 log_verbose(int v)

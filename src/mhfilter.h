@@ -135,6 +135,7 @@ void		 log_init(const char *);
 int		 log_open(const char *, char **);
 void		 log_warn(const char *, ...)
 		    __attribute__((format(printf, 1, 2)));
+int		 log_debugging(void);
 void		 log_errx(const char *, ...)
 		    __attribute__((format(printf, 1, 2)));
 void		 log_warnx(const char *, ...)

@@ -115,6 +115,7 @@ static int	 pipeline_busy(struct pipeline *);
 static int	 pipeline_parse(struct record *, void *, char **);
 static int	 pipeline_mark(struct pipeline *, struct plbatch *, char **);
 static int	 pipeline_marks_take(struct pipeline *);
+static void	 pipeline_log(struct pipeline *, struct plbatch *);
 
 /*
  * Make a pipeline over an open index, with a filter for fo (the parser is
@@ -564,6 +565,7 @@ pipeline_deliver(struct pipeline *p, int wait)
 		rc = 0;
 		if (b->rc != PL_DROPPED) {
 			pipeline_count(p, b);
+			pipeline_log(p, b);
 			if (b->rc == 0 &&
 			    (rc = pipeline_write(p, b, &cause)) != 0)
 				pipeline_write_failed(p, rc, cause);
@@ -664,33 +666,52 @@ pipeline_count(struct pipeline *p, struct plbatch *b)
 }
 
 /*
- * With -v, a line for each message of a file or a delivery, with its
- * position, Message-ID and verdict, for a delivery agent's log (procmail's
- * LOGFILE) or the journal.
+ * With -v, a line for each decided record of a batch, with where it came
+ * from, its id and its verdict, the duplicates with both ids: for mail
+ * every message (a delivery agent's log, the journal), for other records
+ * the duplicates and what was not judged, which a feed's operator asks
+ * about.  A daemon client's record says its connection.
  */
 static void
-pipeline_log_mail(const struct record *r, const struct verdict *v)
+pipeline_log(struct pipeline *p, struct plbatch *b)
 {
-	const char	*file = r->file != NULL ? r->file : "-";
-	const char	*id = r->id.len > 0 ? r->id.data : "";
-	const char	*match = v->match.len > 0 ? v->match.data : "";
-	int		 idl = r->id.len > 200 ? 200 : (int)r->id.len;
-	int		 ml = v->match.len > 200 ? 200 : (int)v->match.len;
+	const struct record	*r;
+	const struct verdict	*v;
+	char			 where[128];
+	const char		*id, *match;
+	size_t			 i;
+	int			 idl, ml;
 
-	switch (v->kind) {
-	case V_DUPLICATE:
-		log_debug("%s:%" PRIu64 ": <%.*s>: %s of <%.*s>, similarity "
-		    "%.2f", file, r->line, idl, id, v->seen ?
-		    "seen, a duplicate" : "duplicate", ml, match, v->sim);
-		break;
-	case V_UNCHECKED:
-		log_debug("%s:%" PRIu64 ": <%.*s>: unchecked (%s)", file,
-		    r->line, idl, id, v->error);
-		break;
-	default:
-		log_debug("%s:%" PRIu64 ": <%.*s>: %s", file, r->line, idl,
-		    id, verdict_name(v));
-		break;
+	if (!log_debugging() || b->rc != 0)
+		return;
+	for (i = 0; i < b->n; i++) {
+		r = &b->recs[i];
+		v = &b->vs[i];
+		if (r->recno == 0 || (p->o.format != FORMAT_MAIL &&
+		    v->kind != V_DUPLICATE && v->kind != V_UNCHECKED) ||
+		    (v->kind != V_UNIQUE && v->kind != V_DUPLICATE &&
+		    v->kind != V_EMPTY && v->kind != V_UNCHECKED))
+			continue;
+		if (r->conn != 0)
+			snprintf(where, sizeof where, "connection %" PRIu64
+			    ", record %" PRIu64, r->conn, r->line);
+		else
+			snprintf(where, sizeof where, "%s:%" PRIu64,
+			    r->file != NULL ? r->file : "-", r->line);
+		id = r->id.len > 0 ? r->id.data : "";
+		match = v->match.len > 0 ? v->match.data : "";
+		idl = r->id.len > 200 ? 200 : (int)r->id.len;
+		ml = v->match.len > 200 ? 200 : (int)v->match.len;
+		if (v->kind == V_DUPLICATE)
+			log_debug("%s: <%.*s>: %s of <%.*s>, similarity %.2f",
+			    where, idl, id, v->seen ? "seen, a duplicate" :
+			    "duplicate", ml, match, v->sim);
+		else if (v->kind == V_UNCHECKED)
+			log_debug("%s: <%.*s>: unchecked (%s)", where, idl, id,
+			    v->error);
+		else
+			log_debug("%s: <%.*s>: %s", where, idl, id,
+			    verdict_name(v));
 	}
 }
 
@@ -715,8 +736,6 @@ pipeline_write(struct pipeline *p, struct plbatch *b, char **cause)
 		if ((rc = output_record(p->out, &b->recs[i], v, cause)) != 0 ||
 		    (rc = pipeline_quarantine(p, &b->recs[i], v, cause)) != 0)
 			return (rc);
-		if (p->o.format == FORMAT_MAIL && b->recs[i].conn == 0)
-			pipeline_log_mail(&b->recs[i], v);
 	}
 	return (output_flush(p->out, cause));
 }

@@ -454,6 +454,21 @@ s.close()' "$T/sock" feed2
 	    assert_out
 }
 
+@test "-v: a log line for each duplicate with both ids, from a file and from a daemon's client" {
+	make_abcd
+	mhrun -v -f tsv in
+	assert_status 0
+	assert_err_has "in:2: <b>: duplicate of <a>, similarity 0.9"
+	run ! grep -q '<a>: unique' "$T/err"
+	mhrun -f tsv in
+	[ ! -s "$T/err" ]
+	start_daemon -v -f tsv --listen "unix:$T/sock"
+	dsend "unix:$T/sock" in >replies
+	stop_daemon
+	grep -q 'connection 1, record 2: <b>: duplicate of <a>, similarity 0\.9' "$T/derr" ||
+	    fail "$(cat "$T/derr")"
+}
+
 @test "SIGINT also exits 0; SIGUSR1 logs the statistics" {
 	start_daemon --listen "unix:$T/sock"
 	printf 'one\ntwo\n' | dsend "unix:$T/sock" >/dev/null
