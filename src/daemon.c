@@ -86,6 +86,7 @@
 #define STATUS_SECS	1.0		/* systemd STATUS= at most this often */
 #define COMMAND		"#mhfilter "	/* a record starting so is a command */
 #define COMMAND_MAX	256
+#define ID_PREFIX	4096		/* an over-long record's id is here */
 #define SOCKNAME_MAX	192		/* "unix:" and a path, tcp:, tls: */
 #define BATCHES_AHEAD	2		/* one deciding, one in phase 1 */
 #define READ_MAX	(256 * 1024)	/* bytes read from a client at once */
@@ -1317,7 +1318,13 @@ client_process(struct client *c)
 			d->received++;
 			pipeline_counts(d->p)->records++;
 			pipeline_counts(d->p)->too_long++;
-			client_id(c, &d->line);
+			/* Its own id if its first bytes say it, else a number. */
+			d->line.len = 0;
+			if (record_prefix_id((const char *)evbuffer_pullup(in,
+			    len < ID_PREFIX ? len : ID_PREFIX), len < ID_PREFIX ?
+			    len : ID_PREFIX, d->po->format, d->po->id_field,
+			    &d->line) != 0)
+				client_id(c, &d->line);
 			buf_append(&d->line, "", 1);
 			evbuffer_drain(in, len);
 			client_fail(c, d->line.data, "too-long", "record of "

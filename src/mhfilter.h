@@ -281,6 +281,8 @@ int		 record_parse_timed(struct record *, int, const char *,
 int		 record_json_agree(const char *, size_t, const char *);
 void		 record_reset(struct record *);
 int		 record_blank(const char *, size_t, int);
+int		 record_prefix_id(const char *, size_t, int, const char *,
+		    struct buf *);
 void		 record_free(struct record *);
 void		 record_idstr(const struct record *, struct buf *);
 void		 record_connid(struct buf *, uint64_t, uint64_t, uint64_t);

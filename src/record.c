@@ -933,6 +933,50 @@ record_reset(struct record *r)
 }
 
 /*
+ * The id of a record from its first len bytes alone (an over-long record,
+ * not kept whole): for TSV what comes before the first tab, for JSON Lines
+ * the string member id_field when it is there, unescaped if it has no
+ * escapes; appended to id.  0, or -1 when there is none to be had (the
+ * caller numbers the record instead).
+ */
+int
+record_prefix_id(const char *p, size_t len, int format, const char *id_field,
+    struct buf *id)
+{
+	const char	*q, *end = p + len, *s;
+	size_t		 n = strlen(id_field);
+
+	if (format == FORMAT_TSV) {
+		if ((q = memchr(p, '\t', len)) == NULL || q == p)
+			return (-1);
+		buf_append(id, p, q - p);
+		return (0);
+	}
+	if (format != FORMAT_JSONL)
+		return (-1);
+	/* "id_field" : "value", at the top level or not: a good guess. */
+	for (q = p; (q = memmem(q, end - q, id_field, n)) != NULL; q += n) {
+		if (q == p || q[-1] != '"' || q + n >= end || q[n] != '"')
+			continue;
+		for (s = q + n + 1; s < end && (*s == ' ' || *s == '\t'); s++)
+			;
+		if (s >= end || *s != ':')
+			continue;
+		for (s++; s < end && (*s == ' ' || *s == '\t'); s++)
+			;
+		if (s >= end || *s != '"')
+			continue;
+		for (q = ++s; q < end && *q != '"' && *q != '\\'; q++)
+			;
+		if (q >= end || *q != '"' || q == s)
+			return (-1);
+		buf_append(id, s, q - s);
+		return (0);
+	}
+	return (-1);
+}
+
+/*
  * Is this line of TSV or JSON Lines blank, no record but left out (the
  * stream and the daemon count it)?  Nothing but JSON's white space (for
  * TSV spaces and a CR: a tab makes an empty record).  Lines of other

@@ -210,6 +210,24 @@ abcd_replies() {
 	grep -qx 'unique	1:2:1' r2
 	[ "$(dstat "unix:$T/sock" too_long)" = 1 ]
 	stop_daemon
+	# A record with an id of its own is answered with it, when its first
+	# bytes hold it: TSV before the tab, JSON Lines its id member.
+	{ printf 'big\t'; head -c 5000 /dev/zero | tr '\0' x; echo; } >in.tsv
+	start_daemon -f tsv --max-bytes 1K --listen "unix:$T/sock"
+	dsend "unix:$T/sock" in.tsv >replies
+	grep -q '^error	big	too-long	' replies || fail "$(cat replies)"
+	stop_daemon
+	{ printf '{"text":"'; head -c 5000 /dev/zero | tr '\0' x
+	  printf '","id" : "big2"}\n'; } >late.jsonl
+	{ printf '{"id":"big3","text":"'; head -c 5000 /dev/zero | tr '\0' x
+	  printf '"}\n'; } >early.jsonl
+	start_daemon -f jsonl --max-bytes 1K --listen "unix:$T/sock"
+	dsend "unix:$T/sock" early.jsonl >replies
+	grep -q '^error	big3	too-long	' replies || fail "$(cat replies)"
+	# (its id past the first 4 KB: numbered)
+	dsend "unix:$T/sock" late.jsonl >replies
+	grep -q '^error	1:2:1	too-long	' replies || fail "$(cat replies)"
+	stop_daemon
 }
 
 @test "an over-long record without any newline, still being sent, is cut off" {

@@ -598,6 +598,49 @@ test_json_paths(void **state)
 }
 
 /* Run the tests, each bounded by an alarm as in memcached's testapp. */
+/* An over-long record's id from its first bytes (record_prefix_id). */
+static void
+test_prefix_id(void **state)
+{
+	static const struct {
+		const char	*p;
+		int		 format;
+		const char	*want;	/* NULL: none */
+	} cases[] = {
+		{ "big\tsome text", FORMAT_TSV, "big" },
+		{ "\tno id", FORMAT_TSV, NULL },
+		{ "no tab yet", FORMAT_TSV, NULL },
+		{ "{\"id\":\"a1\",\"text\":\"xx", FORMAT_JSONL, "a1" },
+		{ "{\"text\":\"xx\", \"id\" : \"a2\"}", FORMAT_JSONL, "a2" },
+		{ "{\"text\":\"the id is \\\"id\\\"", FORMAT_JSONL, NULL },
+		{ "{\"uid\":\"x\",\"text\":\"t", FORMAT_JSONL, NULL },
+		{ "{\"id\":\"cut", FORMAT_JSONL, NULL },
+		{ "{\"id\":\"a\\\"b\"", FORMAT_JSONL, NULL },
+		{ "{\"id\":12,\"text\":\"t", FORMAT_JSONL, NULL },
+		{ "line text", FORMAT_LINE, NULL },
+	};
+	struct buf	 id = { 0 };
+	size_t		 i;
+	int		 rc;
+
+	for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		id.len = 0;
+		rc = record_prefix_id(cases[i].p, strlen(cases[i].p),
+		    cases[i].format, "id", &id);
+		if (cases[i].want == NULL) {
+			if (rc != -1)
+				fail_msg("case %zu: an id '%.*s'", i,
+				    (int)id.len, id.data);
+			continue;
+		}
+		if (rc != 0 || id.len != strlen(cases[i].want) ||
+		    memcmp(id.data, cases[i].want, id.len) != 0)
+			fail_msg("case %zu: '%.*s', not '%s'", i, (int)id.len,
+			    id.data != NULL ? id.data : "", cases[i].want);
+	}
+	buf_free(&id);
+}
+
 int
 main(void)
 {
@@ -605,6 +648,7 @@ main(void)
 		cmocka_unit_test(test_table),
 		cmocka_unit_test(test_reparse),
 		cmocka_unit_test(test_reset),
+		cmocka_unit_test(test_prefix_id),
 		cmocka_unit_test(test_idstr),
 		cmocka_unit_test(test_time),
 		cmocka_unit_test(test_json_paths),
