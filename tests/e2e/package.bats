@@ -54,6 +54,7 @@ clean_sources() {
 	    ./lib/systemd/system/mhfilter-expire.timer \
 	    ./lib/systemd/system/mhfilter-milter.service \
 	    ./usr/lib/sysusers.d/mhfilter.conf ./etc/mhfilter.conf \
+	    ./etc/logrotate.d/mhfilter \
 	    ./usr/share/bash-completion/completions/mhfilter \
 	    ./usr/share/doc/mhfilter/copyright; do
 		grep -qx -- "$f" files || fail "$f not in the package:" "$(cat files)"
@@ -79,6 +80,13 @@ clean_sources() {
 
 	dpkg-deb -e "$deb" ctl
 	grep -qx /etc/mhfilter.conf ctl/conffiles || fail "conffiles: $(cat ctl/conffiles)"
+	# The verdict log rotated, the daemon told to reopen it (SIGHUP
+	# through the unit's ExecReload), as the log directory's owner.
+	grep -qx /etc/logrotate.d/mhfilter ctl/conffiles
+	grep -q '^/var/log/mhfilter/\*\.tsv ' root/etc/logrotate.d/mhfilter
+	grep -q 'systemctl reload mhfilter.service' root/etc/logrotate.d/mhfilter
+	grep -q '^	su mhfilter mhfilter$' root/etc/logrotate.d/mhfilter
+	grep -qx 'ExecReload=/bin/kill -HUP $MAINPID' root/lib/systemd/system/mhfilter.service
 	# The system user first, then the socket enabled; nothing started.
 	grep -q '^ *systemd-sysusers .*mhfilter.conf' ctl/postinst
 	# (dh_installsystemd enables a unit on a new installation in a block
