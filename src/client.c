@@ -939,29 +939,12 @@ fail:
 	return (EXIT_ERROR);
 }
 
-/*
- * Is this a blank line of TSV or JSON Lines, left out?  As the stream
- * (stream.c: stream_blank).
- */
+/* Is this a blank line of TSV or JSON Lines, left out (record_blank)? */
 static int
 client_blank(struct client *c, const struct rawrec *rr)
 {
-	const char	*ws;
-	size_t		 i;
-
-	if (c->po->delim != '\n' || rr->toolong)
-		return (0);
-	if (c->po->format == FORMAT_JSONL)
-		ws = " \t\r";
-	else if (c->po->format == FORMAT_TSV)
-		ws = " \r";
-	else
-		return (0);
-	for (i = 0; i < rr->len; i++) {
-		if (rr->data[i] == '\0' || strchr(ws, rr->data[i]) == NULL)
-			return (0);
-	}
-	return (1);
+	return (c->po->delim == '\n' && !rr->toolong &&
+	    record_blank(rr->data, rr->len, c->po->format));
 }
 
 /* Put a record in the window: sent, or (error) decided here. */
