@@ -487,6 +487,26 @@ s.close()' "$T/sock" feed2
 	    fail "$(cat "$T/derr")"
 }
 
+@test "a feed polled again by many clients at once: every record they were answered is seen after a restart" {
+	for i in 1 2 3 4; do gen_tsv 400 "$i" | sed "s/^/c$i-/" >feed$i; done
+	start_daemon -f tsv -d db --listen "unix:$T/sock"
+	pids=()
+	for i in 1 2 3 4; do dsend "unix:$T/sock" feed$i >r$i & pids+=($!); done
+	wait "${pids[@]}"
+	for i in 1 2 3 4; do
+		[ "$(grep -c '^unique	' r$i)" -eq 400 ] || fail "client $i: $(grep -vc '^unique' r$i) not unique"
+	done
+	stop_daemon
+	start_daemon -f tsv -d db --listen "unix:$T/sock"
+	pids=()
+	for i in 1 2 3 4; do dsend "unix:$T/sock" feed$i >s$i & pids+=($!); done
+	wait "${pids[@]}"
+	stop_daemon
+	for i in 1 2 3 4; do
+		seen_replies feed$i | assert_same - s$i
+	done
+}
+
 @test "SIGINT also exits 0; SIGUSR1 logs the statistics" {
 	start_daemon --listen "unix:$T/sock"
 	printf 'one\ntwo\n' | dsend "unix:$T/sock" >/dev/null
