@@ -1367,8 +1367,11 @@ main(int argc, char **argv)
 	 */
 	if (serve && !o.threads_given && o.f.threads > 1)
 		o.f.threads--;
-	if (o.check_config)
-		return (run_check_config(&o, serve));
+	if (o.check_config) {
+		status = run_check_config(&o, serve);
+		free(o.d.listen);
+		return (status);
+	}
 	if (serve && o.m.socket == NULL && !o.explain &&
 	    daemon_check_listen(&o.d, &cause) != 0)
 		usage_error("%s", cause);
