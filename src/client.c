@@ -826,32 +826,13 @@ client_reply(struct client *c, char *line, size_t len)
 static void
 client_warn(struct client *c, const struct crec *cr, int policy)
 {
-	static const char *const reasons[][2] = {
-		{ "too-large", "over --max-message" },
-		{ "text-too-large", "its text is over --max-bytes" },
-		{ "too-short", "its text is under --mail-min-text" },
-		{ "allowed", "it is on a --mail-allow list" },
-		{ "no-header", "not a mail message (no header fields)" },
-		{ "unreadable", "not a mail message (nothing readable)" },
-	};
 	const char	*file = cr->r.file != NULL ? cr->r.file : "-";
 	const char	*say = cr->v.error != NULL ? cr->v.error : "";
-	size_t		 i;
 
 	if (c->po->quiet && policy != POLICY_FAIL)
 		return;
 	if (cr->v.kind == V_UNCHECKED) {
-		for (i = 0; i < sizeof reasons / sizeof reasons[0]; i++) {
-			if (strcmp(say, reasons[i][0]) == 0)
-				say = reasons[i][1];
-		}
-		if (strcmp(cr->v.error, "too-short") == 0 ||
-		    strcmp(cr->v.error, "allowed") == 0)
-			log_debug("%s:%" PRIu64 ": %s: passed through "
-			    "unchecked", file, cr->r.line, say);
-		else
-			log_warnx("%s:%" PRIu64 ": %s: passed through "
-			    "unchecked", file, cr->r.line, say);
+		mail_warn_unchecked(cr->r.file, cr->r.line, cr->v.error);
 		return;
 	}
 	log_warnx("%s:%" PRIu64 ": %s: %s", file, cr->r.line, say,
@@ -1092,27 +1073,6 @@ client_big(struct client *c)
 	return (0);
 }
 
-/* Is path a regular file that is also an input?  (As stream.c's.) */
-static int
-client_is_input(const char *path, char **files, int nfiles)
-{
-	struct stat	 out, in;
-	int		 i, rc;
-
-	if (stat(path, &out) == -1 || !S_ISREG(out.st_mode))
-		return (0);
-	for (i = 0; i < (nfiles > 0 ? nfiles : 1); i++) {
-		if (nfiles == 0 || strcmp(files[i], "-") == 0)
-			rc = fstat(STDIN_FILENO, &in);
-		else
-			rc = stat(files[i], &in);
-		if (rc == 0 && in.st_dev == out.st_dev &&
-		    in.st_ino == out.st_ino)
-			return (1);
-	}
-	return (0);
-}
-
 /*
  * Filter the files (none: standard input) through the daemon at
  * o->addr, to the output.  Returns the exit status.
@@ -1127,7 +1087,7 @@ client_run(const struct client_opts *o, const struct pipeline_opts *po,
 	uint64_t		 i;
 	int			 outfd = STDOUT_FILENO, rc, ms, readable;
 
-	if (o->output != NULL && client_is_input(o->output, files, nfiles)) {
+	if (o->output != NULL && input_is_one(o->output, files, nfiles)) {
 		log_warnx("--output %s is also an input: it would be emptied "
 		    "before it is read (write to another file, then rename "
 		    "it)", o->output);

@@ -568,6 +568,30 @@ input_mail_next(struct input *in, struct rawrec *rr, char **cause)
 	}
 }
 
+/*
+ * Is path a regular file that is also one of the inputs (none: standard
+ * input)?  Opening it for output would empty it before it is read.
+ */
+int
+input_is_one(const char *path, char **files, int nfiles)
+{
+	struct stat	 out, in;
+	int		 i, rc;
+
+	if (stat(path, &out) == -1 || !S_ISREG(out.st_mode))
+		return (0);
+	for (i = 0; i < (nfiles > 0 ? nfiles : 1); i++) {
+		if (nfiles == 0 || strcmp(files[i], "-") == 0)
+			rc = fstat(STDIN_FILENO, &in);
+		else
+			rc = stat(files[i], &in);
+		if (rc == 0 && in.st_dev == out.st_dev &&
+		    in.st_ino == out.st_ino)
+			return (1);
+	}
+	return (0);
+}
+
 /* Close the current file, if any, and open the next.  0 when none left. */
 static int
 input_advance(struct input *in, char **cause)

@@ -18,6 +18,7 @@
 #include "config.h"
 
 #include <ctype.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -275,4 +276,39 @@ mail_mda_status(const struct pl_counts *ct, int status, int print)
 		return (EXIT_ERROR);
 	}
 	return (EXIT_OK);
+}
+
+/*
+ * Say that the message at file:line was passed through without being
+ * judged, and why: mail.c's and mail_extract's reasons, or too-large for a
+ * message over --max-message.  Short and allowed mail is ordinary: that is
+ * said only with -v.
+ */
+void
+mail_warn_unchecked(const char *file, uint64_t line, const char *why)
+{
+	static const char *const reasons[][2] = {
+		{ "too-large", "over --max-message" },
+		{ "text-too-large", "its text is over --max-bytes" },
+		{ "too-short", "its text is under --mail-min-text" },
+		{ "allowed", "it is on a --mail-allow list" },
+		{ "no-header", "not a mail message (no header fields)" },
+		{ "unreadable", "not a mail message (nothing readable)" },
+	};
+	const char	*say = why != NULL ? why : "";
+	size_t		 i;
+
+	for (i = 0; i < sizeof reasons / sizeof reasons[0]; i++) {
+		if (strcmp(say, reasons[i][0]) == 0)
+			say = reasons[i][1];
+	}
+	if (file == NULL)
+		file = "-";
+	if (why != NULL && (strcmp(why, "too-short") == 0 ||
+	    strcmp(why, "allowed") == 0))
+		log_debug("%s:%" PRIu64 ": %s: passed through unchecked",
+		    file, line, say);
+	else
+		log_warnx("%s:%" PRIu64 ": %s: passed through unchecked",
+		    file, line, say);
 }

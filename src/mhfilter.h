@@ -252,6 +252,7 @@ int		 input_next(struct input *, struct rawrec *, char **);
 int		 input_wait(struct input *, int);
 int		 input_from_line(const char *, size_t);
 void		 input_set_pieces(struct input *);
+int		 input_is_one(const char *, char **, int);
 int		 input_wait_or(struct input *, int);
 void		 input_progress(struct input *, uint64_t *, uint64_t *);
 void		 input_close(struct input *);
@@ -1030,6 +1031,7 @@ int		 mailmod_extract(const char *, size_t, int, struct buf *,
 int		 mail_allow_add(const char *, char **);
 void		 mail_set_flags(int);
 void		 mail_set_limits(uint64_t, size_t);
+void		 mail_warn_unchecked(const char *, uint64_t, const char *);
 int		 mail_flags(void);
 int		 mail_strip_parse(const char *, int *, char **);
 int		 mail_extract(const char *, size_t, int, struct buf *,

@@ -940,37 +940,14 @@ pipeline_warn(struct pipeline *p, const struct record *r,
 
 /*
  * Say that a message was passed through without being judged, and why
- * (mail.c's and mail_extract's reasons, or too-large for a message over
- * --max-message).
+ * (mail_warn_unchecked), unless -q.
  */
 void
 pipeline_warn_unchecked(struct pipeline *p, const struct record *r,
     const char *why)
 {
-	static const char *const reasons[][2] = {
-		{ "too-large", "over --max-message" },
-		{ "text-too-large", "its text is over --max-bytes" },
-		{ "too-short", "its text is under --mail-min-text" },
-		{ "allowed", "it is on a --mail-allow list" },
-		{ "no-header", "not a mail message (no header fields)" },
-		{ "unreadable", "not a mail message (nothing readable)" },
-	};
-	const char	*say = why;
-	size_t		 i;
-
-	if (p->o.quiet)
-		return;
-	for (i = 0; i < sizeof reasons / sizeof reasons[0]; i++) {
-		if (strcmp(why, reasons[i][0]) == 0)
-			say = reasons[i][1];
-	}
-	/* Short and allowed mail is ordinary: said only with -v. */
-	if (strcmp(why, "too-short") == 0 || strcmp(why, "allowed") == 0)
-		log_debug("%s:%" PRIu64 ": %s: passed through unchecked",
-		    r->file != NULL ? r->file : "-", r->line, say);
-	else
-		log_warnx("%s:%" PRIu64 ": %s: passed through unchecked",
-		    r->file != NULL ? r->file : "-", r->line, say);
+	if (!p->o.quiet)
+		mail_warn_unchecked(r->file, r->line, why);
 }
 
 /*

@@ -50,7 +50,6 @@ struct stream {
 static volatile sig_atomic_t	 stop_signal;
 static volatile sig_atomic_t	 want_stats;
 
-static int	stream_is_input(const char *, char **, int);
 static int	stream_blank(struct stream *, const struct rawrec *);
 static int	stream_read(struct stream *, struct plbatch *);
 static int	stream_big(struct stream *);
@@ -322,30 +321,6 @@ stream_print_stats(struct pipeline *p, double secs)
 }
 
 /*
- * Is path a regular file that is also one of the inputs (none: standard
- * input)?  Opening it for output would empty it before it is read.
- */
-static int
-stream_is_input(const char *path, char **files, int nfiles)
-{
-	struct stat	 out, in;
-	int		 i, rc;
-
-	if (stat(path, &out) == -1 || !S_ISREG(out.st_mode))
-		return (0);
-	for (i = 0; i < (nfiles > 0 ? nfiles : 1); i++) {
-		if (nfiles == 0 || strcmp(files[i], "-") == 0)
-			rc = fstat(STDIN_FILENO, &in);
-		else
-			rc = stat(files[i], &in);
-		if (rc == 0 && in.st_dev == out.st_dev &&
-		    in.st_ino == out.st_ino)
-			return (1);
-	}
-	return (0);
-}
-
-/*
  * Filter the files (none: standard input) to the output through the
  * pipeline.  Returns the exit status.
  */
@@ -361,7 +336,7 @@ stream_run(const struct stream_opts *o, struct pipeline *p, char **files,
 	struct sigaction		 sa;
 	int				 outfd = STDOUT_FILENO, status, rc;
 
-	if (o->output != NULL && stream_is_input(o->output, files, nfiles)) {
+	if (o->output != NULL && input_is_one(o->output, files, nfiles)) {
 		log_warnx("--output %s is also an input: it would be emptied "
 		    "before it is read (write to another file, then rename "
 		    "it)", o->output);
