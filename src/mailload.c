@@ -91,10 +91,12 @@ mail_init(char **cause)
 static int
 mail_allowed(const struct buf *meta)
 {
-	const char	*p = meta->data, *end = p + meta->len, *nl, *r;
+	const char	*p, *end, *nl, *r;
 	size_t		 i, n, kl;
 
-	for (; p < end; p = nl + 1) {
+	if (meta->len == 0)
+		return (0);	/* (and no data: NULL) */
+	for (p = meta->data, end = p + meta->len; p < end; p = nl + 1) {
 		if ((nl = memchr(p, '\n', end - p)) == NULL)
 			break;
 		for (i = 0; i < mail_nallows; i++) {
@@ -176,7 +178,7 @@ mail_extract(const char *msg, size_t len, int flags, struct buf *text,
 		return (1);
 	}
 	/* The body: what follows the Subject's line. */
-	nl = memchr(text->data, '\n', text->len);
+	nl = text->len > 0 ? memchr(text->data, '\n', text->len) : NULL;
 	body = nl != NULL ? text->len - (nl + 1 - text->data) : 0;
 	if (body < mail_min_text && text->len > 0) {
 		*cause = xstrdup("too-short");
