@@ -132,6 +132,35 @@ tls_reason(unsigned long e, char *out, size_t len)
 }
 
 /*
+ * A context of method, for a server or a client: TLS 1.2 or later, no
+ * renegotiation or compression, a peer's TCP FIN without close_notify an
+ * end of input rather than an error, and the options opts.  NULL with a
+ * cause.
+ */
+static SSL_CTX *
+tls_context_new(const SSL_METHOD *method, uint64_t opts, char **cause)
+{
+	SSL_CTX	*ctx;
+
+	ERR_clear_error();
+	if ((ctx = SSL_CTX_new(method)) == NULL) {
+		tls_fail("TLS", NULL, cause);
+		return (NULL);
+	}
+	if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1) {
+		tls_fail("TLS", NULL, cause);
+		SSL_CTX_free(ctx);
+		return (NULL);
+	}
+	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION |
+	    SSL_OP_NO_COMPRESSION | opts);
+#ifdef SSL_OP_IGNORE_UNEXPECTED_EOF
+	SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+#endif
+	return (ctx);
+}
+
+/*
  * Make a server context from the options: the certificate chain and key
  * (PEM), TLS 1.2 or later, and with a client CA, client certificates
  * required and verified against it.  Returns NULL with a cause naming the
@@ -143,25 +172,14 @@ tls_context(const struct tls_opts *o, char **cause)
 	SSL_CTX			*ctx;
 	STACK_OF(X509_NAME)	*names;
 
-	ERR_clear_error();
-	if ((ctx = SSL_CTX_new(TLS_server_method())) == NULL) {
-		tls_fail("TLS", NULL, cause);
-		return (NULL);
-	}
-	if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1) {
-		tls_fail("TLS", NULL, cause);
-		goto fail;
-	}
-	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION |
-	    SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_COMPRESSION);
-#ifdef SSL_OP_IGNORE_UNEXPECTED_EOF
 	/*
 	 * A client's TCP FIN without close_notify ends its input, as on the
 	 * other listeners (OpenSSL 3 would make it an error, and its last
 	 * replies would be lost).
 	 */
-	SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
-#endif
+	if ((ctx = tls_context_new(TLS_server_method(),
+	    SSL_OP_CIPHER_SERVER_PREFERENCE, cause)) == NULL)
+		return (NULL);
 	SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
 	if (SSL_CTX_use_certificate_chain_file(ctx, o->cert) != 1) {
 		tls_fail("--tls-cert", o->cert, cause);
@@ -307,21 +325,9 @@ tls_client_context(const struct tls_client_opts *o, char **cause)
 {
 	SSL_CTX	*ctx;
 
-	ERR_clear_error();
-	if ((ctx = SSL_CTX_new(TLS_client_method())) == NULL) {
-		tls_fail("TLS", NULL, cause);
-		return (NULL);
-	}
-	if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1) {
-		tls_fail("TLS", NULL, cause);
-		goto fail;
-	}
-	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION |
-	    SSL_OP_NO_COMPRESSION);
-#ifdef SSL_OP_IGNORE_UNEXPECTED_EOF
 	/* A daemon killed mid-stream is a closed connection, retried. */
-	SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
-#endif
+	if ((ctx = tls_context_new(TLS_client_method(), 0, cause)) == NULL)
+		return (NULL);
 	/* Partial writes, from a buffer that may move between retries. */
 	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
 	    SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
