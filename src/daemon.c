@@ -982,7 +982,8 @@ client_reply(struct client *c, const struct buf *b)
 /*
  * One of a batch's clients has its replies written (lost: never will):
  * the last one gives the batch's marks to the pipeline, or, when a reply
- * was lost, forgets them, so that its records stay undelivered.
+ * was lost, gives them as lost, so that its records stay undelivered and
+ * are replays to whoever meets them next, this daemon or another process.
  */
 static void
 dmark_done(struct daemon *d, struct dmark *dm, int lost)
@@ -991,7 +992,7 @@ dmark_done(struct daemon *d, struct dmark *dm, int lost)
 	if (--dm->waiting > 0)
 		return;
 	if (dm->lost)
-		pipeline_marks_free(dm->m);
+		pipeline_marks_lose(d->p, dm->m);
 	else
 		pipeline_marks_give(d->p, dm->m);
 	free(dm);

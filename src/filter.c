@@ -144,6 +144,7 @@ static int	est_cmp(const void *, const void *);
 static int	replayed_has(const struct filter *, uint64_t);
 static void	replayed_add(struct filter *, uint64_t);
 static void	replayed_truncate(struct filter *, size_t);
+static int	u64_cmp(const void *, const void *);
 
 /* Make a filter for the parameters in force (after index_open). */
 struct filter *
@@ -250,6 +251,41 @@ replayed_truncate(struct filter *f, size_t n)
 	for (i = 0; i < n; i++)
 		f->replayed[replayed_slot(f, f->replays.v[i])] =
 		    f->replays.v[i];
+}
+
+/*
+ * These replays' output was never written (a daemon's client went away
+ * first): forget them, so that a later copy is a replay again, not seen.
+ * Between batches only.
+ */
+void
+filter_unreplay(struct filter *f, const uint64_t *docids, size_t n)
+{
+	uint64_t	*gone;
+	size_t		 i, j;
+
+	if (n == 0 || f->replays.n == 0)
+		return;
+	gone = xreallocarray(NULL, n, sizeof *gone);
+	memcpy(gone, docids, n * sizeof *gone);
+	qsort(gone, n, sizeof *gone, u64_cmp);
+	for (i = j = 0; i < f->replays.n; i++) {
+		if (bsearch(&f->replays.v[i], gone, n, sizeof *gone,
+		    u64_cmp) == NULL)
+			f->replays.v[j++] = f->replays.v[i];
+	}
+	free(gone);
+	if (j != f->replays.n)
+		replayed_truncate(f, j);
+}
+
+/* qsort and bsearch order of uint64_t. */
+static int
+u64_cmp(const void *a, const void *b)
+{
+	uint64_t	 x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x < y ? -1 : x > y);
 }
 
 /* A batch for filter_prepare and filter_decide. */

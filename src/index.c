@@ -335,6 +335,17 @@ index_delivered(struct index *ix, const uint64_t *ranges, size_t nranges,
 }
 
 /*
+ * The output of these ranges of this process's documents will never be
+ * written: the next commit gives them up to whoever meets them.
+ */
+void
+index_abandoned(struct index *ix, const uint64_t *ranges, size_t nranges)
+{
+	if (ix->ops->abandoned != NULL)
+		ix->ops->abandoned(ix, ranges, nranges);
+}
+
+/*
  * The first document of docid's group: where a chain of duplicates
  * started.  0, or INDEX_ERROR.
  */

@@ -149,11 +149,12 @@
  * it runs (it writes it itself, or dies first, and then whoever meets it
  * next replays it): a record two streams are given at once is written
  * once, and a killed one's undelivered records are written by the other.
- * (A daemon's batch whose client went away stays undelivered while the
- * daemon runs: the daemon replays its records, another process takes
- * them for seen until the daemon has stopped.)  Delivery deletes every
- * range within the batch's, the pieces that replays cut out of it
- * included, and their owners.
+ * A daemon's batch whose client went away first is abandoned
+ * (index_abandoned): its ranges lose their owner records in the next
+ * commit, so that they are a stopped process's to everyone else, who
+ * write their records again; the daemon knows them for its own and
+ * replays them itself.  Delivery deletes every range within the batch's,
+ * the pieces that replays cut out of it included, and their owners.
  * Why not a run number in the range records, or a PID: the first tells
  * whose a range is but not whether that writer still runs, the second
  * is reused and means nothing on another machine's mount; a lock is
@@ -316,6 +317,7 @@ struct lmdb {
 	/* Delivery marks for the next commit (lm_undelivered_apply). */
 	struct u64vec	 dranges;	/* [first, end) pairs delivered */
 	struct u64vec	 dreplays;	/* earlier documents written again */
+	struct u64vec	 aranges;	/* [first, end) pairs abandoned */
 
 	/* This process's own, in memory ("Several writers"). */
 	struct u64vec	 mine;		/* [first, end) pairs it committed */
@@ -352,6 +354,7 @@ static void	lmdb_abort(struct index *);
 static int	lmdb_undelivered(struct index *, uint64_t, char **);
 static void	lmdb_delivered(struct index *, const uint64_t *, size_t,
 		    const uint64_t *, size_t);
+static void	lmdb_abandoned(struct index *, const uint64_t *, size_t);
 static int	lmdb_info(struct index *, struct index_info *, char **);
 static int	lmdb_text(struct index *, uint64_t, struct buf *, char **);
 static int	lmdb_insert(struct index *, size_t, const uint64_t *,
@@ -1057,6 +1060,7 @@ lmdb_close(struct index *base)
 	free(ix->l1map);
 	u64vec_free(&ix->dranges);
 	u64vec_free(&ix->dreplays);
+	u64vec_free(&ix->aranges);
 	u64vec_free(&ix->mine);
 	if (ix->ofd != -1)
 		close(ix->ofd);		/* (releases its owner lock) */
@@ -1274,7 +1278,7 @@ lmdb_commit(struct index *base, char **cause)
 		lmdb_abort(&ix->base);
 		return (rc);
 	}
-	ix->dranges.n = ix->dreplays.n = 0;
+	ix->dranges.n = ix->dreplays.n = ix->aranges.n = 0;
 	ix->base.batch_first = ix->start_doc;
 	ix->base.batch_end = ix->next_doc;
 	lm_own_add(ix);
@@ -3984,19 +3988,33 @@ lmdb_delivered(struct index *base, const uint64_t *ranges, size_t nranges,
 		u64vec_push(&ix->dreplays, replays[i]);
 }
 
+/* Queue abandoned ranges for the next commit. */
+static void
+lmdb_abandoned(struct index *base, const uint64_t *ranges, size_t nranges)
+{
+	struct lmdb	*ix = (struct lmdb *)base;
+	size_t		 i;
+
+	if (ix->base.flags & INDEX_RDONLY)
+		return;
+	for (i = 0; i < 2 * nranges; i++)
+		u64vec_push(&ix->aranges, ranges[i]);
+}
+
 /*
- * Delete every undelivered range within [first, end): the range a commit
- * recorded, or what is left of it once replays were cut out of it (by
- * this process or another).  Ranges never overlap, so these are the
- * committing process's own.  0, or INDEX_ERROR.
+ * Delete every undelivered range within [first, end), or with disown only
+ * its owner record: the range a commit recorded, or what is left of it
+ * once replays were cut out of it (by this process or another).  Ranges
+ * never overlap, so these are the committing process's own.  0, or
+ * INDEX_ERROR.
  */
 static int
 lm_undelivered_forget(struct lmdb *ix, uint64_t first, uint64_t end,
-    char **cause)
+    int disown, char **cause)
 {
 	MDB_cursor	*c;
 	MDB_val		 k, v;
-	char		 kb[UD_KEYLEN + 1];
+	char		 kb[UO_KEYLEN + 1];
 	uint64_t	 e;
 	struct u64vec	 ends = { 0 };
 	size_t		 i;
@@ -4016,8 +4034,16 @@ lm_undelivered_forget(struct lmdb *ix, uint64_t first, uint64_t end,
 		u64vec_free(&ends);
 		return (lm_fail(ix, rc, "reading meta", cause));
 	}
-	for (i = 0, rc = 0; i < ends.n && rc == 0; i++)
-		rc = ud_del(ix, ends.v[i]);
+	for (i = 0, rc = 0; i < ends.n && rc == 0; i++) {
+		if (!disown) {
+			rc = ud_del(ix, ends.v[i]);
+			continue;
+		}
+		uo_key(kb, ends.v[i], &k);
+		if ((rc = mdb_del(ix->txn, ix->meta, &k, NULL)) ==
+		    MDB_NOTFOUND)
+			rc = 0;
+	}
 	u64vec_free(&ends);
 	return (rc == 0 ? 0 : lm_fail(ix, rc, "writing meta", cause));
 }
@@ -4025,7 +4051,8 @@ lm_undelivered_forget(struct lmdb *ix, uint64_t first, uint64_t end,
 /*
  * In the commit: record this batch's documents as undelivered (with
  * INDEX_TRACK), owned by this process, delete the ranges delivered since,
- * and cut the replays delivered since out of their ranges.
+ * cut the replays delivered since out of their ranges, and disown the
+ * ranges abandoned since.
  */
 static int
 lm_undelivered_apply(struct lmdb *ix, char **cause)
@@ -4043,7 +4070,12 @@ lm_undelivered_apply(struct lmdb *ix, char **cause)
 	}
 	for (i = 0; i + 1 < ix->dranges.n; i += 2) {
 		if ((rc = lm_undelivered_forget(ix, ix->dranges.v[i],
-		    ix->dranges.v[i + 1], cause)) != 0)
+		    ix->dranges.v[i + 1], 0, cause)) != 0)
+			return (rc);
+	}
+	for (i = 0; i + 1 < ix->aranges.n; i += 2) {
+		if ((rc = lm_undelivered_forget(ix, ix->aranges.v[i],
+		    ix->aranges.v[i + 1], 1, cause)) != 0)
 			return (rc);
 	}
 	for (i = 0; i < ix->dreplays.n; i++) {
@@ -4252,6 +4284,7 @@ const struct index_ops lmdb_ops = {
 	.adopt = lmdb_adopt,
 	.undelivered = lmdb_undelivered,
 	.delivered = lmdb_delivered,
+	.abandoned = lmdb_abandoned,
 	.own = lmdb_own,
 	.group = lmdb_group,
 	.set_group = lmdb_set_group,

@@ -582,6 +582,8 @@ struct index_info {
  *				once) when the backend has none.
  * index_delivered		see delivered; nothing when the backend has
  *				none.
+ * index_abandoned		see abandoned; nothing when the backend has
+ *				none.
  * index_group			see group; the document itself when the
  *				backend keeps no groups.
  * index_set_group		see set_group; 0 when the backend keeps no
@@ -629,6 +631,7 @@ uint64_t	 index_last_doc(struct index *);
 int		 index_undelivered(struct index *, uint64_t, char **);
 void		 index_delivered(struct index *, const uint64_t *, size_t,
 		    const uint64_t *, size_t);
+void		 index_abandoned(struct index *, const uint64_t *, size_t);
 int		 index_group(struct index *, uint64_t, uint64_t *, char **);
 int		 index_set_group(struct index *, uint64_t, char **);
 
@@ -726,6 +729,13 @@ int		 index_set_group(struct index *, uint64_t, char **);
  *			again as replays: forget them as undelivered in the
  *			next commit (kept and retried if it fails).  May be
  *			NULL.
+ * abandoned(ix, ranges, nranges)
+ *			the output of these ranges of this process's will
+ *			never be written (a daemon's client went away
+ *			first): in the next commit they stop being this
+ *			process's, so that any other process that meets
+ *			them writes them again, as a stopped process's.
+ *			May be NULL.
  * group(ix, docid, group, cause)
  *			the first document of docid's group (docid itself
  *			for a unique one) into *group.  0; ERROR.  May be
@@ -770,6 +780,8 @@ struct index_ops {
 	int		(*undelivered)(struct index *, uint64_t, char **);
 	void		(*delivered)(struct index *, const uint64_t *, size_t,
 			    const uint64_t *, size_t);
+	void		(*abandoned)(struct index *, const uint64_t *,
+			    size_t);
 	int		(*own)(struct index *, uint64_t);
 	int		(*group)(struct index *, uint64_t, uint64_t *, char **);
 	int		(*set_group)(struct index *, uint64_t, char **);
@@ -984,6 +996,7 @@ void		 fbatch_truncate(struct fbatch *, size_t);
 void		 fbatch_skip(struct fbatch *, size_t);
 int		 filter_decide(struct fbatch *, struct index *, char **);
 void		 filter_stats(struct filter *, struct filter_stats *);
+void		 filter_unreplay(struct filter *, const uint64_t *, size_t);
 void		 verdict_reset(struct verdict *);
 void		 verdict_free(struct verdict *);
 
@@ -1163,6 +1176,7 @@ void		 pipeline_defer_marks(struct pipeline *);
 struct plmarks	*pipeline_marks_of(struct pipeline *, struct plbatch *,
 		    char **);
 void		 pipeline_marks_give(struct pipeline *, struct plmarks *);
+void		 pipeline_marks_lose(struct pipeline *, struct plmarks *);
 void		 pipeline_marks_free(struct plmarks *);
 void		 pipeline_set_quarantine(struct pipeline *, struct output *,
 		    const char *);

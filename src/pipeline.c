@@ -94,9 +94,9 @@ struct pipeline {
 	uint64_t		 seq;		/* batches decided */
 	uint64_t		 failed[FAILED_CONNS];	/* the writer's */
 	size_t			 nfailed;
-	struct u64vec		 mranges;	/* delivered, to mark */
+	struct plmarks		 given;		/* delivered, to mark */
+	struct plmarks		 lost;		/* never will be */
 	int			 defer_marks;	/* the source gives them */
-	struct u64vec		 mreplays;
 
 	/* The source thread's. */
 	struct pl_counts	 ct;
@@ -115,6 +115,9 @@ static int	 pipeline_busy(struct pipeline *);
 static int	 pipeline_parse(struct record *, void *, char **);
 static int	 pipeline_mark(struct pipeline *, struct plbatch *, char **);
 static int	 pipeline_marks_take(struct pipeline *);
+static void	 pipeline_marks_queue(struct pipeline *, struct plmarks *,
+		    struct plmarks *);
+static int	 pipeline_marks_any(const struct pipeline *);
 static void	 pipeline_log(struct pipeline *, struct plbatch *);
 
 /*
@@ -188,8 +191,10 @@ pipeline_free(struct pipeline *p)
 		free(p->b[i].cause);
 	}
 	filter_free(p->f);
-	u64vec_free(&p->mranges);
-	u64vec_free(&p->mreplays);
+	u64vec_free(&p->given.ranges);
+	u64vec_free(&p->given.replays);
+	u64vec_free(&p->lost.ranges);
+	u64vec_free(&p->lost.replays);
 	close(p->notify[0]);
 	close(p->notify[1]);
 	pthread_mutex_destroy(&p->lock);
@@ -782,18 +787,47 @@ pipeline_marks_of(struct pipeline *p, struct plbatch *b, char **cause)
 void
 pipeline_marks_give(struct pipeline *p, struct plmarks *m)
 {
+	pipeline_marks_queue(p, &p->given, m);
+}
+
+/*
+ * Hand the writer marks whose output will never be written (the daemon's
+ * client went away first): the index gives their documents up to other
+ * processes (index_abandoned), and the filter forgets their replays, so
+ * that every one of their records is a replay when it comes again; m is
+ * freed.
+ */
+void
+pipeline_marks_lose(struct pipeline *p, struct plmarks *m)
+{
+	pipeline_marks_queue(p, &p->lost, m);
+}
+
+/* Append m to the writer's marks to, wake it, and free m. */
+static void
+pipeline_marks_queue(struct pipeline *p, struct plmarks *to,
+    struct plmarks *m)
+{
 	size_t	 i;
 
 	if (m == NULL)
 		return;
 	pthread_mutex_lock(&p->lock);
 	for (i = 0; i < m->ranges.n; i++)
-		u64vec_push(&p->mranges, m->ranges.v[i]);
+		u64vec_push(&to->ranges, m->ranges.v[i]);
 	for (i = 0; i < m->replays.n; i++)
-		u64vec_push(&p->mreplays, m->replays.v[i]);
+		u64vec_push(&to->replays, m->replays.v[i]);
 	pthread_cond_signal(&p->work);
 	pthread_mutex_unlock(&p->lock);
 	pipeline_marks_free(m);
+}
+
+/* Are there marks for the writer to take?  (Under the lock.) */
+static int
+pipeline_marks_any(const struct pipeline *p)
+{
+	return (p->given.ranges.n != 0 || p->given.replays.n != 0 ||
+	    p->lost.ranges.n != 0 || p->lost.replays.n != 0);
 }
 
 /* Forget marks never given: their documents stay undelivered. */
@@ -844,11 +878,17 @@ pipeline_marks_take(struct pipeline *p)
 	int	 any;
 
 	pthread_mutex_lock(&p->lock);
-	any = p->mranges.n != 0 || p->mreplays.n != 0;
-	if (any)
-		index_delivered(p->ix, p->mranges.v, p->mranges.n / 2,
-		    p->mreplays.v, p->mreplays.n);
-	p->mranges.n = p->mreplays.n = 0;
+	any = pipeline_marks_any(p);
+	if (any) {
+		index_delivered(p->ix, p->given.ranges.v,
+		    p->given.ranges.n / 2, p->given.replays.v,
+		    p->given.replays.n);
+		index_abandoned(p->ix, p->lost.ranges.v,
+		    p->lost.ranges.n / 2);
+		filter_unreplay(p->f, p->lost.replays.v, p->lost.replays.n);
+	}
+	p->given.ranges.n = p->given.replays.n = 0;
+	p->lost.ranges.n = p->lost.replays.n = 0;
 	pthread_mutex_unlock(&p->lock);
 	return (any);
 }
@@ -1056,11 +1096,11 @@ pipeline_run(void *arg)
 
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
-		while (p->queue == NULL && !p->closing && p->mranges.n == 0 &&
-		    p->mreplays.n == 0)
+		while (p->queue == NULL && !p->closing &&
+		    !pipeline_marks_any(p))
 			pthread_cond_wait(&p->work, &p->lock);
 		if ((b = p->queue) == NULL) {
-			if (p->mranges.n == 0 && p->mreplays.n == 0)
+			if (!pipeline_marks_any(p))
 				break;		/* closing */
 			pthread_mutex_unlock(&p->lock);
 			pipeline_marks_commit(p);

@@ -60,6 +60,25 @@ dsend() {
 	timeout 120 python3 "$CLIENT" send "$@"
 }
 
+# Send file $2 to the daemon at unix socket $1 and go away at once,
+# without reading a reply; then wait (up to 10 s) until the daemon has
+# received $3 records in all.
+dleave() {
+	local i
+
+	timeout 60 python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(open(sys.argv[2], "rb").read())
+s.close()' "${1#unix:}" "$2"
+	for i in $(seq 200); do
+		[ "$(dstat "$1" records)" -ge "$3" ] && return 0
+		sleep 0.05
+	done
+	fail "the daemon received $(dstat "$1" records) records, not $3"
+}
+
 # One statistic from a "stats" reply line on stdin.
 stats_of() {
 	tr '\t' '\n' | sed -n "s/^$1=//p"

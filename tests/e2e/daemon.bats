@@ -384,16 +384,7 @@ seen_replies() {
 	# A client that sends and goes away before its replies: they never
 	# go, so its records are answered unique again (replays), once.
 	gen_tsv 200 7 >feed2
-	timeout 60 python3 -c '
-import socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.connect(sys.argv[1])
-s.sendall(open(sys.argv[2], "rb").read())
-s.close()' "$T/sock" feed2
-	for i in $(seq 200); do
-		[ "$(dstat "unix:$T/sock" records)" -ge 500 ] && break
-		sleep 0.05
-	done
+	dleave "unix:$T/sock" feed2 500
 	dsend "unix:$T/sock" feed2 >r4
 	cut -f1 feed2 | sed 's/^/unique	/; s/$/	replay/' | assert_same - r4
 	dsend "unix:$T/sock" feed2 >r5
@@ -485,6 +476,35 @@ s.close()' "$T/sock" feed2
 	stop_daemon
 	grep -q 'connection 1, record 2: <b>: duplicate of <a>, similarity 0\.9' "$T/derr" ||
 	    fail "$(cat "$T/derr")"
+}
+
+@test "replies that never went, twice: still replays, for the daemon and for another process on the index" {
+	gen_tsv 200 9 >feed
+	start_daemon -f tsv -d db --listen "unix:$T/sock"
+	# Two clients in a row send the feed and go away unanswered: the
+	# first one's records are this run's, the second one's replays of
+	# them; neither reply went.
+	dleave "unix:$T/sock" feed 200
+	dleave "unix:$T/sock" feed 400
+	sleep 0.5	# (the marks of the lost batches are settled)
+	# Another process on the index while the daemon runs: nothing of
+	# the feed was delivered, so it writes it all (replays).
+	run "$MHFILTER" -f tsv -d db feed
+	[ "$status" -eq 0 ] || fail "status $status: $output"
+	[ "$(printf '%s\n' "$output" | grep -c .)" -eq 200 ] ||
+	    fail "the stream wrote $(printf '%s\n' "$output" | grep -c .) of 200"
+	# The stream delivered them: the daemon's next client sees them.
+	dsend "unix:$T/sock" feed >r1
+	seen_replies feed | assert_same - r1
+	# Once more, without the other process: lost twice, then answered.
+	gen_tsv 200 10 >feed2
+	dleave "unix:$T/sock" feed2 600
+	dleave "unix:$T/sock" feed2 800
+	dsend "unix:$T/sock" feed2 >r2
+	cut -f1 feed2 | sed 's/^/unique	/; s/$/	replay/' | assert_same - r2
+	dsend "unix:$T/sock" feed2 >r3
+	seen_replies feed2 | assert_same - r3
+	stop_daemon
 }
 
 @test "a feed polled again by many clients at once: every record they were answered is seen after a restart" {
