@@ -43,10 +43,15 @@
 /* The ring of character starts: a power of two above MHF_MAX_SHINGLE. */
 #define RING		128
 
+/* ASCII in UTF-8 text: runs of n + RUN_MIN bytes are hashed at once. */
+#define RUN_MIN		16
+
 static size_t	shingle_chars(const struct shingler *, const unsigned char *,
 		    size_t, int, int, struct u64vec *);
 static void	ascii_hashes(const struct shingler *, const unsigned char *,
 		    size_t, size_t, uint64_t *);
+static void	ascii_windows(const struct shingler *, const unsigned char *,
+		    size_t, size_t, int, uint64_t *);
 #ifdef MHF_AVX2
 static size_t	ascii_hashes_avx2(const unsigned char *, size_t, size_t,
 		    uint64_t, uint64_t *);
@@ -238,6 +243,27 @@ ascii_hashes(const struct shingler *sh, const unsigned char *p, size_t len,
 	}
 }
 
+/*
+ * The hashes, or with keys the keys, of every n-byte window of p[0, len),
+ * len >= n, into out; the text is ASCII, or for hashes any bytes.
+ */
+static void
+ascii_windows(const struct shingler *sh, const unsigned char *p, size_t len,
+    size_t n, int keys, uint64_t *out)
+{
+	size_t	 i;
+
+	if (keys && n <= KEY_MAX) {
+		ascii_keys(p, len, n, out);
+		return;
+	}
+	ascii_hashes(sh, p, len, n, out);
+	if (keys) {
+		for (i = 0; i + n <= len; i++)
+			out[i] |= KEY_HASHED;
+	}
+}
+
 #ifdef MHF_AVX2
 /*
  * xxh3_4to8 in each 64-bit lane.  AVX2 has no 64-bit multiply: a * C mod
@@ -316,7 +342,7 @@ shingle_chars(const struct shingler *sh, const unsigned char *p, size_t len,
     int bytes, int keys, struct u64vec *out)
 {
 	size_t		 ring[RING], i, count = 0, n = sh->n, at;
-	size_t		 head = 0;
+	size_t		 head = 0, run, end = 0;
 	uint64_t	 h, bitflip;
 	int		 ascii = 0;
 
@@ -332,16 +358,12 @@ shingle_chars(const struct shingler *sh, const unsigned char *p, size_t len,
 			    sizeof *out->v);
 		}
 		out->n = len - n + 1;
-		if (keys && ascii && n <= KEY_MAX) {
-			ascii_keys(p, len, n, out->v);
-			return (len - n + 1);
-		}
-		if (keys) {
+		if (keys && !ascii) {
 			for (i = 0; i + n <= len; i++)
 				out->v[i] = shingle_key(sh, p + i, n, len - i);
 			return (len - n + 1);
 		}
-		ascii_hashes(sh, p, len, n, out->v);
+		ascii_windows(sh, p, len, n, keys, out->v);
 		return (len - n + 1);
 	}
 
@@ -352,15 +374,46 @@ shingle_chars(const struct shingler *sh, const unsigned char *p, size_t len,
 	 * ASCII.  There is at most one shingle a character: out gets room
 	 * for them first.  Shingles of 4 to 8 bytes, most of them at the
 	 * usual sizes, are hashed as in ascii_hashes.
+	 *
+	 * Most UTF-8 text is ASCII with a few other characters, so a run of
+	 * ASCII long enough (RUN_MIN more than n) is taken at once when the
+	 * loop reaches it: its first n starts go through the ring, closing
+	 * the shingles that began before the run; the shingles that begin
+	 * and end inside it but for the last are ascii_windows' (in the
+	 * same order); then the ring holds the run's last n + 1 starts, as
+	 * if each had gone through it, and the last byte of the run closes
+	 * the next shingle as the loop goes on.
 	 */
 	if (out->size < len) {
 		out->size = len;
 		out->v = xreallocarray(out->v, out->size, sizeof *out->v);
 	}
 	bitflip = xxh3_bitflip(sh->seed);
+	run = 0;
 	for (i = 0; i <= len; i++) {
 		if (i < len && (p[i] & 0xc0) == 0x80)
 			continue;	/* a continuation byte */
+		if (i < len && p[i] < 0x80 && run == 0 &&
+		    (i == 0 || p[i - 1] >= 0x80)) {
+			run = ascii_span(p + i, len - i);
+			if (run >= n + RUN_MIN)
+				end = i + run;
+			else
+				run = 0;
+		}
+		if (run != 0 && i == end - run + n) {
+			/* The run's first n starts are in the ring. */
+			ascii_windows(sh, p + i - n, run - 1, n, keys,
+			    out->v + count);
+			count += run - n;
+			head += run - n;
+			for (at = 0; at <= n; at++)
+				ring[(head - 1 - at) & (RING - 1)] =
+				    end - 1 - at;
+			i = end - 1;
+			run = 0;
+			continue;
+		}
 		ring[head & (RING - 1)] = i;
 		head++;
 		if (head > n) {

@@ -281,6 +281,37 @@ ref_key(const unsigned char *p, size_t len, uint64_t seed)
 }
 
 /*
+ * shingle_hash and shingle_keys of UTF-8 text whose nc characters start at
+ * starts[0, nc] (starts[nc] the end): every window of n characters hashes
+ * (and keys) as the library's XXH3 of its bytes, in order.
+ */
+static void
+check_utf8(const struct shingler *sh, const unsigned char *text,
+    const size_t *starts, size_t nc, struct u64vec *v, struct u64vec *k,
+    size_t t)
+{
+	size_t	 i, want, len = starts[nc];
+
+	want = nc < sh->n ? 1 : nc - sh->n + 1;
+	assert_int_equal(shingle_hash(sh, (char *)text, len, 0, v), want);
+	assert_int_equal(shingle_keys(sh, (char *)text, len, 0, k), want);
+	if (nc < sh->n) {
+		assert_int_equal(v->v[0], XXH3_64bits_withSeed(text, len,
+		    sh->seed));
+		assert_int_equal(k->v[0], ref_key(text, len, sh->seed));
+		return;
+	}
+	for (i = 0; i < want; i++) {
+		if (v->v[i] != XXH3_64bits_withSeed(text + starts[i],
+		    starts[i + sh->n] - starts[i], sh->seed))
+			fail_msg("text %zu, n %u: window %zu", t, sh->n, i);
+		if (k->v[i] != ref_key(text + starts[i],
+		    starts[i + sh->n] - starts[i], sh->seed))
+			fail_msg("text %zu, n %u: key %zu", t, sh->n, i);
+	}
+}
+
+/*
  * UTF-8 text of 1 to 60 characters of 1 to 4 bytes: every window of n
  * characters hashes (and keys) as the library's XXH3 of its bytes, for n
  * from 1 to 12 and several seeds.
@@ -294,7 +325,7 @@ test_utf8_random(void **state)
 	struct shingler	 sh = { UNIT_CHAR, 5, 0 };
 	struct u64vec	 v = { 0 }, k = { 0 };
 	uint64_t	 r = 0x7574663877696e64ULL;
-	size_t		 starts[64], nc, i, len, t, want, c;
+	size_t		 starts[64], nc, i, len, t, c;
 
 	for (t = 0; t < 3000; t++) {
 		r ^= r << 13, r ^= r >> 7, r ^= r << 17;
@@ -310,27 +341,60 @@ test_utf8_random(void **state)
 		starts[nc] = len;
 		sh.n = 1 + t % 12;
 		sh.seed = t % 5 == 0 ? 0 : r;
-		want = nc < sh.n ? 1 : nc - sh.n + 1;
-		assert_int_equal(shingle_hash(&sh, (char *)text, len, 0, &v),
-		    want);
-		assert_int_equal(shingle_keys(&sh, (char *)text, len, 0, &k),
-		    want);
-		if (nc < sh.n) {
-			assert_int_equal(v.v[0], XXH3_64bits_withSeed(text,
-			    len, sh.seed));
-			assert_int_equal(k.v[0], ref_key(text, len, sh.seed));
-			continue;
-		}
-		for (i = 0; i < want; i++) {
-			if (v.v[i] != XXH3_64bits_withSeed(text + starts[i],
-			    starts[i + sh.n] - starts[i], sh.seed))
-				fail_msg("text %zu, n %u: window %zu", t, sh.n,
-				    i);
-			if (k.v[i] != ref_key(text + starts[i],
-			    starts[i + sh.n] - starts[i], sh.seed))
-				fail_msg("text %zu, n %u: key %zu", t, sh.n, i);
+		check_utf8(&sh, text, starts, nc, &v, &k, t);
+	}
+	u64vec_free(&v);
+	u64vec_free(&k);
+}
+
+/*
+ * Runs of ASCII in UTF-8 text, which shingle.c hashes at once when they
+ * are long enough: runs of every length from 0 to n + 40 (across where
+ * they become long enough) between other characters, at the start and at
+ * the end, for n from 1 to 12 and 64, with the portable loops and AVX2.
+ */
+static void
+test_utf8_runs(void **state)
+{
+	static const char *chars[] = { "\xc3\xa9", "\xe2\x82\xac",
+	    "\xf0\x9f\x98\x80", "\xd0\x9f" };
+	unsigned char	 text[4096];
+	struct shingler	 sh = { UNIT_CHAR, 5, 0 };
+	struct u64vec	 v = { 0 }, k = { 0 };
+	uint64_t	 r = 0x72756e736f667574ULL;
+	size_t		 starts[1024], nc, i, j, len, t, c, run, nt = 0;
+	int		 simd;
+
+	for (simd = 0; simd <= 1; simd++) {
+		simd_allow(simd);
+		for (t = 0; t < 13; t++) {
+			sh.n = t == 12 ? 64 : t + 1;
+			for (run = 0; run <= sh.n + 40; run++) {
+				r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+				sh.seed = r;
+				len = nc = 0;
+				/* ASCII first, last and between. */
+				for (j = 0; j < 4; j++) {
+					for (i = 0; i < run + j % 2; i++) {
+						starts[nc++] = len;
+						text[len++] = 0x20 +
+						    (r >> (i % 48)) % 95;
+					}
+					if (j == 3)
+						break;
+					c = (r >> (8 * j)) % nitems(chars);
+					starts[nc++] = len;
+					memcpy(text + len, chars[c],
+					    strlen(chars[c]));
+					len += strlen(chars[c]);
+				}
+				starts[nc] = len;
+				check_utf8(&sh, text, starts, nc, &v, &k,
+				    nt++);
+			}
 		}
 	}
+	simd_allow(1);
 	u64vec_free(&v);
 	u64vec_free(&k);
 }
@@ -1047,6 +1111,7 @@ main(void)
 		cmocka_unit_test(test_short),
 		cmocka_unit_test(test_utf8_windows),
 		cmocka_unit_test(test_utf8_random),
+		cmocka_unit_test(test_utf8_runs),
 		cmocka_unit_test(test_words),
 		cmocka_unit_test(test_set),
 		cmocka_unit_test(test_sort),
