@@ -24,6 +24,10 @@
  * bounded (--connect-retries), with a backoff doubling from
  * RETRY_FIRST_MS to RETRY_MAX_MS; a reply resets the count.
  *
+ * For -p, --clusters and --group, each connection starts with the
+ * commands "#mhfilter pairs" and "#mhfilter groups", whose replies come
+ * first; a duplicate's reply then carries every match and its group.
+ *
  * Records without an id of their own (-f line, mail without a
  * Message-ID) get RUN:CONN:NUMBER from the daemon.  The client keeps, for
  * each of its connections, which of its records each NUMBER was, and
@@ -112,6 +116,9 @@ struct client {
 	size_t				 ooff;
 	struct buf			 ibuf;
 	uint64_t			 nsent;		/* on this connection */
+	int				 pairs;		/* ask for every match */
+	int				 groups;	/* ask for groups */
+	int				 acks;		/* command replies due */
 	struct connmap			*maps;		/* one a connection */
 	size_t				 nmaps;
 	unsigned			 fails;		/* in a row */
@@ -132,6 +139,9 @@ static int	client_connect(struct client *);
 static int	client_open(struct client *, char **);
 static int	client_handshake(struct client *, char **);
 static void	client_close(struct client *);
+static void	client_command(struct client *, const char *);
+static void	client_extra(struct client *, struct verdict *, const char *,
+		    const char *);
 static void	client_lost(struct client *, int, const char *, ...)
 		    __attribute__((format(printf, 3, 4)));
 static int	client_io(struct client *, int);
@@ -464,11 +474,61 @@ client_connect(struct client *c)
 	}
 	c->nsent = 0;
 	c->sent = c->ans;
+	/* The commands go first, their replies come first. */
+	c->acks = 0;
+	if (c->pairs)
+		client_command(c, "pairs");
+	if (c->groups)
+		client_command(c, "groups");
 	c->maps = xreallocarray(c->maps, c->nmaps + 1, sizeof *c->maps);
 	m = &c->maps[c->nmaps++];
 	memset(m, 0, sizeof *m);
 	log_debug("--connect %s: connected", c->o->addr);
 	return (0);
+}
+
+/* Queue a command for a new connection; its reply is due first. */
+static void
+client_command(struct client *c, const char *name)
+{
+	char	 d = (char)c->senddelim;
+
+	buf_append(&c->obuf, COMMAND, sizeof COMMAND - 1);
+	buf_append(&c->obuf, name, strlen(name));
+	buf_append(&c->obuf, &d, 1);
+	c->acks++;
+}
+
+/*
+ * The fields of a duplicate's reply after its similarity, from f to end:
+ * "seen", "group=ID" and "pair=SIM:ID", into v.
+ */
+static void
+client_extra(struct client *c, struct verdict *v, const char *f,
+    const char *end)
+{
+	const char	*p;
+	char		*e;
+	double		 sim;
+
+	for (; f < end; f = p + 1) {
+		if ((p = memchr(f, '\t', end - f)) == NULL)
+			p = end;
+		if (p - f == 4 && memcmp(f, "seen", 4) == 0)
+			v->seen = 1;
+		else if (p - f >= 6 && memcmp(f, "group=", 6) == 0) {
+			unescape(&v->group, f + 6, p - f - 6);
+			client_match(c, &v->group);
+		} else if (p - f >= 5 && memcmp(f, "pair=", 5) == 0) {
+			sim = strtod(f + 5, &e);
+			if (e >= p || *e != ':')
+				continue;
+			e++;
+			unescape(&c->idbuf, e, p - e);
+			client_match(c, &c->idbuf);
+			verdict_pair(v, 0, c->idbuf.data, c->idbuf.len, sim);
+		}
+	}
 }
 
 /* Read from the connection: bytes, 0 at its end, -1 (cause), -2 again. */
@@ -737,6 +797,25 @@ client_reply(struct client *c, char *line, size_t len)
 			break;
 		p++;
 	}
+	/* The replies to this connection's commands. */
+	if (c->acks > 0) {
+		if ((fl[0] == 5 && memcmp(f[0], "pairs", 5) == 0) ||
+		    (fl[0] == 6 && memcmp(f[0], "groups", 6) == 0)) {
+			c->acks--;
+			return;
+		}
+		if (nf >= 3 && fl[2] == 7 && memcmp(f[2], "command", 7) == 0) {
+			log_warnx("--connect %s: the daemon does not know "
+			    "'#mhfilter %s', which -p, --clusters and --group "
+			    "need (an older version of mhfilter)", c->o->addr,
+			    c->pairs && c->acks == 1 + c->groups ? "pairs" :
+			    "groups");
+			c->status = EXIT_ERROR;
+			c->abort = 1;
+			client_lost(c, 1, "a command refused");
+			return;
+		}
+	}
 	/* The connection's own errors. */
 	if (nf >= 3 && fl[0] == 5 && memcmp(f[0], "error", 5) == 0) {
 		if ((fl[2] == 4 && memcmp(f[2], "idle", 4) == 0) ||
@@ -785,8 +864,9 @@ client_reply(struct client *c, char *line, size_t len)
 		unescape(&v->match, f[2], fl[2]);
 		client_match(c, &v->match);
 		v->sim = strtod(f[3], NULL);
-		v->seen = nf >= 5 && fl[4] == 4 && memcmp(f[4], "seen", 4) == 0;
-		if (c->po->mode == OUT_PAIRS) {
+		if (nf >= 5)
+			client_extra(c, v, f[4], end);
+		if ((c->po->mode & OUT_MODE) == OUT_PAIRS && v->npairs == 0) {
 			if (v->pairsize == 0) {
 				v->pairs = xcalloc(1, sizeof *v->pairs);
 				v->pairsize = 1;
@@ -1114,6 +1194,9 @@ client_run(const struct client_opts *o, const struct pipeline_opts *po,
 	c.cap = o->window;
 	c.ring = xcalloc(c.cap, sizeof *c.ring);
 	c.senddelim = po->delim > 0xff ? '\0' : po->delim;
+	c.pairs = (po->mode & OUT_MODE) == OUT_PAIRS;
+	c.groups = (po->mode & OUT_GROUP) || (po->mode & OUT_MODE) ==
+	    OUT_CLUSTERS;
 	c.in = input_open(files, nfiles, po->delim, po->format == FORMAT_MAIL ?
 	    po->max_message : po->max_bytes);
 	if (po->format == FORMAT_MAIL)

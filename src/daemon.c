@@ -85,6 +85,8 @@
 #define DRAIN_SECS	10		/* at exit, for clients to read replies */
 #define STATUS_SECS	1.0		/* systemd STATUS= at most this often */
 #define COMMAND		"#mhfilter "	/* a record starting so is a command */
+#define UNKNOWN_COMMAND	"unknown command (use '#mhfilter stats', 'version', " \
+			"'pairs' or 'groups')"
 #define COMMAND_MAX	256
 #define ID_PREFIX	4096		/* an over-long record's id is here */
 #define SOCKNAME_MAX	192		/* "unix:" and a path, tcp:, tls: */
@@ -133,6 +135,7 @@ struct client {
 	int			 gone;		/* closed; pending > 0 */
 	char			*last;		/* error line to end with */
 	int			 last_sent;	/* queued: half-close, linger */
+	int			 want;		/* WANT_*: asked by commands */
 	TAILQ_ENTRY(client)	 entry;
 };
 TAILQ_HEAD(clients, client);
@@ -141,11 +144,18 @@ TAILQ_HEAD(clients, client);
 #define S_RECORD	0
 #define S_STATS		1
 #define S_VERSION	2
+#define S_PAIRS		3
+#define S_GROUPS	4
 struct dslot {
 	struct client	*c;
 	int		 type;		/* S_* */
+	int		 want;		/* its client's WANT_*, when read */
 	char		*cause;		/* why a command is not one */
 };
+
+/* What a client asked its duplicates' replies to say besides the match. */
+#define WANT_PAIRS	0x1	/* every match at -t or above ("pairs") */
+#define WANT_GROUPS	0x2	/* the group ("groups") */
 
 struct listener {
 	struct evconnlistener	*ev;
@@ -253,7 +263,7 @@ static void	client_drained(struct evbuffer *,
 		    const struct evbuffer_cb_info *, void *);
 static void	client_id(struct client *, struct buf *);
 static void	reply_verdict(struct buf *, const struct record *,
-		    const struct verdict *);
+		    const struct verdict *, int);
 static void	reply_error(struct buf *, const char *, size_t, const char *,
 		    const char *);
 static void	reply_command(struct daemon *, struct buf *, int);
@@ -1435,8 +1445,10 @@ client_take(struct client *c, size_t len, size_t dlen)
 	r->recno = c->recno;
 	r->line = c->recno;
 	r->conn = c->conn;
+	r->pairs = (c->want & WANT_PAIRS) != 0;
 	s->c = c;
 	s->type = S_RECORD;
+	s->want = c->want;
 	if (plbatch_full(d->open, d->po->batch))
 		daemon_flush(d);
 	return (1);
@@ -1444,8 +1456,8 @@ client_take(struct client *c, size_t len, size_t dlen)
 
 /*
  * What a command line asks, from cmd, the len bytes after "#mhfilter "
- * ((size_t)-1: too long to be a command): S_STATS, S_VERSION, or -1 for
- * none known.  Trailing spaces and a CR are allowed.
+ * ((size_t)-1: too long to be a command): an S_* other than S_RECORD, or
+ * -1 for none known.  Trailing spaces and a CR are allowed.
  */
 int
 daemon_command(const char *cmd, size_t len)
@@ -1457,13 +1469,18 @@ daemon_command(const char *cmd, size_t len)
 		return (S_STATS);
 	if (len == 7 && strncasecmp(cmd, "version", 7) == 0)
 		return (S_VERSION);
+	if (len == 5 && strncasecmp(cmd, "pairs", 5) == 0)
+		return (S_PAIRS);
+	if (len == 6 && strncasecmp(cmd, "groups", 6) == 0)
+		return (S_GROUPS);
 	return (-1);
 }
 
 /*
- * A command line: "#mhfilter stats" or "#mhfilter version".  Answered in
- * order: at once if nothing of the client's is pending, else after its
- * batch.  len (size_t)-1: too long to be a command.
+ * A command line: "#mhfilter stats", "version", "pairs" or "groups" (the
+ * last two take effect for the records after them).  Answered in order:
+ * at once if nothing of the client's is pending, else after its batch.
+ * len (size_t)-1: too long to be a command.
  */
 static void
 client_command(struct client *c, const char *cmd, size_t len)
@@ -1475,10 +1492,13 @@ client_command(struct client *c, const char *cmd, size_t len)
 
 	/* Unknown (-1): say so, in order, like a malformed record. */
 	type = daemon_command(cmd, len);
+	if (type == S_PAIRS)
+		c->want |= WANT_PAIRS;
+	else if (type == S_GROUPS)
+		c->want |= WANT_GROUPS;
 	if (c->pending == 0) {
 		if (type == -1)
-			reply_error(&b, NULL, 0, "command", "unknown command "
-			    "(use '#mhfilter stats' or '#mhfilter version')");
+			reply_error(&b, NULL, 0, "command", UNKNOWN_COMMAND);
 		else
 			reply_command(d, &b, type);
 		client_reply(c, &b);
@@ -1493,8 +1513,7 @@ client_command(struct client *c, const char *cmd, size_t len)
 	s->cause = NULL;
 	if (type == -1) {
 		s->type = S_RECORD;
-		s->cause = xstrdup("unknown command (use '#mhfilter stats' or "
-		    "'#mhfilter version')");
+		s->cause = xstrdup(UNKNOWN_COMMAND);
 	}
 	c->pending++;
 	if (plbatch_full(d->open, d->po->batch))
@@ -1518,11 +1537,16 @@ reply_error(struct buf *b, const char *id, size_t idlen, const char *code,
 	buf_append(b, "\n", 1);
 }
 
-/* Append the reply line of a decided record. */
+/*
+ * Append the reply line of a decided record; a duplicate's with the
+ * fields its client asked for (want: WANT_*).
+ */
 static void
-reply_verdict(struct buf *b, const struct record *r, const struct verdict *v)
+reply_verdict(struct buf *b, const struct record *r, const struct verdict *v,
+    int want)
 {
 	char	 sim[32];
+	size_t	 i;
 
 	switch (v->kind) {
 	case V_UNIQUE:
@@ -1540,6 +1564,17 @@ reply_verdict(struct buf *b, const struct record *r, const struct verdict *v)
 		buf_append(b, sim, strlen(sim));
 		if (v->seen)
 			buf_append(b, "\tseen", 5);
+		if (want & WANT_GROUPS) {
+			buf_append(b, "\tgroup=", 7);
+			output_field(b, v->group.data, v->group.len);
+		}
+		for (i = 0; (want & WANT_PAIRS) && i < v->npairs; i++) {
+			snprintf(sim, sizeof sim, "\tpair=%.4f:",
+			    v->pairs[i].sim);
+			buf_append(b, sim, strlen(sim));
+			output_field(b, v->pairs[i].id.data,
+			    v->pairs[i].id.len);
+		}
 		break;
 	case V_EMPTY:
 		buf_append(b, "empty\t", 6);
@@ -1552,7 +1587,10 @@ reply_verdict(struct buf *b, const struct record *r, const struct verdict *v)
 	buf_append(b, "\n", 1);
 }
 
-/* Append the reply to a command: "stats" or "version" and key=value. */
+/*
+ * Append the reply to a command: "stats" or "version" and key=value, or
+ * the command's name ("pairs", "groups").
+ */
 static void
 reply_command(struct daemon *d, struct buf *b, int type)
 {
@@ -1560,6 +1598,12 @@ reply_command(struct daemon *d, struct buf *b, int type)
 
 	if (type == S_STATS) {
 		daemon_stats_line(d, b, '\t');
+		return;
+	}
+	if (type == S_PAIRS || type == S_GROUPS) {
+		snprintf(v, sizeof v, "%s\n", type == S_PAIRS ? "pairs" :
+		    "groups");
+		buf_append(b, v, strlen(v));
 		return;
 	}
 	snprintf(v, sizeof v, "version\tprotocol=%d\tmhfilter=%s\t"
@@ -1639,7 +1683,7 @@ daemon_reply(struct daemon *d, struct plbatch *b, size_t i,
 			bufferevent_disable(c->bev, EV_READ);
 		}
 	} else
-		reply_verdict(line, r, v);
+		reply_verdict(line, r, v, s->want);
 }
 
 /*

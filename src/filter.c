@@ -133,8 +133,6 @@ static void	*prep_run(void *);
 static void	*prepare_run(void *);
 static int	filter_one(struct filter *, struct index *, struct fbatch *,
 		    size_t, char **);
-static void	verdict_pair(struct verdict *, uint64_t, const char *, size_t,
-		    double);
 static int	filter_exact(struct filter *, struct index *,
 		    const struct slot *, uint64_t, double *, char **);
 static size_t	filter_gather(struct filter *);
@@ -636,7 +634,7 @@ filter_gather(struct filter *f)
 }
 
 /* Remember a verified match for --pairs. */
-static void
+void
 verdict_pair(struct verdict *v, uint64_t docid, const char *id, size_t idlen,
     double sim)
 {
@@ -779,7 +777,7 @@ filter_copy(struct filter *f, struct index *ix, const struct record *r,
 	v->sim = 1.0;
 	buf_append(&v->match, r->id.data, r->id.len);
 	/* A redelivery is a pair too: the message and its own copy. */
-	if (f->o.want_pairs)
+	if (f->o.want_pairs || r->pairs)
 		verdict_pair(v, self, r->id.data, r->id.len, 1.0);
 	if (group == self)
 		buf_append(&v->group, r->id.data, r->id.len);
@@ -816,6 +814,7 @@ filter_one(struct filter *f, struct index *ix, struct fbatch *fb, size_t i,
 	size_t		 c, n, kept;
 	uint64_t	 best_doc = 0, self = 0, group = 0;
 	int		 rc, flags, self_unique = 0, indexed = 0;
+	int		 pairs = f->o.want_pairs || r->pairs;
 
 	f->found.n = 0;
 	f->have_mine = 0;
@@ -869,7 +868,7 @@ filter_one(struct filter *f, struct index *ix, struct fbatch *fb, size_t i,
 		sim = cd->est;
 		if (f->o.verify == VERIFY_EXACT) {
 			/* --pairs wants every match, not just the best. */
-			cut = (f->o.want_pairs ? t : fmax(t, best)) - f->margin;
+			cut = (pairs ? t : fmax(t, best)) - f->margin;
 			if (cd->est < cut)
 				break;
 			if (filter_exact(f, ix, s, cd->docid, &sim, cause) != 0)
@@ -878,7 +877,7 @@ filter_one(struct filter *f, struct index *ix, struct fbatch *fb, size_t i,
 				continue;
 		} else if (f->o.verify == VERIFY_SIGNATURE && sim < t)
 			break;		/* sorted: no later one reaches t */
-		if (f->o.want_pairs) {
+		if (pairs) {
 			if ((rc = index_doc(ix, cd->docid, &d, cause)) != 0)
 				return (rc);
 			verdict_pair(v, d.docid, d.id, d.idlen, sim);
@@ -887,7 +886,7 @@ filter_one(struct filter *f, struct index *ix, struct fbatch *fb, size_t i,
 			best = sim;
 			best_doc = cd->docid;
 		}
-		if (f->o.want_pairs)
+		if (pairs)
 			continue;
 		if (best >= 1.0 || f->o.verify != VERIFY_EXACT)
 			break;		/* nothing better can follow */

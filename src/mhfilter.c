@@ -1313,10 +1313,6 @@ check_connect(struct options *o, int files)
 	if (o->f.query_only)
 		usage_error("--connect and --query-only are exclusive: the "
 		    "daemon decides");
-	if ((o->pl.mode & OUT_MODE) == OUT_CLUSTERS || o->group)
-		usage_error("--clusters and --group need the groups, which "
-		    "the daemon's replies do not carry (use them on the "
-		    "daemon's host)");
 	if (o->s.duplicates_to != NULL)
 		usage_error("--connect and --duplicates-to are exclusive (use "
 		    "-D)");

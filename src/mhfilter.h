@@ -274,6 +274,8 @@ struct record {
 	int64_t		 time;		/* from --time-field; 0: none */
 	uint64_t	 scope;		/* the milter's recipient (lsh_scope);
 					   0: none, as every other source */
+	int		 pairs;		/* every match wanted, as with
+					   --pairs (a daemon client's) */
 };
 int		 record_parse(struct record *, int, const char *, const char *,
 		    char **);
@@ -997,6 +999,8 @@ void		 fbatch_skip(struct fbatch *, size_t);
 int		 filter_decide(struct fbatch *, struct index *, char **);
 void		 filter_stats(struct filter *, struct filter_stats *);
 void		 filter_unreplay(struct filter *, const uint64_t *, size_t);
+void		 verdict_pair(struct verdict *, uint64_t, const char *, size_t,
+		    double);
 void		 verdict_reset(struct verdict *);
 void		 verdict_free(struct verdict *);
 

@@ -930,6 +930,7 @@ record_reset(struct record *r)
 	r->file = NULL;
 	r->time = 0;
 	r->scope = 0;
+	r->pairs = 0;
 }
 
 /*

@@ -10,29 +10,23 @@ load helpers
 load daemon-helpers
 
 # Records with near-duplicates in format $1 ($2 originals, a third of them
-# copied later with a word or two changed), to stdout.  With $3 = once,
-# each original is copied at most once and copies are not copied (so that
-# every duplicate has one match: -p's pairs are then the replies' ones).
+# copied later with a word or two changed, copies of copies and several
+# copies of one included, so that some have several matches), to stdout.
 make_input() {
-	python3 - "$1" "$2" "${3:-}" <<'EOF'
+	python3 - "$1" "$2" <<'EOF'
 import json, random, sys
-fmt, n, once = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "once"
+fmt, n = sys.argv[1], int(sys.argv[2])
 rnd = random.Random(7)
 words = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda "
          "mu nu xi omicron pi rho sigma tau upsilon phi chi psi omega "
          "red green blue cyan magenta yellow black white").split()
-texts, used = [], set()
+texts = []
 for i in range(n):
     if texts and rnd.random() < 0.3:
-        j = rnd.randrange(len(texts))
-        if once and (j in used or texts[j][1]):
-            j = None
-        if j is not None:
-            used.add(j)
-            w = texts[j][0].split()
-            w[rnd.randrange(len(w))] = rnd.choice(words)
-            texts.append((" ".join(w), True))
-            continue
+        w = texts[rnd.randrange(len(texts))][0].split()
+        w[rnd.randrange(len(w))] = rnd.choice(words)
+        texts.append((" ".join(w), True))
+        continue
     texts.append((" ".join(rnd.choice(words) for _ in range(30)), False))
 out = sys.stdout
 for i, (t, _) in enumerate(texts):
@@ -159,14 +153,20 @@ same_as_stream() {
 
 	for fmt in line tsv jsonl mail; do
 		make_input "$fmt" 600 >"in.$fmt"
-		same_as_stream "in.$fmt" "$fmt" unix default -a -D
-		make_input "$fmt" 300 once >"once.$fmt"
-		same_as_stream "once.$fmt" "$fmt" unix -p
+		same_as_stream "in.$fmt" "$fmt" unix default -a -D -p \
+		    --clusters "-a --group" "-p --group"
 	done
-	# Each mode had duplicates to show: -a names matches by number.
+	# Each mode had duplicates to show: -a names matches by number; some
+	# records have several matches (-p), some groups several members.
 	make_input line 600 >in
 	stream_of in -a
 	grep -q '^duplicate	[0-9]*	' "$T/want" || fail "no duplicates"
+	stream_of in -p
+	[ "$(cut -f2 "$T/want" | sort | uniq -d | wc -l)" -gt 10 ] ||
+	    fail "few records with several matches" "$(head "$T/want")"
+	stream_of in --clusters
+	[ "$(cut -f2 "$T/want" | sort | uniq -c | awk '$1 > 2' | wc -l)" \
+	    -gt 10 ] || fail "few groups of three or more"
 }
 
 @test "tcp: the stream's bytes, default and -a, line and tsv" {
@@ -197,6 +197,31 @@ same_as_stream() {
 	[[ "$output" == *"--connect $ADDR: "*"gave up after 2 attempts"* ]] ||
 	    fail "$output"
 	stop_daemon
+}
+
+@test "-p against a daemon that does not know '#mhfilter pairs' (an older version): exit 1, saying so" {
+	# A stand-in for the older daemon: an unknown command is an error
+	# line, a record is unique.
+	timeout 60 python3 -c '
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1])
+s.listen(1)
+c, _ = s.accept()
+f = c.makefile("rb")
+for line in f:
+    if line.startswith(b"#mhfilter "):
+        c.sendall(b"error\t-\tcommand\tunknown command\n")
+    else:
+        c.sendall(b"unique\t" + line.split(b"\t")[0] + b"\n")
+' "$T/old" &
+	BG_PIDS+=($!)
+	for i in $(seq 100); do [ -S "$T/old" ] && break; sleep 0.05; done
+	make_input tsv 20 >in
+	run timeout 60 "$MHFILTER" --connect "unix:$T/old" -f tsv -p <in
+	[ "$status" -eq 1 ] || fail "status $status" "$output"
+	[[ "$output" == *"--connect unix:$T/old: the daemon does not know '#mhfilter pairs'"* ]] ||
+	    fail "$output"
 }
 
 @test "exit statuses: no daemon (1, naming it), bad input under fail (3), usage (2), a closed output (141)" {
@@ -247,7 +272,7 @@ same_as_stream() {
 
 	run timeout 60 "$MHFILTER" --connect "udp:127.0.0.1:1" <in
 	[ "$status" -eq 2 ] || fail "status $status" "$output"
-	run timeout 60 "$MHFILTER" --connect "unix:$T/sock" --clusters <in
+	run timeout 60 "$MHFILTER" --connect "unix:$T/sock" --stats <in
 	[ "$status" -eq 2 ] || fail "status $status" "$output"
 	run timeout 60 "$MHFILTER" --connect "unix:$T/sock" \
 	    --listen "unix:$T/other" <in

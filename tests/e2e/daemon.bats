@@ -109,6 +109,29 @@ abcd_replies() {
 	stop_daemon
 }
 
+@test "commands pairs and groups: the duplicates after them carry every match and their group, as -p and --group say them" {
+	t="the quick brown fox jumps over the lazy dog again and again"
+	printf 'a\t%s\nb\t%s!\n#mhfilter pairs\n#mhfilter groups\nc\t%s?\nd\tsomething else entirely, nothing like the others at all\n' \
+	    "$t" "$t" "$t" >req
+	start_daemon -f tsv --listen "unix:$T/sock"
+	dsend "unix:$T/sock" req >replies
+	stop_daemon
+	# The stream's view of the same records: every pair of c, its group.
+	grep -v '^#' req | "$MHFILTER" -f tsv -p --group >pairs
+	[ "$(grep -c '	c	' pairs)" -eq 2 ] || fail "$(cat pairs)"
+	want="$(awk -F'\t' '$2 == "c" { printf "\tpair=%s:%s", $3, $1 }' pairs)"
+	[ "$(sed -n 1p replies)" = "unique	a" ] || fail "$(cat replies)"
+	# Before the commands: the match only.
+	sed -n 2p replies | grep -qx 'duplicate	b	a	[01]\.[0-9]\{4\}' ||
+	    fail "$(cat replies)"
+	[ "$(sed -n 3,4p replies | tr '\n' ' ')" = "pairs groups " ] ||
+	    fail "$(cat replies)"
+	sed -n 5p replies | grep -qx "duplicate	c	a	[01]\.[0-9]\{4\}	group=a$want" ||
+	    fail "$(sed -n 5p replies), want ...group=a$want"
+	[ "$(sed -n 6p replies)" = "unique	d" ] || fail "$(cat replies)"
+	[ "$(wc -l <replies)" -eq 6 ] || fail "$(cat replies)"
+}
+
 @test "jsonl: a malformed record gets 'error ID invalid', the connection goes on" {
 	cat >in <<-'EOF'
 	{"id":"r1","text":"Flood warnings were issued for three rivers"}
