@@ -8,8 +8,9 @@
  *   punct     Unicode punctuation (categories P*) becomes white space
  *
  * ASCII, most of any real feed, takes a fast path of one table lookup per
- * byte, or 8 bytes at once for plain words: NFKC is the identity there and
- * case folding is tolower.  Text with a few other characters takes it too
+ * byte, or 8 bytes at once for plain words, or with AVX2 32 bytes at once
+ * whatever they are: NFKC is the identity there and case folding is
+ * tolower.  Text with a few other characters takes it too
  * for its long ASCII runs; only the stretches around the others go through
  * utf8proc (see normalize).
  * Text that is not valid UTF-8 is not rejected: it is normalised as bytes
@@ -62,6 +63,30 @@ static struct byte_tab {
 	unsigned char	 skip[256];
 } byte_tab[8];
 
+#ifdef MHF_AVX2
+/*
+ * The AVX2 byte path's tables (normalize_bytes_avx2).  A byte c below 0x80
+ * is in the class iff lo[c & 15] & hi[c >> 4] is not 0: bit h of lo[l] is
+ * set iff the byte 16h + l is in it, and hi[h] is bit h (0 for h >= 8).
+ * The class is, by NIB(flags): nothing, punctuation (it becomes a space),
+ * white space, white space and punctuation (the space step takes them).
+ */
+#define NIB(flags)	((((flags) & NORM_SPACE) ? 2 : 0) |		\
+			    (((flags) & NORM_PUNCT) ? 1 : 0))
+static struct nib_tab {
+	unsigned char	 lo[16];
+	unsigned char	 hi[16];
+} nib_tab[4];
+
+/*
+ * For each set of 8 bytes kept (a bit each), a byte shuffle that packs
+ * them to the front of the low (pack_tab[0]) or high (pack_tab[1]) half of
+ * 16 bytes, and how many they are.
+ */
+static unsigned char	 pack_tab[2][256][8];
+static unsigned char	 pack_count[256];
+#endif
+
 /*
  * The space and punctuation step runs over the text's segments in turn, as
  * if over the whole mapped text: its state goes from one segment to the next.
@@ -85,9 +110,8 @@ static void	normalize_init(void);
 static int	classify(utf8proc_int32_t);
 static void	normalize_bytes(const unsigned char *, size_t, struct nstate *);
 #ifdef MHF_AVX2
-static size_t	normalize_bytes_avx2(const unsigned char *, size_t,
-		    const struct byte_tab *, int, char **, unsigned *,
-		    unsigned *);
+static size_t	normalize_bytes_avx2(const unsigned char *, size_t, int,
+		    char **, unsigned *, unsigned *);
 #endif
 static char	*put_cp(struct nstate *, char *, utf8proc_int32_t,
 		    const unsigned char *, size_t);
@@ -163,6 +187,31 @@ normalize_fill(void)
 		    cat <= UTF8PROC_CATEGORY_PO)
 			ascii_class[c] = C_PUNCT;
 	}
+
+#ifdef MHF_AVX2
+	for (x = 0; x < 4; x++) {
+		for (c = 0; c < 128; c++) {
+			if ((x & 2) && ascii_class[c] == C_SPACE)
+				space = 1;
+			else
+				space = (x & 1) && ascii_class[c] == C_PUNCT;
+			if (space)
+				nib_tab[x].lo[c & 15] |= 1 << (c >> 4);
+		}
+		for (c = 0; c < 8; c++)
+			nib_tab[x].hi[c] = 1 << c;
+	}
+	for (c = 0; c < 256; c++) {
+		for (x = 0, space = 0; x < 8; x++) {
+			if (c & 1 << x) {
+				pack_tab[0][c][space] = x;
+				pack_tab[1][c][space] = x + 8;
+				space++;
+			}
+		}
+		pack_count[c] = space;
+	}
+#endif
 
 	/* What the byte path did a byte at a time, for each setting. */
 	for (flags = 0; flags <= NORM_ALL; flags++) {
@@ -284,7 +333,7 @@ normalize_bytes(const unsigned char *p, size_t len, struct nstate *st)
 	punct = (st->flags & NORM_PUNCT) != 0;
 #ifdef MHF_AVX2
 	if (len >= 32 && simd_avx2())
-		i = normalize_bytes_avx2(p, len, tab, st->flags, &w, &pending,
+		i = normalize_bytes_avx2(p, len, st->flags, &w, &pending,
 		    &started);
 #endif
 	for (; len - i >= 8; i += 8) {
@@ -328,88 +377,99 @@ normalize_bytes(const unsigned char *p, size_t len, struct nstate *st)
 
 #ifdef MHF_AVX2
 /*
- * normalize_bytes' loop over 32 bytes at a time, while there are 32: the
- * tests of the 8-byte loop, done for all 32 at once into bit masks (one
- * bit a byte).  32 that pass are stored at once; otherwise the tests are
- * applied to each 8 in turn, as in the 8-byte loop, and 8 that fail go
- * through BYTE_STEP.  *wp, *pendingp and *startedp are its state, in and
+ * normalize_bytes' loop over 32 bytes at a time, while there are 32.
+ * Where the 8-byte loop must take most of the 8s of indented or justified
+ * text (a new line and spaces, two spaces) a byte at a time, this one has
+ * no case that is slower than the others:
+ *
+ * Each byte's class comes from two 16-byte tables looked up by its two
+ * halves (nib_tab): under NORM_SPACE whether the space step takes it (the
+ * byte is "spacing": white space, or punctuation under NORM_PUNCT), else
+ * whether it becomes a space (punctuation under NORM_PUNCT).  Each byte
+ * is mapped (folded; a spacing byte becomes a space), and under NORM_SPACE
+ * a spacing byte is dropped when the byte before it was spacing too.
+ * Those kept are packed by a byte shuffle from a table, 8 at a time
+ * (pack_tab), unless all 32 are kept.
+ *
+ * That writes the space of a run of spacing bytes when the run begins,
+ * where normalize_bytes writes it (pending) before the next byte kept.  So
+ * a space owed on entry is written first, and the byte before the first
+ * taken as spacing when it is owed or nothing was written yet (the text's
+ * start is trimmed); and a space written last is taken back and owed
+ * again on the way out.  Bytes at or above 0x80 are never spacing and
+ * become themselves.  *wp, *pendingp and *startedp are the state, in and
  * out.  Returns how many bytes were done.
  */
-__attribute__((target("avx2"))) static size_t
-normalize_bytes_avx2(const unsigned char *p, size_t len,
-    const struct byte_tab *tab, int flags, char **wp, unsigned *pendingp,
-    unsigned *startedp)
-{
-	const __m256i	 space = _mm256_set1_epi8(' ');
-	__m256i		 x, y, lower, plain, upper, fold;
-	unsigned char	 folded[32];
-	uint32_t	 ok, sp;
-	unsigned	 pending = *pendingp, started = *startedp, collapse;
-	unsigned	 ok8, sp8, last;
-	size_t		 i, j, q;
-	char		*w = *wp;
+#define PACK8(half, h, k) do {						\
+	_mm_storel_epi64((__m128i *)w, _mm_shuffle_epi8((half),		\
+	    _mm_loadl_epi64((const __m128i *)pack_tab[(h)][(k)])));	\
+	w += pack_count[(k)];						\
+} while (0)
 
-	fold = _mm256_set1_epi8((flags & NORM_CASEFOLD) ? 0x20 : 0);
+__attribute__((target("avx2"))) static size_t
+normalize_bytes_avx2(const unsigned char *p, size_t len, int flags,
+    char **wp, unsigned *pendingp, unsigned *startedp)
+{
+	const struct nib_tab	*nt;
+	const __m256i		 low4 = _mm256_set1_epi8(0x0f);
+	const __m256i		 space = _mm256_set1_epi8(' ');
+	__m256i			 lo_t, hi_t, x, cls, upper, fold;
+	__m128i			 half;
+	uint32_t		 sm, drop, keep, prev = 0;
+	unsigned		 started = *startedp, collapse;
+	size_t			 i;
+	char			*w = *wp;
+
+	if (len < 32)
+		return (0);
 	collapse = (flags & NORM_SPACE) != 0;
+	nt = &nib_tab[NIB(flags)];
+	lo_t = _mm256_broadcastsi128_si256(_mm_loadu_si128(
+	    (const __m128i *)nt->lo));
+	hi_t = _mm256_broadcastsi128_si256(_mm_loadu_si128(
+	    (const __m128i *)nt->hi));
+	fold = _mm256_set1_epi8((flags & NORM_CASEFOLD) ? 0x20 : 0);
+	if (collapse) {
+		if (started && *pendingp)
+			*w++ = ' ';
+		prev = !started || *pendingp;
+	}
 	for (i = 0; len - i >= 32; i += 32) {
-		/* Signed compares: bytes at or above 0x80 match none. */
 		x = _mm256_loadu_si256((const __m256i *)(p + i));
-		y = _mm256_cmpeq_epi8(x, space);
-		sp = (uint32_t)_mm256_movemask_epi8(y);
-		if (flags & NORM_PUNCT) {
-			lower = _mm256_or_si256(x, space);
-			plain = _mm256_or_si256(_mm256_and_si256(
-			    _mm256_cmpgt_epi8(lower, _mm256_set1_epi8('a' - 1)),
-			    _mm256_cmpgt_epi8(_mm256_set1_epi8('z' + 1),
-			    lower)),
-			    _mm256_and_si256(
-			    _mm256_cmpgt_epi8(x, _mm256_set1_epi8('0' - 1)),
-			    _mm256_cmpgt_epi8(_mm256_set1_epi8('9' + 1), x)));
-			plain = _mm256_or_si256(plain, y);
-			ok = (uint32_t)_mm256_movemask_epi8(plain) |
-			    (uint32_t)_mm256_movemask_epi8(x);
-		} else {
-			ok = ~(uint32_t)_mm256_movemask_epi8(_mm256_and_si256(
-			    _mm256_cmpgt_epi8(x, _mm256_set1_epi8('\t' - 1)),
-			    _mm256_cmpgt_epi8(_mm256_set1_epi8('\r' + 1), x)));
-		}
+		/* Bytes at or above 0x80 find 0 in hi_t: never spacing. */
+		cls = _mm256_and_si256(_mm256_shuffle_epi8(lo_t,
+		    _mm256_and_si256(x, low4)), _mm256_shuffle_epi8(hi_t,
+		    _mm256_and_si256(_mm256_srli_epi16(x, 4), low4)));
+		cls = _mm256_cmpeq_epi8(cls, _mm256_setzero_si256());
+		/* Signed compares: bytes at or above 0x80 are not A-Z. */
 		upper = _mm256_and_si256(
 		    _mm256_cmpgt_epi8(x, _mm256_set1_epi8('A' - 1)),
 		    _mm256_cmpgt_epi8(_mm256_set1_epi8('Z' + 1), x));
 		x = _mm256_add_epi8(x, _mm256_and_si256(upper, fold));
-		if (ok == 0xffffffff && !(collapse && ((sp & sp << 1) ||
-		    ((sp & 1) && !started)))) {
-			*w = ' ';
-			w += pending & started & (~sp & 1);
+		x = _mm256_blendv_epi8(space, x, cls);
+		if (!collapse) {
 			_mm256_storeu_si256((__m256i *)w, x);
-			last = sp >> 31 & collapse;
-			w += 32 - last;
-			pending = last;
-			started = 1;
+			w += 32;
 			continue;
 		}
-		_mm256_storeu_si256((__m256i *)folded, x);
-
-		for (j = 0; j < 32; j += 8) {
-			ok8 = ok >> j & 0xff;
-			sp8 = sp >> j & 0xff;
-			if (ok8 != 0xff || (collapse && ((sp8 & sp8 << 1) ||
-			    ((sp8 & 1) && !started)))) {
-				for (q = i + j; q < i + j + 8; q++)
-					BYTE_STEP(p[q]);
-				continue;
-			}
-			*w = ' ';
-			w += pending & started & (~sp8 & 1);
-			memcpy(w, folded + j, 8);
-			last = sp8 >> 7 & collapse;
-			w += 8 - last;
-			pending = last;
-			started = 1;
-		}
+		sm = ~(uint32_t)_mm256_movemask_epi8(cls);
+		drop = sm & (sm << 1 | prev);
+		prev = sm >> 31;
+		keep = ~drop;
+		started |= keep != 0;
+		half = _mm256_castsi256_si128(x);
+		PACK8(half, 0, keep & 0xff);
+		PACK8(half, 1, keep >> 8 & 0xff);
+		half = _mm256_extracti128_si256(x, 1);
+		PACK8(half, 0, keep >> 16 & 0xff);
+		PACK8(half, 1, keep >> 24);
+	}
+	if (collapse) {
+		if (prev && started)
+			w--;		/* owed again, as normalize_bytes does */
+		*pendingp = prev;
 	}
 	*wp = w;
-	*pendingp = pending;
 	*startedp = started;
 	return (i);
 }
