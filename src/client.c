@@ -1039,31 +1039,21 @@ static int
 client_read_input(struct client *c)
 {
 	struct rawrec	 rr;
-	char		*cause;
-	int		 rc;
+	char		*over;
+	int		 rc, status;
 
 	while (!c->eof && !c->havebig && !stop_signal &&
 	    c->tail - c->head < c->cap && c->held < CLIENT_WINDOW_BYTES &&
 	    input_wait(c->in, 0)) {
-		if ((rc = input_next(c->in, &rr, &cause)) == 0) {
+		if ((rc = input_read(c->in, c->po->policy == POLICY_FAIL, &rr,
+		    &c->skipped_files, &over, &status)) == 0) {
 			c->eof = 1;
 			break;
 		}
-		if (rc == -1 && cause == NULL)
-			continue;	/* a signal: the loop decides */
-		if (rc == -2) {
-			log_warnx("%s", cause);
-			free(cause);
-			c->skipped_files++;
-			if (c->po->policy == POLICY_FAIL)
-				return (EXIT_DATA);
-			continue;
-		}
-		if (rc < 0) {
-			log_warnx("%s", cause);
-			free(cause);
-			return (EXIT_ERROR);
-		}
+		if (rc == -1)
+			continue;	/* a signal, a file skipped */
+		if (rc == -2)
+			return (status);
 		if (rr.piece != 0) {
 			c->big = rr;
 			c->havebig = 1;
@@ -1073,12 +1063,9 @@ client_read_input(struct client *c)
 			c->recno++;
 			continue;
 		}
-		if (rr.toolong) {
-			xasprintf(&cause, "record of %zu bytes is over "
-			    "--max-bytes %" PRIu64, rr.fulllen,
-			    c->po->max_bytes);
-			client_add_local(c, &rr, V_TOOLONG, cause);
-		} else if (rr.len >= sizeof COMMAND - 1 &&
+		if (over != NULL)
+			client_add_local(c, &rr, V_TOOLONG, over);
+		else if (rr.len >= sizeof COMMAND - 1 &&
 		    memcmp(rr.data, COMMAND, sizeof COMMAND - 1) == 0) {
 			/* The daemon would take it for a command. */
 			client_add_local(c, &rr, V_BAD, xstrdup("a record "

@@ -1116,6 +1116,44 @@ input_total(struct input *in)
 	return (total);
 }
 
+/*
+ * input_next for the readers of records (stream.c, client.c), with what
+ * both do alike: a file abandoned is said and counted in *skipped, and
+ * stops the reading only under fail (*status EXIT_DATA); a read error is
+ * said and stops it (*status EXIT_ERROR).  A record over the limit (not
+ * in pieces) gets in *over the cause to give it, else NULL.  1: a record
+ * (or the first piece of mail over --max-message); 0: the end of input;
+ * -1: nothing this time (a signal, a file skipped): call again; -2: stop,
+ * with *status.
+ */
+int
+input_read(struct input *in, int fail, struct rawrec *rr, uint64_t *skipped,
+    char **over, int *status)
+{
+	char	*cause;
+	int	 rc;
+
+	*over = NULL;
+	if ((rc = input_next(in, rr, &cause)) == 1) {
+		if (rr->toolong)
+			xasprintf(over, "record of %zu bytes is over "
+			    "--max-bytes %zu", rr->fulllen, in->max);
+		return (1);
+	}
+	if (rc == 0 || (rc == -1 && cause == NULL))
+		return (rc);
+	log_warnx("%s", cause);
+	free(cause);
+	if (rc == -2) {
+		(*skipped)++;
+		if (!fail)
+			return (-1);
+		*status = EXIT_DATA;
+	} else
+		*status = EXIT_ERROR;
+	return (-2);
+}
+
 /* Close the current file and free the reader. */
 void
 input_close(struct input *in)

@@ -249,6 +249,8 @@ struct rawrec {
 };
 struct input	*input_open(char **, int, int, size_t);
 int		 input_next(struct input *, struct rawrec *, char **);
+int		 input_read(struct input *, int, struct rawrec *, uint64_t *,
+		    char **, int *);
 int		 input_wait(struct input *, int);
 int		 input_from_line(const char *, size_t);
 void		 input_set_pieces(struct input *);
@@ -484,7 +486,7 @@ struct index_params {
 				   (maintenance: LMDB may abort rewriting
 				   a damaged page; see lmdb.c: lm_walk) */
 #define INDEX_TRACK	0x10	/* keep each batch's documents undelivered
-				   until index_delivered (lmdb.c) */
+				   until index_delivered */
 
 struct index;
 struct docinfo {
@@ -719,12 +721,11 @@ int		 index_set_group(struct index *, uint64_t, char **);
  *			a committed batch inserted (INDEX_TRACK) and whose
  *			output was never marked delivered, by this process
  *			or by one no longer running?  1, 0; ERROR.  May be
- *			NULL (Redis: every earlier document may be
- *			undelivered).
+ *			NULL (then every earlier document may be).
  * own(ix, docid)	did this process insert the document (committed,
  *			or in the open transaction), whatever other
  *			processes inserted meanwhile?  1, 0.  May be NULL
- *			(Redis: a document from index_run_start on is).
+ *			(then a document from index_run_start on is).
  * delivered(ix, ranges, nranges, replays, nreplays)
  *			the output of these ranges ([first, end) pairs) was
  *			delivered, and these earlier documents were written

@@ -91,9 +91,9 @@ stream_read(struct stream *s, struct plbatch *b)
 {
 	struct rawrec	 rr;
 	struct record	*r;
-	char		*cause;
+	char		*over;
 	size_t		 inlen;
-	int		 rc;
+	int		 rc, status;
 
 	while (!plbatch_full(b, s->po->batch) && !stop_signal) {
 		if (b->n > 0 && !input_wait(s->in, INPUT_GRACE))
@@ -104,12 +104,14 @@ stream_read(struct stream *s, struct plbatch *b)
 			pipeline_deliver(s->p, 0);
 		if (stop_signal)
 			break;
-		if ((rc = input_next(s->in, &rr, &cause)) == 0) {
+		if ((rc = input_read(s->in, s->po->policy == POLICY_FAIL, &rr,
+		    &s->skipped_files, &over, &status)) == 0) {
 			s->eof = 1;
 			break;
 		}
-		if (rc < 0 && cause == NULL) {
-			/* A signal: the loop condition decides. */
+		if (rc == -1) {
+			/* A signal (the loop condition decides), a file
+			   skipped (the others are read). */
 			if (want_stats) {
 				want_stats = 0;
 				stream_print_stats(s->p,
@@ -117,20 +119,8 @@ stream_read(struct stream *s, struct plbatch *b)
 			}
 			continue;
 		}
-		if (rc == -2) {
-			/* A file not text or corrupt: the others are read. */
-			log_warnx("%s", cause);
-			free(cause);
-			s->skipped_files++;
-			if (s->po->policy == POLICY_FAIL)
-				return (EXIT_DATA);
-			continue;
-		}
-		if (rc < 0) {
-			log_warnx("%s", cause);
-			free(cause);
-			return (EXIT_ERROR);
-		}
+		if (rc == -2)
+			return (status);
 		if (rr.piece != 0) {
 			/* Mail over --max-message: see stream_big. */
 			s->big = rr;
@@ -144,12 +134,9 @@ stream_read(struct stream *s, struct plbatch *b)
 			continue;
 		}
 		inlen = (rr.toolong ? rr.fulllen : rr.len) + rr.delimited;
-		if (rr.toolong) {
-			xasprintf(&cause, "record of %zu bytes is over "
-			    "--max-bytes %" PRIu64, rr.fulllen,
-			    s->po->max_bytes);
-			r = plbatch_add_empty(b, inlen, cause);
-		} else {
+		if (over != NULL)
+			r = plbatch_add_empty(b, inlen, over);
+		else {
 			r = plbatch_add(b, rr.len, inlen);
 			memcpy(r->raw.data, rr.data, rr.len);
 		}
