@@ -84,7 +84,10 @@
 #define MHF_MAX_PERMS		1024
 #define MHF_MAX_SHINGLE		64
 
-/* normalize.c and shingle.c have AVX2 loops, used where the CPU has it. */
+/*
+ * normalize.c, shingle.c and util.c (ascii_span) have AVX2 loops, used where
+ * the CPU has it.
+ */
 #if defined(__x86_64__) && defined(__GNUC__)
 #define MHF_AVX2	1
 #endif

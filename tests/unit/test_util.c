@@ -286,11 +286,12 @@ test_numbers(void **state)
 /* Run the tests, each bounded by an alarm as in memcached's testapp. */
 /*
  * ascii_span: the first byte at or above 0x80, at every place of texts of
- * 0 to 100 bytes (it reads 8 bytes at a time, then one), with another
- * after it or not.
+ * 0 to 100 bytes (it reads 32 bytes at a time with AVX2, 8 at a time,
+ * then one), with another after it or not.  test_ascii_span runs it with
+ * the portable code and with AVX2 where the CPU has it.
  */
 static void
-test_ascii_span(void **state)
+ascii_spans(void)
 {
 	unsigned char	 text[128];
 	size_t		 len, at, i;
@@ -315,6 +316,15 @@ test_ascii_span(void **state)
 			}
 		}
 	}
+}
+
+static void
+test_ascii_span(void **state)
+{
+	simd_allow(0);
+	ascii_spans();
+	simd_allow(1);
+	ascii_spans();
 }
 
 int
