@@ -26,6 +26,11 @@
  * NOPERM in any reply, are not transient: the next call fails at once
  * with "authentication failed" and the node's address (never the
  * password), so that nothing is written.
+ *
+ * A name (cluster_set_name), when there is one, is given to every
+ * connection with CLIENT SETNAME, after AUTH: the Redis backend names its
+ * connections after the writer, so that other writers can tell from
+ * CLIENT LIST whether it is still running (redis.c, "Delivery marks").
  */
 
 #include "config.h"
@@ -116,6 +121,7 @@ struct cluster {
 	uint64_t	 roundtrips;
 	char		*lasterr;	/* the last transient error */
 	char		*authfail;	/* AUTH refused: give up */
+	char		*name;		/* CLIENT SETNAME, or NULL */
 };
 
 /* cluster_auth's credentials, for every connection. */
@@ -138,6 +144,7 @@ static void	 node_trouble(struct cluster *, struct cnode *, const char *);
 static void	 node_fail(struct cluster *, struct cnode *);
 static int	 node_connect(struct cluster *, struct cnode *, double);
 static int	 node_auth(struct cluster *, struct cnode *);
+static int	 node_name(struct cluster *, struct cnode *);
 static int	 node_denied(struct cluster *, struct cnode *,
 		     const redisReply *);
 static void	 node_push(struct cnode *, size_t);
@@ -465,7 +472,8 @@ static int
 cluster_readonly(const char *name, size_t len)
 {
 	static const char *const reads[] = { "GET", "GETRANGE", "STRLEN",
-	    "EXISTS", "TTL", "SCAN", "DBSIZE", "INFO", "PING", "ROLE" };
+	    "EXISTS", "TTL", "SCAN", "DBSIZE", "INFO", "PING", "ROLE",
+	    "ZRANGE", "ZCARD", "CLIENT", "MEMORY" };
 	size_t	 i;
 
 	for (i = 0; i < sizeof reads / sizeof reads[0]; i++)
@@ -609,7 +617,7 @@ node_connect(struct cluster *c, struct cnode *n, double deadline)
 		n->ctx = ctx;
 		n->tv = -1;
 		redisEnableKeepAlive(ctx);	/* connections last months */
-		if (node_auth(c, n) != 0)
+		if (node_auth(c, n) != 0 || node_name(c, n) != 0)
 			return (-1);
 	}
 	if (t != n->tv) {
@@ -668,6 +676,57 @@ node_auth(struct cluster *c, struct cnode *n)
 		return (-1);
 	}
 	freeReplyObject(r);
+	return (0);
+}
+
+/*
+ * Give a new connection the cluster's name, if it has one.  Returns 0, or
+ * -1 after a broken connection (transient) or a refusal (c->authfail: an
+ * ACL without CLIENT SETNAME).
+ */
+static int
+node_name(struct cluster *c, struct cnode *n)
+{
+	redisReply	*r;
+
+	if (c->name == NULL)
+		return (0);
+	if ((r = redisCommand(n->ctx, "CLIENT SETNAME %s", c->name)) == NULL) {
+		node_fail(c, n);
+		return (-1);
+	}
+	if (r->type == REDIS_REPLY_ERROR) {
+		if (c->authfail == NULL)
+			xasprintf(&c->authfail, "redis %s:%d: CLIENT SETNAME: "
+			    "%s", n->host, n->port, r->str);
+		freeReplyObject(r);
+		node_close(n);
+		return (-1);
+	}
+	freeReplyObject(r);
+	return (0);
+}
+
+/*
+ * Name every connection, those open now and those made later (CLIENT
+ * SETNAME; name has no spaces).  Returns 0, or -1 with a cause when a
+ * node refuses (a connection that broke is named when it is made again).
+ */
+int
+cluster_set_name(struct cluster *c, const char *name, char **cause)
+{
+	size_t	 i;
+
+	free(c->name);
+	c->name = xstrdup(name);
+	for (i = 0; i < c->nnodes; i++) {
+		if (c->nodes[i]->ctx != NULL)
+			(void)node_name(c, c->nodes[i]);
+		if (c->authfail != NULL) {
+			*cause = xstrdup(c->authfail);
+			return (-1);
+		}
+	}
 	return (0);
 }
 
@@ -1069,6 +1128,7 @@ cluster_close(struct cluster *c)
 	free(c->cmds);
 	free(c->lasterr);
 	free(c->authfail);
+	free(c->name);
 	free(c);
 }
 

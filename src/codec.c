@@ -42,6 +42,10 @@
  * digits).  A document's value (rval_encode): a state byte (RVAL_PENDING
  * 'P' or RVAL_KEPT 'K'), the document record, then its text when texts are
  * kept.  A bucket is the numbers of its documents, 8 bytes big-endian each.
+ * Layout 4 adds {NS}:undelivered, a sorted set of the ranges of documents
+ * whose output may not have been written (redis.c, "Delivery marks"):
+ * each member "FIRST:END:OWNER" (rud_encode: decimal, the range [FIRST,
+ * END) and the writer that owns it, 0 for none), its score FIRST.
  */
 
 #include "config.h"
@@ -772,6 +776,47 @@ rkey_docid(const char *key, size_t len, const char *ns)
 		return (0);
 	}
 	return (u);
+}
+
+/* An undelivered range's member, "FIRST:END:OWNER", into out. */
+void
+rud_encode(struct buf *out, uint64_t first, uint64_t end, uint64_t owner)
+{
+	char	 m[80];
+	int	 n;
+
+	n = snprintf(m, sizeof m, "%" PRIu64 ":%" PRIu64 ":%" PRIu64, first,
+	    end, owner);
+	out->len = 0;
+	buf_append(out, m, (size_t)n);
+}
+
+/*
+ * Decode an undelivered range's member of len bytes: 0, or -1 if it is
+ * not one (three decimal numbers, FIRST at least 1 and below END).
+ */
+int
+rud_decode(const char *m, size_t len, uint64_t *first, uint64_t *end,
+    uint64_t *owner)
+{
+	uint64_t	*out[3] = { first, end, owner }, v;
+	size_t		 i = 0, f;
+
+	for (f = 0; f < 3; f++) {
+		if (i == len || m[i] < '0' || m[i] > '9')
+			return (-1);
+		for (v = 0; i < len && m[i] >= '0' && m[i] <= '9'; i++) {
+			if (v > (UINT64_MAX - (uint64_t)(m[i] - '0')) / 10)
+				return (-1);
+			v = v * 10 + (uint64_t)(m[i] - '0');
+		}
+		*out[f] = v;
+		if (f < 2 && (i == len || m[i++] != ':'))
+			return (-1);
+	}
+	if (i != len || *first == 0 || *first >= *end)
+		return (-1);
+	return (0);
 }
 
 /*

@@ -1131,9 +1131,8 @@ run_filter(struct options *o, const struct index_params *asked, int serve,
 	 * answered unique again when its client went away first.
 	 * --replay all answers every earlier copy again.
 	 */
-	if (serve && o->m.socket == NULL && o->db != NULL &&
-	    !index_is_remote(o->db))
-		o->f.run_unsure = 1;	/* (Redis keeps no marks to ask) */
+	if (serve && o->m.socket == NULL && o->db != NULL)
+		o->f.run_unsure = 1;
 	o->pl.track = o->db != NULL && !o->f.query_only &&
 	    o->f.replay == REPLAY_UNDELIVERED;
 	rc = index_open(&the_index, o->db, (o->f.query_only ? INDEX_RDONLY :

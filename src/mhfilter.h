@@ -69,7 +69,7 @@
  * tests/unit fail loudly when either changes by accident.
  */
 #define MHF_INDEX_FORMAT	8	/* LMDB; 2 to 7 are upgraded on open */
-#define MHF_REDIS_FORMAT	3	/* 2 is upgraded on open */
+#define MHF_REDIS_FORMAT	4	/* 2 and 3 are upgraded on open */
 #define MHF_SCHEME		2
 #define MHF_SCHEME_NAME		"xxh3-oph16-dens-v2"
 
@@ -878,6 +878,9 @@ void		 rkey_ns(struct buf *, const char *, const char *);
 void		 rkey_doc(struct buf *, const char *, uint64_t);
 void		 rkey_band(struct buf *, const char *, uint64_t);
 uint64_t	 rkey_docid(const char *, size_t, const char *);
+void		 rud_encode(struct buf *, uint64_t, uint64_t, uint64_t);
+int		 rud_decode(const char *, size_t, uint64_t *, uint64_t *,
+		    uint64_t *);
 void		 rval_encode(struct buf *, int, unsigned, const uint32_t *,
 		    const char *, size_t, int, int64_t, const char *, size_t);
 void		 rval_mark(char *, int, int);
@@ -897,6 +900,7 @@ struct redisReply;
 struct cluster	*cluster_connect(const char *, double, char **);
 void		 cluster_close(struct cluster *);
 void		 cluster_auth(const char *, const char *);
+int		 cluster_set_name(struct cluster *, const char *, char **);
 size_t		 cluster_queue(struct cluster *, const char *, size_t, int,
 		    const char **, const size_t *);
 int		 cluster_exec(struct cluster *, char **);

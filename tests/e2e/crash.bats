@@ -6,17 +6,6 @@ load helpers
 
 N=20000
 
-# The chunk.* files on standard output, one every $1 seconds (a slow
-# producer); quietly ends when the reader has gone.
-feed_chunks() {
-	local c
-
-	for c in chunk.*; do
-		cat "$c" || return 0
-		sleep "$1"
-	done
-}
-
 # Start mhfilter on a slow stream of $T/all (tsv; made of $N distinct records
 # unless it exists), sent in chunks of $CHUNK lines (default 500) through
 # a fifo, with the options given; its pid goes to $MPID, its output to
@@ -33,15 +22,6 @@ start_slow() {
 	BG_PIDS+=($!)
 	wait_lines out1 30 "${AFTER:-1000}"
 	kill -0 "$MPID" || fail "mhfilter ended before the signal"
-}
-
-# The complete lines of $1 (a record cut short by a crash is not one).
-complete_lines() {
-	if [ -s "$1" ] && [ "$(tail -c 1 "$1" | od -An -tx1 | tr -d ' ')" != 0a ]; then
-		sed '$d' "$1"
-	else
-		cat "$1"
-	fi
 }
 
 # Every line of $1 must be in the index: run it through again; each one must
@@ -201,25 +181,6 @@ assert_all_indexed() {
 	[ $(($(stat_of seen) + $(stat_of replayed))) -eq "$n1" ] ||
 	    fail "$(stat_of seen) seen, $(stat_of replayed) replayed of $n1"
 	[ "$(stat_of seen)" -ge $((n1 - 400)) ] || fail "$(stat_of seen) seen"
-}
-
-# Start mhfilter on a slow stream of the chunks of $T/all (as start_slow)
-# with its output through a fifo to a reader, cat, whose copy is $T/got.$1;
-# the reader's pid goes to $RPID.
-start_read() {
-	local i="$1"
-
-	shift
-	mkfifo "in.$i" "out.$i"
-	"$MHFILTER" -f "${FORMAT:-tsv}" -d db "$@" <"in.$i" >"out.$i" \
-	    2>"err.$i" &
-	MPID=$!
-	BG_PIDS+=("$MPID")
-	cat "out.$i" >"got.$i" &
-	RPID=$!
-	BG_PIDS+=("$RPID")
-	feed_chunks 0.02 >"in.$i" 2>/dev/null 3>&- &
-	BG_PIDS+=($!)
 }
 
 # Kill mhfilter while its reader is paused (a slow consumer): batches are

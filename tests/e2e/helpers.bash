@@ -148,6 +148,46 @@ for i in range(n):
 EOF
 }
 
+# The complete lines of $1 (a record cut short by a kill is not one).
+complete_lines() {
+	if [ -s "$1" ] && [ "$(tail -c 1 "$1" | od -An -tx1 | tr -d ' ')" != 0a ]; then
+		sed '$d' "$1"
+	else
+		cat "$1"
+	fi
+}
+
+# The chunk.* files on standard output, one every $1 seconds (a slow
+# producer); quietly ends when the reader has gone.
+feed_chunks() {
+	local c
+
+	for c in chunk.*; do
+		cat "$c" || return 0
+		sleep "$1"
+	done
+}
+
+# Start mhfilter, its pid in $MPID, on index $DB (default db) with the
+# options after $1, on a slow stream of the chunk.* files (feed_chunks),
+# with its output through a fifo to a reader, cat, whose copy is got.$1;
+# the reader's pid goes to $RPID.
+start_read() {
+	local i="$1"
+
+	shift
+	mkfifo "in.$i" "out.$i"
+	"$MHFILTER" -f "${FORMAT:-tsv}" -d "${DB:-db}" "$@" <"in.$i" >"out.$i" \
+	    2>"err.$i" &
+	MPID=$!
+	BG_PIDS+=("$MPID")
+	cat "out.$i" >"got.$i" &
+	RPID=$!
+	BG_PIDS+=("$RPID")
+	feed_chunks 0.02 >"in.$i" 2>/dev/null 3>&- &
+	BG_PIDS+=($!)
+}
+
 # Wait up to $2 seconds (default 20) for file $1 to hold at least $3 lines
 # (default 1).
 wait_lines() {

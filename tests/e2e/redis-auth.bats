@@ -95,7 +95,8 @@ refused() {
 	[ "$(rcli acl setuser mhf on '>acl-pw-1' '~acl:*' '~{acl}:*' \
 	    +get +getrange +strlen +exists +ttl +set +append +incrby +del \
 	    +eval +scan +dbsize +info +ping +role +wait +asking \
-	    '+cluster|slots')" = OK ]
+	    '+cluster|slots' +zadd +zrange +zrem +zremrangebyscore \
+	    '+client|setname' '+client|list')" = OK ]
 	[ "$(rcli acl setuser weak on '>acl-pw-2' '~*' '+get')" = OK ]
 	printf 'mhf acl-pw-1\n' >good
 	printf 'mhf acl-pw-9\n' >bad
@@ -108,6 +109,21 @@ refused() {
 
 	refused aclbad bad acl-pw-9 "authentication failed for user mhf"
 	refused aclweak weak acl-pw-2 NOPERM
+	# The commands of layout 3 alone (no delivery marks): the first
+	# commit fails, naming what is missing; nothing is written or kept.
+	[ "$(rcli acl setuser old on '>acl-pw-3' '~old:*' '~{old}:*' \
+	    +get +getrange +strlen +exists +ttl +set +append +incrby +del \
+	    +eval +scan +dbsize +info +ping +role +wait +asking \
+	    '+cluster|slots')" = OK ]
+	printf 'old acl-pw-3\n' >old
+	chmod 600 old
+	mhrun -f tsv -d "redis://$REDIS_SINGLE/old?timeout=20" \
+	    --redis-password-file old <"$S"
+	assert_status 1
+	assert_err_has "CLIENT SETNAME: NOPERM"
+	[ ! -s "$T/out" ] || fail "records written: $(head -3 "$T/out")"
+	[ -z "$(rcli --scan --pattern 'old:*')" ] ||
+	    fail "documents kept:" "$(rcli --scan --pattern 'old:*')"
 }
 
 @test "--redis-password-file: unreadable, empty or malformed is a usage error that never shows the file's line" {

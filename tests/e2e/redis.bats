@@ -6,6 +6,7 @@
 
 load helpers
 load redis-helpers
+load daemon-helpers
 
 setup_file() {
 	redis_have || skip "redis-server, redis-cli or python3 is not installed (Debian packages redis-server, redis-tools, python3)"
@@ -124,34 +125,41 @@ stat_of() {
 	grep -q "K = 64\|64 permutations\|perms 64\|K=64" "$T/out"
 }
 
-@test "a Redis index of layout 2 is read as it is, and upgraded by the first writable run" {
+@test "Redis indexes of layouts 2 and 3 are read as they are, and upgraded by the first writable run" {
 	head -n 300 "$BATS_FILE_TMPDIR/stream" >run1
 	awk -F'\t' '{ print "q" NR "\t" $2 }' run1 >copies
-	db="$(fresh single)"
-	key="{${db##*/}}:meta"
 	cli() { redis-cli -h "${REDIS_SINGLE%:*}" -p "${REDIS_SINGLE##*:}" "$@"; }
-	mhf -f tsv -d "$db" run1 >/dev/null
-	cli GET "$key" | grep -qx 'format=3'
-	mhf -f tsv -d "$db" -Q -a copies >q1
-	# Back to layout 2: its "format" line alone.
-	meta="$(cli GET "$key")"
-	printf '%s\n' "$meta" | sed 's/^format=3$/format=2/' |
-	    cli -x SET "$key" >/dev/null
-	cli GET "$key" | grep -qx 'format=2'
-	# Read-only: the same answers, nothing rewritten.
-	mhrun -f tsv -d "$db" -Q -a copies
-	assert_status 0
-	cmp q1 "$T/out"
-	cli GET "$key" | grep -qx 'format=2'
-	mhf -d "$db" --info | grep -qx 'format: 2'
-	# Writable: upgraded, and the same answers.
-	mhrun -f tsv -d "$db" -a copies
-	assert_status 0
-	cmp q1 "$T/out"
-	grep -q "upgraded from Redis index format 2 to 3" "$T/err"
-	cli GET "$key" | grep -qx 'format=3'
-	mhf -d "$db" --info | grep -qx 'format: 3'
-	[ "$(printf '%s\n' "$meta" | sed 1d)" = "$(cli GET "$key" | sed 1d)" ]
+	for old in 2 3; do
+		db="$(fresh single)"
+		key="{${db##*/}}:meta"
+		mhf -f tsv -d "$db" run1 >/dev/null
+		cli GET "$key" | grep -qx 'format=4'
+		mhf -f tsv -d "$db" -Q -a copies >q1
+		# Back to layout $old: its "format" line alone (neither has
+		# delivery marks, and 3 differs from 2 only in LZ4 texts).
+		meta="$(cli GET "$key")"
+		printf '%s\n' "$meta" | sed "s/^format=4\$/format=$old/" |
+		    cli -x SET "$key" >/dev/null
+		cli GET "$key" | grep -qx "format=$old"
+		# Read-only: the same answers, nothing rewritten.
+		mhrun -f tsv -d "$db" -Q -a copies
+		assert_status 0
+		cmp q1 "$T/out"
+		cli GET "$key" | grep -qx "format=$old"
+		mhf -d "$db" --info | grep -qx "format: $old"
+		# Writable: upgraded, the same answers, and the earlier
+		# documents delivered: the feed again writes nothing.
+		mhrun -f tsv -d "$db" -a copies
+		assert_status 0
+		cmp q1 "$T/out"
+		grep -q "upgraded from Redis index format $old to 4" "$T/err"
+		cli GET "$key" | grep -qx 'format=4'
+		mhf -d "$db" --info | grep -qx 'format: 4'
+		[ "$(printf '%s\n' "$meta" | sed 1d)" = "$(cli GET "$key" | sed 1d)" ]
+		mhrun -f tsv -d "$db" run1
+		assert_status 0
+		[ ! -s "$T/out" ] || fail "layout $old: $(wc -l <"$T/out") written again"
+	done
 }
 
 @test "--max-docs on every backend: the same verdicts" {
@@ -256,6 +264,171 @@ sys.stdout.write(s.makefile().read())' "$T/sock" >replies
 	printf 'unique\ta\nduplicate\tb\ta\n' | cmp - got
 	printf 'c\t%s.\n' "$A_TEXT" >q
 	mhf -f tsv -d "$db" -Q -a q | cut -f1,2 | grep -qx "$(printf 'duplicate\ta')"
+}
+
+# ------------------------------------------------------- delivery marks
+
+# redis-cli on the master of the {NS} keys of index $1 (a --db URL).
+ucli() {
+	local url="${1#redis://}" port
+
+	url="${url%%/*}"
+	port="${url##*:}"
+	case "$url" in
+	*,*)	port="$(redis_master_of_slot "$(redis_cli_any cluster keyslot "{${1##*/}}:x")")" ;;
+	esac
+	timeout 10 redis-cli -p "$port" "${@:2}"
+}
+
+# The undelivered ranges of index $1: how many.
+ranges_of() {
+	ucli "$1" ZCARD "{${1##*/}}:undelivered"
+}
+
+@test "a feed polled again writes nothing the second time, on every backend; --replay all writes it again" {
+	head -n 600 "$BATS_FILE_TMPDIR/stream" >in
+	for b in lmdb single cluster; do
+		db="$(fresh $b)"
+		mhrun -f tsv -d "$db" --batch 100 --stats in
+		assert_status 0
+		cp "$T/out" "first.$b"
+		u="$(stat_of unique)"
+		[ "$u" -gt 0 ] && [ "$u" = "$(wc -l <"first.$b")" ] ||
+		    fail "$b: $u unique, $(wc -l <"first.$b") written"
+		mhrun -f tsv -d "$db" --batch 100 --stats in
+		assert_status 0
+		[ ! -s "$T/out" ] || fail "$b: $(wc -l <"$T/out") written again"
+		assert_stat seen 600
+		assert_stat replayed 0
+		mhrun -f tsv -d "$db" --batch 100 --replay all --stats in
+		assert_status 0
+		cmp "first.$b" "$T/out"
+		assert_stat replayed "$u"
+		case "$b" in
+		lmdb)	;;
+		*)	[ "$(ranges_of "$db")" = 0 ] ||
+			    fail "$b: $(ranges_of "$db") ranges left" ;;
+		esac
+	done
+	cmp first.lmdb first.single
+	cmp first.lmdb first.cluster
+}
+
+@test "kill -9 between commit and output, then a restart: nothing lost, nothing delivered written twice (single Redis, cluster)" {
+	local n=6000 b db n1 repeats
+
+	gen_tsv "$n" >all
+	split -l 300 all chunk.
+	for b in single cluster; do
+		db="$(fresh $b)"
+		rm -f in.$b out.$b
+		DB="$db" start_read "$b" --batch 100
+		wait_lines "got.$b" 30 1000
+		# The reader paused: batches are committed and not written.
+		kill -STOP "$RPID"
+		sleep 0.5
+		kill -9 "$MPID"
+		wait_exit "$MPID"
+		[ "$status" -eq 137 ] || fail "$b: status $status" "$(cat "err.$b")"
+		kill -CONT "$RPID"
+		wait "$RPID" || true
+		complete_lines "got.$b" >written
+		n1="$(wc -l <written)"
+		head -n "$n1" all | cmp - written
+		[ "$n1" -lt "$n" ] || fail "$b: the run was over"
+		[ "$(ranges_of "$db")" -gt 0 ] || fail "$b: no undelivered range"
+		# The restart: what the dead run committed and never wrote is
+		# written (replays); nothing is missing; what it delivered and
+		# marked is not written again.
+		mhrun -f tsv -d "$db" --batch 100 --stats all
+		assert_status 0
+		sort -u written "$T/out" | cmp - <(sort all) ||
+		    fail "$b: records missing"
+		[ "$(stat_of replayed)" -gt 0 ] || fail "$b: no replays"
+		repeats=$((n1 + $(wc -l <"$T/out") - n))
+		[ "$repeats" -le 600 ] || fail "$b: $repeats written twice"
+		echo "# $b: $n1 written before the kill, $(stat_of replayed) replayed, $repeats written twice" >&3
+		# A completed run marked everything: a third writes nothing.
+		mhrun -f tsv -d "$db" --stats all
+		assert_status 0
+		[ ! -s "$T/out" ] || fail "$b: $(wc -l <"$T/out") written again"
+		assert_stat seen "$n"
+		[ "$(ranges_of "$db")" = 0 ] || fail "$b: $(ranges_of "$db") ranges left"
+	done
+}
+
+@test "two writers on one Redis index: a running writer's undelivered records are seen by the other, its killed ones replayed" {
+	local n=4000 db n1
+
+	gen_tsv "$n" >all
+	split -l 100 all chunk.
+	db="$(fresh single)"
+	# The first writer, its reader paused: batches committed and not
+	# written, while it waits to write them.
+	DB="$db" start_read 1 --batch 50
+	wait_lines got.1 30 500
+	kill -STOP "$RPID"
+	sleep 0.5
+	kill -0 "$MPID" || fail "the first writer ended" "$(cat err.1)"
+	n1="$(wc -l <got.1)"
+	# The second, over the same records meanwhile: what the first
+	# committed is seen (it is running: it writes them), the rest its
+	# own.
+	mhrun -f tsv -d "$db" --batch 50 --stats all
+	assert_status 0
+	cp "$T/out" out2
+	[ "$(stat_of replayed)" = 0 ] || fail "$(stat_of replayed) replayed"
+	[ "$(stat_of seen)" -gt "$n1" ] || fail "$(stat_of seen) seen, $n1 written"
+	# The first is killed with those batches unwritten: the next run
+	# writes them, and nothing else.
+	kill -9 "$MPID"
+	wait_exit "$MPID"
+	kill -CONT "$RPID"
+	wait "$RPID" || true
+	complete_lines got.1 >written
+	mhrun -f tsv -d "$db" --batch 50 --stats all
+	assert_status 0
+	cp "$T/out" out3
+	[ "$(stat_of replayed)" -gt 0 ] || fail "no replays"
+	sort -u written out2 out3 | cmp - <(sort all) || fail "records missing"
+	[ -z "$(sort out2 out3 | uniq -d)" ] || fail "written by both later runs"
+	[ -z "$(sort out2 written | uniq -d)" ] || fail "written by both writers"
+	echo "# the first wrote $(wc -l <written), the second $(wc -l <out2), the third replayed $(wc -l <out3)" >&3
+	mhrun -f tsv -d "$db" all
+	assert_status 0
+	[ ! -s "$T/out" ] || fail "$(wc -l <"$T/out") written again"
+}
+
+@test "the daemon on a Redis index: a feed polled again is seen, in the same run and after a restart; replies that never went are replays, once" {
+	gen_tsv 300 >feed
+	db="$(fresh single)"
+	start_daemon -f tsv -d "$db" --listen "unix:$T/sock"
+	dsend "unix:$T/sock" feed >r1
+	[ "$(grep -c '^unique	' r1)" -eq 300 ]
+	cut -f1 feed | awk '{ print "duplicate\t" $1 "\t" $1 "\t1.0000\tseen" }' >seen
+	dsend "unix:$T/sock" feed >r2
+	cmp seen r2
+	stop_daemon
+	start_daemon -f tsv -d "$db" --listen "unix:$T/sock"
+	dsend "unix:$T/sock" feed >r3
+	cmp seen r3
+	# A client that goes away before its replies: its records are
+	# replays the next time, once.
+	gen_tsv 200 7 >feed2
+	dleave "unix:$T/sock" feed2 500
+	dsend "unix:$T/sock" feed2 >r4
+	cut -f1 feed2 | sed 's/^/unique	/; s/$/	replay/' | cmp - r4
+	dsend "unix:$T/sock" feed2 >r5
+	cut -f1 feed2 | awk '{ print "duplicate\t" $1 "\t" $1 "\t1.0000\tseen" }' | cmp - r5
+	# After kill -9, once the marks are committed (at once when idle).
+	sleep 1
+	kill -9 "$DPID"
+	wait_exit "$DPID" 30
+	start_daemon -f tsv -d "$db" --listen "unix:$T/sock"
+	dsend "unix:$T/sock" feed >r6
+	cmp seen r6
+	stop_daemon
+	[ "$(ranges_of "$db")" = 0 ] || fail "$(ranges_of "$db") ranges left"
 }
 
 # --------------------------------------------- many writers on one index

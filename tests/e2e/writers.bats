@@ -26,15 +26,6 @@ feed_a() {
 	cat q1 || return 0
 }
 
-# The complete lines of $1 (a record cut short by a kill is not one).
-complete_lines() {
-	if [ -s "$1" ] && [ "$(tail -c 1 "$1" | od -An -tx1 | tr -d ' ')" != 0a ]; then
-		sed '$d' "$1"
-	else
-		cat "$1"
-	fi
-}
-
 # The lines of file $1 that are not in file $2, sorted.
 missing() {
 	comm -23 <(sort -u "$1") <(sort -u "$2")

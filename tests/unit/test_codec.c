@@ -444,6 +444,53 @@ test_redis(void **state)
 	buf_free(&enc);
 }
 
+/*
+ * Undelivered ranges' members (layout 4): "FIRST:END:OWNER", and what is
+ * not one.
+ */
+static void
+test_rud(void **state)
+{
+	static const struct {
+		const char	*m;
+		int		 ok;
+		uint64_t	 first, end, owner;
+	} t[] = {
+		{ "1:3:1", 1, 1, 3, 1 },
+		{ "101:201:0", 1, 101, 201, 0 },
+		{ "18446744073709551614:18446744073709551615:7", 1,
+		    UINT64_MAX - 1, UINT64_MAX, 7 },
+		{ "18446744073709551616:18446744073709551617:7", 0, 0, 0, 0 },
+		{ "0:3:1", 0, 0, 0, 0 },	/* no document 0 */
+		{ "3:3:1", 0, 0, 0, 0 },	/* empty */
+		{ "4:3:1", 0, 0, 0, 0 },
+		{ "1:3", 0, 0, 0, 0 },
+		{ "1:3:", 0, 0, 0, 0 },
+		{ "1:3:1:", 0, 0, 0, 0 },
+		{ ":3:1", 0, 0, 0, 0 },
+		{ "1:3:1x", 0, 0, 0, 0 },
+		{ "1 :3:1", 0, 0, 0, 0 },
+		{ "", 0, 0, 0, 0 },
+	};
+	struct buf	 b = { 0 };
+	uint64_t	 first, end, owner;
+	size_t		 i;
+
+	(void)state;
+	for (i = 0; i < sizeof t / sizeof t[0]; i++) {
+		assert_int_equal(rud_decode(t[i].m, strlen(t[i].m), &first,
+		    &end, &owner), t[i].ok ? 0 : -1);
+		if (!t[i].ok)
+			continue;
+		assert_true(first == t[i].first && end == t[i].end &&
+		    owner == t[i].owner);
+		rud_encode(&b, first, end, owner);
+		assert_int_equal(b.len, strlen(t[i].m));
+		assert_memory_equal(b.data, t[i].m, b.len);
+	}
+	buf_free(&b);
+}
+
 /* What f (an open_memstream) holds, compared with want. */
 static void
 assert_stream(FILE *f, char **data, size_t *len, const char *want)
@@ -542,6 +589,7 @@ main(void)
 		cmocka_unit_test(test_meta_write),
 		cmocka_unit_test(test_meta_read),
 		cmocka_unit_test(test_redis),
+		cmocka_unit_test(test_rud),
 		cmocka_unit_test(test_export),
 		cmocka_unit_test(test_exit_status),
 	};
