@@ -149,6 +149,11 @@ maint_info(const struct maint_opts *mo, struct index *ix)
 	KEY("size_docs", "%" PRIu64, in.docs_bytes);
 	KEY("size_texts", "%" PRIu64, in.texts_bytes);
 	KEY("file_size", "%" PRIu64, in.file_size);
+	if (in.remote) {
+		KEY("pending", "%" PRIu64, in.pending);
+		KEY("undelivered_ranges", "%" PRIu64, in.undelivered);
+		KEY("memory", "%" PRIu64, in.memory);
+	}
 #undef KEY
 	return (maint_flush(stdout, "stdout"));
 }

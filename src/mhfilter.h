@@ -554,6 +554,10 @@ struct index_info {
 	uint64_t	 bands_bytes;	/* pages of each part, in bytes */
 	uint64_t	 docs_bytes;
 	uint64_t	 texts_bytes;
+	int		 remote;	/* Redis: the keys below apply */
+	uint64_t	 pending;	/* documents not decided yet */
+	uint64_t	 undelivered;	/* ranges not marked delivered */
+	uint64_t	 memory;	/* bytes the masters use */
 };
 
 /*

@@ -91,6 +91,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -291,8 +292,8 @@ static struct rdoc *cache_add(struct redis *, uint64_t, int, const char *,
 static int	fetch_docs(struct redis *, const uint64_t *, size_t,
 		    char **);
 static int	take_owner(struct redis *, uint64_t, char **);
-static int	redis_scan(struct redis *, int (*)(struct redis *, uint64_t,
-		    const char *, size_t, void *), void *, char **);
+static int	redis_scan(struct redis *, int, int (*)(struct redis *,
+		    uint64_t, const char *, size_t, void *), void *, char **);
 
 /* {NS}:what, one of the namespace's own keys. */
 static void
@@ -1923,13 +1924,39 @@ redis_expire(struct index *base, const struct retention *ret, int64_t now,
 }
 
 /*
- * Call fn for every document record of the namespace (a SCAN of every
- * master, then GETs in blocks).  fn returns 0 to go on, else stops the
- * scan with that value.
+ * The band key of a bucket key of the namespace (NS:b:HEX, 16 lower-case
+ * hex digits) into *key: 0, or -1 if k is not one.
  */
 static int
-redis_scan(struct redis *r, int (*fn)(struct redis *, uint64_t, const char *,
-    size_t, void *), void *arg, char **cause)
+bucket_of(struct redis *r, const char *k, size_t len, uint64_t *key)
+{
+	size_t	 nl = strlen(r->ns), i;
+	int	 c;
+
+	if (len != nl + 3 + 16 || memcmp(k, r->ns, nl) != 0 ||
+	    memcmp(k + nl, ":b:", 3) != 0)
+		return (-1);
+	for (*key = 0, i = nl + 3; i < len; i++) {
+		c = (unsigned char)k[i];
+		if (c >= '0' && c <= '9')
+			*key = *key << 4 | (uint64_t)(c - '0');
+		else if (c >= 'a' && c <= 'f')
+			*key = *key << 4 | (uint64_t)(c - 'a' + 10);
+		else
+			return (-1);
+	}
+	return (0);
+}
+
+/*
+ * Call fn for every document record (kind 'd') or band bucket (kind 'b')
+ * of the namespace, with its number or band key (a SCAN of every master,
+ * then GETs in blocks).  A value that is not a string is given as NULL.
+ * fn returns 0 to go on, else stops the scan with that value.
+ */
+static int
+redis_scan(struct redis *r, int kind, int (*fn)(struct redis *, uint64_t,
+    const char *, size_t, void *), void *arg, char **cause)
 {
 	const redisReply	*rp, *keys;
 	struct buf		 pat = { 0 }, cursor = { 0 };
@@ -1941,7 +1968,7 @@ redis_scan(struct redis *r, int (*fn)(struct redis *, uint64_t, const char *,
 	int			 rc = 0;
 
 	buf_append(&pat, r->ns, strlen(r->ns));
-	buf_append(&pat, ":d:*", 5);
+	buf_append(&pat, kind == 'b' ? ":b:*" : ":d:*", 5);
 	for (m = 0; m < nm && rc == 0; m++) {
 		cursor.len = 0;
 		buf_append(&cursor, "0", 2);
@@ -1970,13 +1997,19 @@ redis_scan(struct redis *r, int (*fn)(struct redis *, uint64_t, const char *,
 			keys = rp->element[1];
 			ids.n = 0;
 			for (i = 0; i < keys->elements; i++) {
-				if ((id = rkey_docid(keys->element[i]->str,
+				if (kind == 'b' ? bucket_of(r,
+				    keys->element[i]->str,
+				    keys->element[i]->len, &id) == 0 :
+				    (id = rkey_docid(keys->element[i]->str,
 				    keys->element[i]->len, r->ns)) != 0)
 					u64vec_push(&ids, id);
 			}
 			cluster_reset(r->c);
 			for (i = 0; i < ids.n; i++) {
-				doc_key(r, ids.v[i], &r->key);
+				if (kind == 'b')
+					band_key(r, ids.v[i], &r->key);
+				else
+					doc_key(r, ids.v[i], &r->key);
 				q1(r, &r->key, "GET");
 			}
 			if (ids.n != 0 && cluster_exec(r->c, cause) != 0) {
@@ -1985,9 +2018,13 @@ redis_scan(struct redis *r, int (*fn)(struct redis *, uint64_t, const char *,
 			}
 			for (i = 0; i < ids.n && rc == 0; i++) {
 				rp = cluster_reply(r->c, i);
-				if (rp->type != REDIS_REPLY_STRING)
+				if (rp->type == REDIS_REPLY_NIL)
 					continue;	/* gone meanwhile */
-				val = xmalloc(rp->len);
+				if (rp->type != REDIS_REPLY_STRING) {
+					rc = fn(r, ids.v[i], NULL, 0, arg);
+					continue;
+				}
+				val = xmalloc(rp->len + 1);
 				memcpy(val, rp->str, rp->len);
 				rc = fn(r, ids.v[i], val, rp->len, arg);
 				free(val);
@@ -2011,7 +2048,9 @@ scan_decode(struct redis *r, const char *v, size_t len, struct docinfo *d)
 	size_t	 n;
 	int	 state;
 
-	n = rval_decode(v, len, r->base.p.perms, r->sig, d, &state);
+	if ((n = rval_decode(v, len, r->base.p.perms, r->sig, d,
+	    &state)) == 0)
+		return (0);
 	return (state == ST_KEPT ? n : 0);
 }
 
@@ -2063,7 +2102,7 @@ redis_remove(struct index *base, const char *id, size_t idlen,
 	int		 rc;
 
 	*removed = 0;
-	if ((rc = redis_scan(r, remove_one, &rm, cause)) == 0 &&
+	if ((rc = redis_scan(r, 'd', remove_one, &rm, cause)) == 0 &&
 	    rm.found.n != 0) {
 		cluster_reset(r->c);
 		for (i = 0; i < rm.found.n; i++) {
@@ -2087,48 +2126,237 @@ redis_remove(struct index *base, const char *id, size_t idlen,
 	return (rc);
 }
 
-struct infoscan {
-	struct index_info *in;
+/*
+ * What --info and --check learn from a scan of the namespace: documents
+ * first, then buckets, then the delivery marks.  f is --check's report
+ * (NULL for --info).
+ */
+struct nsscan {
+	FILE			*f;
+	uint64_t		*problems;
+	struct index_info	*in;
+	uint64_t		 seq;
+	struct u64vec		 pending;	/* those pending */
+	struct u64vec		 ids, keys;	/* kept ones' bands (check) */
+	uint64_t		 entries;	/* bucket entries */
 };
 
+/* A --check problem line (the first 100 are shown). */
+static void
+problem(struct nsscan *ns, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void
+problem(struct nsscan *ns, const char *fmt, ...)
+{
+	va_list	 ap;
+
+	if (ns->f == NULL || ++*ns->problems > 100)
+		return;
+	fputs("problem: ", ns->f);
+	va_start(ap, fmt);
+	vfprintf(ns->f, fmt, ap);
+	va_end(ap);
+	fputc('\n', ns->f);
+}
+
+/* One document of the scan. */
 static int
-info_one(struct redis *r, uint64_t docid, const char *v, size_t len,
+scan_doc(struct redis *r, uint64_t docid, const char *v, size_t len,
     void *arg)
 {
-	struct index_info	*in = arg;
+	struct nsscan		*ns = arg;
+	struct index_info	*in = ns->in;
 	struct docinfo		 d;
 	size_t			 n;
+	int			 state;
 
-	(void)docid;
-	if ((n = scan_decode(r, v, len, &d)) == 0)
+	if (docid > ns->seq)
+		problem(ns, "document %" PRIu64 ": numbered past {%s}:seq "
+		    "(%" PRIu64 ")", docid, r->ns, ns->seq);
+	if (v == NULL || (n = rval_decode(v, len, r->base.p.perms, r->sig,
+	    &d, &state)) == 0) {
+		problem(ns, "document %" PRIu64 ": corrupt record", docid);
 		return (0);
+	}
+	if (state == ST_PENDING) {
+		u64vec_push(&ns->pending, docid);
+		return (0);
+	}
 	in->docs++;
-	in->band_entries += r->base.p.bands;
 	in->docs_bytes += n;
 	in->texts_bytes += len - n;
 	if (in->oldest == 0 || d.time < in->oldest)
 		in->oldest = d.time;
 	if (d.time > in->newest)
 		in->newest = d.time;
+	if (ns->f != NULL) {
+		doc_bands(r, &ns->keys);
+		for (n = 0; n < r->base.p.bands; n++)
+			u64vec_push(&ns->ids, docid);
+	}
 	return (0);
 }
 
-/* What --info prints: counted by a scan of the documents. */
+/* One band bucket of the scan: 8-byte document numbers. */
+static int
+scan_bucket(struct redis *r, uint64_t key, const char *v, size_t len,
+    void *arg)
+{
+	struct nsscan	*ns = arg;
+	uint64_t	 docid;
+	size_t		 e;
+
+	if (v == NULL || len == 0 || len % 8 != 0) {
+		problem(ns, "band bucket %016" PRIx64 ": not a list of 8-byte "
+		    "document numbers", key);
+		return (0);
+	}
+	ns->entries += len / 8;
+	ns->in->bands_bytes += len;
+	for (e = 0; e < len; e += 8) {
+		docid = get_be64((const unsigned char *)v + e);
+		if (docid == 0 || docid > ns->seq) {
+			problem(ns, "band bucket %016" PRIx64 ": document "
+			    "%" PRIu64 " cannot exist (past {%s}:seq)", key,
+			    docid, r->ns);
+			break;
+		}
+	}
+	return (0);
+}
+
+/* Sum used_memory over the masters (INFO memory): *bytes. */
+static int
+masters_memory(struct redis *r, uint64_t *bytes, char **cause)
+{
+	const redisReply	*rp;
+	const char		*argv[2] = { "INFO", "memory" }, *p;
+	size_t			 len[2] = { 4, 6 };
+	unsigned		 m, nm = cluster_masters(r->c);
+
+	*bytes = 0;
+	cluster_reset(r->c);
+	for (m = 0; m < nm; m++)
+		cluster_queue_node(r->c, m, 2, argv, len);
+	if (cluster_exec(r->c, cause) != 0)
+		return (redis_fail(r, cause));
+	for (m = 0; m < nm; m++) {
+		rp = cluster_reply(r->c, m);
+		if (rp->type != REDIS_REPLY_STRING)
+			return (reply_error(r, rp, "INFO memory", cause));
+		if ((p = strstr(rp->str, "used_memory:")) != NULL)
+			*bytes += strtoull(p + 12, NULL, 10);
+	}
+	cluster_reset(r->c);
+	return (0);
+}
+
+/*
+ * The undelivered ranges with their scores (ZRANGE WITHSCORES): how many,
+ * and with --check, each well formed, scored by its first document, below
+ * {NS}:seq and apart from the one before.
+ */
+static int
+scan_ranges(struct redis *r, struct nsscan *ns, char **cause)
+{
+	const redisReply	*rp, *m, *sc;
+	uint64_t		 first, end, owner, last = 0;
+	size_t			 i;
+	char			 num[24];
+
+	cluster_reset(r->c);
+	ns_key(r, UD_KEY, &r->key);
+	{
+		const char	*argv[5] = { "ZRANGE", r->key.data, "0", "-1",
+				    "WITHSCORES" };
+		size_t		 len[5] = { 6, r->key.len, 1, 2, 10 };
+
+		cluster_queue(r->c, r->key.data, r->key.len, 5, argv, len);
+	}
+	if (cluster_exec(r->c, cause) != 0)
+		return (redis_fail(r, cause));
+	rp = cluster_reply(r->c, 0);
+	if (rp->type != REDIS_REPLY_ARRAY || rp->elements % 2 != 0) {
+		if (rp->type == REDIS_REPLY_ERROR)
+			problem(ns, "{%s}:" UD_KEY ": %s", r->ns, rp->str);
+		cluster_reset(r->c);
+		return (0);
+	}
+	ns->in->undelivered = rp->elements / 2;
+	for (i = 0; i + 1 < rp->elements; i += 2) {
+		m = rp->element[i];
+		sc = rp->element[i + 1];
+		if (m->type != REDIS_REPLY_STRING || rud_decode(m->str, m->len,
+		    &first, &end, &owner) != 0) {
+			problem(ns, "undelivered range \"%.40s\": malformed",
+			    m->type == REDIS_REPLY_STRING ? m->str : "?");
+			continue;
+		}
+		snprintf(num, sizeof num, "%" PRIu64, first);
+		if (sc->type != REDIS_REPLY_STRING || strcmp(sc->str, num) != 0)
+			problem(ns, "undelivered range [%" PRIu64 ", %" PRIu64
+			    "): scored %s", first, end, sc->type ==
+			    REDIS_REPLY_STRING ? sc->str : "?");
+		else if (end > ns->seq + 1 || owner > ns->seq)
+			problem(ns, "undelivered range [%" PRIu64 ", %" PRIu64
+			    ") of %" PRIu64 ": past {%s}:seq", first, end,
+			    owner, r->ns);
+		else if (first < last)
+			problem(ns, "undelivered range [%" PRIu64 ", %" PRIu64
+			    ") overlaps the one before", first, end);
+		else
+			last = end;
+	}
+	cluster_reset(r->c);
+	return (0);
+}
+
+/*
+ * Scan the namespace for --info and --check: counts into ns->in, and with
+ * ns->f the problems of the documents, buckets and marks.
+ */
+static int
+scan_namespace(struct redis *r, struct nsscan *ns, char **cause)
+{
+	struct index_info *in = ns->in;
+
+	if (get_counter(r, "seq", &ns->seq, cause) != 0 ||
+	    redis_scan(r, 'd', scan_doc, ns, cause) != 0)
+		return (INDEX_ERROR);
+	if (redis_scan(r, 'b', scan_bucket, ns, cause) != 0 ||
+	    scan_ranges(r, ns, cause) != 0 ||
+	    masters_memory(r, &in->memory, cause) != 0)
+		return (INDEX_ERROR);
+	in->pending = ns->pending.n;
+	in->band_entries = ns->entries;
+	in->size = in->docs_bytes + in->texts_bytes + in->bands_bytes;
+	in->remote = 1;
+	return (0);
+}
+
+static void
+nsscan_free(struct nsscan *ns)
+{
+	u64vec_free(&ns->pending);
+	u64vec_free(&ns->ids);
+	u64vec_free(&ns->keys);
+}
+
+/* What --info prints: counted by a scan of the namespace. */
 static int
 redis_info(struct index *base, struct index_info *in, char **cause)
 {
 	struct redis		*r = (struct redis *)base;
+	struct nsscan		 ns = { 0 };
 	const redisReply	*rp;
 	struct metatext		 m;
 	char			 v[32];
-	uint64_t		 seq, created;
+	uint64_t		 created;
+	int			 rc;
 
 	memset(in, 0, sizeof *in);
 	in->p = r->base.p;
 	in->format = r->format;
-	if (get_counter(r, "seq", &seq, cause) != 0)
-		return (INDEX_ERROR);
-	in->next_doc = seq + 1;
 	ns_key(r, "meta", &r->key);
 	q1(r, &r->key, "GET");
 	if (cluster_exec(r->c, cause) != 0)
@@ -2142,91 +2370,113 @@ redis_info(struct index *base, struct index_info *in, char **cause)
 			in->created = (int64_t)created;
 	}
 	cluster_reset(r->c);
-	if (redis_scan(r, info_one, in, cause) != 0)
-		return (INDEX_ERROR);
-	in->size = in->docs_bytes + in->texts_bytes +
-	    in->band_entries * 8;
-	in->bands_bytes = in->band_entries * 8;
-	return (0);
-}
-
-struct checkscan {
-	FILE		*f;
-	uint64_t	*problems;
-	struct u64vec	 ids, keys;
-};
-
-static int
-check_one(struct redis *r, uint64_t docid, const char *v, size_t len,
-    void *arg)
-{
-	struct checkscan	*cs = arg;
-	struct docinfo		 d;
-	unsigned		 j;
-	int			 state;
-
-	if (rval_decode(v, len, r->base.p.perms, r->sig, &d, &state) == 0) {
-		if ((*cs->problems)++ < 100)
-			fprintf(cs->f, "document %" PRIu64 ": corrupt "
-			    "record\n", docid);
-		return (0);
-	}
-	if (state != ST_KEPT)
-		return (0);
-	doc_bands(r, &cs->keys);
-	for (j = 0; j < r->base.p.bands; j++)
-		u64vec_push(&cs->ids, docid);
-	return (0);
+	ns.in = in;
+	rc = scan_namespace(r, &ns, cause);
+	in->next_doc = ns.seq + 1;
+	nsscan_free(&ns);
+	return (rc);
 }
 
 /*
- * Every kept document's band keys, recomputed from its signature, must
- * list it.
+ * Pending documents must expire (a writer that dies leaves them for an
+ * hour): one without an expiry would hold up every writer that meets it.
  */
 static int
-redis_check(struct index *base, FILE *f, uint64_t *problems, char **cause)
+check_pending(struct redis *r, struct nsscan *ns, char **cause)
 {
-	struct redis		*r = (struct redis *)base;
-	struct checkscan	 cs = { f, problems, { 0 }, { 0 } };
 	const redisReply	*rp;
-	size_t			 i, e, at, n;
-	int			 rc, hit;
+	size_t			 i, at, n;
 
-	*problems = 0;
-	if ((rc = redis_scan(r, check_one, &cs, cause)) != 0)
-		goto out;
-	for (at = 0; at < cs.ids.n && rc == 0; at += n) {
-		n = cs.ids.n - at < 4096 ? cs.ids.n - at : 4096;
+	for (at = 0; at < ns->pending.n; at += n) {
+		n = ns->pending.n - at < 4096 ? ns->pending.n - at : 4096;
 		cluster_reset(r->c);
 		for (i = 0; i < n; i++) {
-			band_key(r, cs.keys.v[at + i], &r->key);
+			doc_key(r, ns->pending.v[at + i], &r->key);
+			q1(r, &r->key, "TTL");
+		}
+		if (cluster_exec(r->c, cause) != 0)
+			return (redis_fail(r, cause));
+		for (i = 0; i < n; i++) {
+			rp = cluster_reply(r->c, i);
+			if (rp->type == REDIS_REPLY_INTEGER &&
+			    rp->integer == -1)
+				problem(ns, "document %" PRIu64 ": pending "
+				    "and without an expiry",
+				    ns->pending.v[at + i]);
+		}
+	}
+	cluster_reset(r->c);
+	return (0);
+}
+
+/* Every kept document's band keys, from its signature, must list it. */
+static int
+check_listed(struct redis *r, struct nsscan *ns, char **cause)
+{
+	const redisReply	*rp;
+	size_t			 i, e, at, n;
+	int			 hit;
+
+	for (at = 0; at < ns->ids.n; at += n) {
+		n = ns->ids.n - at < 4096 ? ns->ids.n - at : 4096;
+		cluster_reset(r->c);
+		for (i = 0; i < n; i++) {
+			band_key(r, ns->keys.v[at + i], &r->key);
 			q1(r, &r->key, "GET");
 		}
-		if (cluster_exec(r->c, cause) != 0) {
-			rc = redis_fail(r, cause);
-			break;
-		}
+		if (cluster_exec(r->c, cause) != 0)
+			return (redis_fail(r, cause));
 		for (i = 0; i < n; i++) {
 			rp = cluster_reply(r->c, i);
 			hit = 0;
 			for (e = 0; rp->type == REDIS_REPLY_STRING &&
 			    e + 8 <= rp->len && !hit; e += 8)
 				hit = get_be64((unsigned char *)rp->str + e) ==
-				    cs.ids.v[at + i];
-			if (!hit && (*problems)++ < 100)
-				fprintf(f, "document %" PRIu64 ": missing "
-				    "from band bucket %016" PRIx64 "\n",
-				    cs.ids.v[at + i], cs.keys.v[at + i]);
+				    ns->ids.v[at + i];
+			if (!hit)
+				problem(ns, "document %" PRIu64 ": missing "
+				    "from band bucket %016" PRIx64,
+				    ns->ids.v[at + i], ns->keys.v[at + i]);
 		}
-		cluster_reset(r->c);
 	}
-	fprintf(f, "documents checked: %zu\n", cs.ids.n /
-	    (r->base.p.bands ? r->base.p.bands : 1));
+	cluster_reset(r->c);
+	return (0);
+}
+
+/*
+ * --check: every document record decodes and is numbered below
+ * {NS}:seq, a pending one expires, a kept one is in each of its buckets;
+ * every bucket is a list of 8-byte numbers below {NS}:seq (entries of
+ * documents gone are not problems: lookups remove them); the undelivered
+ * ranges are well formed and apart.
+ */
+static int
+redis_check(struct index *base, FILE *f, uint64_t *problems, char **cause)
+{
+	struct redis		*r = (struct redis *)base;
+	struct index_info	 in = { 0 };
+	struct nsscan		 ns = { 0 };
+	int			 rc;
+
+	*problems = 0;
+	ns.f = f;
+	ns.problems = problems;
+	ns.in = &in;
+	if ((rc = scan_namespace(r, &ns, cause)) == 0 &&
+	    (rc = check_pending(r, &ns, cause)) == 0)
+		rc = check_listed(r, &ns, cause);
+	nsscan_free(&ns);
+	if (rc != 0)
+		return (rc);
+	if (*problems > 100)
+		fprintf(f, "problems not shown: %" PRIu64 "\n",
+		    *problems - 100);
+	fprintf(f, "documents: %" PRIu64 "\n", in.docs);
+	fprintf(f, "band_entries: %" PRIu64 "\n", in.band_entries);
+	fprintf(f, "pending: %" PRIu64 "\n", in.pending);
+	fprintf(f, "undelivered_ranges: %" PRIu64 "\n", in.undelivered);
 	fprintf(f, "problems: %" PRIu64 "\n", *problems);
-out:
-	u64vec_free(&cs.ids);
-	u64vec_free(&cs.keys);
-	return (rc);
+	return (0);
 }
 
 /* What redis_each's scan calls. */
@@ -2268,7 +2518,7 @@ redis_each(struct index *base, index_each_fn fn, void *arg, char **cause)
 	struct redis	*r = (struct redis *)base;
 	struct eachscan	 es = { fn, arg, cause };
 
-	return (redis_scan(r, each_one, &es, cause));
+	return (redis_scan(r, 'd', each_one, &es, cause));
 }
 
 /* Rewrite the parameters of an index that holds no documents yet. */

@@ -215,6 +215,59 @@ stat_of() {
 	grep -qx 'problems: 0' "$T/out"
 }
 
+@test "--info and --check on Redis: documents, band entries, memory and layout as on LMDB; damage listed, exit 1" {
+	head -n 300 "$BATS_FILE_TMPDIR/stream" >in
+	lm="$(fresh lmdb)"
+	db="$(fresh single)"
+	ns="${db##*/}"
+	mhf -f tsv -d "$lm" in >/dev/null
+	mhf -f tsv -d "$db" in >/dev/null
+	mhf -d "$lm" --info >info.lmdb
+	mhrun -d "$db" --info
+	assert_status 0
+	cp "$T/out" info.redis
+	for k in documents band_entries next_document; do
+		[ "$(grep "^$k: " info.lmdb)" = "$(grep "^$k: " info.redis)" ] ||
+		    fail "$k: $(grep "^$k: " info.lmdb) on LMDB, $(grep "^$k: " info.redis) on Redis"
+	done
+	grep -qx 'format: 4' info.redis
+	grep -qx 'pending: 0' info.redis
+	grep -qx 'undelivered_ranges: 0' info.redis
+	[ "$(sed -n 's/^memory: //p' info.redis)" -gt 100000 ] || fail "$(cat info.redis)"
+	[ "$(sed -n 's/^size_bands: //p' info.redis)" = \
+	    $((8 * $(sed -n 's/^band_entries: //p' info.redis))) ]
+	mhf -d "$lm" --check | grep -v '^problems' >check.lmdb
+	mhrun -d "$db" --check
+	assert_status 0
+	grep -v '^problems\|^pending\|^undelivered' "$T/out" | cmp check.lmdb -
+	grep -qx 'problems: 0' "$T/out"
+	# Damage, one of each kind.
+	cli() { redis-cli -h "${REDIS_SINGLE%:*}" -p "${REDIS_SINGLE##*:}" "$@"; }
+	cli SET "$ns:d:3" garbage >/dev/null
+	bucket="$(cli --scan --pattern "$ns:b:*" | head -n 1)"
+	other="$(cli --scan --pattern "$ns:b:*" | sed -n 2p)"
+	cli DEL "$bucket" >/dev/null
+	cli APPEND "$other" abc >/dev/null
+	cli EVAL "local v = redis.call('GET', KEYS[1]) redis.call('SET', KEYS[1], 'P' .. string.sub(v, 2)) return 1" 1 "$ns:d:5" >/dev/null
+	cli ZADD "{$ns}:undelivered" 1 "1:x:1" 100000 "100000:100001:1" >/dev/null
+	mhrun -d "$db" --check
+	assert_status 1
+	grep -qx "problem: document 3: corrupt record" "$T/out" || fail "$(cat "$T/out")"
+	grep -q "^problem: document [0-9]*: missing from band bucket ${bucket##*:}\$" "$T/out" ||
+	    fail "$(cat "$T/out")"
+	grep -qx "problem: band bucket ${other##*:}: not a list of 8-byte document numbers" "$T/out"
+	grep -qx "problem: document 5: pending and without an expiry" "$T/out"
+	grep -qx 'problem: undelivered range "1:x:1": malformed' "$T/out"
+	grep -q '^problem: undelivered range \[100000, 100001) of 1: past' "$T/out"
+	grep -qx 'pending: 1' "$T/out"
+	grep -q 'problems found: the index is damaged' "$T/err"
+	# --info still reads what is left.
+	mhrun -d "$db" --info
+	assert_status 0
+	grep -qx 'pending: 1' "$T/out"
+	grep -qx 'undelivered_ranges: 2' "$T/out"
+}
+
 @test "Redis: --compact is refused, a bad URL is a clear error, an unreachable server gives up" {
 	mhrun -d "redis://$REDIS_SINGLE/x" --compact somewhere
 	assert_status 2
