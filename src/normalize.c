@@ -12,7 +12,9 @@
  * whatever they are: NFKC is the identity there and case folding is
  * tolower.  Text with a few other characters takes it too
  * for its long ASCII runs; only the stretches around the others go through
- * utf8proc (see normalize).
+ * utf8proc (see normalize), and not even those when the others map to
+ * themselves wherever they stand (box drawing, dashes, quotation marks:
+ * see inert).
  * Text that is not valid UTF-8 is not rejected: it is normalised as bytes
  * (ASCII folding, spaces, punctuation) and normalize returns 1 so that the
  * shingler treats each byte as a character.
@@ -21,6 +23,7 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,6 +91,16 @@ static unsigned char	 pack_count[256];
 #endif
 
 /*
+ * Code points below 0x10000 that the mapping steps leave alone wherever
+ * they stand (see inert), for each setting of casefold and nfkc: a bit
+ * each, a block of 256 at a time, and whether the block is worked out.
+ */
+#define INERT_SET(flags)	((((flags) & NORM_CASEFOLD) ? 1 : 0) |	\
+				    (((flags) & NORM_NFKC) ? 2 : 0))
+static uint64_t		 inert_bits[4][256][4];
+static atomic_uchar	 inert_ready[4][256];
+
+/*
  * The space and punctuation step runs over the text's segments in turn, as
  * if over the whole mapped text: its state goes from one segment to the next.
  */
@@ -115,6 +128,11 @@ static size_t	normalize_bytes_avx2(const unsigned char *, size_t, int,
 #endif
 static char	*put_cp(struct nstate *, char *, utf8proc_int32_t,
 		    const unsigned char *, size_t);
+static int	map_options(int);
+static int	inert(utf8proc_int32_t, int);
+static int	inert_run(const unsigned char *, size_t, int);
+static void	normalize_inert(const unsigned char *, size_t,
+		    struct nstate *);
 static int	normalize_segment(const unsigned char *, size_t,
 		    struct nstate *, struct cpbuf *);
 
@@ -506,6 +524,106 @@ put_cp(struct nstate *st, char *w, utf8proc_int32_t cp,
 	return (w + n);
 }
 
+/* utf8proc's options for the mapping steps of flags. */
+static int
+map_options(int flags)
+{
+	int	 options = UTF8PROC_STABLE | UTF8PROC_COMPOSE;	/* keep NFC */
+
+	if (flags & NORM_NFKC)
+		options |= UTF8PROC_COMPAT;
+	if (flags & NORM_CASEFOLD)
+		options |= UTF8PROC_CASEFOLD;
+	return (options);
+}
+
+/*
+ * Is code point cp (below 0x10000) inert under the mapping steps of flags:
+ * mapped to itself wherever it stands?  It is when it decomposes (and
+ * folds) to itself, is a starter (combining class 0: never reordered) and
+ * has no part in any composition (comb_index): then utf8proc's mapping of
+ * a text is the same with cp cut out of it, and cp can be put as it is.
+ * Hangul composes by rule, not by table: its jamo and syllables are not
+ * inert.  The answers are worked out a block of 256 at a time, on first
+ * use, and shared by the worker threads: a block is published by its
+ * ready flag (release) once complete and never changes.
+ */
+static int
+inert(utf8proc_int32_t cp, int flags)
+{
+	static pthread_mutex_t	 lock = PTHREAD_MUTEX_INITIALIZER;
+	const utf8proc_property_t *pr;
+	utf8proc_int32_t	 c, one[4];
+	utf8proc_ssize_t	 n;
+	unsigned		 x = INERT_SET(flags), b = cp >> 8;
+	uint64_t		 bits[4];
+	int			 last = 0;
+
+	if (!atomic_load_explicit(&inert_ready[x][b], memory_order_acquire)) {
+		memset(bits, 0, sizeof bits);
+		for (c = cp & ~0xff; c <= (cp | 0xff); c++) {
+			if ((c >= 0x1100 && c <= 0x11ff) ||
+			    (c >= 0xac00 && c <= 0xd7a3) ||
+			    (c >= 0xd800 && c <= 0xdfff))
+				continue;
+			pr = utf8proc_get_property(c);
+			if (pr->combining_class != 0 ||
+			    pr->comb_index != UINT16_MAX)
+				continue;
+			n = utf8proc_decompose_char(c, one, 4,
+			    map_options(flags), &last);
+			if (n == 1 && one[0] == c)
+				bits[(c & 0xff) >> 6] |= 1ULL << (c & 63);
+		}
+		pthread_mutex_lock(&lock);
+		if (!atomic_load_explicit(&inert_ready[x][b],
+		    memory_order_relaxed)) {
+			memcpy(inert_bits[x][b], bits, sizeof bits);
+			atomic_store_explicit(&inert_ready[x][b], 1,
+			    memory_order_release);
+		}
+		pthread_mutex_unlock(&lock);
+	}
+	return (inert_bits[x][b][(cp & 0xff) >> 6] >> (cp & 63) & 1);
+}
+
+/* Is p[0, len) valid UTF-8 of inert characters only (see inert)? */
+static int
+inert_run(const unsigned char *p, size_t len, int flags)
+{
+	utf8proc_ssize_t	 i, step;
+	utf8proc_int32_t	 cp;
+
+	for (i = 0; i < (utf8proc_ssize_t)len; i += step) {
+		step = utf8proc_iterate(p + i, len - i, &cp);
+		if (step < 0 || cp >= 0x10000 || !inert(cp, flags))
+			return (0);
+	}
+	return (1);
+}
+
+/*
+ * A run of inert characters (inert_run): mapped to themselves, so only the
+ * space and punctuation step, without utf8proc.
+ */
+static void
+normalize_inert(const unsigned char *p, size_t len, struct nstate *st)
+{
+	struct buf		*out = st->out;
+	utf8proc_ssize_t	 i, step;
+	utf8proc_int32_t	 cp;
+	char			*w;
+
+	buf_reserve(out, 2 * len);	/* each character and a space */
+	w = out->data + out->len;
+	for (i = 0; i < (utf8proc_ssize_t)len; i += step) {
+		step = utf8proc_iterate(p + i, len - i, &cp);
+		w = put_cp(st, w, cp, p + i, step);
+	}
+	out->len = w - out->data;
+	out->data[out->len] = '\0';
+}
+
 /*
  * The Unicode path for one segment: utf8proc maps (as utf8proc_map would,
  * into cb rather than a new allocation), then spaces and punctuation.
@@ -536,13 +654,7 @@ normalize_segment(const unsigned char *p, size_t len, struct nstate *st,
 		return (0);
 	}
 
-	options = UTF8PROC_STABLE;
-	if (st->flags & NORM_NFKC)
-		options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT;
-	if (st->flags & NORM_CASEFOLD)
-		options |= UTF8PROC_CASEFOLD;
-	if (~st->flags & NORM_NFKC)
-		options |= UTF8PROC_COMPOSE;	/* keep NFC */
+	options = map_options(st->flags);
 	n = utf8proc_decompose_custom(p, len, cb->v, cb->size, options, NULL,
 	    NULL);
 	if (n > cb->size) {
@@ -585,6 +697,9 @@ normalize_segment(const unsigned char *p, size_t len, struct nstate *st,
  * segment maps to (ASCII from U+212A, marks from U+0130) is thus its share
  * of the whole text's mapping.  A segment that is not valid UTF-8 makes the
  * whole text so, as an ASCII byte is never part of a multibyte sequence.
+ * When every character of a segment's non-ASCII run is inert, nothing
+ * composes with the ASCII character before it, which stays in the byte
+ * path, and the run skips utf8proc (normalize_inert).
  */
 int
 normalize(const char *text, size_t len, int flags, struct buf *out)
@@ -616,12 +731,20 @@ normalize(const char *text, size_t len, int flags, struct buf *out)
 		 * the byte is ASCII, so cut is never before a non-ASCII byte.
 		 */
 		cut = high > pos ? high - 1 : high;
-		normalize_bytes(p + pos, cut - pos, &st);
 		for (end = high; end < len && p[end] >= 0x80; end++)
 			/* nothing */;
-		if (normalize_segment(p + cut, end - cut, &st, &cb) != 0) {
-			rv = 1;
-			break;
+		if ((flags & (NORM_NFKC|NORM_CASEFOLD)) &&
+		    inert_run(p + high, end - high, flags)) {
+			/* Nothing to compose with the ASCII before. */
+			normalize_bytes(p + pos, high - pos, &st);
+			normalize_inert(p + high, end - high, &st);
+		} else {
+			normalize_bytes(p + pos, cut - pos, &st);
+			if (normalize_segment(p + cut, end - cut, &st,
+			    &cb) != 0) {
+				rv = 1;
+				break;
+			}
 		}
 		if (end == len)
 			break;

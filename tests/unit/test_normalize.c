@@ -719,6 +719,16 @@ test_differential_portable(void **state)
 	simd_allow(1);
 }
 
+/* Is cp assigned (not unassigned, private use or a surrogate)? */
+static int
+assigned(utf8proc_int32_t cp)
+{
+	int	 cat = utf8proc_category(cp);
+
+	return (cat != UTF8PROC_CATEGORY_CN && cat != UTF8PROC_CATEGORY_CO &&
+	    cat != UTF8PROC_CATEGORY_CS);
+}
+
 /*
  * Every assigned character, between ASCII letters on both sides and in
  * each kind of segment, for the flag sets that map: no character's mapping
@@ -732,12 +742,9 @@ test_every_char(void **state)
 	unsigned char	 text[64], enc[4];
 	utf8proc_int32_t cp;
 	size_t		 len, n, i;
-	int		 cat;
 
 	for (cp = 0x80; cp < 0x110000; cp++) {
-		cat = utf8proc_category(cp);
-		if (cat == UTF8PROC_CATEGORY_CN ||
-		    cat == UTF8PROC_CATEGORY_CO || cat == UTF8PROC_CATEGORY_CS)
+		if (!assigned(cp))
 			continue;
 		n = utf8proc_encode_char(cp, enc);
 		/* "A" X "b" X "Cd" X "E": cuts before b, C, d and E. */
@@ -752,6 +759,161 @@ test_every_char(void **state)
 		text[len++] = 'E';
 		for (i = 0; i < nitems(fl); i++)
 			check_same((char *)text, len, fl[i], "", 0);
+	}
+}
+
+/*
+ * Real text: excerpts of the shared corpus's Debian manual pages and
+ * changelogs, mostly ASCII with a few other characters as most real text
+ * is (box drawing, U+2010 hyphens at the ends of lines, quotation marks,
+ * the copyright sign, a no-break space, Czech and Cyrillic letters,
+ * angle brackets, arrows).  Each, and all of them one after the other,
+ * against the oracle for every flag set, portable and with AVX2; and the
+ * default's output pinned by its FNV-1a digest, known answers generated
+ * once from the oracle.
+ */
+static const struct {
+	uint64_t	 digest;	/* of normalize(NORM_DEFAULT) */
+	const char	*text;
+} real[] = {
+	{ 0x0f6251eace293057ULL,
+	    " terms  used  in  this  section,  see at\xe2\x80\x90\n       t"
+	    "ributes(7).\n\n       \xe2\x94\x8c\xe2\x94\x80\xe2\x94\x80\xe2"
+	    "\x94\x80\xe2\x94\x80\xe2\x94\x80\xe2\x94\x80\xe2\x94\x80\xe2"
+	    "\x94\x80\xe2\x94\x80\xe2\x94\x80\xe2\x94\xac\xe2\x94\x80\xe2"
+	    "\x94\x80\xe2\x94\x80\xe2\x94\x80\xe2\x94\x80\xe2\x94\x80\xe2"
+	    "\x94\xac\xe2\x94\x80\xe2\x94\x80\xe2\x94\x80\xe2\x94\x80\xe2"
+	    "\x94\x90\n       \xe2\x94\x82Interface            \xe2\x94\x82"
+	    " Attribute     \xe2\x94\x82 Value   \xe2\x94\x82\n       \xe2"
+	    "\x94\x9c\xe2\x94\x80\xe2\x94\x80\xe2\x94\x80\xe2\x94\x80\xe2"
+	    "\x94\x80\xe2\x94\x80\xe2\x94\x80\xe2\x94\x80\xe2\x94\x80\xe2"
+	    "\x94\x80\xe2\x94\xbc\xe2\x94\x80\xe2\x94\x80\xe2\x94\x80\xe2"
+	    "\x94\x80\xe2\x94\x80\xe2\x94\x80\xe2\x94\xbc\xe2\x94\x80\xe2"
+	    "\x94\x80\xe2\x94\x80\xe2\x94\x80\xe2\x94\xa4\n" },
+	{ 0x2711baeb11d45213ULL,
+	    "       threads currently blocked in sem_wait(3).  Linux adopts"
+	    " the former  be\xe2\x80\x90\n       havior.\n\nRETURN VALUE\n "
+	    "      sem_getvalue() returns 0 on success; on error, -1 is ret"
+	    "urned and errno\n" },
+	{ 0x83ada68cf68cc1a1ULL,
+	    "           comma-separated list of features, prefixed with the"
+	    " \xe2\x80\x98+\xe2\x80\x99 or \xe2\x80\x98-\xe2\x80\x99\n     "
+	    "      modifiers, to denote whether to enable or disable them. "
+	    " The\n           special feature \xe2\x80\x9c" "all\xe2\x80\x9d c"
+	    "an be used to enable or disable all" },
+	{ 0x9f73f18cc867eb5dULL,
+	    "COPYRIGHT\n       Copyright \xc2\xa9 2002-2022 Simon Josefsson"
+	    ".\n       Copying  and  distribution  of this file, with or wi"
+	    "thout modification,\n" },
+	{ 0x2e63f492e2faf99dULL,
+	    "x265 (3.1.1-1) experimental; urgency=medium\n\n  [ Ond\xc5\x99"
+	    "ej Nov\xc3\xbd ]\n  * Bump Standards-Version to 4.4.0\n" },
+	{ 0xce3fa182298343e8ULL,
+	    "       \xe2\x80\xa2  the process's effective user ID did not m"
+	    "atch its real  user  ID  or\n          the  process's  effecti"
+	    "ve  group  ID did not match its real group ID" },
+	{ 0x48cddc36193096fbULL,
+	    "       236   158   9E     \xd1\x9b     CYRILLIC SMALL LETTER T"
+	    "SHE\n       240   160   A0     \xc2\xa0     NO-BREAK SPACE\n  "
+	    "     241   161   A1     \xd0\x8e     CYRILLIC CAPITAL LETTER S"
+	    "HORT U\n" },
+	{ 0x44be2898114e88dbULL,
+	    "       See  \xe2\x9f\xa8http://www.bsc.es/projects/deepcomputi"
+	    "ng/linuxoncell/\xe2\x9f\xa9  for   the\n       recommended lib"
+	    "raries.\n" },
+	{ 0x830f1b063b062cc0ULL,
+	    "    - libglib2.0-dev \xe2\x86\x92 2.57.4\n    - wayland-protoc"
+	    "ols \xe2\x86\x92 1.14\n" },
+};
+
+/* FNV-1a, 64 bits: a digest of a known answer. */
+static uint64_t
+fnv1a(const char *p, size_t len)
+{
+	uint64_t	 h = 0xcbf29ce484222325ULL;
+	size_t		 i;
+
+	for (i = 0; i < len; i++)
+		h = (h ^ (unsigned char)p[i]) * 0x100000001b3ULL;
+	return (h);
+}
+
+static void
+test_real_text(void **state)
+{
+	struct buf	 all = { 0 }, out = { 0 };
+	size_t		 i, len;
+	int		 flags, simd;
+
+	for (i = 0; i < nitems(real); i++) {
+		len = strlen(real[i].text);
+		buf_append(&all, real[i].text, len);
+		out.len = 0;
+		assert_int_equal(normalize(real[i].text, len, D, &out), 0);
+		if (fnv1a(out.data, out.len) != real[i].digest)
+			fail_msg("excerpt %zu: digest 0x%016llx, want "
+			    "0x%016llx: the normalised text changed (bump "
+			    "MHF_SCHEME)", i, (unsigned long long)fnv1a(
+			    out.data, out.len),
+			    (unsigned long long)real[i].digest);
+	}
+	for (simd = 0; simd <= 1; simd++) {
+		simd_allow(simd);
+		for (flags = 0; flags <= NORM_ALL; flags++) {
+			for (i = 0; i < nitems(real); i++)
+				check_same(real[i].text, strlen(real[i].text),
+				    flags, "", 0);
+			check_same(all.data, all.len, flags, "", 0);
+		}
+	}
+	simd_allow(1);
+	buf_free(&all);
+	buf_free(&out);
+}
+
+/*
+ * Characters that normalize leaves to themselves, without utf8proc, when
+ * it finds them inert (they map to themselves, are starters and compose
+ * with nothing): every code point of the Basic Multilingual Plane after an
+ * ASCII letter and before or after a mark (one of a low combining class
+ * that composes with nothing, too), a jamo or a letter that composes with
+ * what goes before it, for the flag sets that map, against the oracle.
+ */
+static void
+test_inert(void **state)
+{
+	static const char *next[] = {
+		"\xcc\x81",		/* U+0301 acute */
+		"\xcc\xa3",		/* U+0323 dot below (ccc 220) */
+		"\xe1\x85\xa1",	/* U+1161 jamo V */
+		"\xe1\x86\xa8",	/* U+11A8 jamo T */
+		"\xe0\xac\xbe",	/* U+0B3E, composes, class 0 */
+		"\xe3\x82\x99",	/* U+3099 kana voiced mark */
+		"\xd6\xb0",		/* U+05B0, ccc 10, composes with nothing */
+	};
+	static const int fl[] = { NORM_CASEFOLD, NORM_NFKC, D };
+	unsigned char	 text[64], enc[4];
+	utf8proc_int32_t cp;
+	size_t		 len, n, i, j, m;
+
+	for (cp = 0x80; cp < 0x10000; cp++) {
+		if (!assigned(cp))
+			continue;
+		n = utf8proc_encode_char(cp, enc);
+		for (j = 0; j < nitems(next); j++) {
+			/* "a" X Y "b" Y X "c" */
+			m = strlen(next[j]);
+			len = 0;
+			text[len++] = 'a';
+			memcpy(text + len, enc, n), len += n;
+			memcpy(text + len, next[j], m), len += m;
+			text[len++] = 'b';
+			memcpy(text + len, next[j], m), len += m;
+			memcpy(text + len, enc, n), len += n;
+			text[len++] = 'c';
+			for (i = 0; i < nitems(fl); i++)
+				check_same((char *)text, len, fl[i], "", 0);
+		}
 	}
 }
 
@@ -834,6 +996,8 @@ main(void)
 		cmocka_unit_test(test_byte_runs),
 		cmocka_unit_test(test_differential_portable),
 		cmocka_unit_test(test_every_char),
+		cmocka_unit_test(test_real_text),
+		cmocka_unit_test(test_inert),
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_names_bad),
 	};
