@@ -37,7 +37,6 @@
 #include "mhfilter.h"
 
 #define EMPTY		UINT32_MAX
-#define NONE		(1ULL << 32)	/* no hash in a bin yet */
 #define PROBE_SALT	0x9e3779b97f4a7c15ULL
 
 /* The bin a 64-bit hash falls into, by multiply-shift on its high half. */
@@ -154,6 +153,14 @@ first_full(const uint16_t *t, const uint64_t *full)
 	return (PROBES_CACHED);
 }
 
+/* A hash x into bin b: the bin keeps the least of their low halves. */
+#define LEAST(b, x) do {						\
+	uint32_t	 v_ = (uint32_t)(x);				\
+	unsigned	 b_ = (unsigned)(b);				\
+									\
+	least[b_] = v_ < least[b_] ? v_ : least[b_];			\
+} while (0)
+
 /*
  * Sign a multiset of n shingle hashes into k values.  An empty set gives an
  * all-EMPTY signature (callers do not index empty texts).
@@ -162,50 +169,60 @@ void
 minhash_sign(const uint64_t *h, size_t n, unsigned k, uint64_t seed,
     uint32_t *sig)
 {
-	uint64_t	 v, least[MHF_MAX_PERMS];
+	uint32_t	 least[MHF_MAX_PERMS];
 	unsigned	 i, j, a, b, shift, filled = 0;
 	size_t		 s;
 	uint64_t	 full[MHF_MAX_PERMS / 64];	/* bins filled by hashes */
 	const uint16_t	*table;
 
 	/*
-	 * A bin's least value is kept in 64 bits, NONE while no hash fell
-	 * into it, so that a low half of EMPTY needs no test in this loop,
-	 * the inner loop of signing: it becomes EMPTY - 1 below, as the least
-	 * of a bin it is the only value that bin had.
+	 * A bin's least low half, EMPTY while no hash fell into it.  A bin
+	 * whose least is EMPTY may yet have had hashes, of that low half
+	 * alone: they are looked for after, and only when a bin seems empty
+	 * (short texts), not in this loop, the inner loop of signing.
 	 */
 	for (i = 0; i < k; i++)
-		least[i] = NONE;
+		least[i] = EMPTY;
 	if (k > 1 && (k & (k - 1)) == 0) {
 		/*
 		 * K = 2^m, the default: bin_of is the top m bits, one shift
-		 * instead of a multiply and a shift.
+		 * instead of a multiply and a shift.  Without a branch: which
+		 * way it goes is a coin toss.  Four at a time: fewer
+		 * instructions a hash.
 		 */
 		for (shift = 64, j = k; j > 1; j >>= 1)
 			shift--;
-		/* Without a branch: which way it goes is a coin toss. */
-		for (s = 0; s < n; s++) {
-			b = (unsigned)(h[s] >> shift);
-			v = (uint32_t)h[s];
-			least[b] = v < least[b] ? v : least[b];
+		for (s = 0; n - s >= 4; s += 4) {
+			LEAST(h[s] >> shift, h[s]);
+			LEAST(h[s + 1] >> shift, h[s + 1]);
+			LEAST(h[s + 2] >> shift, h[s + 2]);
+			LEAST(h[s + 3] >> shift, h[s + 3]);
 		}
+		for (; s < n; s++)
+			LEAST(h[s] >> shift, h[s]);
 	} else {
-		for (s = 0; s < n; s++) {
-			b = bin_of(h[s], k);
-			v = (uint32_t)h[s];
-			least[b] = v < least[b] ? v : least[b];
-		}
+		for (s = 0; s < n; s++)
+			LEAST(bin_of(h[s], k), h[s]);
 	}
 
 	memset(full, 0, sizeof full);
 	for (i = 0; i < k; i++) {
-		if (least[i] == NONE)
-			sig[i] = EMPTY;
-		else
-			sig[i] = least[i] < EMPTY ? least[i] : EMPTY - 1;
-		full[i / 64] |= (uint64_t)(least[i] != NONE) << (i % 64);
-		filled += least[i] != NONE;
+		full[i / 64] |= (uint64_t)(least[i] != EMPTY) << (i % 64);
+		filled += least[i] != EMPTY;
 	}
+	if (filled < k) {
+		for (s = 0; s < n; s++) {
+			if ((uint32_t)h[s] != EMPTY)
+				continue;
+			b = bin_of(h[s], k);
+			filled += !IS_FULL(full, b);
+			full[b / 64] |= 1ULL << (b % 64);
+		}
+	}
+	/* The least of a full bin is at most EMPTY - 1. */
+	for (i = 0; i < k; i++)
+		sig[i] = !IS_FULL(full, i) ? EMPTY : least[i] < EMPTY ?
+		    least[i] : EMPTY - 1;
 	if (filled == 0 || filled == k)
 		goto done;
 	table = probe_table(k, seed);
