@@ -85,8 +85,8 @@
 #define MHF_MAX_SHINGLE		64
 
 /*
- * normalize.c, shingle.c and util.c (ascii_span) have AVX2 loops, used where
- * the CPU has it.
+ * normalize.c, shingle.c and util.c (ascii_span) have AVX2 loops, and
+ * shingle.c an AVX-512 one, used where the CPU has them.
  */
 #if defined(__x86_64__) && defined(__GNUC__)
 #define MHF_AVX2	1
@@ -1417,6 +1417,10 @@ uint64_t	 get_be64(const unsigned char *);
 void		 sort_u64(uint64_t *, size_t, struct u64vec *);
 size_t		 ascii_span(const unsigned char *, size_t);
 int		 simd_avx2(void);
+int		 simd_avx512(void);
+#define SIMD_NONE	0	/* simd_allow: the portable code */
+#define SIMD_ALL	1	/* what the CPU has */
+#define SIMD_AVX2	2	/* AVX2, not AVX-512 */
 int		 simd_allow(int);
 void		 thread_start(pthread_t *, void *(*)(void *), void *);
 

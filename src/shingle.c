@@ -55,6 +55,8 @@ static void	ascii_windows(const struct shingler *, const unsigned char *,
 #ifdef MHF_AVX2
 static size_t	ascii_hashes_avx2(const unsigned char *, size_t, size_t,
 		    uint64_t, uint64_t *);
+static size_t	ascii_hashes_avx512(const unsigned char *, size_t, size_t,
+		    uint64_t, uint64_t *);
 #endif
 static size_t	shingle_words(const struct shingler *, const unsigned char *,
 		    size_t, int, struct u64vec *);
@@ -221,7 +223,9 @@ ascii_hashes(const struct shingler *sh, const unsigned char *p, size_t len,
 		return;
 	}
 #ifdef MHF_AVX2
-	if (simd_avx2())
+	if (simd_avx512())
+		i = ascii_hashes_avx512(p, len, n, bitflip, out);
+	else if (simd_avx2())
 		i = ascii_hashes_avx2(p, len, n, bitflip, out);
 #endif
 	switch (n) {
@@ -295,6 +299,21 @@ xxh3_4to8_avx2(__m256i h, __m256i bitflip, __m256i n)
 }
 
 /*
+ * The byte shuffle that makes 64-bit lane k the number xxh3_4to8 takes for
+ * window k of n bytes (4 to 8) of 16 bytes, for lanes 0 to lanes - 1.
+ */
+static void
+window_shuffle(signed char *idx, size_t lanes, size_t n)
+{
+	size_t	 lane, b;
+
+	for (lane = 0; lane < lanes; lane++) {
+		for (b = 0; b < 8; b++)
+			idx[lane * 8 + b] = lane + (b < 4 ? n - 4 + b : b - 4);
+	}
+}
+
+/*
  * ascii_hashes' windows 8 at a time while 16 bytes are left: windows i to
  * i + 7 of up to 8 bytes lie in p[i, i + 16), loaded once into both halves
  * of a register; a byte shuffle builds each window's number (xxh3_4to8)
@@ -306,13 +325,10 @@ ascii_hashes_avx2(const unsigned char *p, size_t len, size_t n,
 {
 	__m256i		 x, shuf_lo, shuf_hi, vflip, vn;
 	signed char	 idx[32];
-	size_t		 i, lane, b;
+	size_t		 i;
 
 	/* Lane k of the low shuffle is window k; of the high, k + 4. */
-	for (lane = 0; lane < 4; lane++) {
-		for (b = 0; b < 8; b++)
-			idx[lane * 8 + b] = lane + (b < 4 ? n - 4 + b : b - 4);
-	}
+	window_shuffle(idx, 4, n);
 	shuf_lo = _mm256_loadu_si256((const __m256i *)idx);
 	shuf_hi = _mm256_add_epi8(shuf_lo, _mm256_set1_epi8(4));
 	vflip = _mm256_set1_epi64x((long long)bitflip);
@@ -324,6 +340,43 @@ ascii_hashes_avx2(const unsigned char *p, size_t len, size_t n,
 		    _mm256_shuffle_epi8(x, shuf_lo), vflip, vn));
 		_mm256_storeu_si256((__m256i *)(out + i + 4), xxh3_4to8_avx2(
 		    _mm256_shuffle_epi8(x, shuf_hi), vflip, vn));
+	}
+	return (i);
+}
+
+/*
+ * ascii_hashes' windows with AVX-512, 8 at a time while 16 bytes are left,
+ * as ascii_hashes_avx2 but for the whole of xxh3_4to8 in one register: the
+ * 16 bytes in each of its four 128-bit lanes, lane L shuffled into windows
+ * 2L and 2L + 1; 64-bit multiplies and rotates of its own, and the three
+ * xors of the rotates in one instruction (ternary logic 0x96: a ^ b ^ c).
+ * Returns the first window not done.
+ */
+__attribute__((target("avx512f,avx512bw,avx512dq"))) static size_t
+ascii_hashes_avx512(const unsigned char *p, size_t len, size_t n,
+    uint64_t bitflip, uint64_t *out)
+{
+	__m512i		 h, c, shuf, vflip, vn;
+	signed char	 idx[64];
+	size_t		 i;
+
+	window_shuffle(idx, 8, n);
+	shuf = _mm512_loadu_si512(idx);
+	c = _mm512_set1_epi64((long long)0x9fb21c651e98df25ULL);
+	vflip = _mm512_set1_epi64((long long)bitflip);
+	vn = _mm512_set1_epi64((long long)n);
+	for (i = 0; i + 16 <= len; i += 8) {
+		h = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(
+		    _mm_loadu_si128((const __m128i *)(p + i))), shuf);
+		h = _mm512_xor_si512(h, vflip);
+		h = _mm512_ternarylogic_epi64(h, _mm512_rol_epi64(h, 49),
+		    _mm512_rol_epi64(h, 24), 0x96);
+		h = _mm512_mullo_epi64(h, c);
+		h = _mm512_xor_si512(h, _mm512_add_epi64(_mm512_srli_epi64(h,
+		    35), vn));
+		h = _mm512_mullo_epi64(h, c);
+		h = _mm512_xor_si512(h, _mm512_srli_epi64(h, 28));
+		_mm512_storeu_si512(out + i, h);
 	}
 	return (i);
 }

@@ -529,30 +529,45 @@ ascii_span(const unsigned char *p, size_t len)
 }
 
 /*
- * May the hashing loops (normalize.c, shingle.c) use AVX2?  Where they
- * were built with it (MHF_AVX2) and the CPU has it, unless the tests
- * turned it off (simd_allow).
+ * May the hashing loops (normalize.c, shingle.c, ascii_span) use AVX2, and
+ * those that have one (shingle.c) AVX-512?  Where they were built with it
+ * (MHF_AVX2) and the CPU has it, unless the tests said otherwise
+ * (simd_allow).
  */
-static int	simd_off;
+static int	simd_level = SIMD_ALL;
 
 int
 simd_avx2(void)
 {
 #ifdef MHF_AVX2
-	return (!simd_off && __builtin_cpu_supports("avx2"));
+	return (simd_level != SIMD_NONE && __builtin_cpu_supports("avx2"));
+#else
+	return (0);
+#endif
+}
+
+int
+simd_avx512(void)
+{
+#ifdef MHF_AVX2
+	return (simd_level == SIMD_ALL && __builtin_cpu_supports("avx2") &&
+	    __builtin_cpu_supports("avx512f") &&
+	    __builtin_cpu_supports("avx512bw") &&
+	    __builtin_cpu_supports("avx512dq"));
 #else
 	return (0);
 #endif
 }
 
 /*
- * Tests: let the hashing loops use AVX2 if the CPU has it (on), or keep
- * them to the portable code.  Returns whether AVX2 will be used.
+ * Tests: let the hashing loops use what the CPU has (SIMD_ALL, 1), AVX2
+ * but not AVX-512 (SIMD_AVX2), or keep them to the portable code
+ * (SIMD_NONE, 0).  Returns whether AVX2 will be used.
  */
 int
-simd_allow(int on)
+simd_allow(int level)
 {
-	simd_off = !on;
+	simd_level = level;
 	return (simd_avx2());
 }
 

@@ -24,6 +24,9 @@
 #define nitems(a)	(sizeof (a) / sizeof (a)[0])
 #endif
 
+/* The loops with SIMD code are tested with each of theirs. */
+static const int simd_levels[] = { SIMD_NONE, SIMD_AVX2, SIMD_ALL };
+
 /*
  * The reference for shset: the set of shingle hashes, sorted, without
  * repeats (what exact verification did before shset).  Returns its size.
@@ -218,11 +221,12 @@ check_windows(const struct shingler *sh, const unsigned char *text,
 
 /*
  * The byte windows' hashes are computed without xxhash's own function
- * (shingle.c has XXH3's 4-to-8-byte path inline, with AVX2 8 windows at a
- * time where the CPU has it): hold both the portable loop and the AVX2 one
- * to the library's XXH3_64bits_withSeed on every window of texts of 1 to
- * 100 bytes, ASCII and any bytes, for shingle sizes 1 to 12 and 64 and
- * seeds that stress the seed's part (its halves swapped and subtracted).
+ * (shingle.c has XXH3's 4-to-8-byte path inline, with AVX2 or AVX-512 8
+ * windows at a time where the CPU has it): hold the portable loop, the
+ * AVX2 one and the AVX-512 one (where the CPU has them) to the library's
+ * XXH3_64bits_withSeed on every window of texts of 1 to 100 bytes, ASCII
+ * and any bytes, for shingle sizes 1 to 12 and 64 and seeds that stress
+ * the seed's part (its halves swapped and subtracted).
  */
 static void
 test_window_hashes(void **state)
@@ -237,8 +241,8 @@ test_window_hashes(void **state)
 	unsigned	 n;
 	int		 simd;
 
-	for (simd = 0; simd <= 1; simd++) {
-		simd_allow(simd);
+	for (simd = 0; simd < (int)nitems(simd_levels); simd++) {
+		simd_allow(simd_levels[simd]);
 		for (s = 0; s < 16; s++) {
 			r ^= r << 13, r ^= r >> 7, r ^= r << 17;
 			sh.seed = s < nitems(fixed) ? fixed[s] : r;
@@ -259,7 +263,7 @@ test_window_hashes(void **state)
 			}
 		}
 	}
-	simd_allow(1);
+	simd_allow(SIMD_ALL);
 	u64vec_free(&v);
 }
 
@@ -351,7 +355,8 @@ test_utf8_random(void **state)
  * Runs of ASCII in UTF-8 text, which shingle.c hashes at once when they
  * are long enough: runs of every length from 0 to n + 40 (across where
  * they become long enough) between other characters, at the start and at
- * the end, for n from 1 to 12 and 64, with the portable loops and AVX2.
+ * the end, for n from 1 to 12 and 64, with the portable loops, AVX2 and
+ * AVX-512.
  */
 static void
 test_utf8_runs(void **state)
@@ -365,8 +370,8 @@ test_utf8_runs(void **state)
 	size_t		 starts[1024], nc, i, j, len, t, c, run, nt = 0;
 	int		 simd;
 
-	for (simd = 0; simd <= 1; simd++) {
-		simd_allow(simd);
+	for (simd = 0; simd < (int)nitems(simd_levels); simd++) {
+		simd_allow(simd_levels[simd]);
 		for (t = 0; t < 13; t++) {
 			sh.n = t == 12 ? 64 : t + 1;
 			for (run = 0; run <= sh.n + 40; run++) {
@@ -394,7 +399,7 @@ test_utf8_runs(void **state)
 			}
 		}
 	}
-	simd_allow(1);
+	simd_allow(SIMD_ALL);
 	u64vec_free(&v);
 	u64vec_free(&k);
 }
