@@ -500,8 +500,9 @@ client_command(struct client *c, const char *name)
 }
 
 /*
- * The fields of a duplicate's reply after its similarity, from f to end:
- * "seen", "group=ID" and "pair=SIM:ID", into v.
+ * The fields of a reply after the fixed ones (a unique record's id, a
+ * duplicate's similarity), from f to end: "replay", "seen",
+ * "contains=SIM:ID", "group=ID" and "pair=SIM:ID", into v.
  */
 static void
 client_extra(struct client *c, struct verdict *v, const char *f,
@@ -516,7 +517,16 @@ client_extra(struct client *c, struct verdict *v, const char *f,
 			p = end;
 		if (p - f == 4 && memcmp(f, "seen", 4) == 0)
 			v->seen = 1;
-		else if (p - f >= 6 && memcmp(f, "group=", 6) == 0) {
+		else if (p - f == 6 && memcmp(f, "replay", 6) == 0)
+			v->replay = 1;
+		else if (p - f >= 9 && memcmp(f, "contains=", 9) == 0) {
+			v->contains_sim = strtod(f + 9, &e);
+			if (e >= p || *e != ':')
+				continue;
+			e++;
+			unescape(&v->contains, e, p - e);
+			client_match(c, &v->contains);
+		} else if (p - f >= 6 && memcmp(f, "group=", 6) == 0) {
 			unescape(&v->group, f + 6, p - f - 6);
 			client_match(c, &v->group);
 		} else if (p - f >= 5 && memcmp(f, "pair=", 5) == 0) {
@@ -857,8 +867,8 @@ client_reply(struct client *c, char *line, size_t len)
 	}
 	if (nf >= 2 && fl[0] == 6 && memcmp(f[0], "unique", 6) == 0) {
 		v->kind = V_UNIQUE;
-		v->replay = nf >= 3 && fl[2] == 6 &&
-		    memcmp(f[2], "replay", 6) == 0;
+		if (nf >= 3)
+			client_extra(c, v, f[2], end);
 	} else if (nf >= 4 && fl[0] == 9 && memcmp(f[0], "duplicate", 9) == 0) {
 		v->kind = V_DUPLICATE;
 		unescape(&v->match, f[2], fl[2]);

@@ -371,6 +371,7 @@ params_take(struct index_params *dst, const struct index_params *src)
 	dst->texts = src->texts;
 	dst->verify = src->verify;
 	dst->threshold = src->threshold;
+	dst->measure = src->measure;
 }
 
 /*
@@ -403,6 +404,9 @@ meta_write(const struct index_params *p, int format, int64_t created,
 	PUT("texts", "%d", p->texts);
 	PUT("verify", "%d", p->verify);
 	PUT("threshold", "%.17g", p->threshold);
+	/* None is Jaccard: an index made before the record, or for it. */
+	if (p->measure != MEASURE_JACCARD)
+		PUT("measure", "%s", measure_name(p->measure));
 	PUT("created", "%lld", (long long)created);
 #undef PUT
 	return (rc);
@@ -556,6 +560,9 @@ meta_version(int format, const char *where, meta_get_fn get, void *arg,
  * The records that are defaults for later runs ("texts", "verify",
  * "threshold"), taken unless given.
  */
+static int	meta_measure(struct index_params *, int, const char *,
+		    meta_get_fn, void *, char **);
+
 static int
 meta_defaults(struct index_params *p, int given, const char *where,
     meta_get_fn get, void *arg, char **cause)
@@ -606,6 +613,34 @@ meta_defaults(struct index_params *p, int given, const char *where,
 		    where);
 		return (INDEX_MISMATCH);
 	}
+	return (meta_measure(p, given, where, get, arg, cause));
+}
+
+/*
+ * The "measure" record: what the bands were chosen for, never changed
+ * (an index made before it has none: Jaccard).  A measure given that is
+ * not the index's is refused.
+ */
+static int
+meta_measure(struct index_params *p, int given, const char *where,
+    meta_get_fn get, void *arg, char **cause)
+{
+	char	 stored[128];
+	int	 m = MEASURE_JACCARD;
+
+	if (get(arg, "measure", stored, sizeof stored) == 0 &&
+	    (m = measure_parse(stored)) == -1) {
+		xasprintf(cause, "%s was made for measure '%s', which this "
+		    "mhfilter does not know", where, stored);
+		return (INDEX_MISMATCH);
+	}
+	if ((given & IP_MEASURE) && m != p->measure) {
+		xasprintf(cause, "%s was made with --measure %s; you gave "
+		    "--measure %s (leave the option out, or use another --db)",
+		    where, measure_name(m), measure_name(p->measure));
+		return (INDEX_MISMATCH);
+	}
+	p->measure = m;
 	return (0);
 }
 

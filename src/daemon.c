@@ -1554,6 +1554,12 @@ reply_verdict(struct buf *b, const struct record *r, const struct verdict *v,
 		output_field(b, r->id.data, r->id.len);
 		if (v->replay)
 			buf_append(b, "\treplay", 7);
+		if (v->contains.len > 0) {
+			snprintf(sim, sizeof sim, "\tcontains=%.4f:",
+			    v->contains_sim);
+			buf_append(b, sim, strlen(sim));
+			output_field(b, v->contains.data, v->contains.len);
+		}
 		break;
 	case V_DUPLICATE:
 		buf_append(b, "duplicate\t", 10);

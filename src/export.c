@@ -110,6 +110,10 @@ export_header(FILE *f, const struct index_params *p)
 	o = params_json(p);
 	snprintf(seed, sizeof seed, "%" PRIu64, p->seed);
 	json_object_set_new(o, "seed", json_string(seed));
+	/* None is Jaccard: an export of a Jaccard index is as before. */
+	if (p->measure != MEASURE_JACCARD)
+		json_object_set_new(o, "measure",
+		    json_string(measure_name(p->measure)));
 	return (json_line(f, o));
 }
 
@@ -409,6 +413,12 @@ import_header(struct index *ix, const char *line, size_t len, char **cause)
 	want.texts = json_is_true(json_object_get(hdr, "texts"));
 	want.verify = json_integer_value(json_object_get(hdr, "verify"));
 	want.threshold = json_real_value(json_object_get(hdr, "threshold"));
+	if ((want.measure = measure_parse(json_str(hdr, "measure",
+	    "jaccard"))) == -1) {
+		xasprintf(cause, "import: line 1: unknown measure '%s'",
+		    json_str(hdr, "measure", ""));
+		goto out;
+	}
 	if (want.verify < VERIFY_EXACT || want.verify > VERIFY_NONE ||
 	    (want.verify == VERIFY_EXACT && !want.texts) ||
 	    !(want.threshold >= 0.01 && want.threshold <= 1.0)) {
@@ -418,7 +428,8 @@ import_header(struct index *ix, const char *line, size_t len, char **cause)
 	if (want.perms != ix->p.perms || want.bands != ix->p.bands ||
 	    want.rows != ix->p.rows || want.shingle != ix->p.shingle ||
 	    want.unit != ix->p.unit || want.norm != ix->p.norm ||
-	    want.seed != ix->p.seed || ix->p.texts != want.texts) {
+	    want.seed != ix->p.seed || ix->p.texts != want.texts ||
+	    want.measure != ix->p.measure) {
 		if (index_adopt(ix, &want, cause) != 0)
 			goto out;
 	}

@@ -93,6 +93,11 @@ struct fbatch {
  * (filter_prepare_wait).  Fixed shares left a worker finishing alone while
  * the writer slept.
  */
+/* filter_exact's similarities. */
+#define SIM_J		0	/* Jaccard */
+#define SIM_IN		1	/* the record's share in the document */
+#define SIM_OUT		2	/* the document's share in the record */
+#define NSIM		3
 #define PREP_CHUNK	16
 
 /* A worker's scratch for phase 1. */
@@ -654,12 +659,18 @@ verdict_pair(struct verdict *v, uint64_t docid, const char *id, size_t idlen,
 	p->sim = sim;
 }
 
-/* The exact Jaccard similarity of slot s's text and a document's. */
+/*
+ * The exact similarity of slot s's text and a document's: into sim[SIM_J]
+ * their Jaccard similarity, and into sim[SIM_IN] and sim[SIM_OUT] the
+ * share of the record's shingles in the document and of the document's
+ * in the record (containment, both ways).
+ */
 static int
 filter_exact(struct filter *f, struct index *ix, const struct slot *s,
     uint64_t docid, double *sim, char **cause)
 {
 	const struct buf	*norm = &s->norm;
+	size_t			 both, theirs, mine;
 	int			 bytes;
 
 	if (!f->have_mine) {
@@ -678,7 +689,13 @@ filter_exact(struct filter *f, struct index *ix, const struct slot *s,
 	if ((bytes = index_text(ix, docid, &f->text, cause)) < 0)
 		return (-1);
 	shingle_keys(&f->sh, f->text.data, f->text.len, bytes, &f->hashes);
-	*sim = shset_jaccard(&f->mine, &f->theirs, f->hashes.v, f->hashes.n);
+	both = shset_overlap(&f->mine, &f->theirs, f->hashes.v, f->hashes.n,
+	    &theirs);
+	mine = f->mine.n;
+	sim[SIM_J] = mine + theirs == 0 ? 1.0 :
+	    (double)both / (double)(mine + theirs - both);
+	sim[SIM_IN] = mine == 0 ? 1.0 : (double)both / (double)mine;
+	sim[SIM_OUT] = theirs == 0 ? 1.0 : (double)both / (double)theirs;
 	f->st.verified++;
 	return (0);
 }
@@ -808,13 +825,15 @@ filter_one(struct filter *f, struct index *ix, struct fbatch *fb, size_t i,
 	unsigned	 K = f->o.p.perms;
 	const uint32_t	*sig = fb->sigs + i * K;
 	const uint64_t	*keys = fb->keys + i * f->o.p.bands;
-	double		 t = f->o.p.threshold, sim, best = -1, cut;
+	double		 t = f->o.p.threshold, sim, best = -1, cut, ex[NSIM];
+	double		 held = -1;
 	struct docinfo	 d;
 	struct cand	*cd;
 	size_t		 c, n, kept;
-	uint64_t	 best_doc = 0, self = 0, group = 0;
+	uint64_t	 best_doc = 0, self = 0, group = 0, held_doc = 0;
 	int		 rc, flags, self_unique = 0, indexed = 0;
 	int		 pairs = f->o.want_pairs || r->pairs;
+	int		 contain = f->o.p.measure == MEASURE_CONTAINMENT;
 
 	f->found.n = 0;
 	f->have_mine = 0;
@@ -844,11 +863,11 @@ filter_one(struct filter *f, struct index *ix, struct fbatch *fb, size_t i,
 	f->st.candidates += n;
 
 	if (self != 0) {
-		sim = 1.0;
+		ex[SIM_J] = 1.0;
 		if (f->o.verify == VERIFY_EXACT &&
-		    filter_exact(f, ix, s, self, &sim, cause) != 0)
+		    filter_exact(f, ix, s, self, ex, cause) != 0)
 			return (-1);
-		if (sim < 1.0) {
+		if (ex[SIM_J] < 1.0) {
 			/* Same id, other text: an ordinary candidate. */
 			f->cands[kept].docid = self;
 			f->cands[kept++].est = 1.0;
@@ -867,12 +886,22 @@ filter_one(struct filter *f, struct index *ix, struct fbatch *fb, size_t i,
 		cd = &f->cands[c];
 		sim = cd->est;
 		if (f->o.verify == VERIFY_EXACT) {
-			/* --pairs wants every match, not just the best. */
+			/*
+			 * --pairs wants every match, not just the best.  The
+			 * estimate, of Jaccard similarity, bounds no
+			 * containment: then every candidate is verified.
+			 */
 			cut = (pairs ? t : fmax(t, best)) - f->margin;
-			if (cd->est < cut)
+			if (!contain && cd->est < cut)
 				break;
-			if (filter_exact(f, ix, s, cd->docid, &sim, cause) != 0)
+			if (filter_exact(f, ix, s, cd->docid, ex, cause) != 0)
 				return (-1);
+			sim = ex[contain ? SIM_IN : SIM_J];
+			/* An earlier document this record holds. */
+			if (contain && ex[SIM_OUT] >= t && ex[SIM_OUT] > held) {
+				held = ex[SIM_OUT];
+				held_doc = cd->docid;
+			}
 			if (sim < t)
 				continue;
 		} else if (f->o.verify == VERIFY_SIGNATURE && sim < t)
@@ -896,6 +925,12 @@ filter_one(struct filter *f, struct index *ix, struct fbatch *fb, size_t i,
 	if (best < 0) {
 		v->kind = V_UNIQUE;
 		flags |= DOC_UNIQUE;
+		if (held_doc != 0) {
+			if ((rc = index_doc(ix, held_doc, &d, cause)) != 0)
+				return (rc);
+			buf_append(&v->contains, d.id, d.idlen);
+			v->contains_sim = held;
+		}
 	} else {
 		if ((rc = filter_group(ix, v, best_doc, &group, cause)) != 0 ||
 		    (rc = index_doc(ix, best_doc, &d, cause)) != 0)
@@ -988,6 +1023,8 @@ verdict_reset(struct verdict *v)
 	v->sim = 0;
 	buf_trim(&v->match);
 	buf_trim(&v->group);
+	buf_trim(&v->contains);
+	v->contains_sim = 0;
 	v->npairs = 0;
 }
 
@@ -1003,5 +1040,6 @@ verdict_free(struct verdict *v)
 	free(v->error);
 	buf_free(&v->match);
 	buf_free(&v->group);
+	buf_free(&v->contains);
 	memset(v, 0, sizeof *v);
 }

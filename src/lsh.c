@@ -27,6 +27,43 @@
 
 #include "mhfilter.h"
 
+/* The names of the measures, as --measure and the index give them. */
+static const char *const measure_names[] = { "jaccard", "containment" };
+
+/* The name of a measure. */
+const char *
+measure_name(int m)
+{
+	return (measure_names[m == MEASURE_CONTAINMENT]);
+}
+
+/* A measure by name: MEASURE_*, or -1. */
+int
+measure_parse(const char *s)
+{
+	if (strcmp(s, "jaccard") == 0)
+		return (MEASURE_JACCARD);
+	if (strcmp(s, "containment") == 0)
+		return (MEASURE_CONTAINMENT);
+	return (-1);
+}
+
+/*
+ * The Jaccard similarity the bands are chosen for, for threshold t of a
+ * measure: t itself, or for containment the least Jaccard similarity of
+ * a record and an earlier document of its size that holds t of it.  If
+ * |A & B| >= t|A| and |B| = |A|, then |A | B| <= (2 - t)|A|, so J >=
+ * t / (2 - t): 0.667 for t = 0.8, 0.818 for t = 0.9.  An earlier document
+ * longer than the record is a pair of lower Jaccard similarity: the bands
+ * find it as they find any pair below their threshold (mhfilter(1), The
+ * containment measure).
+ */
+double
+lsh_bound(int measure, double t)
+{
+	return (measure == MEASURE_CONTAINMENT ? t / (2 - t) : t);
+}
+
 /* The similarity at which the false-positive bound is taken. */
 static double
 fp_point(double t)

@@ -138,6 +138,7 @@ maint_info(const struct maint_opts *mo, struct index *ix)
 	KEY("verify", "%s", in.p.verify >= 0 && in.p.verify <= 2 ?
 	    verify[in.p.verify] : "?");
 	KEY("threshold", "%g", in.p.threshold);
+	KEY("measure", "%s", measure_name(in.p.measure));
 	KEY("documents", "%" PRIu64, in.docs);
 	KEY("next_document", "%" PRIu64, in.next_doc);
 	KEY("created", "%s", maint_time(in.created, t, sizeof t));

@@ -57,7 +57,8 @@ enum {
 	OPT_TEXT_FIELD = 256, OPT_ID_FIELD, OPT_MAX_BYTES, OPT_ON_BAD,
 	OPT_MAX_FN, OPT_MAX_FP, OPT_NORMALIZE, OPT_SEED, OPT_VERIFY,
 	OPT_MAX_CAND, OPT_NO_CHAIN, OPT_BATCH, OPT_STATS, OPT_PROGRESS,
-	OPT_NO_PROGRESS, OPT_EXPLAIN, OPT_MAP_SIZE, OPT_THREADS, OPT_MEMTABLE
+	OPT_NO_PROGRESS, OPT_EXPLAIN, OPT_MAP_SIZE, OPT_THREADS, OPT_MEMTABLE,
+	OPT_MEASURE
 };
 
 /* Daemon mode's options, and --config (a range of their own). */
@@ -111,6 +112,7 @@ static const struct option long_opts[] = {
 	{ "max-bytes", required_argument, NULL, OPT_MAX_BYTES },
 	{ "on-bad-input", required_argument, NULL, OPT_ON_BAD },
 	{ "threshold", required_argument, NULL, 't' },
+	{ "measure", required_argument, NULL, OPT_MEASURE },
 	{ "perms", required_argument, NULL, 'k' },
 	{ "bands", required_argument, NULL, 'b' },
 	{ "rows", required_argument, NULL, 'r' },
@@ -250,7 +252,9 @@ usage(FILE *f)
 "      --mail-allow RULE    never judge mail with list-id:ID, from:ADDRESS\n"
 "                           or to:ADDRESS (@domain too; repeatable)\n"
 "Algorithm:\n"
-"  -t, --threshold T        Jaccard similarity of a duplicate (default 0.8)\n"
+"  -t, --threshold T        similarity of a duplicate (default 0.8)\n"
+"      --measure M          jaccard (default), or containment: the share of\n"
+"                           the record found in one earlier document\n"
 "  -k, --perms K            signature length (default 128)\n"
 "  -b, --bands B            bands (default: chosen from T)\n"
 "  -r, --rows R             rows per band; B*R <= K\n"
@@ -457,6 +461,10 @@ static const struct keyword verifies[] = {
 	{ "exact", VERIFY_EXACT, 0 }, { "signature", VERIFY_SIGNATURE, 0 },
 	{ "none", VERIFY_NONE, 0 }, { NULL, 0, 0 }
 };
+static const struct keyword measures[] = {
+	{ "jaccard", MEASURE_JACCARD, 0 },
+	{ "containment", MEASURE_CONTAINMENT, 0 }, { NULL, 0, 0 }
+};
 static const struct keyword replays[] = {
 	{ "undelivered", REPLAY_UNDELIVERED, 0 }, { "all", REPLAY_ALL, 0 },
 	{ NULL, 0, 0 }
@@ -545,6 +553,11 @@ apply_options(int argc, char **argv, struct options *o)
 		case 't':
 			NUMBER(parse_double, 0.01, 1.0, &o->f.p.threshold);
 			o->given |= IP_THRESHOLD;
+			break;
+		case OPT_MEASURE:
+			o->f.p.measure = keyword(name, optarg, measures,
+			    "measure");
+			o->given |= IP_MEASURE;
 			break;
 		case 'k':
 			NUMBER(parse_uint, 1, MHF_MAX_PERMS, &u);
@@ -996,7 +1009,8 @@ choose_bands(struct options *o)
 		else
 			p->bands = p->perms / given;
 	} else {
-		lsh_choose(p->perms, p->threshold, o->max_fn, o->max_fp, &c);
+		lsh_choose(p->perms, lsh_bound(p->measure, p->threshold),
+		    o->max_fn, o->max_fp, &c);
 		p->bands = c.b;
 		p->rows = c.r;
 	}
@@ -1095,8 +1109,16 @@ run_explain(struct options *o)
 		index_close(the_index);
 		the_index = NULL;
 	}
-	lsh_rate(o->f.p.threshold, o->f.p.bands, o->f.p.rows, &c);
-	lsh_explain(stdout, o->f.p.perms, o->f.p.threshold, &c);
+	lsh_rate(lsh_bound(o->f.p.measure, o->f.p.threshold), o->f.p.bands,
+	    o->f.p.rows, &c);
+	if (o->f.p.measure == MEASURE_CONTAINMENT)
+		printf("containment %.2f: the bands are chosen for Jaccard "
+		    "similarity %.3f,\nthat of a record and an earlier "
+		    "document of its size holding %.2f of it.\n\n",
+		    o->f.p.threshold, lsh_bound(MEASURE_CONTAINMENT,
+		    o->f.p.threshold), o->f.p.threshold);
+	lsh_explain(stdout, o->f.p.perms, lsh_bound(o->f.p.measure,
+	    o->f.p.threshold), &c);
 	/* The bounds asked for, when no bands and rows meet them. */
 	if (c.fn > o->max_fn || c.fp > o->max_fp)
 		putchar('\n');
@@ -1144,7 +1166,15 @@ run_filter(struct options *o, const struct index_params *asked, int serve,
 	}
 	atexit(cleanup);
 	o->f.verify = o->f.p.verify;
-	lsh_rate(o->f.p.threshold, o->f.p.bands, o->f.p.rows, &c);
+	if (o->f.p.measure == MEASURE_CONTAINMENT &&
+	    o->f.verify != VERIFY_EXACT) {
+		log_errx("--measure containment needs --verify exact: the "
+		    "share of a record found in a document is counted on "
+		    "their texts");
+		return (EXIT_USAGE);
+	}
+	lsh_rate(lsh_bound(o->f.p.measure, o->f.p.threshold), o->f.p.bands,
+	    o->f.p.rows, &c);
 	if ((o->given & IP_THRESHOLD) && o->f.p.bands != asked->bands &&
 	    c.fn > o->max_fn)
 		log_warnx("the index's bands (%u x %u rows) miss %.1f%% of the "

@@ -202,6 +202,8 @@ size_t		 shset_build(struct shset *, const uint64_t *, size_t);
 int		 shset_has(const struct shset *, uint64_t);
 double		 shset_jaccard(struct shset *, struct shset *,
 		    const uint64_t *, size_t);
+size_t		 shset_overlap(struct shset *, struct shset *,
+		    const uint64_t *, size_t, size_t *);
 
 /* minhash.c */
 void		 minhash_sign(const uint64_t *, size_t, unsigned, uint64_t,
@@ -226,6 +228,12 @@ void		 lsh_keys(const uint32_t *, unsigned, unsigned, uint64_t,
 uint64_t	 lsh_scope_key(const char *, size_t);
 void		 lsh_scope(uint32_t *, unsigned, uint64_t);
 void		 lsh_explain(FILE *, unsigned, double, const struct lsh_choice *);
+/* What -t is a threshold of (index_params.measure). */
+#define MEASURE_JACCARD		0	/* |A & B| / |A | B| */
+#define MEASURE_CONTAINMENT	1	/* |A & B| / |A|, A the new record */
+const char	*measure_name(int);
+int		 measure_parse(const char *);
+double		 lsh_bound(int, double);
 
 /*
  * input.c framing modes for mail, given as the delimiter: mbox files (a
@@ -467,6 +475,7 @@ struct index_params {
 	int		 texts;		/* texts kept for exact verification */
 	int		 verify;	/* VERIFY_*, default for later runs */
 	double		 threshold;	/* default for later runs */
+	int		 measure;	/* MEASURE_*: what threshold is of */
 	uint64_t	 mapsize;	/* initial LMDB map size (not stored) */
 	uint64_t	 memtable;	/* bytes of unmerged band entries held
 					   in memory (not stored) */
@@ -481,6 +490,7 @@ struct index_params {
 #define IP_SEED		0x40
 #define IP_VERIFY	0x80
 #define IP_THRESHOLD	0x100
+#define IP_MEASURE	0x200
 
 #define INDEX_RDONLY	0x1	/* never write (--query-only) */
 #define INDEX_TEMP	0x2	/* a throwaway index: no fsync */
@@ -990,6 +1000,9 @@ struct verdict {
 	struct pair	*pairs;		/* every verified match (--pairs) */
 	size_t		 npairs;
 	size_t		 pairsize;
+	struct buf	 contains;	/* V_UNIQUE, containment: an earlier
+					   document it holds, else empty */
+	double		 contains_sim;	/* the share of it held */
 };
 struct filter_stats {
 	uint64_t	 candidates;	/* candidates examined */

@@ -327,6 +327,12 @@ output_json(struct output *o, const struct record *r, const struct verdict *v)
 		output_jsonstr(&o->b, v->match.data, v->match.len);
 		snprintf(sim, sizeof sim, ",\"similarity\":%.4f", v->sim);
 		buf_append(&o->b, sim, strlen(sim));
+	} else if (v->kind == V_UNIQUE && v->contains.len > 0) {
+		buf_append(&o->b, ",\"contains\":", 12);
+		output_jsonstr(&o->b, v->contains.data, v->contains.len);
+		snprintf(sim, sizeof sim, ",\"similarity\":%.4f",
+		    v->contains_sim);
+		buf_append(&o->b, sim, strlen(sim));
 	}
 	if (o->group && (v->kind == V_DUPLICATE || v->kind == V_UNIQUE)) {
 		output_group_id(o, r, v);
@@ -354,6 +360,12 @@ output_annotate(struct output *o, const struct record *r,
 		buf_append(&o->b, "\t", 1);
 		output_field(&o->b, v->match.data, v->match.len);
 		snprintf(sim, sizeof sim, "\t%.4f\t", v->sim);
+		buf_append(&o->b, sim, strlen(sim));
+	} else if (v->kind == V_UNIQUE && v->contains.len > 0) {
+		/* (containment) the earlier document it holds. */
+		buf_append(&o->b, "\t", 1);
+		output_field(&o->b, v->contains.data, v->contains.len);
+		snprintf(sim, sizeof sim, "\t%.4f\t", v->contains_sim);
 		buf_append(&o->b, sim, strlen(sim));
 	} else
 		buf_append(&o->b, "\t-\t-\t", 5);
@@ -413,6 +425,12 @@ output_mail_header(struct buf *b, const struct verdict *v, int group,
 			output_header_id(b, v->group.data, v->group.len);
 			buf_append(b, ">", 1);
 		}
+	} else if (v->kind == V_UNIQUE && v->contains.len > 0) {
+		buf_append(b, "; contains=<", 12);
+		output_header_id(b, v->contains.data, v->contains.len);
+		snprintf(sim, sizeof sim, ">; similarity=%.2f",
+		    v->contains_sim);
+		buf_append(b, sim, strlen(sim));
 	}
 	buf_append(b, eol, strlen(eol));
 }

@@ -725,6 +725,23 @@ double
 shset_jaccard(struct shset *mine, struct shset *scratch, const uint64_t *h,
     size_t n)
 {
+	size_t	 both, theirs;
+
+	both = shset_overlap(mine, scratch, h, n, &theirs);
+	if (mine->n == 0 && theirs == 0)
+		return (1.0);
+	return ((double)both / (double)(mine->n + theirs - both));
+}
+
+/*
+ * How many values the set mine and the set of the values h[0..n) (with
+ * repeats) have in common, and into *theirs how many distinct values h
+ * holds: what both Jaccard similarity and containment are made of.
+ */
+size_t
+shset_overlap(struct shset *mine, struct shset *scratch, const uint64_t *h,
+    size_t n, size_t *theirsp)
+{
 	struct shslot	*sl;
 	size_t		 i, j, both = 0, theirs = 0;
 	uint32_t	 g;
@@ -762,7 +779,6 @@ shset_jaccard(struct shset *mine, struct shset *scratch, const uint64_t *h,
 			}
 		}
 	}
-	if (mine->n == 0 && theirs == 0)
-		return (1.0);
-	return ((double)both / (double)(mine->n + theirs - both));
+	*theirsp = theirs;
+	return (both);
 }

@@ -210,7 +210,7 @@ jrec() {
 	# Every key, once, in this order.
 	cut -d: -f1 "$T/out" >keys
 	printf '%s\n' path format perms bands rows shingle unit normalize seed \
-	    texts verify threshold documents next_document created oldest \
+	    texts verify threshold measure documents next_document created oldest \
 	    newest band_entries size size_bands size_docs size_texts \
 	    file_size | assert_same /dev/stdin keys
 	assert_info path db
@@ -223,6 +223,7 @@ jrec() {
 	assert_info texts yes
 	assert_info verify exact
 	assert_info threshold 0.5
+	assert_info measure jaccard
 	assert_info documents 12
 	assert_info next_document 13
 	b="$(info_of bands)" r="$(info_of rows)"

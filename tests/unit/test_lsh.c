@@ -506,11 +506,64 @@ test_scope_known_answer(void **state)
 }
 
 /* Run the tests, each bounded by an alarm as in memcached's testapp. */
+/*
+ * lsh_bound against brute force over sets of a values and an overlap of k
+ * (every a up to 300, every k): of the pairs of sets of one size whose
+ * containment k / a reaches t, the least Jaccard similarity k / (2a - k)
+ * is never below the bound and comes within 0.01 of it; a document twice
+ * the record's size can be below it.  Jaccard's bound is t itself.
+ */
+static void
+test_bound(void **state)
+{
+	static const double	 ts[] = { 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95 };
+	double			 t, bound, j, least, least2;
+	size_t			 i;
+	unsigned		 a, k;
+
+	(void)state;
+	for (i = 0; i < sizeof ts / sizeof ts[0]; i++) {
+		t = ts[i];
+		assert_true(lsh_bound(MEASURE_JACCARD, t) == t);
+		bound = lsh_bound(MEASURE_CONTAINMENT, t);
+		assert_true(bound < t);
+		least = least2 = 2;
+		for (a = 1; a <= 300; a++) {
+			for (k = 0; k <= a; k++) {
+				if ((double)k / a < t)
+					continue;
+				j = (double)k / (2.0 * a - k);
+				if (j < bound - 1e-12)
+					fail_msg("t %.2f: a %u, k %u: Jaccard "
+					    "%.6f below the bound %.6f", t, a,
+					    k, j, bound);
+				if (j < least)
+					least = j;
+				/* A document of 2a holding all k. */
+				j = (double)k / (3.0 * a - k);
+				if (j < least2)
+					least2 = j;
+			}
+		}
+		if (least - bound > 0.01)
+			fail_msg("t %.2f: least %.6f, bound %.6f: not tight",
+			    t, least, bound);
+		assert_true(least2 < bound);
+	}
+	assert_int_equal(measure_parse("jaccard"), MEASURE_JACCARD);
+	assert_int_equal(measure_parse("containment"), MEASURE_CONTAINMENT);
+	assert_int_equal(measure_parse("Jaccard"), -1);
+	assert_int_equal(measure_parse(""), -1);
+	assert_string_equal(measure_name(MEASURE_JACCARD), "jaccard");
+	assert_string_equal(measure_name(MEASURE_CONTAINMENT), "containment");
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_prob),
+		cmocka_unit_test(test_bound),
 		cmocka_unit_test(test_choose_known),
 		cmocka_unit_test(test_choose_fn_bound),
 		cmocka_unit_test(test_choose_looser),

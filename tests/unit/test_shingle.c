@@ -666,15 +666,15 @@ next_rand(uint64_t *x)
 	return (*x);
 }
 
-/* The Jaccard similarity of two multisets the old way: sort, dedupe. */
-static double
-ref_jaccard(const uint64_t *a, size_t na, const uint64_t *b, size_t nb)
+/* The distinct values of a and b, sorted, into sa and sb. */
+static void
+ref_sets(const uint64_t *a, size_t na, const uint64_t *b, size_t nb,
+    struct u64vec *sa, struct u64vec *sb)
 {
-	struct u64vec	 sa = { 0 }, sb = { 0 }, scratch = { 0 };
-	struct u64vec	*v[2] = { &sa, &sb };
+	struct u64vec	 scratch = { 0 };
+	struct u64vec	*v[2] = { sa, sb };
 	const uint64_t	*in[2] = { a, b };
 	size_t		 nin[2] = { na, nb }, i, k, n;
-	double		 sim;
 
 	for (k = 0; k < 2; k++) {
 		for (i = 0; i < nin[k]; i++)
@@ -686,11 +686,49 @@ ref_jaccard(const uint64_t *a, size_t na, const uint64_t *b, size_t nb)
 		}
 		v[k]->n = n;
 	}
+	u64vec_free(&scratch);
+}
+
+/* The Jaccard similarity of two multisets, by sorting and merging. */
+static double
+ref_jaccard(const uint64_t *a, size_t na, const uint64_t *b, size_t nb)
+{
+	struct u64vec	 sa = { 0 }, sb = { 0 };
+	double		 sim;
+
+	ref_sets(a, na, b, nb, &sa, &sb);
 	sim = jaccard_sorted(sa.v, sa.n, sb.v, sb.n);
 	u64vec_free(&sa);
 	u64vec_free(&sb);
-	u64vec_free(&scratch);
 	return (sim);
+}
+
+/*
+ * The distinct values two multisets have in common, and into *nbp how many
+ * distinct values b has, by sorting and merging.
+ */
+static size_t
+ref_overlap(const uint64_t *a, size_t na, const uint64_t *b, size_t nb,
+    size_t *nbp)
+{
+	struct u64vec	 sa = { 0 }, sb = { 0 };
+	size_t		 i = 0, j = 0, both = 0;
+
+	ref_sets(a, na, b, nb, &sa, &sb);
+	while (i < sa.n && j < sb.n) {
+		if (sa.v[i] == sb.v[j]) {
+			both++;
+			i++;
+			j++;
+		} else if (sa.v[i] < sb.v[j])
+			i++;
+		else
+			j++;
+	}
+	*nbp = sb.n;
+	u64vec_free(&sa);
+	u64vec_free(&sb);
+	return (both);
 }
 
 /* How many distinct values a multiset has, and is x one of them? */
@@ -730,9 +768,10 @@ check_shset(struct shset *mine, struct shset *scratch, const uint64_t *a,
     size_t na, const uint64_t *b, size_t nb, int slow)
 {
 	double	 want, got;
-	size_t	 i, n;
+	size_t	 i, n, both, theirs, want_both, want_theirs;
 
 	want = ref_jaccard(a, na, b, nb);
+	want_both = ref_overlap(a, na, b, nb, &want_theirs);
 	n = shset_build(mine, a, na);
 	assert_int_equal(n, mine->n);
 	assert_true(2 * mine->n <= mine->mask + 1);	/* at most half full */
@@ -749,6 +788,12 @@ check_shset(struct shset *mine, struct shset *scratch, const uint64_t *a,
 		fail_msg("shset_jaccard of %zu and %zu values: %.17g, want "
 		    "%.17g", na, nb, got, want);
 	assert_true(2 * scratch->n <= scratch->mask + 1);
+	/* What containment is made of: the values in common, b's. */
+	both = shset_overlap(mine, scratch, b, nb, &theirs);
+	if (both != want_both || theirs != want_theirs)
+		fail_msg("shset_overlap of %zu and %zu values: %zu of %zu, "
+		    "want %zu of %zu", na, nb, both, theirs, want_both,
+		    want_theirs);
 
 	/* The other way round: the same value. */
 	shset_build(mine, b, nb);
