@@ -86,7 +86,7 @@
 
 /*
  * normalize.c, shingle.c and util.c (ascii_span) have AVX2 loops, and
- * shingle.c an AVX-512 one, used where the CPU has them.
+ * shingle.c and minhash.c AVX-512 ones, used where the CPU has them.
  */
 #if defined(__x86_64__) && defined(__GNUC__)
 #define MHF_AVX2	1

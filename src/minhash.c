@@ -36,6 +36,10 @@
 
 #include "mhfilter.h"
 
+#ifdef MHF_AVX2
+#include <immintrin.h>
+#endif
+
 #define EMPTY		UINT32_MAX
 #define PROBE_SALT	0x9e3779b97f4a7c15ULL
 
@@ -161,6 +165,71 @@ first_full(const uint16_t *t, const uint64_t *full)
 	least[b_] = v_ < least[b_] ? v_ : least[b_];			\
 } while (0)
 
+#ifdef MHF_AVX2
+/*
+ * Long texts with AVX-512 and K = 128, the default: most hashes cannot
+ * lower their bin's least (about 2^32 K / n of n hashes), and looking each
+ * one's bin up was most of the signing.  So the 128 leasts are held in
+ * eight registers and looked up 16 hashes at once (two-table permutes of
+ * 32 entries, then two blends by the bin's top bits); only the hashes
+ * below their bin's least are kept (compressed into cand) and go to their
+ * bins one by one, a chunk of FILTER_CHUNK hashes at a time, after which
+ * the registers are loaded again.  The leasts a chunk compares with may
+ * be a chunk old: larger, never smaller, so no hash that lowers one is
+ * left out, and each least is what the plain loop finds.  Returns how
+ * many hashes were done, a whole number of chunks.
+ */
+#define FILTER_MIN	256
+#define FILTER_CHUNK	128
+
+__attribute__((target("avx512f,popcnt"))) static size_t
+sign_filter_avx512(const uint64_t *h, size_t n, uint32_t *least)
+{
+	uint64_t	 cand[FILTER_CHUNK + 8];
+	__m512i		 l[8], a, b, lo, hi, bin, t, even, odd;
+	__mmask16	 pass;
+	size_t		 s, e, c, j;
+	int		 r;
+
+	even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22,
+	    24, 26, 28, 30);
+	odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+	for (s = 0; n - s >= FILTER_CHUNK; s = e) {
+		for (r = 0; r < 8; r++)
+			l[r] = _mm512_loadu_si512(least + 16 * r);
+		c = 0;
+		for (e = s + FILTER_CHUNK; s < e; s += 16) {
+			a = _mm512_loadu_si512(h + s);
+			b = _mm512_loadu_si512(h + s + 8);
+			lo = _mm512_permutex2var_epi32(a, even, b);
+			hi = _mm512_permutex2var_epi32(a, odd, b);
+			bin = _mm512_srli_epi32(hi, 25);
+			/* Bins 0-31, 32-63, 64-95, 96-127 by bit 5, then 6. */
+			t = _mm512_mask_blend_epi32(_mm512_test_epi32_mask(bin,
+			    _mm512_set1_epi32(64)), _mm512_mask_blend_epi32(
+			    _mm512_test_epi32_mask(bin, _mm512_set1_epi32(32)),
+			    _mm512_permutex2var_epi32(l[0], bin, l[1]),
+			    _mm512_permutex2var_epi32(l[2], bin, l[3])),
+			    _mm512_mask_blend_epi32(_mm512_test_epi32_mask(bin,
+			    _mm512_set1_epi32(32)),
+			    _mm512_permutex2var_epi32(l[4], bin, l[5]),
+			    _mm512_permutex2var_epi32(l[6], bin, l[7])));
+			pass = _mm512_cmplt_epu32_mask(lo, t);
+			_mm512_storeu_si512(cand + c,
+			    _mm512_maskz_compress_epi64((__mmask8)pass, a));
+			c += (size_t)__builtin_popcount(pass & 0xff);
+			_mm512_storeu_si512(cand + c,
+			    _mm512_maskz_compress_epi64((__mmask8)(pass >> 8),
+			    b));
+			c += (size_t)__builtin_popcount(pass >> 8);
+		}
+		for (j = 0; j < c; j++)
+			LEAST(cand[j] >> 57, cand[j]);
+	}
+	return (s);
+}
+#endif
+
 /*
  * Sign a multiset of n shingle hashes into k values.  An empty set gives an
  * all-EMPTY signature (callers do not index empty texts).
@@ -192,7 +261,12 @@ minhash_sign(const uint64_t *h, size_t n, unsigned k, uint64_t seed,
 		 */
 		for (shift = 64, j = k; j > 1; j >>= 1)
 			shift--;
-		for (s = 0; n - s >= 4; s += 4) {
+		s = 0;
+#ifdef MHF_AVX2
+		if (k == 128 && n >= FILTER_MIN && simd_avx512())
+			s = sign_filter_avx512(h, n, least);
+#endif
+		for (; n - s >= 4; s += 4) {
 			LEAST(h[s] >> shift, h[s]);
 			LEAST(h[s + 1] >> shift, h[s + 1]);
 			LEAST(h[s + 2] >> shift, h[s + 2]);

@@ -513,6 +513,60 @@ test_statistics_small(void **state)
 	}
 }
 
+/*
+ * Signing with AVX-512 (K = 128 and 256 hashes or more: most are filtered
+ * out against the bins' leasts, held in registers) and with the portable
+ * loop give the same signature: for sizes around where the filter starts
+ * and its chunks of 128 end, random hashes, hashes that all lower their
+ * bin (descending low halves: every one is kept), many repeats, low halves
+ * of UINT32_MAX and of 0, for K of 128 and others.  Where the CPU has no
+ * AVX-512, both are the portable loop.
+ */
+static void
+test_simd_same(void **state)
+{
+	static const unsigned	 ks[] = { 128, 64, 100 };
+	static const size_t	 sizes[] = { 0, 1, 255, 256, 257, 383, 384,
+	    385, 1000, 4099, 20000 };
+	static uint64_t		 h[20000];
+	uint64_t		 s = 10;
+	uint32_t		*sig, *sig2;
+	size_t			 i, z, n;
+	unsigned		 k, kind;
+
+	sig = xcalloc(MHF_MAX_PERMS, sizeof *sig);
+	sig2 = xcalloc(MHF_MAX_PERMS, sizeof *sig2);
+	for (k = 0; k < sizeof ks / sizeof ks[0]; k++) {
+		for (z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+			n = sizes[z];
+			for (kind = 0; kind < 5; kind++) {
+				random_hashes(h, n, &s);
+				for (i = 0; i < n; i++) {
+					if (kind == 1)	/* descending */
+						h[i] = (h[i] & ~0xffffffffULL) |
+						    (0xfffffffeULL - i);
+					else if (kind == 2)	/* repeats */
+						h[i] = h[i % 37];
+					else if (kind == 3 && i % 3 == 0)
+						h[i] |= 0xffffffffULL;
+					else if (kind == 4 && i % 5 == 0)
+						h[i] &= ~0xffffffffULL;
+				}
+				simd_allow(SIMD_NONE);
+				minhash_sign(h, n, ks[k], s, sig);
+				simd_allow(SIMD_ALL);
+				minhash_sign(h, n, ks[k], s, sig2);
+				if (memcmp(sig, sig2, ks[k] * sizeof *sig))
+					fail_msg("K %u, %zu hashes of kind %u: "
+					    "the SIMD signature differs", ks[k],
+					    n, kind);
+			}
+		}
+	}
+	free(sig);
+	free(sig2);
+}
+
 /* Run the tests, each bounded by an alarm as in memcached's testapp. */
 int
 main(void)
@@ -523,6 +577,7 @@ main(void)
 		cmocka_unit_test(test_bins_every_k),
 		cmocka_unit_test(test_sixteen_bits),
 		cmocka_unit_test(test_empty_low_half),
+		cmocka_unit_test(test_simd_same),
 		cmocka_unit_test(test_no_empty_bins),
 		cmocka_unit_test(test_similarity),
 		cmocka_unit_test(test_known_answer),
