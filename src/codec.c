@@ -770,23 +770,38 @@ rkey_item(struct buf *k, const char *ns, const char *suffix)
 	buf_append(k, suffix, strlen(suffix));
 }
 
-/* NS:d:N, document N, into k. */
+/*
+ * NS:d:N, document N, into k.  These two are written by hand: a batch
+ * makes one key for each of its records' bands, and snprintf was a
+ * tenth of the Redis backend's CPU.
+ */
 void
 rkey_doc(struct buf *k, const char *ns, uint64_t docid)
 {
-	char	 name[32];
+	char	 name[32], *p = name + sizeof name;
 
-	snprintf(name, sizeof name, ":d:%" PRIu64, docid);
-	rkey_item(k, ns, name);
+	*--p = '\0';
+	do {
+		*--p = (char)('0' + docid % 10);
+		docid /= 10;
+	} while (docid != 0);
+	p -= 3;
+	memcpy(p, ":d:", 3);
+	rkey_item(k, ns, p);
 }
 
 /* NS:b:HEX, the bucket of a band key, into k. */
 void
 rkey_band(struct buf *k, const char *ns, uint64_t key)
 {
-	char	 name[32];
+	static const char hex[] = "0123456789abcdef";
+	char	 name[20];
+	int	 i;
 
-	snprintf(name, sizeof name, ":b:%016" PRIx64, key);
+	memcpy(name, ":b:", 3);
+	for (i = 0; i < 16; i++)
+		name[3 + i] = hex[(key >> (60 - 4 * i)) & 0xf];
+	name[19] = '\0';
 	rkey_item(k, ns, name);
 }
 

@@ -29,9 +29,9 @@
  *   1. INCRBY {NS}:seq: the batch's document numbers;
  *   2. SET NS:d:N for each record, state 'P' (pending), with a one-hour
  *      expiry so that a crashed writer's records go away;
- *   3. per band key APPEND our number, then GET the bucket: the bucket
- *      after our own append, so of two writers on one key the second
- *      always sees the first;
+ *   3. per band key APPEND our number; then, in a round trip of its
+ *      own, GET the buckets that held more than our entry after it: of
+ *      two writers on one key the second always sees the first;
  *   4. GET the candidates' records; wait (polling, bounded) for those
  *      still pending with a smaller number than ours to be decided;
  *   5. at commit: kept records become 'K' (SETRANGE, with the retention
@@ -940,59 +940,82 @@ take_bucket(struct redis *r, const struct rslot *s, const redisReply *rp,
 }
 
 /*
- * Round 3: append to each bucket, then read them all back: every APPEND
- * goes before the first GET, to keep the window between numbering and
- * appending (see the top of the file) short.  A node runs one
- * connection's commands in order, so each GET sees its own APPEND.  Sets
- * *maxown to the batch's largest number.
+ * Round 3: append to each bucket, then read back those that hold more
+ * than our own entry (APPEND's reply, the bucket's length after it,
+ * says), in a second round trip: a unique document's buckets are mostly
+ * its own, and a GET of each would be half of Redis's work.  Of two
+ * writers on one bucket the later APPEND sees the earlier entry, which
+ * is what the concurrency argument (the top of the file) needs.  A
+ * read-only run reads every bucket.  Sets *maxown to the batch's largest
+ * number.
  */
 static int
 read_buckets(struct redis *r, size_t n, uint64_t *maxown, char **cause)
 {
+	const redisReply *rp;
 	struct rslot	*s;
 	struct u64vec	 scratch = { 0 };
 	unsigned	 b = r->base.p.bands, j;
-	unsigned char	 be[8];
-	size_t		 i, q;
+	unsigned char	 be[8], *need = NULL;
+	size_t		 i, k, q;
 	int		 rdonly = r->base.flags & INDEX_RDONLY, rc = 0;
 
-	for (i = 0; i < n && !rdonly; i++) {
-		s = &r->slots[i];
-		if (s->docid == 0)
-			continue;
-		put_be64(be, s->docid);
-		for (j = 0; j < b; j++) {
-			band_key(r, s->keys[j], &r->key);
-			q2(r, &r->key, "APPEND", (char *)be, 8);
+	if (!rdonly) {
+		for (i = 0; i < n; i++) {
+			s = &r->slots[i];
+			if (s->docid == 0)
+				continue;
+			put_be64(be, s->docid);
+			for (j = 0; j < b; j++) {
+				band_key(r, s->keys[j], &r->key);
+				q2(r, &r->key, "APPEND", (char *)be, 8);
+			}
 		}
+		if (cluster_exec(r->c, cause) != 0)
+			return (redis_fail(r, cause));
+		need = xmalloc(cluster_queued(r->c) + 1);
+		for (k = 0; k < cluster_queued(r->c); k++) {
+			rp = cluster_reply(r->c, k);
+			if (rp == NULL || rp->type != REDIS_REPLY_INTEGER) {
+				free(need);
+				return (reply_error(r, rp, "band append",
+				    cause));
+			}
+			need[k] = rp->integer > 8;
+		}
+		cluster_reset(r->c);
 	}
-	for (i = 0; i < n; i++) {
+	for (i = k = 0; i < n; i++) {
 		s = &r->slots[i];
 		if (s->docid == 0)
 			continue;
-		for (j = 0; j < b; j++) {
+		for (j = 0; j < b; j++, k++) {
+			if (need != NULL && !need[k])
+				continue;
 			band_key(r, s->keys[j], &r->key);
 			q1(r, &r->key, "GET");
 		}
 	}
-	if (cluster_exec(r->c, cause) != 0)
+	if (cluster_queued(r->c) != 0 && cluster_exec(r->c, cause) != 0) {
+		free(need);
 		return (redis_fail(r, cause));
-	q = rdonly ? 0 : r->nown * b;	/* past the APPENDs' replies */
-	if (replies_ok(r, 0, q, "band append", cause) != 0)
-		return (INDEX_ERROR);
+	}
 	*maxown = 0;
-	for (i = 0; i < n && rc == 0; i++) {
+	for (i = k = q = 0; i < n && rc == 0; i++) {
 		s = &r->slots[i];
 		if (s->docid == 0)
 			continue;
 		if (s->docid != UINT64_MAX && s->docid > *maxown)
 			*maxown = s->docid;
 		s->first = r->found.n;
-		for (j = 0; j < b && rc == 0; j++)
-			rc = take_bucket(r, s, cluster_reply(r->c, q++),
-			    &scratch, cause);
+		for (j = 0; j < b && rc == 0; j++, k++) {
+			if (need == NULL || need[k])
+				rc = take_bucket(r, s, cluster_reply(r->c,
+				    q++), &scratch, cause);
+		}
 		s->n = r->found.n - s->first;
 	}
+	free(need);
 	u64vec_free(&scratch);
 	if (rc != 0)
 		return (rc);
