@@ -41,6 +41,7 @@
 #endif
 
 #define EMPTY		UINT32_MAX
+#define NONE		(1ULL << 32)	/* no hash in a bin yet */
 #define PROBE_SALT	0x9e3779b97f4a7c15ULL
 
 /* The bin a 64-bit hash falls into, by multiply-shift on its high half. */
@@ -157,9 +158,12 @@ first_full(const uint16_t *t, const uint64_t *full)
 	return (PROBES_CACHED);
 }
 
-/* A hash x into bin b: the bin keeps the least of their low halves. */
+/*
+ * A hash x into bin b: the bin keeps the least of their low halves (in 64
+ * bits, NONE while no hash fell into it).
+ */
 #define LEAST(b, x) do {						\
-	uint32_t	 v_ = (uint32_t)(x);				\
+	uint64_t	 v_ = (uint32_t)(x);				\
 	unsigned	 b_ = (unsigned)(b);				\
 									\
 	least[b_] = v_ < least[b_] ? v_ : least[b_];			\
@@ -169,34 +173,39 @@ first_full(const uint16_t *t, const uint64_t *full)
 /*
  * Long texts with AVX-512 and K = 128, the default: most hashes cannot
  * lower their bin's least (about 2^32 K / n of n hashes), and looking each
- * one's bin up was most of the signing.  So the 128 leasts are held in
- * eight registers and looked up 16 hashes at once (two-table permutes of
- * 32 entries, then two blends by the bin's top bits); only the hashes
- * below their bin's least are kept (compressed into cand) and go to their
- * bins one by one, a chunk of FILTER_CHUNK hashes at a time, after which
- * the registers are loaded again.  The leasts a chunk compares with may
- * be a chunk old: larger, never smaller, so no hash that lowers one is
- * left out, and each least is what the plain loop finds.  Returns how
- * many hashes were done, a whole number of chunks.
+ * one's bin up was most of the signing.  So the 128 leasts, in 32 bits
+ * (l32: NONE becomes EMPTY), are held in eight registers and looked up 16
+ * hashes at once (two-table permutes of 32 entries, then two blends by the
+ * bin's top bits); only the hashes at or below their bin's least are kept
+ * (compressed into cand) and go to their bins one by one, a chunk of
+ * FILTER_CHUNK hashes at a time, after which the registers are loaded
+ * again.  The leasts a chunk compares with may be a chunk old: larger,
+ * never smaller, so no hash that lowers one is left out (nor one of low
+ * half EMPTY in a bin that had none: "at or below"), and each least is
+ * what the plain loop finds.  Returns how many hashes were done, a whole
+ * number of chunks.
  */
 #define FILTER_MIN	256
 #define FILTER_CHUNK	128
 
 __attribute__((target("avx512f,popcnt"))) static size_t
-sign_filter_avx512(const uint64_t *h, size_t n, uint32_t *least)
+sign_filter_avx512(const uint64_t *h, size_t n, uint64_t *least)
 {
-	uint64_t	 cand[FILTER_CHUNK + 8];
+	uint64_t	 cand[FILTER_CHUNK + 8], v;
+	uint32_t	 l32[128];
 	__m512i		 l[8], a, b, lo, hi, bin, t, even, odd;
 	__mmask16	 pass;
 	size_t		 s, e, c, j;
 	int		 r;
 
+	for (j = 0; j < 128; j++)
+		l32[j] = least[j] < EMPTY ? least[j] : EMPTY;
 	even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22,
 	    24, 26, 28, 30);
 	odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
 	for (s = 0; n - s >= FILTER_CHUNK; s = e) {
 		for (r = 0; r < 8; r++)
-			l[r] = _mm512_loadu_si512(least + 16 * r);
+			l[r] = _mm512_loadu_si512(l32 + 16 * r);
 		c = 0;
 		for (e = s + FILTER_CHUNK; s < e; s += 16) {
 			a = _mm512_loadu_si512(h + s);
@@ -214,7 +223,7 @@ sign_filter_avx512(const uint64_t *h, size_t n, uint32_t *least)
 			    _mm512_set1_epi32(32)),
 			    _mm512_permutex2var_epi32(l[4], bin, l[5]),
 			    _mm512_permutex2var_epi32(l[6], bin, l[7])));
-			pass = _mm512_cmplt_epu32_mask(lo, t);
+			pass = _mm512_cmple_epu32_mask(lo, t);
 			_mm512_storeu_si512(cand + c,
 			    _mm512_maskz_compress_epi64((__mmask8)pass, a));
 			c += (size_t)__builtin_popcount(pass & 0xff);
@@ -223,8 +232,11 @@ sign_filter_avx512(const uint64_t *h, size_t n, uint32_t *least)
 			    b));
 			c += (size_t)__builtin_popcount(pass >> 8);
 		}
-		for (j = 0; j < c; j++)
+		for (j = 0; j < c; j++) {
 			LEAST(cand[j] >> 57, cand[j]);
+			v = least[cand[j] >> 57];
+			l32[cand[j] >> 57] = v < EMPTY ? v : EMPTY;
+		}
 	}
 	return (s);
 }
@@ -238,26 +250,25 @@ void
 minhash_sign(const uint64_t *h, size_t n, unsigned k, uint64_t seed,
     uint32_t *sig)
 {
-	uint32_t	 least[MHF_MAX_PERMS];
-	unsigned	 i, j, a, b, shift, filled = 0;
+	uint64_t	 least[MHF_MAX_PERMS];
+	unsigned	 i, j, a, shift, filled = 0;
 	size_t		 s;
 	uint64_t	 full[MHF_MAX_PERMS / 64];	/* bins filled by hashes */
 	const uint16_t	*table;
 
 	/*
-	 * A bin's least low half, EMPTY while no hash fell into it.  A bin
-	 * whose least is EMPTY may yet have had hashes, of that low half
-	 * alone: they are looked for after, and only when a bin seems empty
-	 * (short texts), not in this loop, the inner loop of signing.
+	 * A bin's least value is kept in 64 bits, NONE while no hash fell
+	 * into it, so that a low half of EMPTY needs no test in this loop,
+	 * the inner loop of signing: it becomes EMPTY - 1 below, as the least
+	 * of a bin it is the only value that bin had.
 	 */
 	for (i = 0; i < k; i++)
-		least[i] = EMPTY;
+		least[i] = NONE;
 	if (k > 1 && (k & (k - 1)) == 0) {
 		/*
 		 * K = 2^m, the default: bin_of is the top m bits, one shift
 		 * instead of a multiply and a shift.  Without a branch: which
-		 * way it goes is a coin toss.  Four at a time: fewer
-		 * instructions a hash.
+		 * way it goes is a coin toss.
 		 */
 		for (shift = 64, j = k; j > 1; j >>= 1)
 			shift--;
@@ -266,12 +277,6 @@ minhash_sign(const uint64_t *h, size_t n, unsigned k, uint64_t seed,
 		if (k == 128 && n >= FILTER_MIN && simd_avx512())
 			s = sign_filter_avx512(h, n, least);
 #endif
-		for (; n - s >= 4; s += 4) {
-			LEAST(h[s] >> shift, h[s]);
-			LEAST(h[s + 1] >> shift, h[s + 1]);
-			LEAST(h[s + 2] >> shift, h[s + 2]);
-			LEAST(h[s + 3] >> shift, h[s + 3]);
-		}
 		for (; s < n; s++)
 			LEAST(h[s] >> shift, h[s]);
 	} else {
@@ -281,22 +286,13 @@ minhash_sign(const uint64_t *h, size_t n, unsigned k, uint64_t seed,
 
 	memset(full, 0, sizeof full);
 	for (i = 0; i < k; i++) {
-		full[i / 64] |= (uint64_t)(least[i] != EMPTY) << (i % 64);
-		filled += least[i] != EMPTY;
+		if (least[i] == NONE)
+			sig[i] = EMPTY;
+		else
+			sig[i] = least[i] < EMPTY ? least[i] : EMPTY - 1;
+		full[i / 64] |= (uint64_t)(least[i] != NONE) << (i % 64);
+		filled += least[i] != NONE;
 	}
-	if (filled < k) {
-		for (s = 0; s < n; s++) {
-			if ((uint32_t)h[s] != EMPTY)
-				continue;
-			b = bin_of(h[s], k);
-			filled += !IS_FULL(full, b);
-			full[b / 64] |= 1ULL << (b % 64);
-		}
-	}
-	/* The least of a full bin is at most EMPTY - 1. */
-	for (i = 0; i < k; i++)
-		sig[i] = !IS_FULL(full, i) ? EMPTY : least[i] < EMPTY ?
-		    least[i] : EMPTY - 1;
 	if (filled == 0 || filled == k)
 		goto done;
 	table = probe_table(k, seed);

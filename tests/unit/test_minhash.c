@@ -519,7 +519,8 @@ test_statistics_small(void **state)
  * loop give the same signature: for sizes around where the filter starts
  * and its chunks of 128 end, random hashes, hashes that all lower their
  * bin (descending low halves: every one is kept), many repeats, low halves
- * of UINT32_MAX and of 0, for K of 128 and others.  Where the CPU has no
+ * of UINT32_MAX (some, or all: bins that only they fill) and of 0, for K
+ * of 128 and others.  Where the CPU has no
  * AVX-512, both are the portable loop.
  */
 static void
@@ -539,7 +540,7 @@ test_simd_same(void **state)
 	for (k = 0; k < sizeof ks / sizeof ks[0]; k++) {
 		for (z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
 			n = sizes[z];
-			for (kind = 0; kind < 5; kind++) {
+			for (kind = 0; kind < 6; kind++) {
 				random_hashes(h, n, &s);
 				for (i = 0; i < n; i++) {
 					if (kind == 1)	/* descending */
@@ -548,6 +549,8 @@ test_simd_same(void **state)
 					else if (kind == 2)	/* repeats */
 						h[i] = h[i % 37];
 					else if (kind == 3 && i % 3 == 0)
+						h[i] |= 0xffffffffULL;
+					else if (kind == 5)	/* all */
 						h[i] |= 0xffffffffULL;
 					else if (kind == 4 && i % 5 == 0)
 						h[i] &= ~0xffffffffULL;
