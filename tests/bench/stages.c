@@ -3,7 +3,8 @@
  * that reading the input does not blur the figures.
  *
  *	bench_stages [-IT] [-B batch] [-d dir] [-f line|tsv|jsonl] [-k K]
- *	    [-N max] [-n N] [-o csv] [-r rounds] [-t threshold] [file]
+ *	    [-N max] [-n N] [-o csv] [-r rounds] [-S simd] [-t threshold]
+ *	    [file]
  *
  * The pure stages run -r times over the whole corpus (default 3) and the
  * fastest round is reported, since the machine is shared: parse (record
@@ -27,6 +28,10 @@
  *
  * Records/s count the records with at least one shingle; MB/s are 10^6
  * bytes of their decoded text, for every stage, so that stages compare.
+ * -S none, avx2 or all (the default) keeps the hashing loops to the
+ * portable code, to AVX2, or lets them use what the CPU has (AVX-512 too),
+ * to compare them on one machine.
+ *
  * -o writes the same figures as CSV.  It reports; it asserts nothing.
  */
 
@@ -80,8 +85,9 @@ usage(void)
 {
 	fprintf(stderr, "usage: bench_stages [-IT] [-B batch] [-d dir] "
 	    "[-f line|tsv|jsonl] [-k K] [-N max]\n"
-	    "                    [-n N] [-o csv] [-r rounds] [-t threshold] "
-	    "[file]\n");
+	    "                    [-n N] [-o csv] [-r rounds] [-S none|avx2|all] "
+	    "[-t threshold]\n"
+	    "                    [file]\n");
 	exit(2);
 }
 
@@ -244,7 +250,7 @@ main(int argc, char **argv)
 
 	log_init("bench_stages");
 	memset(&r, 0, sizeof r);
-	while ((ch = getopt(argc, argv, "B:d:f:Ik:N:n:o:r:Tt:")) != -1) {
+	while ((ch = getopt(argc, argv, "B:d:f:Ik:N:n:o:r:S:Tt:")) != -1) {
 		cause = NULL;
 		switch (ch) {
 		case 'B':
@@ -288,6 +294,16 @@ main(int argc, char **argv)
 			if (parse_uint(optarg, 1, 1000, &u, &cause) == 0)
 				rounds = u;
 			break;
+		case 'S':
+			if (strcmp(optarg, "none") == 0)
+				simd_allow(SIMD_NONE);
+			else if (strcmp(optarg, "avx2") == 0)
+				simd_allow(SIMD_AVX2);
+			else if (strcmp(optarg, "all") == 0)
+				simd_allow(SIMD_ALL);
+			else
+				usage();
+			break;
 		case 'T':
 			texts = 0;
 			break;
@@ -318,7 +334,9 @@ main(int argc, char **argv)
 	    "as read, %.1f MB of text\n", c.n, c.bad, c.rawbytes / 1e6,
 	    c.textbytes / 1e6);
 	printf("K=%u, %u-grams, %u bands x %u rows (t=%g); pure stages: best "
-	    "of %d rounds\n", K, sh.n, b, lc.r, thr, rounds);
+	    "of %d rounds; hashing loops: %s\n", K, sh.n, b, lc.r, thr,
+	    rounds, simd_avx512() ? "AVX-512" : simd_avx2() ? "AVX2" :
+	    "portable");
 
 	for (i = 0; i < c.n; i++) {
 		if (c.texts[i].len >= LONG_TEXT) {
