@@ -352,8 +352,11 @@ text_decode(const unsigned char *rec, size_t reclen, struct buf *out)
 int
 params_ok(const struct index_params *p)
 {
+	unsigned	 parts = lsh_parts(p->measure);
+
 	return (p->perms != 0 && p->perms <= MHF_MAX_PERMS && p->rows != 0 &&
-	    p->bands != 0 && (uint64_t)p->bands * p->rows <= p->perms &&
+	    p->bands != 0 && p->bands % parts == 0 &&
+	    (uint64_t)(p->bands / parts) * p->rows <= p->perms &&
 	    p->shingle != 0 && p->shingle <= MHF_MAX_SHINGLE);
 }
 
@@ -613,7 +616,7 @@ meta_defaults(struct index_params *p, int given, const char *where,
 		    where);
 		return (INDEX_MISMATCH);
 	}
-	return (meta_measure(p, given, where, get, arg, cause));
+	return (0);
 }
 
 /*
@@ -681,6 +684,8 @@ meta_read(struct index_params *p, int format, int given, const char *where,
 			return (INDEX_MISMATCH);
 		}
 	}
+	if ((rc = meta_measure(p, given, where, get, arg, cause)) != 0)
+		return (rc);
 	if (!params_ok(p)) {
 		xasprintf(cause, "%s: the stored parameters are invalid",
 		    where);

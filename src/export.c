@@ -299,6 +299,42 @@ json_getbytes(json_t *o, const char *name, struct buf *out)
 
 #define IMPORT_BATCH	1000
 
+/* An import's scratch, for a document line at a time. */
+struct import_buf {
+	uint64_t	*keys;		/* its band keys */
+	unsigned char	*sb;		/* its signature as exported */
+	uint32_t	*sig;		/* and decoded */
+	uint32_t	*whole;		/* made again from its text */
+	uint32_t	*part;		/* a part's */
+	struct u64vec	 hashes;	/* its shingles' */
+	struct buf	 id;
+	struct buf	 text;
+};
+
+/*
+ * The band keys of a document: from its signature, or under containment
+ * (whose parts' signatures are not stored) from its text, as phase 1 makes
+ * them (lsh_doc_keys).
+ */
+static void
+import_keys(struct index *ix, struct import_buf *ib, int flags)
+{
+	struct shingler	 sh;
+
+	if (lsh_parts(ix->p.measure) == 1) {
+		lsh_keys(ib->sig, ix->p.bands, ix->p.rows, ix->p.seed,
+		    ib->keys);
+		return;
+	}
+	sh.unit = ix->p.unit;
+	sh.n = ix->p.shingle;
+	sh.seed = ix->p.seed;
+	shingle_hash(&sh, ib->text.data, ib->text.len, flags & DOC_BYTES,
+	    &ib->hashes);
+	lsh_doc_keys(&ix->p, ib->hashes.v, ib->hashes.n, 0, ib->whole,
+	    ib->part, ib->keys);
+}
+
 /*
  * Insert n exported document lines (the first is line first+1) in one
  * transaction.  0, INDEX_AGAIN (the map was grown: do it again), or
@@ -306,12 +342,12 @@ json_getbytes(json_t *o, const char *name, struct buf *out)
  */
 static int
 import_batch(struct index *ix, char **lines, const size_t *lens, size_t n,
-    uint64_t first, uint64_t *keys, unsigned char *sb, uint32_t *sig,
-    struct buf *id, struct buf *text, struct u64vec *docs, char **cause)
+    uint64_t first, struct import_buf *ib, struct u64vec *docs, char **cause)
 {
 	json_t		*o;
 	json_error_t	 jerr;
 	json_int_t	 group;
+	struct buf	*id = &ib->id, *text = &ib->text;
 	size_t		 i, had = docs->n;
 	int		 rc, flags;
 
@@ -326,7 +362,7 @@ import_batch(struct index *ix, char **lines, const size_t *lens, size_t n,
 		}
 		if (json_getbytes(o, "id", id) != 0 ||
 		    !json_is_string(json_object_get(o, "sig")) ||
-		    unhex(json_string_value(json_object_get(o, "sig")), sb,
+		    unhex(json_string_value(json_object_get(o, "sig")), ib->sb,
 		    2 * ix->p.perms) != 0 ||
 		    (ix->p.texts && json_getbytes(o, "text", text) != 0)) {
 			json_decref(o);
@@ -335,10 +371,10 @@ import_batch(struct index *ix, char **lines, const size_t *lens, size_t n,
 			index_abort(ix);
 			return (INDEX_ERROR);
 		}
-		sig_decode16(sb, ix->p.perms, sig);
-		lsh_keys(sig, ix->p.bands, ix->p.rows, ix->p.seed, keys);
+		sig_decode16(ib->sb, ix->p.perms, ib->sig);
 		flags = json_integer_value(json_object_get(o, "flags")) &
 		    (DOC_UNIQUE | DOC_BYTES);
+		import_keys(ix, ib, flags);
 		group = json_integer_value(json_object_get(o, "group"));
 		if (group < 0 || (uint64_t)group > docs->n) {
 			json_decref(o);
@@ -348,7 +384,7 @@ import_batch(struct index *ix, char **lines, const size_t *lens, size_t n,
 			docs->n = had;
 			return (INDEX_ERROR);
 		}
-		rc = index_insert(ix, keys, sig, id->data, id->len,
+		rc = index_insert(ix, ib->keys, ib->sig, id->data, id->len,
 		    ix->p.texts ? text->data : "", ix->p.texts ? text->len : 0,
 		    flags, json_integer_value(json_object_get(o, "time")),
 		    cause);
@@ -406,6 +442,12 @@ import_header(struct index *ix, const char *line, size_t len, char **cause)
 		xasprintf(cause, "import: line 1: bad seed");
 		goto out;
 	}
+	if ((want.measure = measure_parse(json_str(hdr, "measure",
+	    "jaccard"))) == -1) {
+		xasprintf(cause, "import: line 1: unknown measure '%s'",
+		    json_str(hdr, "measure", ""));
+		goto out;
+	}
 	if (!params_ok(&want)) {
 		xasprintf(cause, "import: line 1: bad parameters");
 		goto out;
@@ -413,12 +455,6 @@ import_header(struct index *ix, const char *line, size_t len, char **cause)
 	want.texts = json_is_true(json_object_get(hdr, "texts"));
 	want.verify = json_integer_value(json_object_get(hdr, "verify"));
 	want.threshold = json_real_value(json_object_get(hdr, "threshold"));
-	if ((want.measure = measure_parse(json_str(hdr, "measure",
-	    "jaccard"))) == -1) {
-		xasprintf(cause, "import: line 1: unknown measure '%s'",
-		    json_str(hdr, "measure", ""));
-		goto out;
-	}
 	if (want.verify < VERIFY_EXACT || want.verify > VERIFY_NONE ||
 	    (want.verify == VERIFY_EXACT && !want.texts) ||
 	    !(want.threshold >= 0.01 && want.threshold <= 1.0)) {
@@ -449,11 +485,9 @@ out:
 int
 index_import(struct index *ix, FILE *f, uint64_t *count, char **cause)
 {
-	struct buf		 id = { 0 }, text = { 0 };
+	struct import_buf	 ib;
 	struct u64vec		 docs = { 0 };	/* the new numbers, in order */
-	unsigned char		*sb = NULL;
-	uint32_t		*sig = NULL;
-	uint64_t		*keys = NULL, lineno = 1;
+	uint64_t		 lineno = 1;
 	char			*line = NULL, *batch[IMPORT_BATCH];
 	size_t			 linesize = 0, nb = 0, blen[IMPORT_BATCH];
 	ssize_t			 len;
@@ -469,9 +503,12 @@ index_import(struct index *ix, FILE *f, uint64_t *count, char **cause)
 		free(line);
 		return (INDEX_ERROR);
 	}
-	keys = xcalloc(ix->p.bands, sizeof *keys);
-	sb = xmalloc(2 * ix->p.perms);
-	sig = xcalloc(ix->p.perms, sizeof *sig);
+	memset(&ib, 0, sizeof ib);
+	ib.keys = xcalloc(ix->p.bands, sizeof *ib.keys);
+	ib.sb = xmalloc(2 * ix->p.perms);
+	ib.sig = xcalloc(ix->p.perms, sizeof *ib.sig);
+	ib.whole = xcalloc(ix->p.perms, sizeof *ib.whole);
+	ib.part = xcalloc(ix->p.perms, sizeof *ib.part);
 
 	/*
 	 * A thousand lines at a time, kept until committed: when the map
@@ -485,8 +522,8 @@ index_import(struct index *ix, FILE *f, uint64_t *count, char **cause)
 		}
 		if (nb == 0)
 			break;
-		while ((rc = import_batch(ix, batch, blen, nb, lineno, keys,
-		    sb, sig, &id, &text, &docs, cause)) == INDEX_AGAIN)
+		while ((rc = import_batch(ix, batch, blen, nb, lineno, &ib,
+		    &docs, cause)) == INDEX_AGAIN)
 			;
 		if (rc != 0)
 			goto out;
@@ -504,11 +541,14 @@ out:
 	while (nb > 0)
 		free(batch[--nb]);
 	free(line);
-	free(keys);
-	free(sb);
-	free(sig);
-	buf_free(&id);
-	buf_free(&text);
+	free(ib.keys);
+	free(ib.sb);
+	free(ib.sig);
+	free(ib.whole);
+	free(ib.part);
+	u64vec_free(&ib.hashes);
+	buf_free(&ib.id);
+	buf_free(&ib.text);
 	u64vec_free(&docs);
 	return (rc);
 }

@@ -107,6 +107,7 @@ struct prep {
 	struct buf		 norm;		/* scratch: normalised */
 	struct buf		 enc;		/* scratch: compressed */
 	struct u64vec		 hashes;	/* scratch: shingle hashes */
+	uint32_t		*part;		/* scratch: a part's signature */
 	struct textenc		*te;		/* compresses texts to keep */
 	uint64_t		 invalid_utf8;
 	pthread_t		 thread;
@@ -182,6 +183,7 @@ filter_free(struct filter *f)
 		buf_free(&f->preps[i].norm);
 		buf_free(&f->preps[i].enc);
 		u64vec_free(&f->preps[i].hashes);
+		free(f->preps[i].part);
 		textenc_free(f->preps[i].te);
 	}
 	free(f->preps);
@@ -392,12 +394,11 @@ prep_one(struct prep *w, size_t i)
 		s->pending = 0;
 		return;
 	}
-	minhash_sign(w->hashes.v, w->hashes.n, K, f->o.p.seed,
-	    fb->sigs + i * K);
 	/* A milter recipient's record meets only that recipient's. */
-	lsh_scope(fb->sigs + i * K, K, r->scope);
-	lsh_keys(fb->sigs + i * K, b, f->o.p.rows, f->o.p.seed,
-	    fb->keys + i * b);
+	if (w->part == NULL)
+		w->part = xcalloc(K, sizeof *w->part);
+	lsh_doc_keys(&f->o.p, w->hashes.v, w->hashes.n, r->scope,
+	    fb->sigs + i * K, w->part, fb->keys + i * b);
 	/* Compression is the costliest part of an insertion. */
 	if (enc) {
 		if (w->te == NULL)

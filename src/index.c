@@ -62,6 +62,8 @@ index_is_remote(const char *path)
 }
 
 /* The backend of an index path. */
+static int	index_no_measure(const char *, int, char **);
+
 static const struct index_ops *
 index_backend(const char *path)
 {
@@ -98,10 +100,31 @@ index_open_ops(struct index **ixp, const char *path, int flags,
 	const struct index_ops	*ops = index_backend(path);
 	int			 rc;
 
+	if (index_is_remote(path) && (given & IP_MEASURE) &&
+	    p->measure != MEASURE_JACCARD)
+		return (index_no_measure(path, p->measure, cause));
 	if ((rc = ops->open(ixp, path, flags, p, given, cause)) != 0)
 		return (rc);
 	(*ixp)->ops = ops;
-	return (0);
+	if (index_is_remote(path) && (*ixp)->p.measure != MEASURE_JACCARD) {
+		rc = index_no_measure(path, (*ixp)->p.measure, cause);
+		index_close(*ixp);
+		*ixp = NULL;
+	}
+	return (rc);
+}
+
+/*
+ * Containment is for LMDB indexes: Redis's removal makes a document's band
+ * keys again from its signature, which under containment only its whole
+ * text's are.  INDEX_MISMATCH with a cause.
+ */
+static int
+index_no_measure(const char *path, int measure, char **cause)
+{
+	xasprintf(cause, "%s: --measure %s needs an LMDB index (--db DIR)",
+	    path, measure_name(measure));
+	return (INDEX_MISMATCH);
 }
 
 /*
@@ -264,6 +287,8 @@ int
 index_adopt(struct index *ix, const struct index_params *want,
     char **cause)
 {
+	if (index_is_remote(ix->path) && want->measure != MEASURE_JACCARD)
+		return (index_no_measure(ix->path, want->measure, cause));
 	GUARDED_IX(ix, cause, ix->ops->adopt(ix, want, cause));
 }
 

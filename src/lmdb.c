@@ -3150,7 +3150,7 @@ check_doc(struct lmdb *ix, struct checking *ck, const MDB_val *k,
 	uint64_t	 docid;
 	char		*cause = NULL;
 	size_t		 i;
-	unsigned	 j;
+	unsigned	 b, j;
 	int		 ok, rc;
 
 	ck->docs++;
@@ -3184,9 +3184,13 @@ check_doc(struct lmdb *ix, struct checking *ck, const MDB_val *k,
 		    docid, cause);
 		free(cause);
 	}
-	lsh_keys(ix->sig, ix->base.p.bands, ix->base.p.rows, ix->base.p.seed,
-	    ck->keys);
-	for (j = 0; j < ix->base.p.bands; j++) {
+	/*
+	 * The bands of the stored signature; under containment, the parts'
+	 * bands, made from the text, are not checked.
+	 */
+	b = ix->base.p.bands / lsh_parts(ix->base.p.measure);
+	lsh_keys(ix->sig, b, ix->base.p.rows, ix->base.p.seed, ck->keys);
+	for (j = 0; j < b; j++) {
 		ck->found.n = 0;
 		if ((rc = lm_bucket(ix, ck->keys[j], &ck->found,
 		    SIZE_MAX)) != 0) {

@@ -152,6 +152,62 @@ lsh_keys(const uint32_t *sig, unsigned b, unsigned r, uint64_t seed,
 }
 
 /*
+ * Parts (the containment measure).  A record that is the first half or
+ * the first quarter of a longer document has a Jaccard similarity of
+ * about 0.5 or 0.25 with it, which bands chosen for 0.667 seldom find.
+ * So under containment a document's band keys come from LSH_PARTS
+ * signatures: of its whole text, of its first half and of its first
+ * quarter (in shingles, LSH_PART_MIN at least), each banded alike, band j
+ * keyed with seed + j whichever part it is of, so that a part of one
+ * document meets the whole or a part of another: a record that is a
+ * fraction f of an earlier document from its start has similarity
+ * min(f, p) / max(f, p) with the part p nearest to f: at least sqrt(1/2)
+ * = 0.71 for f from 1/4 to 1, 4f below.  The parts of a record's own keys
+ * find the documents it holds the start of.  What is stored is the whole
+ * text's signature; the parts' keys are made again from the text.
+ */
+#define LSH_PART_MIN	64
+
+/* How many parts a document's band keys come from, under measure m. */
+unsigned
+lsh_parts(int m)
+{
+	return (m == MEASURE_CONTAINMENT ? LSH_PARTS : 1);
+}
+
+/* The shingles in part i of n shingles: n, n / 2, n / 4. */
+size_t
+lsh_part_len(size_t n, unsigned i)
+{
+	size_t	 len = n >> i;
+
+	if (len < LSH_PART_MIN)
+		len = n < LSH_PART_MIN ? n : LSH_PART_MIN;
+	return (len);
+}
+
+/*
+ * A document's signature, scoped (lsh_scope), into sig, and its band
+ * keys, every part's, into keys (p->bands of them): from its n shingle
+ * hashes in text order.  part is scratch for K values.
+ */
+void
+lsh_doc_keys(const struct index_params *p, const uint64_t *h, size_t n,
+    uint64_t scope, uint32_t *sig, uint32_t *part, uint64_t *keys)
+{
+	unsigned	 parts = lsh_parts(p->measure), b = p->bands / parts, i;
+
+	minhash_sign(h, n, p->perms, p->seed, sig);
+	lsh_scope(sig, p->perms, scope);
+	lsh_keys(sig, b, p->rows, p->seed, keys);
+	for (i = 1; i < parts; i++) {
+		minhash_sign(h, lsh_part_len(n, i), p->perms, p->seed, part);
+		lsh_scope(part, p->perms, scope);
+		lsh_keys(part, b, p->rows, p->seed, keys + i * b);
+	}
+}
+
+/*
  * Scopes (the milter's recipients: "has this recipient had it?").  A
  * scope is a 64-bit key, lsh_scope_key of its name; a scoped signature is
  * its 16-bit values each XORed with 16 bits of XXH3-64 of the scope key

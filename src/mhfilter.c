@@ -975,7 +975,11 @@ load_config(struct options *o, const char *path)
 	conf_file = NULL;
 }
 
-/* Settle K, b and r from the options and the threshold. */
+/*
+ * Settle K, b and r from the options and the threshold.  Under
+ * containment b is a part's (lsh.c: parts), and the index's bands are
+ * every part's.
+ */
 static void
 choose_bands(struct options *o)
 {
@@ -1014,6 +1018,7 @@ choose_bands(struct options *o)
 		p->bands = c.b;
 		p->rows = c.r;
 	}
+	p->bands *= lsh_parts(p->measure);
 }
 
 /* Select a maintenance mode; only one may be given. */
@@ -1109,14 +1114,16 @@ run_explain(struct options *o)
 		index_close(the_index);
 		the_index = NULL;
 	}
-	lsh_rate(lsh_bound(o->f.p.measure, o->f.p.threshold), o->f.p.bands,
-	    o->f.p.rows, &c);
+	lsh_rate(lsh_bound(o->f.p.measure, o->f.p.threshold), o->f.p.bands /
+	    lsh_parts(o->f.p.measure), o->f.p.rows, &c);
 	if (o->f.p.measure == MEASURE_CONTAINMENT)
 		printf("containment %.2f: the bands are chosen for Jaccard "
 		    "similarity %.3f,\nthat of a record and an earlier "
-		    "document of its size holding %.2f of it.\n\n",
-		    o->f.p.threshold, lsh_bound(MEASURE_CONTAINMENT,
-		    o->f.p.threshold), o->f.p.threshold);
+		    "document of its size holding %.2f of it,\nfor each of "
+		    "%u parts: the whole text, its first half and first "
+		    "quarter.\n\n", o->f.p.threshold,
+		    lsh_bound(MEASURE_CONTAINMENT, o->f.p.threshold),
+		    o->f.p.threshold, LSH_PARTS);
 	lsh_explain(stdout, o->f.p.perms, lsh_bound(o->f.p.measure,
 	    o->f.p.threshold), &c);
 	/* The bounds asked for, when no bands and rows meet them. */
@@ -1173,8 +1180,14 @@ run_filter(struct options *o, const struct index_params *asked, int serve,
 		    "their texts");
 		return (EXIT_USAGE);
 	}
-	lsh_rate(lsh_bound(o->f.p.measure, o->f.p.threshold), o->f.p.bands,
-	    o->f.p.rows, &c);
+	if (o->f.p.measure == MEASURE_CONTAINMENT && o->m.socket != NULL) {
+		/* (An import could not make its recipients' parts again.) */
+		log_errx("--milter judges by Jaccard similarity: give it an "
+		    "index made without --measure containment");
+		return (EXIT_USAGE);
+	}
+	lsh_rate(lsh_bound(o->f.p.measure, o->f.p.threshold), o->f.p.bands /
+	    lsh_parts(o->f.p.measure), o->f.p.rows, &c);
 	if ((o->given & IP_THRESHOLD) && o->f.p.bands != asked->bands &&
 	    c.fn > o->max_fn)
 		log_warnx("the index's bands (%u x %u rows) miss %.1f%% of the "

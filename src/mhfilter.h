@@ -234,6 +234,12 @@ void		 lsh_explain(FILE *, unsigned, double, const struct lsh_choice *);
 const char	*measure_name(int);
 int		 measure_parse(const char *);
 double		 lsh_bound(int, double);
+#define LSH_PARTS	3	/* containment: the whole, 1/2, 1/4 */
+unsigned	 lsh_parts(int);
+size_t		 lsh_part_len(size_t, unsigned);
+struct index_params;
+void		 lsh_doc_keys(const struct index_params *, const uint64_t *,
+		    size_t, uint64_t, uint32_t *, uint32_t *, uint64_t *);
 
 /*
  * input.c framing modes for mail, given as the delimiter: mbox files (a
