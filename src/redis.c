@@ -239,6 +239,7 @@ struct redis {
 	struct rslot	*slots;
 	size_t		 nslots, slotsize;
 	uint64_t	 first_doc;	/* the batch's numbers */
+	uint64_t	 seq_seen;	/* the counter's highest value seen */
 	size_t		*own;		/* number - first_doc -> its slot */
 	size_t		 nown, ownsize;
 	struct u64vec	 found;		/* bucket entries, by slot */
@@ -382,6 +383,7 @@ reserve_docs(struct redis *r, size_t n, uint64_t *first, char **cause)
 {
 	const redisReply	*rp;
 	char			 num[32];
+	long long		 last;
 
 	snprintf(num, sizeof num, "%zu", n);
 	ns_key(r, "seq", &r->key);
@@ -391,8 +393,24 @@ reserve_docs(struct redis *r, size_t n, uint64_t *first, char **cause)
 	rp = cluster_reply(r->c, 0);
 	if (rp->type != REDIS_REPLY_INTEGER)
 		return (reply_error(r, rp, "numbering", cause));
-	*first = (uint64_t)rp->integer - n + 1;
+	last = rp->integer;
+	*first = (uint64_t)last - n + 1;
 	cluster_reset(r->c);
+	/*
+	 * The counter only grows: a number we were given, or saw at open,
+	 * handed out again means the namespace's keys were lost (a Redis
+	 * restarted without persistence, a FLUSHALL) or replaced.  Going on
+	 * would take the empty index for a new one and write every earlier
+	 * document again as new.
+	 */
+	if (last <= 0 || *first <= r->seq_seen) {
+		xasprintf(cause, "index %s: its document counter went back from "
+		    "%" PRIu64 " to %" PRIu64 ": the index was lost (a Redis "
+		    "restarted without persistence?) or replaced; stopping",
+		    r->base.path, r->seq_seen, *first - 1);
+		return (INDEX_ERROR);
+	}
+	r->seq_seen = *first + n - 1;
 	return (0);
 }
 
@@ -715,6 +733,7 @@ redis_open(struct index **ixp, const char *path, int flags,
 	if (get_counter(r, "seq", &seq, cause) != 0)
 		goto fail;
 	r->base.run_doc = seq + 1;
+	r->seq_seen = seq;
 	r->sig = xcalloc(r->base.p.perms, sizeof *r->sig);
 	buf_free(&text);
 	*p = r->base.p;

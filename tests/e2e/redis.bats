@@ -338,6 +338,35 @@ ranges_of() {
 	ucli "$1" ZCARD "{${1##*/}}:undelivered"
 }
 
+@test "a Redis restarted empty under a running writer: the writer stops (exit 1, saying so) rather than take it for a new index" {
+	local port n
+
+	gen_tsv 3000 >all
+	split -l 100 all chunk.
+	port="$(redis_free_ports 1)"
+	redis_start_port "$RDIR" "$port"
+	mkfifo in
+	: >out
+	"$MHFILTER" -f tsv -d "redis://127.0.0.1:$port/lost?timeout=20" \
+	    --batch 100 <in >out 2>err &
+	MPID=$!
+	BG_PIDS+=("$MPID")
+	feed_chunks 0.05 >in 2>/dev/null 3>&- &
+	BG_PIDS+=($!)
+	wait_lines out 30 500
+	# Without persistence (the helpers' servers have none): empty.
+	redis_kill_port "$port"
+	redis_start_port "$RDIR" "$port"
+	wait_exit "$MPID" 60
+	[ "$status" -eq 1 ] || fail "status $status" "$(cat err)"
+	grep -q "its document counter went back from [0-9]* to 0: the index was lost" err ||
+	    fail "$(cat err)"
+	# What it wrote before is the input's first records, in order.
+	n="$(wc -l <out)"
+	[ "$n" -lt 3000 ] || fail "all written"
+	head -n "$n" all | cmp - out
+}
+
 @test "a feed polled again writes nothing the second time, on every backend; --replay all writes it again" {
 	head -n 600 "$BATS_FILE_TMPDIR/stream" >in
 	for b in lmdb single cluster; do
