@@ -14,7 +14,8 @@
  * for its long ASCII runs; only the stretches around the others go through
  * utf8proc (see normalize), and not even those when the others map to
  * themselves wherever they stand (box drawing, dashes, quotation marks:
- * see inert).
+ * see inert); those the space step leaves alone too (box drawing) stay in
+ * the byte path, whose runs thus reach past them.
  * Text that is not valid UTF-8 is not rejected: it is normalised as bytes
  * (ASCII folding, spaces, punctuation) and normalize returns 1 so that the
  * shingler treats each byte as a character.
@@ -131,6 +132,7 @@ static char	*put_cp(struct nstate *, char *, utf8proc_int32_t,
 static int	map_options(int);
 static int	inert(utf8proc_int32_t, int);
 static int	inert_run(const unsigned char *, size_t, int);
+static int	opaque_run(const unsigned char *, size_t, int);
 static void	normalize_inert(const unsigned char *, size_t,
 		    struct nstate *);
 static int	normalize_segment(const unsigned char *, size_t,
@@ -603,6 +605,32 @@ inert_run(const unsigned char *p, size_t len, int flags)
 }
 
 /*
+ * Is p[0, len) valid UTF-8 of inert characters (see inert) that the space
+ * and punctuation step leaves as they are too (not white space, nor
+ * punctuation under NORM_PUNCT: box drawing, symbols, letters)?  Then the
+ * byte path, which keeps each byte at or above 0x80 as it is, gives the
+ * same as the Unicode path, and takes the run into its segment.
+ */
+static int
+opaque_run(const unsigned char *p, size_t len, int flags)
+{
+	utf8proc_ssize_t	 i, step;
+	utf8proc_int32_t	 cp;
+	int			 class;
+
+	for (i = 0; i < (utf8proc_ssize_t)len; i += step) {
+		step = utf8proc_iterate(p + i, len - i, &cp);
+		if (step < 0 || cp >= 0x10000 || !inert(cp, flags))
+			return (0);
+		class = classify(cp);
+		if (class == C_SPACE ||
+		    (class == C_PUNCT && (flags & NORM_PUNCT)))
+			return (0);
+	}
+	return (1);
+}
+
+/*
  * A run of inert characters (inert_run): mapped to themselves, so only the
  * space and punctuation step, without utf8proc.
  */
@@ -699,7 +727,9 @@ normalize_segment(const unsigned char *p, size_t len, struct nstate *st,
  * whole text so, as an ASCII byte is never part of a multibyte sequence.
  * When every character of a segment's non-ASCII run is inert, nothing
  * composes with the ASCII character before it, which stays in the byte
- * path, and the run skips utf8proc (normalize_inert).
+ * path, and the run skips utf8proc (normalize_inert), or, when the space
+ * and punctuation step leaves it alone too (opaque_run), stays in the
+ * byte path's segment, which keeps bytes at or above 0x80 as they are.
  */
 int
 normalize(const char *text, size_t len, int flags, struct buf *out)
@@ -726,30 +756,32 @@ normalize(const char *text, size_t len, int flags, struct buf *out)
 	pos = 0;
 	for (;;) {
 		/*
-		 * ASCII from pos up to the character before the non-ASCII
-		 * byte at high; pos is 0 or after a Unicode segment, where
-		 * the byte is ASCII, so cut is never before a non-ASCII byte.
+		 * The byte path's segment from pos (0 or after a Unicode
+		 * segment, where the byte is ASCII) up to the non-ASCII run
+		 * at high; when the byte path keeps the run as it is, the
+		 * segment goes on past it.  Else up to the character before
+		 * the run, which is ASCII (the run is all the non-ASCII bytes
+		 * there), unless nothing composes with it.
 		 */
-		cut = high > pos ? high - 1 : high;
 		for (end = high; end < len && p[end] >= 0x80; end++)
 			/* nothing */;
-		if ((flags & (NORM_NFKC|NORM_CASEFOLD)) &&
-		    inert_run(p + high, end - high, flags)) {
-			/* Nothing to compose with the ASCII before. */
-			normalize_bytes(p + pos, high - pos, &st);
-			normalize_inert(p + high, end - high, &st);
-		} else {
-			normalize_bytes(p + pos, cut - pos, &st);
-			if (normalize_segment(p + cut, end - cut, &st,
-			    &cb) != 0) {
-				rv = 1;
-				break;
+		if (!opaque_run(p + high, end - high, flags)) {
+			cut = high > pos ? high - 1 : high;
+			if ((flags & (NORM_NFKC|NORM_CASEFOLD)) &&
+			    inert_run(p + high, end - high, flags)) {
+				normalize_bytes(p + pos, high - pos, &st);
+				normalize_inert(p + high, end - high, &st);
+			} else {
+				normalize_bytes(p + pos, cut - pos, &st);
+				if (normalize_segment(p + cut, end - cut, &st,
+				    &cb) != 0) {
+					rv = 1;
+					break;
+				}
 			}
+			pos = end;
 		}
-		if (end == len)
-			break;
-		pos = end;
-		high = pos + ascii_span(p + pos, len - pos);
+		high = end + ascii_span(p + end, len - end);
 		if (high == len) {
 			normalize_bytes(p + pos, len - pos, &st);
 			break;
