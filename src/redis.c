@@ -19,36 +19,54 @@
  *               HEX, 8 bytes big-endian each, in the order they came.
  *   {NS}:undelivered
  *               the delivery marks (layout 4; see below): a sorted set of
- *               ranges of documents whose output may not be written.
+ *               ranges of documents whose output may not be written;
+ *   {NS}:order  the last ticket given (layout 4; see Concurrency);
+ *   {NS}:tickets
+ *               the tickets of recent batches: a sorted set of members
+ *               FIRST:END:TICKET:TIME scored by FIRST.
  *
  * The {NS} keys share one hash slot; documents and buckets spread over all
  * of them, so the work spreads over the masters.
  *
  * A batch, in round trips (each one pipelined to every node at once):
  *
- *   1. INCRBY {NS}:seq: the batch's document numbers;
+ *   1. INCRBY {NS}:seq: the batch's document numbers; GET {NS}:order,
+ *      the last ticket given so far;
  *   2. SET NS:d:N for each record, state 'P' (pending), with a one-hour
  *      expiry so that a crashed writer's records go away;
- *   3. per band key APPEND our number; then, in a round trip of its
- *      own, GET the buckets that held more than our entry after it: of
- *      two writers on one key the second always sees the first;
- *   4. GET the candidates' records; wait (polling, bounded) for those
- *      still pending with a smaller number than ours to be decided;
- *   5. at commit: kept records become 'K' (SETRANGE, with the retention
+ *   3. per band key APPEND our number; then the batch's ticket
+ *      (ticket_script); then GET the buckets that held more than our
+ *      entry after our APPEND, or every bucket if a ticket was given
+ *      between our GET of {NS}:order and ours;
+ *   4. GET the candidates' records; the tickets of those still pending;
+ *      wait (polling, bounded) for those with a smaller ticket than ours
+ *      to be decided;
+ *   5. at commit: kept records become 'K' (SET whole, with the retention
  *      expiry), the others are deleted and their bucket entries removed
- *      (a small Lua script per bucket); then WAIT for a replica when the
- *      masters have one.  Only then are verdicts reported.
+ *      (a small Lua script per bucket), the delivery marks written; then
+ *      WAIT for a replica when the masters have one.  Only then are
+ *      verdicts reported.
  *
  * Concurrency.  A record is a duplicate only of a kept document, and a
  * kept document is never dropped, so two writers never both drop a pair.
- * A candidate still pending is waited for when its number is smaller than
- * the record's (waits go to smaller numbers only, so they cannot form a
- * cycle); with a larger number it is passed over, because it will see this
- * record when its own turn comes.  Both are kept only when the writer with
- * the larger number read the shared bucket before the other appended to
- * it: between the INCRBY of round 1 and the APPEND of round 3, a window of
- * about two round trips plus the time to send a batch.  mhfilter(1)
- * documents this and tests/e2e/redis.bats measures it.
+ * To never both keep one either, writers order their batches by ticket,
+ * taken once the batch's APPENDs are all done, and a batch reads what it
+ * needs of the buckets after its ticket: so of two batches that share a
+ * bucket, the one with the larger ticket always sees the other's entry.
+ * Either the other batch's ticket was given before we read {NS}:order,
+ * so its APPENDs were done before ours and our APPEND's reply (the
+ * bucket's length) shows them; or it was given between that and our
+ * ticket, and we read every bucket again after our ticket.  A pending
+ * candidate with a smaller ticket is waited for (waits go to smaller
+ * tickets only, so they cannot form a cycle); one with a larger ticket,
+ * or none yet (lookup_tickets; it is read again first, in case it was
+ * decided meanwhile), is passed over: its batch sees this one.  What can
+ * still keep both: a writer that stalls or dies holding pending records
+ * for PENDING_WAIT (it is passed over), and a failover that loses writes
+ * not yet replicated (the batch's APPENDs, its ticket).  A ticket stays
+ * until the writer's next commit (its batch was decided by then), or an
+ * hour for a writer that died.  mhfilter(1) documents this and
+ * tests/e2e/redis.bats counts the pairs kept twice with three writers.
  *
  * Delivery marks (layout 4), the same guarantee as lmdb.c's "Undelivered
  * ranges" and "Several writers": {NS}:undelivered is a sorted set of the
@@ -120,6 +138,8 @@
 #define BUCKET_MAX	1024	/* entries read from one band bucket */
 #define EXPIRE_ROUND	10000	/* documents expired per round trip */
 #define UD_KEY		"undelivered"	/* {NS}:undelivered */
+#define TICKET_LATER	UINT64_MAX	/* a batch with no ticket yet */
+#define TICKET_AGE	3600		/* seconds a dead writer's ticket stays */
 #define OWNER_NAME	"mhfilter:"	/* connections: mhfilter:NS:OWNER */
 
 /* Remove the 8-byte entries given as ARGV from the bucket KEYS[1]. */
@@ -190,6 +210,26 @@ static const char abandon_script[] =
     "end\n"
     "return 0\n";
 
+/*
+ * The batch [ARGV[1], ARGV[2]) has appended all its bucket entries: give
+ * it the next ticket ({NS}:order, KEYS[1]) and record it in KEYS[2]
+ * ({NS}:tickets), member FIRST:END:TICKET:TIME scored FIRST, at once, so
+ * that a ticket is visible from the moment it exists.  Tickets older than
+ * ARGV[4] (seconds, ARGV[3] being now) go: their writers died.
+ */
+static const char ticket_script[] =
+    "local t = redis.call('INCRBY', KEYS[1], 1)\n"
+    "for _, m in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do\n"
+    "  local at = tonumber(string.match(m, ':(%d+)$'))\n"
+    "  if not at or at < tonumber(ARGV[3]) - tonumber(ARGV[4]) then\n"
+    "    redis.call('ZREM', KEYS[2], m)\n"
+    "  end\n"
+    "end\n"
+    "redis.call('ZADD', KEYS[2], ARGV[1],\n"
+    "  ARGV[1] .. ':' .. ARGV[2] .. ':' .. string.format('%d', t) .. ':' ..\n"
+    "  ARGV[3])\n"
+    "return t\n";
+
 /* Raise {NS}:floor to ARGV[1] if it is lower; returns the old floor. */
 static const char floor_script[] =
     "local f = tonumber(redis.call('GET', KEYS[1]) or '1')\n"
@@ -213,6 +253,8 @@ struct rdoc {
 	int		 state;		/* ST_*, or 0: gone */
 	size_t		 off;		/* its value in cache */
 	size_t		 len;
+	uint64_t	 ticket;	/* its batch's, pending: 0 not asked,
+					   TICKET_LATER none (after ours) */
 };
 
 /* A bucket entry of a document that is gone, to remove. */
@@ -264,6 +306,11 @@ struct redis {
 	struct buf	 key, val;	/* scratch */
 	uint64_t	 waits;		/* pending candidates waited for */
 	uint64_t	 timeouts;	/* ... in vain */
+	uint64_t	 ticket;	/* the batch's place in the order of
+					   appends, or 0 (see the top) */
+	uint64_t	 order0;	/* the last ticket before our appends */
+	uint64_t	 tprev;		/* the first document of our last
+					   ticket's batch, or 0 */
 
 	/* Delivery marks (see the top of the file). */
 	uint64_t	 owner;		/* our ranges', or 0: none yet */
@@ -293,6 +340,7 @@ static struct rdoc *cache_add(struct redis *, uint64_t, int, const char *,
 static int	fetch_docs(struct redis *, const uint64_t *, size_t,
 		    char **);
 static int	take_owner(struct redis *, uint64_t, char **);
+static void	queue_zrem(struct redis *, const char *, uint64_t, uint64_t);
 static int	redis_scan(struct redis *, int, int (*)(struct redis *,
 		    uint64_t, const char *, size_t, void *), void *, char **);
 
@@ -388,6 +436,9 @@ reserve_docs(struct redis *r, size_t n, uint64_t *first, char **cause)
 	snprintf(num, sizeof num, "%zu", n);
 	ns_key(r, "seq", &r->key);
 	q2(r, &r->key, "INCRBY", num, strlen(num));
+	/* The last ticket given, before any of our appends (see the top). */
+	ns_key(r, "order", &r->key);
+	q1(r, &r->key, "GET");
 	if (cluster_exec(r->c, cause) != 0)
 		return (redis_fail(r, cause));
 	rp = cluster_reply(r->c, 0);
@@ -395,6 +446,12 @@ reserve_docs(struct redis *r, size_t n, uint64_t *first, char **cause)
 		return (reply_error(r, rp, "numbering", cause));
 	last = rp->integer;
 	*first = (uint64_t)last - n + 1;
+	rp = cluster_reply(r->c, 1);
+	r->order0 = 0;
+	if (rp->type == REDIS_REPLY_STRING)
+		r->order0 = strtoull(rp->str, NULL, 10);
+	else if (rp->type != REDIS_REPLY_NIL)
+		return (reply_error(r, rp, "reading the tickets", cause));
 	cluster_reset(r->c);
 	/*
 	 * The counter only grows: a number we were given, or saw at open,
@@ -482,6 +539,7 @@ cache_add(struct redis *r, uint64_t docid, int state, const char *v,
 		}
 		d = &r->docs[r->ndocs];
 		d->docid = docid;
+		d->ticket = 0;
 		cache_insert(r, r->ndocs++);
 	}
 	d->state = state;
@@ -750,9 +808,17 @@ redis_close(struct index *base)
 {
 	struct redis	*r = (struct redis *)base;
 	size_t		 i;
+	char		*cause;
 
 	if (r == NULL)
 		return;
+	if (r->c != NULL && r->tprev != 0) {
+		/* Our last ticket, which nobody needs now (best effort). */
+		cluster_reset(r->c);
+		queue_zrem(r, "tickets", r->tprev, r->tprev);
+		if (cluster_exec(r->c, &cause) != 0)
+			free(cause);
+	}
 	if (r->c != NULL)
 		cluster_close(r->c);
 	for (i = 0; i < r->nlater; i++)
@@ -801,6 +867,7 @@ batch_reset(struct redis *r)
 	r->lbuf.len = 0;
 	buf_trim(&r->lbuf);
 	r->uread = r->wread = 0;
+	r->ticket = 0;
 	cache_reset(r);
 	cluster_reset(r->c);
 }
@@ -959,17 +1026,121 @@ take_bucket(struct redis *r, const struct rslot *s, const redisReply *rp,
 }
 
 /*
+ * Round 3b: the batch's ticket, once every entry of it is appended
+ * (ticket_script): r->ticket.
+ */
+static int
+take_ticket(struct redis *r, char **cause)
+{
+	const redisReply	*rp;
+	struct buf		 k2 = { 0 };
+	char			 f[24], e[24], now[24], age[24];
+	const char		*argv[9];
+	size_t			 len[9];
+	int			 i;
+
+	ns_key(r, "order", &r->key);
+	rkey_ns(&k2, r->ns, "tickets");
+	snprintf(f, sizeof f, "%" PRIu64, r->first_doc);
+	snprintf(e, sizeof e, "%" PRIu64, r->first_doc + r->nown);
+	snprintf(now, sizeof now, "%lld", (long long)time(NULL));
+	snprintf(age, sizeof age, "%d", TICKET_AGE);
+	argv[0] = "EVAL";
+	argv[1] = ticket_script;
+	argv[2] = "2";
+	argv[3] = r->key.data;
+	argv[4] = k2.data;
+	argv[5] = f;
+	argv[6] = e;
+	argv[7] = now;
+	argv[8] = age;
+	len[3] = r->key.len;
+	len[4] = k2.len;
+	for (i = 0; i < 9; i++)
+		if (i != 3 && i != 4)
+			len[i] = strlen(argv[i]);
+	cluster_reset(r->c);
+	cluster_queue(r->c, r->key.data, r->key.len, 9, argv, len);
+	buf_free(&k2);
+	if (cluster_exec(r->c, cause) != 0)
+		return (redis_fail(r, cause));
+	rp = cluster_reply(r->c, 0);
+	if (rp->type != REDIS_REPLY_INTEGER || rp->integer <= 0)
+		return (reply_error(r, rp, "ticket", cause));
+	r->ticket = (uint64_t)rp->integer;
+	cluster_reset(r->c);
+	return (0);
+}
+
+/*
+ * The tickets of the batches of these pending documents, into the cache:
+ * that of the member of {NS}:tickets whose range holds it, or
+ * TICKET_LATER when there is none (a batch given its ticket after ours,
+ * or not yet: see the top of the file).
+ */
+static int
+lookup_tickets(struct redis *r, const uint64_t *ids, size_t n,
+    char **cause)
+{
+	const redisReply	*rp;
+	uint64_t		 v[4];
+	const char		*p, *end;
+	char			 num[24];
+	size_t			 i, f;
+
+	cluster_reset(r->c);
+	ns_key(r, "tickets", &r->key);
+	for (i = 0; i < n; i++) {
+		const char	*argv[8] = { "ZRANGE", r->key.data, num, "-inf",
+				    "BYSCORE", "REV", "LIMIT", "0" };
+		size_t		 len[9];
+		const char	*argv9[9];
+
+		snprintf(num, sizeof num, "%" PRIu64, ids[i]);
+		memcpy(argv9, argv, sizeof argv);
+		argv9[8] = "1";
+		for (f = 0; f < 9; f++)
+			len[f] = f == 1 ? r->key.len : strlen(argv9[f]);
+		cluster_queue(r->c, r->key.data, r->key.len, 9, argv9, len);
+	}
+	if (n != 0 && cluster_exec(r->c, cause) != 0)
+		return (redis_fail(r, cause));
+	for (i = 0; i < n; i++) {
+		rp = cluster_reply(r->c, i);
+		if (rp->type != REDIS_REPLY_ARRAY)
+			return (reply_error(r, rp, "ticket lookup", cause));
+		cache_find(r, ids[i])->ticket = TICKET_LATER;
+		if (rp->elements == 0 ||
+		    rp->element[0]->type != REDIS_REPLY_STRING)
+			continue;
+		/* FIRST:END:TICKET:TIME */
+		p = rp->element[0]->str;
+		end = p + rp->element[0]->len;
+		for (f = 0; f < 4 && p < end; f++, p++) {
+			for (v[f] = 0; p < end && *p >= '0' && *p <= '9'; p++)
+				v[f] = v[f] * 10 + (uint64_t)(*p - '0');
+			if (p < end && *p != ':')
+				break;
+		}
+		if (f == 4 && v[0] <= ids[i] && ids[i] < v[1] && v[2] != 0)
+			cache_find(r, ids[i])->ticket = v[2];
+	}
+	cluster_reset(r->c);
+	return (0);
+}
+
+/*
  * Round 3: append to each bucket, then read back those that hold more
  * than our own entry (APPEND's reply, the bucket's length after it,
  * says), in a second round trip: a unique document's buckets are mostly
  * its own, and a GET of each would be half of Redis's work.  Of two
  * writers on one bucket the later APPEND sees the earlier entry, which
  * is what the concurrency argument (the top of the file) needs.  A
- * read-only run reads every bucket.  Sets *maxown to the batch's largest
- * number.
+ * read-only run reads every bucket.  Between the two, the batch takes its
+ * ticket (take_ticket).
  */
 static int
-read_buckets(struct redis *r, size_t n, uint64_t *maxown, char **cause)
+read_buckets(struct redis *r, size_t n, char **cause)
 {
 	const redisReply *rp;
 	struct rslot	*s;
@@ -1003,6 +1174,17 @@ read_buckets(struct redis *r, size_t n, uint64_t *maxown, char **cause)
 			need[k] = rp->integer > 8;
 		}
 		cluster_reset(r->c);
+		if (r->nown != 0 && take_ticket(r, cause) != 0) {
+			free(need);
+			return (INDEX_ERROR);
+		}
+		/*
+		 * Tickets given between our reading of the order and ours:
+		 * those batches may have appended after we did, so every
+		 * bucket is read again, after our ticket.
+		 */
+		if (r->ticket > r->order0 + 1)
+			memset(need, 1, k);
 	}
 	for (i = k = 0; i < n; i++) {
 		s = &r->slots[i];
@@ -1019,13 +1201,10 @@ read_buckets(struct redis *r, size_t n, uint64_t *maxown, char **cause)
 		free(need);
 		return (redis_fail(r, cause));
 	}
-	*maxown = 0;
 	for (i = k = q = 0; i < n && rc == 0; i++) {
 		s = &r->slots[i];
 		if (s->docid == 0)
 			continue;
-		if (s->docid != UINT64_MAX && s->docid > *maxown)
-			*maxown = s->docid;
 		s->first = r->found.n;
 		for (j = 0; j < b && rc == 0; j++, k++) {
 			if (need == NULL || need[k])
@@ -1043,17 +1222,38 @@ read_buckets(struct redis *r, size_t n, uint64_t *maxown, char **cause)
 }
 
 /*
- * Round 4b: wait for candidates pending with a smaller number than one of
- * ours (want is scratch): their writers decide them without waiting for
- * us.
+ * Round 4b: the candidates still pending of other writers.  Their
+ * tickets first: one with a smaller ticket than ours is waited for (its
+ * writer decides it without waiting for us); one with none is read once
+ * more, and passed over if still pending (its batch took its ticket
+ * after ours, so it will see this batch's entries); one with a larger
+ * ticket is passed over.  want is scratch.
  */
 static int
-wait_pending(struct redis *r, uint64_t maxown, struct u64vec *want,
-    char **cause)
+wait_pending(struct redis *r, struct u64vec *want, char **cause)
 {
 	struct rdoc	*d;
 	double		 deadline, pause;
 	size_t		 i, k;
+
+	if (r->ticket == 0)
+		return (0);		/* read-only: nobody waits for us */
+	want->n = 0;
+	for (i = 0; i < r->ndocs; i++) {
+		d = &r->docs[i];
+		if (d->state == ST_PENDING && d->ticket == 0 &&
+		    own_slot(r, d->docid) == NULL)
+			u64vec_push(want, d->docid);
+	}
+	if (want->n != 0 && lookup_tickets(r, want->v, want->n, cause) != 0)
+		return (INDEX_ERROR);
+	k = 0;
+	for (i = 0; i < want->n; i++)
+		if (cache_find(r, want->v[i])->ticket == TICKET_LATER)
+			want->v[k++] = want->v[i];
+	want->n = k;
+	if (k != 0 && fetch_docs(r, want->v, want->n, cause) != 0)
+		return (INDEX_ERROR);
 
 	deadline = now_seconds() + PENDING_WAIT;
 	pause = 0.001;
@@ -1061,7 +1261,8 @@ wait_pending(struct redis *r, uint64_t maxown, struct u64vec *want,
 		want->n = 0;
 		for (i = 0; i < r->ndocs; i++) {
 			d = &r->docs[i];
-			if (d->state == ST_PENDING && d->docid < maxown &&
+			if (d->state == ST_PENDING && d->ticket != 0 &&
+			    d->ticket < r->ticket &&
 			    own_slot(r, d->docid) == NULL)
 				u64vec_push(want, d->docid);
 		}
@@ -1098,7 +1299,7 @@ redis_prepare(struct index *base, const struct ixdoc *docs, size_t n,
 	struct redis		*r = (struct redis *)base;
 	struct u64vec		 want = { 0 };
 	size_t			 i, k, np = 0;
-	uint64_t		 docid, maxown;
+	uint64_t		 docid;
 	int			 rdonly = r->base.flags & INDEX_RDONLY, rc;
 
 	if (n > r->slotsize) {
@@ -1126,7 +1327,7 @@ redis_prepare(struct index *base, const struct ixdoc *docs, size_t n,
 	    take_owner(r, r->first_doc, cause) != 0)
 		return (INDEX_ERROR);
 	if ((rc = write_pending(r, docs, n, cause)) != 0 ||
-	    (rc = read_buckets(r, n, &maxown, cause)) != 0)
+	    (rc = read_buckets(r, n, cause)) != 0)
 		return (rc);
 
 	/* 4. The candidates' records, but for this batch's own. */
@@ -1139,7 +1340,7 @@ redis_prepare(struct index *base, const struct ixdoc *docs, size_t n,
 		}
 	}
 	if ((rc = fetch_docs(r, want.v, want.n, cause)) == 0)
-		rc = wait_pending(r, maxown, &want, cause);
+		rc = wait_pending(r, &want, cause);
 	u64vec_free(&want);
 	return (rc);
 }
@@ -1400,17 +1601,18 @@ pairs_cut(struct u64vec *v, uint64_t first, uint64_t end)
 }
 
 /*
- * Remove every undelivered range that starts in [first, last] (ranges
- * never overlap: those within a range of ours are its pieces).
+ * Remove every member of the sorted set {NS}:what scored in [first, last]:
+ * undelivered ranges that start there (ranges never overlap: those within
+ * a range of ours are its pieces), or a batch's ticket.
  */
 static void
-queue_unmark(struct redis *r, uint64_t first, uint64_t last)
+queue_zrem(struct redis *r, const char *what, uint64_t first, uint64_t last)
 {
 	char		 lo[24], hi[24];
 	const char	*argv[4] = { "ZREMRANGEBYSCORE", NULL, lo, hi };
 	size_t		 len[4] = { 16, 0, 0, 0 };
 
-	ns_key(r, UD_KEY, &r->key);
+	ns_key(r, what, &r->key);
 	argv[1] = r->key.data;
 	len[1] = r->key.len;
 	len[2] = (size_t)snprintf(lo, sizeof lo, "%" PRIu64, first);
@@ -1501,7 +1703,7 @@ queue_marks(struct redis *r, uint64_t first, uint64_t end, char **cause)
 		}
 	}
 	for (i = 0; i + 1 < r->dranges.n; i += 2)
-		queue_unmark(r, r->dranges.v[i], r->dranges.v[i + 1] - 1);
+		queue_zrem(r, UD_KEY, r->dranges.v[i], r->dranges.v[i + 1] - 1);
 	if (r->dreplays.n != 0)
 		queue_eval_nums(r, cut_script, r->dreplays.v, r->dreplays.n);
 	if (r->aranges.n != 0)
@@ -1618,6 +1820,13 @@ commit_batch(struct index *base, char **cause)
 		first = end = 0;
 	if (queue_marks(r, first, end, cause) != 0)
 		return (INDEX_ERROR);
+	/*
+	 * Our last batch's ticket: its documents were decided by its commit,
+	 * which has completed, so nobody can find one of them pending and
+	 * need its ticket any more.  This batch's stays until the next.
+	 */
+	if (r->tprev != 0)
+		queue_zrem(r, "tickets", r->tprev, r->tprev);
 send:
 	if (cluster_exec(r->c, cause) != 0)
 		return (redis_fail(r, cause));
@@ -1631,6 +1840,8 @@ send:
 	r->base.batch_first = first;
 	r->base.batch_end = end;
 	r->dranges.n = r->dreplays.n = r->aranges.n = 0;
+	if (!(r->base.flags & INDEX_RDONLY))
+		r->tprev = r->ticket != 0 ? r->first_doc : 0;
 	batch_reset(r);
 	return (0);
 }
@@ -1675,7 +1886,9 @@ redis_abort(struct index *base)
 	}
 	/* The batch's range, should its commit have written it. */
 	if (r->nown != 0 && (r->base.flags & INDEX_TRACK))
-		queue_unmark(r, r->first_doc, r->first_doc);
+		queue_zrem(r, UD_KEY, r->first_doc, r->first_doc);
+	if (r->ticket != 0)
+		queue_zrem(r, "tickets", r->first_doc, r->first_doc);
 	if (cluster_exec(r->c, &cause) != 0) {
 		log_warnx("index %s: %s", r->base.path, cause);
 		free(cause);

@@ -143,6 +143,7 @@ kat:d:1 "K\x02\x01\x00\x00\x05\x00\x00\x00\x00\x00\x00\x00eS\xf1\x00\xbe\n\xbe\n
 kat:d:2 "K\x02\x01\x00\x00\x05\x00\x00\x00\x00\x00\x00\x00eS\xf1\x01\xf5\x04\xb8PH\x17\xf7K\n\x03\x8a\x8d\xad\x04$Mdoc-2\x02\x00n\x00\x00\x00\xf0\x10the quick brown fox jumps over \x1f\x00\x91lazy dog;\x0e\x00\x0f-\x00%P fox."
 {kat}:docs "2"
 {kat}:meta "format=4\nscheme=2 xxh3-oph16-dens-v2\nperms=8\nbands=4\nrows=2\nshingle=5\nunit=char\nnormalize=casefold,nfkc,space\nseed=42\ntexts=1\nverify=0\nthreshold=0.80000000000000004\ncreated=NOW\n"
+{kat}:order "1"
 {kat}:seq "2"
 EOF
 	for k in $(rcli --raw --scan --pattern '*kat*' | sort); do
