@@ -587,6 +587,63 @@ EOF
 	done
 }
 
+@test "three writers, a master and a writer killed mid-run, the writer restarted: nothing lost, repeats bounded, nothing written by a last run" {
+	local i n=6000 total victim
+
+	gen_tsv "$n" 3 >all
+	db="$(fresh cluster)"
+	for i in 0 1 2; do
+		awk -v i=$i 'NR % 3 == i' all >"part$i"
+		mkdir "c$i"
+		(cd "c$i" && split -l 50 "../part$i" chunk.)
+		mkfifo "in$i"
+		"$MHFILTER" -f tsv -d "$db" --batch 50 <"in$i" >"out$i" \
+		    2>"err$i" &
+		pids[$i]=$!
+		BG_PIDS+=("${pids[$i]}")
+		(cd "c$i" && feed_chunks 0.05) >"in$i" 2>/dev/null 3>&- &
+		BG_PIDS+=($!)
+	done
+	wait_lines out1 60 300
+	# Writer 1, then the master of the namespace's own keys (counter,
+	# tickets, marks), both with SIGKILL.
+	victim="$(redis_master_of_slot "$(redis_cli_any cluster keyslot "{${db##*/}}:seq")")"
+	kill -9 "${pids[1]}"
+	redis_kill_port "$victim"
+	wait_exit "${pids[1]}"
+	[ "$status" -eq 137 ] || fail "writer 1 ended with $status first" "$(cat err1)"
+	for i in 0 2; do
+		wait_exit "${pids[$i]}" 120
+		[ "$status" -eq 0 ] || fail "writer $i: status $status" "$(cat "err$i")"
+	done
+	redis_wait_ok
+	# The master again: it comes back as its replica's replica.
+	redis_start_port "$RDIR" "$victim" --cluster-enabled yes \
+	    --cluster-config-file "nodes-$victim.conf" \
+	    --cluster-node-timeout 1000 --cluster-replica-validity-factor 0 \
+	    --repl-diskless-sync-delay 0
+	redis_wait_ok
+	redis_wait_synced
+	complete_lines out1 >written1
+	[ "$(wc -l <written1)" -lt 2000 ] || fail "writer 1 was not killed mid-run"
+	# Writer 1 again, on its whole input.
+	mhrun -f tsv -d "$db" --batch 50 --stats part1
+	assert_status 0
+	cp "$T/out" again1
+	# Nothing lost: every record of the clean run (all are unique) is in
+	# some output; repeats are writer 1's batches not marked when killed.
+	sort -u out0 written1 again1 out2 | cmp - <(sort all) ||
+	    fail "$(comm -23 <(sort all) <(sort -u out0 written1 again1 out2) | wc -l) records missing"
+	total="$(cat out0 written1 again1 out2 | wc -l)"
+	echo "# writer 1 wrote $(wc -l <written1) before the kill, $(wc -l <again1) after ($(stat_of replayed) replays); $((total - n)) written twice" >&3
+	[ $((total - n)) -le 600 ] || fail "$((total - n)) written twice"
+	# Everything is marked: the whole input again writes nothing.
+	mhrun -f tsv -d "$db" --stats all
+	assert_status 0
+	[ ! -s "$T/out" ] || fail "$(wc -l <"$T/out") written by a last run"
+	assert_stat seen "$n"
+}
+
 @test "a master killed mid-run: the run goes on after failover, nothing acknowledged is lost" {
 	S="$BATS_FILE_TMPDIR/stream"
 	db="$(fresh cluster)"
