@@ -5,6 +5,7 @@
 
 load helpers
 load daemon-helpers
+load redis-helpers
 
 MT_SCRIPT="$E2E_DIR/milter/send.lua"
 
@@ -13,6 +14,13 @@ setup() {
 	helpers_setup
 	command -v miltertest >/dev/null ||
 	    skip "miltertest is not installed (Debian package miltertest)"
+}
+
+# A test may start a Redis of its own under $T/redis: stop it too.
+eval "$(declare -f teardown | sed '1s/teardown/helpers_teardown/')"
+teardown() {
+	redis_stop_all "$T/redis"
+	helpers_teardown
 }
 
 # Send one message: mtsend EXPECT MSGID [NAME=VALUE ...] (BODY, BIG, ...).
@@ -54,6 +62,22 @@ mtsend() {
 	# An identical text is not indexed twice.
 	[ "$(mhf -d db --info | sed -n 's/^documents: *//p')" = 1 ] ||
 	    fail "$(mhf -d db --info)"
+}
+
+@test "on a Redis index: the same message for the same recipient again, in the same run and after a restart, is a duplicate; nothing left undelivered" {
+	redis_have || skip "redis-server, redis-cli or python3 is not installed (Debian packages redis-server, redis-tools, python3)"
+	redis_single_start "$T/redis"
+	db="redis://$REDIS_SINGLE/milter"
+	start_daemon --milter "unix:$T/sock" -d "$db"
+	mtsend unique '<one@example.org>' RCPTS=bob
+	mtsend duplicate '<one@example.org>' RCPTS=bob
+	stop_daemon
+	start_daemon --milter "unix:$T/sock" -d "$db"
+	mtsend duplicate '<one@example.org>' RCPTS=bob
+	mtsend unique '<two@example.org>' RCPTS=bob BODY=other
+	stop_daemon
+	[ "$(redis-cli -p "${REDIS_SINGLE##*:}" ZCARD '{milter}:undelivered')" = 0 ] ||
+	    fail "undelivered ranges left"
 }
 
 @test "--milter-action reject: a duplicate gets the SMTP reply asked for" {
