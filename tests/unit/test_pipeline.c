@@ -31,7 +31,7 @@ static struct {
 	size_t			 ncommitted;
 	int			 fail_commit;	/* fail the Nth commit (from 1) */
 	int			 commits;
-} seen = { PTHREAD_MUTEX_INITIALIZER };
+} seen = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static const struct index_ops	*real;
 static struct index_ops		 watched;
