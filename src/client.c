@@ -1118,22 +1118,16 @@ client_big(struct client *c)
 		if (!rr.more)
 			break;
 		first = 0;
-		while ((rc = input_next(c->in, &rr, &cause)) == -1 &&
-		    cause == NULL)
-			;
+		rc = input_next_piece(c->in, &rr, &c->skipped_files);
 		if (rc == 1)
 			continue;
 		if (rc == 0)
 			break;
-		log_warnx("%s", cause);
-		free(cause);
-		cause = NULL;
 		r.raw.len = 0;
 		(void)output_piece(c->out, &r, &v, 0, 1, &cause);
 		(void)output_flush(c->out, &cause);
 		if (rc == -1)
 			return (EXIT_ERROR);
-		c->skipped_files++;
 		rc = 0;
 		break;
 	}
@@ -1164,18 +1158,8 @@ client_run(const struct client_opts *o, const struct pipeline_opts *po,
 	uint64_t		 i;
 	int			 outfd = STDOUT_FILENO, rc, ms, readable;
 
-	if (o->output != NULL && input_is_one(o->output, files, nfiles)) {
-		log_warnx("--output %s is also an input: it would be emptied "
-		    "before it is read (write to another file, then rename "
-		    "it)", o->output);
-		return (EXIT_USAGE);
-	}
-	if (o->output != NULL && strcmp(o->output, "-") != 0 &&
-	    (outfd = open(o->output, O_WRONLY|O_CREAT|O_TRUNC|O_CLOEXEC,
-	    0666)) == -1) {
-		log_warn("--output %s", o->output);
-		return (EXIT_ERROR);
-	}
+	if ((rc = input_output_fd(o->output, files, nfiles, &outfd)) != 0)
+		return (rc);
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = SIG_IGN;
 	sigaction(SIGPIPE, &sa, NULL);

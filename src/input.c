@@ -1154,6 +1154,53 @@ input_read(struct input *in, int fail, struct rawrec *rr, uint64_t *skipped,
 	return (-2);
 }
 
+/*
+ * The next piece of a record handed out in pieces (the last had
+ * rr->more), for the stream and the client alike: a signal waits until
+ * the record is through.  1 and rr; 0 when input.c ended the record
+ * instead; -1 on a read error, -2 when its file was abandoned (counted in
+ * *skipped), said both, the caller ending the record where it broke.
+ */
+int
+input_next_piece(struct input *in, struct rawrec *rr, uint64_t *skipped)
+{
+	char	*cause;
+	int	 rc;
+
+	while ((rc = input_next(in, rr, &cause)) == -1 && cause == NULL)
+		;
+	if (rc >= 0)
+		return (rc);
+	log_warnx("%s", cause);
+	free(cause);
+	if (rc == -2)
+		(*skipped)++;
+	return (rc);
+}
+
+/*
+ * The file descriptor of --output path (NULL or "-": the standard
+ * output), refused if it is one of the inputs, which it would empty before
+ * they are read.  0, or the exit status, said.
+ */
+int
+input_output_fd(const char *path, char **files, int nfiles, int *fd)
+{
+	*fd = STDOUT_FILENO;
+	if (path != NULL && input_is_one(path, files, nfiles)) {
+		log_warnx("--output %s is also an input: it would be emptied "
+		    "before it is read (write to another file, then rename "
+		    "it)", path);
+		return (EXIT_USAGE);
+	}
+	if (path != NULL && strcmp(path, "-") != 0 && (*fd = open(path,
+	    O_WRONLY|O_CREAT|O_TRUNC|O_CLOEXEC, 0666)) == -1) {
+		log_warn("--output %s", path);
+		return (EXIT_ERROR);
+	}
+	return (0);
+}
+
 /* Close the current file and free the reader. */
 void
 input_close(struct input *in)

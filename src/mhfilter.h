@@ -268,6 +268,8 @@ struct input	*input_open(char **, int, int, size_t);
 int		 input_next(struct input *, struct rawrec *, char **);
 int		 input_read(struct input *, int, struct rawrec *, uint64_t *,
 		    char **, int *);
+int		 input_next_piece(struct input *, struct rawrec *, uint64_t *);
+int		 input_output_fd(const char *, char **, int, int *);
 int		 input_wait(struct input *, int);
 int		 input_from_line(const char *, size_t);
 void		 input_set_pieces(struct input *);

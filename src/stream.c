@@ -161,7 +161,6 @@ stream_big(struct stream *s)
 	struct rawrec		 rr = s->big;
 	struct record		 r;
 	struct verdict		 v;
-	char			*cause;
 	uint64_t		 len = 0;
 	int			 first = 1, rc;
 
@@ -184,22 +183,16 @@ stream_big(struct stream *s)
 		if (!rr.more)
 			break;
 		first = 0;
-		/* A signal waits until the message is through. */
-		while ((rc = input_next(s->in, &rr, &cause)) == -1 &&
-		    cause == NULL)
-			;
+		rc = input_next_piece(s->in, &rr, &s->skipped_files);
 		if (rc == 1)
 			continue;	/* its next piece (input.c ends it) */
 		if (rc == 0)
 			break;		/* not so: input.c ends it first */
 		/* Its file ended in error: end the message where it broke. */
-		log_warnx("%s", cause);
-		free(cause);
 		r.raw.len = 0;
 		(void)pipeline_write_piece(s->p, &r, &v, 0, 1);
 		if (rc == -1)
 			return (EXIT_ERROR);
-		s->skipped_files++;
 		break;
 	}
 	ct->records++;
@@ -323,18 +316,8 @@ stream_run(const struct stream_opts *o, struct pipeline *p, char **files,
 	struct sigaction		 sa;
 	int				 outfd = STDOUT_FILENO, status, rc;
 
-	if (o->output != NULL && input_is_one(o->output, files, nfiles)) {
-		log_warnx("--output %s is also an input: it would be emptied "
-		    "before it is read (write to another file, then rename "
-		    "it)", o->output);
-		return (EXIT_USAGE);
-	}
-	if (o->output != NULL && strcmp(o->output, "-") != 0 &&
-	    (outfd = open(o->output, O_WRONLY|O_CREAT|O_TRUNC|O_CLOEXEC,
-	    0666)) == -1) {
-		log_warn("--output %s", o->output);
-		return (EXIT_ERROR);
-	}
+	if ((rc = input_output_fd(o->output, files, nfiles, &outfd)) != 0)
+		return (rc);
 
 	if (o->duplicates_to != NULL && (dupout = output_open_quarantine(
 	    o->duplicates_to, po->format, po->delim, &cause)) == NULL) {
