@@ -15,6 +15,7 @@
 #include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,401 +43,34 @@ struct options {
 	int			 listen_src;	/* 1 config, 2 command line */
 	int			 maint;		/* MAINT_* */
 	const char		*maint_arg;	/* its FILE or DIR */
+	int			 modes;		/* output modes given */
 	/* Mail (-f mail). */
 	int			 mail_single;	/* --single */
 	int			 mda;		/* --mda */
 	uint64_t		 min_text;	/* --mail-min-text */
 	int			 print_verdict;	/* --print-verdict */
 	int			 check_config;	/* --check-config */
-	int			 replay_given;	/* --replay */
 	int			 threads_given;	/* --threads */
 	int			 group;		/* --group */
 };
 
+/* getopt's values of the options without a short letter. */
 enum {
 	OPT_TEXT_FIELD = 256, OPT_ID_FIELD, OPT_MAX_BYTES, OPT_ON_BAD,
 	OPT_MAX_FN, OPT_MAX_FP, OPT_NORMALIZE, OPT_SEED, OPT_VERIFY,
 	OPT_MAX_CAND, OPT_NO_CHAIN, OPT_BATCH, OPT_STATS, OPT_PROGRESS,
 	OPT_NO_PROGRESS, OPT_EXPLAIN, OPT_MAP_SIZE, OPT_THREADS, OPT_MEMTABLE,
-	OPT_MEASURE
+	OPT_MEASURE, OPT_LISTEN, OPT_BATCH_DELAY, OPT_MAX_CLIENTS,
+	OPT_IDLE_TIMEOUT, OPT_HTTP, OPT_LOG_FILE, OPT_CONFIG, OPT_TLS_CERT,
+	OPT_TLS_KEY, OPT_TLS_CLIENT_CA, OPT_TRUSTED_NETWORK,
+	OPT_REDIS_PASSWORD_FILE, OPT_CHECK_CONFIG, OPT_RETAIN, OPT_MAX_DOCS,
+	OPT_TIME_FIELD, OPT_INFO, OPT_EXPIRE, OPT_REMOVE, OPT_CHECK,
+	OPT_COMPACT, OPT_EXPORT, OPT_IMPORT, OPT_SINGLE, OPT_MDA,
+	OPT_MAIL_STRIP, OPT_MILTER, OPT_MILTER_ACTION, OPT_MILTER_REPLY,
+	OPT_MAX_MESSAGE, OPT_MIN_TEXT, OPT_PRINT_VERDICT, OPT_DUPLICATES_TO,
+	OPT_MAIL_ALLOW, OPT_REPLAY, OPT_CLUSTERS, OPT_GROUP, OPT_MILTER_SCOPE,
+	OPT_CONNECT, OPT_TLS_CA, OPT_CONNECT_RETRIES, OPT_CONNECT_WINDOW
 };
-
-/* Daemon mode's options, and --config (a range of their own). */
-enum {
-	OPT_LISTEN = 512, OPT_BATCH_DELAY, OPT_MAX_CLIENTS, OPT_IDLE_TIMEOUT,
-	OPT_HTTP, OPT_LOG_FILE, OPT_CONFIG, OPT_TLS_CERT, OPT_TLS_KEY,
-	OPT_TLS_CLIENT_CA, OPT_TRUSTED_NETWORK, OPT_REDIS_PASSWORD_FILE,
-	OPT_CHECK_CONFIG
-};
-
-/* Retention and the maintenance modes (a range of their own). */
-enum {
-	OPT_RETAIN = 768, OPT_MAX_DOCS, OPT_TIME_FIELD, OPT_INFO, OPT_EXPIRE,
-	OPT_REMOVE, OPT_CHECK, OPT_COMPACT, OPT_EXPORT, OPT_IMPORT
-};
-
-/* Mail's options (a range of their own). */
-enum {
-	OPT_SINGLE = 1024, OPT_MDA, OPT_MAIL_STRIP, OPT_MILTER,
-	OPT_MILTER_ACTION, OPT_MILTER_REPLY, OPT_MAX_MESSAGE, OPT_MIN_TEXT,
-	OPT_PRINT_VERDICT, OPT_DUPLICATES_TO, OPT_MAIL_ALLOW
-};
-
-/* Feed semantics (a range of their own). */
-enum {
-	OPT_REPLAY = 1536, OPT_CLUSTERS, OPT_GROUP
-};
-
-/* The milter's, beyond the mail range's (a range of their own). */
-enum {
-	OPT_MILTER_SCOPE = 1792
-};
-
-/* The client's, --connect (a range of their own). */
-enum {
-	OPT_CONNECT = 2048, OPT_TLS_CA, OPT_CONNECT_RETRIES, OPT_CONNECT_WINDOW
-};
-
-/* The maintenance modes' options, by MAINT_*, for messages. */
-static const char *const maint_opts[] = {
-	NULL, "--info", "--expire", "--remove", "--check", "--compact",
-	"--export", "--import"
-};
-
-static const char short_opts[] = "0ab:d:Df:hk:n:o:pqQr:t:u:vVz";
-static const struct option long_opts[] = {
-	{ "null", no_argument, NULL, 'z' },
-	{ "format", required_argument, NULL, 'f' },
-	{ "text-field", required_argument, NULL, OPT_TEXT_FIELD },
-	{ "id-field", required_argument, NULL, OPT_ID_FIELD },
-	{ "max-bytes", required_argument, NULL, OPT_MAX_BYTES },
-	{ "on-bad-input", required_argument, NULL, OPT_ON_BAD },
-	{ "threshold", required_argument, NULL, 't' },
-	{ "measure", required_argument, NULL, OPT_MEASURE },
-	{ "perms", required_argument, NULL, 'k' },
-	{ "bands", required_argument, NULL, 'b' },
-	{ "rows", required_argument, NULL, 'r' },
-	{ "max-fn", required_argument, NULL, OPT_MAX_FN },
-	{ "max-fp", required_argument, NULL, OPT_MAX_FP },
-	{ "shingle", required_argument, NULL, 'n' },
-	{ "unit", required_argument, NULL, 'u' },
-	{ "normalize", required_argument, NULL, OPT_NORMALIZE },
-	{ "seed", required_argument, NULL, OPT_SEED },
-	{ "verify", required_argument, NULL, OPT_VERIFY },
-	{ "max-candidates", required_argument, NULL, OPT_MAX_CAND },
-	{ "no-chain", no_argument, NULL, OPT_NO_CHAIN },
-	{ "replay", required_argument, NULL, OPT_REPLAY },
-	{ "db", required_argument, NULL, 'd' },
-	{ "query-only", no_argument, NULL, 'Q' },
-	{ "batch", required_argument, NULL, OPT_BATCH },
-	{ "map-size", required_argument, NULL, OPT_MAP_SIZE },
-	{ "memtable", required_argument, NULL, OPT_MEMTABLE },
-	{ "threads", required_argument, NULL, OPT_THREADS },
-	{ "duplicates", no_argument, NULL, 'D' },
-	{ "annotate", no_argument, NULL, 'a' },
-	{ "pairs", no_argument, NULL, 'p' },
-	{ "clusters", no_argument, NULL, OPT_CLUSTERS },
-	{ "group", no_argument, NULL, OPT_GROUP },
-	{ "stats", no_argument, NULL, OPT_STATS },
-	{ "progress", no_argument, NULL, OPT_PROGRESS },
-	{ "no-progress", no_argument, NULL, OPT_NO_PROGRESS },
-	{ "quiet", no_argument, NULL, 'q' },
-	{ "explain", no_argument, NULL, OPT_EXPLAIN },
-	{ "output", required_argument, NULL, 'o' },
-	{ "verbose", no_argument, NULL, 'v' },
-	{ "listen", required_argument, NULL, OPT_LISTEN },
-	{ "batch-delay", required_argument, NULL, OPT_BATCH_DELAY },
-	{ "max-clients", required_argument, NULL, OPT_MAX_CLIENTS },
-	{ "idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT },
-	{ "http", required_argument, NULL, OPT_HTTP },
-	{ "log-file", required_argument, NULL, OPT_LOG_FILE },
-	{ "tls-cert", required_argument, NULL, OPT_TLS_CERT },
-	{ "tls-key", required_argument, NULL, OPT_TLS_KEY },
-	{ "tls-client-ca", required_argument, NULL, OPT_TLS_CLIENT_CA },
-	{ "trusted-network", no_argument, NULL, OPT_TRUSTED_NETWORK },
-	{ "redis-password-file", required_argument, NULL,
-	    OPT_REDIS_PASSWORD_FILE },
-	{ "config", required_argument, NULL, OPT_CONFIG },
-	{ "check-config", no_argument, NULL, OPT_CHECK_CONFIG },
-	{ "retain", required_argument, NULL, OPT_RETAIN },
-	{ "max-docs", required_argument, NULL, OPT_MAX_DOCS },
-	{ "time-field", required_argument, NULL, OPT_TIME_FIELD },
-	{ "info", no_argument, NULL, OPT_INFO },
-	{ "expire", no_argument, NULL, OPT_EXPIRE },
-	{ "remove", required_argument, NULL, OPT_REMOVE },
-	{ "check", no_argument, NULL, OPT_CHECK },
-	{ "compact", required_argument, NULL, OPT_COMPACT },
-	{ "export", required_argument, NULL, OPT_EXPORT },
-	{ "import", required_argument, NULL, OPT_IMPORT },
-	{ "single", no_argument, NULL, OPT_SINGLE },
-	{ "mda", no_argument, NULL, OPT_MDA },
-	{ "max-message", required_argument, NULL, OPT_MAX_MESSAGE },
-	{ "print-verdict", no_argument, NULL, OPT_PRINT_VERDICT },
-	{ "duplicates-to", required_argument, NULL, OPT_DUPLICATES_TO },
-	{ "mail-allow", required_argument, NULL, OPT_MAIL_ALLOW },
-	{ "mail-min-text", required_argument, NULL, OPT_MIN_TEXT },
-	{ "mail-strip", required_argument, NULL, OPT_MAIL_STRIP },
-	{ "milter", required_argument, NULL, OPT_MILTER },
-	{ "milter-action", required_argument, NULL, OPT_MILTER_ACTION },
-	{ "milter-reply", required_argument, NULL, OPT_MILTER_REPLY },
-	{ "milter-scope", required_argument, NULL, OPT_MILTER_SCOPE },
-	{ "connect", required_argument, NULL, OPT_CONNECT },
-	{ "tls-ca", required_argument, NULL, OPT_TLS_CA },
-	{ "connect-retries", required_argument, NULL, OPT_CONNECT_RETRIES },
-	{ "connect-window", required_argument, NULL, OPT_CONNECT_WINDOW },
-	{ "help", no_argument, NULL, 'h' },
-	{ "version", no_argument, NULL, 'V' },
-	{ NULL, 0, NULL, 0 }
-};
-
-/* Keys a configuration file may not set. */
-static const char *const conf_forbidden[] = {
-	"config", "help", "version", "explain", "info", "expire", "remove",
-	"check", "compact", "export", "import", NULL
-};
-
-static struct index		*the_index;
-static const char		*conf_file;	/* being applied, for errors */
-static const unsigned		*conf_lines;
-static char			**conf_argv;	/* its settings, as options */
-
-static void	usage(FILE *);
-static void	usage_error(const char *, ...)
-		    __attribute__((format(printf, 1, 2), noreturn));
-static void	parse_options(int, char **, struct options *);
-static void	apply_options(int, char **, struct options *);
-static void	check_options(struct options *, int, int);
-static void	load_config(struct options *, const char *);
-static void	choose_bands(struct options *);
-static int	run_explain(struct options *);
-static int	run_filter(struct options *, const struct index_params *, int,
-		    char **, int);
-static void	set_maint(struct options *, int, const char *);
-static void	check_maint(struct options *, int);
-static int	run_maint(struct options *);
-static void	check_service(const struct options *);
-static void	check_connect(struct options *, int);
-static void	cleanup(void);
-
-/* Print the usage summary. */
-static void
-usage(FILE *f)
-{
-	fprintf(f,
-"usage: mhfilter [options] [file ...]\n"
-"       mhfilter --db DIR [options] MAINTENANCE-MODE\n"
-"Pass the first document of every near-duplicate group; drop the rest.\n"
-"\n"
-"Input:\n"
-"  -z, --null               records end with NUL, not newline\n"
-"  -f, --format FMT         line (default), tsv (id TAB text), jsonl or mail\n"
-"                           (mbox files, Maildir directories, news articles)\n"
-"      --text-field NAME    jsonl: field with the text (default text)\n"
-"      --id-field NAME      jsonl: field with the id (default id)\n"
-"      --time-field NAME    jsonl: field with the document time (RFC 3339\n"
-"                           or epoch seconds; default: insertion time)\n"
-"      --max-bytes SIZE     longest record (default 8M)\n"
-"      --on-bad-input P     skip (default), pass or fail\n"
-"Mail (-f mail):\n"
-"      --single             the input is one message (written as read)\n"
-"      --mda                one message on stdin, nothing written; exit 0 if\n"
-"                           a duplicate, 1 if not (needs --db)\n"
-"      --print-verdict      --mda: print duplicate, unique or unchecked and\n"
-"                           exit 0 (for Sieve's execute :output)\n"
-"      --mail-strip LIST    cut quotes,signature,footer (default) or none\n"
-"      --max-message SIZE   longest message judged (default 256M); a longer\n"
-"                           one, or one whose text is over --max-bytes, is\n"
-"                           passed through unchecked\n"
-"      --mail-min-text N    pass a body text shorter than N bytes through\n"
-"                           unchecked (default 40; 0: judge all)\n"
-"      --mail-allow RULE    never judge mail with list-id:ID, from:ADDRESS\n"
-"                           or to:ADDRESS (@domain too; repeatable)\n"
-"Algorithm:\n"
-"  -t, --threshold T        similarity of a duplicate (default 0.8)\n"
-"      --measure M          jaccard (default), or containment: the share of\n"
-"                           the record found in one earlier document\n"
-"  -k, --perms K            signature length (default 128)\n"
-"  -b, --bands B            bands (default: chosen from T)\n"
-"  -r, --rows R             rows per band; B*R <= K\n"
-"      --max-fn P           bound on P(miss | s = T) (default 0.01)\n"
-"      --max-fp P           bound on P(candidate | s = T-0.25) (default 0.05)\n"
-"  -n, --shingle N          units per shingle (default 5)\n"
-"  -u, --unit UNIT          char (default) or word\n"
-"      --normalize LIST     casefold,nfkc,space,punct or none\n"
-"                           (default casefold,nfkc,space)\n"
-"      --seed N             hash seed (default 0)\n"
-"      --verify MODE        exact (default), signature or none\n"
-"      --max-candidates N   candidates examined per record (default 100)\n"
-"      --no-chain           do not index duplicates\n"
-"Index:\n"
-"  -d, --db DIR             persistent index (default: a temporary one)\n"
-"  -Q, --query-only         compare with the index, insert nothing\n"
-"      --batch N            records per transaction (default 4000)\n"
-"      --replay WHICH       rewrite an earlier run's records only if they\n"
-"                           were not delivered: undelivered (default), or\n"
-"                           all of them\n"
-"      --map-size SIZE      initial index map size (default 1G)\n"
-"      --redis-password-file FILE\n"
-"                           Redis AUTH: a line 'password' or 'user password'\n"
-"      --memtable SIZE      memory for band entries not yet merged\n"
-"                           (default 64M)\n"
-"      --threads N          threads that normalise and sign (default:\n"
-"                           one per CPU)\n"
-"      --retain DURATION    expire documents older than this (30d, 12h, 2w)\n"
-"      --max-docs N         expire the oldest documents beyond N\n"
-"Output:\n"
-"  -D, --duplicates         write the duplicates, not the unique records\n"
-"      --duplicates-to PATH append the duplicates to PATH as well (mail:\n"
-"                           an mbox, or a Maildir if PATH is a directory)\n"
-"  -a, --annotate           write every record with its verdict\n"
-"  -p, --pairs              write every verified pair\n"
-"      --clusters           write each record's id and its group's\n"
-"      --group              -a, -p: add the group (its first document)\n"
-"      --stats              print a summary on stderr at the end\n"
-"      --[no-]progress      progress on stderr (default: if a terminal)\n"
-"  -q, --quiet              no warnings about bad records\n"
-"      --explain            print the band choice and S-curve, then exit\n"
-"  -o, --output FILE        write to FILE (appended in daemon mode)\n"
-"  -v, --verbose            more messages (daemon: each connection)\n"
-"Daemon:\n"
-"      --listen ADDR        serve unix:PATH, tls:HOST:PORT or tcp:HOST:PORT\n"
-"                           (repeatable; tcp: on loopback only unless\n"
-"                           --trusted-network)\n"
-"      --tls-cert FILE      tls: the server's certificate chain (PEM)\n"
-"      --tls-key FILE       tls: its private key (PEM); both re-read on SIGHUP\n"
-"      --tls-client-ca FILE tls: require client certificates signed by it\n"
-"      --trusted-network    allow plaintext tcp: beyond loopback\n"
-"      --batch-delay TIME   longest wait before a batch commits (default 5ms)\n"
-"      --max-clients N      clients at once (default 256)\n"
-"      --idle-timeout TIME  close silent clients (default 10m, 0: never)\n"
-"      --http HOST:PORT     serve /metrics and /healthz (no HOST: loopback;\n"
-"                           daemon or milter)\n"
-"      --log-file FILE      log there, not to stderr (reopened on SIGHUP)\n"
-"      --config FILE        read long options from FILE, key = value\n"
-"      --check-config       check the options as a start would, then exit\n"
-"                           (0, or 2 saying what is wrong)\n"
-"Milter (a mail filter for Postfix and Sendmail):\n"
-"      --milter SOCKET      serve unix:PATH or inet:PORT@HOST\n"
-"      --milter-action A    what a duplicate gets: header (default),\n"
-"                           quarantine, reject or discard\n"
-"      --milter-reply TEXT  the reply to a rejected duplicate (default\n"
-"                           '550 5.7.1 Duplicate message')\n"
-"      --milter-scope S     who had it: recipient (default: each one's\n"
-"                           copies) or message (anyone's: list servers)\n"
-"Client (send the records to a daemon, write what it answers):\n"
-"      --connect ADDR       unix:PATH, tcp:HOST:PORT or tls:HOST:PORT\n"
-"      --tls-ca FILE        tls: the CA of the daemon's certificate (default:\n"
-"                           the system's); --tls-cert, --tls-key: the\n"
-"                           client's own\n"
-"      --connect-retries N  failed attempts in a row before exit 1 (default 10)\n"
-"      --connect-window N   records sent ahead of their replies (default 10000)\n"
-"Maintenance modes (with --db; one at a time, no files):\n"
-"      --info               parameters, documents, times and sizes\n"
-"      --expire             apply --retain and --max-docs now\n"
-"      --remove FILE        remove documents by id, one per line (- stdin)\n"
-"      --check              check consistency; exit 1 on problems\n"
-"      --compact DIR        write a compacted copy to DIR\n"
-"      --export FILE        documents as JSON Lines (- stdout)\n"
-"      --import FILE        documents from an export (- stdin)\n"
-"  -h, --help               this help\n"
-"  -V, --version            program, index format and scheme versions\n"
-"See mhfilter(1).\n");
-}
-
-/* Report a usage error and exit 2. */
-static void
-usage_error(const char *fmt, ...)
-{
-	va_list	 ap;
-	char	 raw[512];
-
-	va_start(ap, fmt);
-	vsnprintf(raw, sizeof raw, fmt, ap);
-	va_end(ap);
-	/* An error that ends the program: priority err in the journal. */
-	if (conf_file != NULL && optind >= 2)	/* one entry per argument */
-		log_errx("%s:%u: %s", conf_file, conf_lines[optind - 2], raw);
-	else
-		log_errx("%s", raw);
-	fprintf(stderr, "Try 'mhfilter --help' for more information.\n");
-	exit(EXIT_USAGE);
-}
-
-/* Parse an option's number or exit 2 naming the option. */
-#define NUMBER(fn, lo, hi, out) do {					\
-	char	*cause_;						\
-	if (fn(optarg, lo, hi, out, &cause_) != 0)			\
-		usage_error("%s: %s", name, cause_);			\
-} while (0)
-
-/*
- * Parse the configuration file named by --config, if any, then the command
- * line, which overrides it, into o; exits on errors.
- */
-static void
-parse_options(int argc, char **argv, struct options *o)
-{
-	long	 ncpu;
-	int	 i;
-
-	memset(o, 0, sizeof *o);
-	o->f.p.perms = 128;
-	o->f.p.shingle = 5;
-	o->f.p.unit = UNIT_CHAR;
-	o->f.p.norm = NORM_DEFAULT;
-	o->f.p.threshold = 0.8;
-	o->f.verify = VERIFY_EXACT;
-	o->f.chain = 1;
-	o->f.max_candidates = 100;
-	ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	o->f.threads = ncpu < 1 ? 1 : ncpu > 8 ? 8 : (unsigned)ncpu;
-	o->pl.delim = '\n';
-	o->pl.text_field = "text";
-	o->pl.id_field = "id";
-	o->pl.max_bytes = 8U << 20;
-	o->pl.max_message = 256U << 20;
-	o->min_text = 40;
-	o->pl.batch = 4000;
-	o->max_fn = 0.01;
-	o->max_fp = 0.05;
-	o->s.progress = isatty(STDERR_FILENO);
-	o->d.batch_delay = 0.005;
-	snprintf(o->m.reply_code, sizeof o->m.reply_code, "550");
-	snprintf(o->m.reply_xcode, sizeof o->m.reply_xcode, "5.7.1");
-	snprintf(o->m.reply_text, sizeof o->m.reply_text,
-	    "Duplicate message");
-	o->d.idle_timeout = 600;
-	o->d.max_clients = 256;
-	o->c.retries = 10;
-	o->c.window = 10000;
-
-	for (i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
-		if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
-			o->config = argv[i + 1];
-		else if (strncmp(argv[i], "--config=", 9) == 0)
-			o->config = argv[i] + 9;
-		else
-			continue;
-		break;
-	}
-	if (o->config != NULL)
-		load_config(o, o->config);
-	optind = 0;		/* start afresh (glibc) */
-	apply_options(argc, argv, o);
-
-	if (o->f.query_only && o->db == NULL)
-		usage_error("--query-only needs --db (a temporary index is "
-		    "empty)");
-	if (o->pl.format != FORMAT_JSONL && o->fields)
-		usage_error("--text-field and --id-field go with --format "
-		    "jsonl");
-	if (o->d.http != NULL && o->d.nlisten == 0 && o->m.socket == NULL &&
-	    notify_listen_count() == 0)
-		usage_error("--http needs --listen or --milter (or sockets from "
-		    "systemd)");
-	check_maint(o, argc - optind);
-	choose_bands(o);
-}
 
 /* The values of an option that takes a word (keyword); hidden: not listed. */
 struct keyword {
@@ -473,6 +107,689 @@ static const struct keyword milter_scopes[] = {
 	{ "recipient", MILTER_SCOPE_RECIPIENT, 0 },
 	{ "message", MILTER_SCOPE_MESSAGE, 0 }, { NULL, 0, 0 }
 };
+
+/* What an option's argument is, and so how it is set. */
+enum opt_kind {
+	OK_CUSTOM,		/* opt_custom's business */
+	OK_SET,			/* int: 1 */
+	OK_CLEAR,		/* int: 0 */
+	OK_STRING,		/* const char *: the argument */
+	OK_WORD,		/* int: one of words */
+	OK_UINT,		/* unsigned: parse_uint, lo to hi */
+	OK_U64,			/* uint64_t: parse_uint */
+	OK_SIZET,		/* size_t: parse_uint */
+	OK_SIZE,		/* uint64_t: parse_size (8M) */
+	OK_REAL,		/* double: parse_double, dlo to dhi */
+	OK_TIME,		/* double seconds: daemon_parse_time (5ms) */
+	OK_DURATION,		/* int64_t seconds: parse_duration (30d) */
+	OK_MAINT		/* a maintenance mode: lo is its MAINT_* */
+};
+
+#define OF_NOCONF	0x1	/* not a key of a configuration file */
+#define OF_HIDDEN	0x2	/* not in --help */
+
+/*
+ * The options: each is one entry here, from which come getopt's tables,
+ * --help, the keys a configuration file may set, the defaults and the
+ * limits of every value.  An entry without a name is a heading of --help.
+ * A value is set in struct options at off, as its kind says, within lo to
+ * hi (dlo to dhi for reals), and adds the index parameters given; the
+ * default, def, is set the same way, as if it were an argument.  In help,
+ * a newline starts a line of the right-hand column and %D is the default.
+ */
+struct opt {
+	const char		*name;	/* long name, NULL for a heading */
+	int			 ch;	/* short letter, or an OPT_* */
+	enum opt_kind		 kind;
+	size_t			 off;	/* its field in struct options */
+	uint64_t		 lo, hi;
+	double			 dlo, dhi;
+	const struct keyword	*words;	/* OK_WORD: its words */
+	const char		*what;	/* OK_WORD: what a word is */
+	int			 given;	/* IP_* */
+	int			 flags;	/* OF_* */
+	const char		*def;	/* default, as an argument */
+	const char		*arg;	/* help's name of the argument, or NULL
+					   for an option without one */
+	const char		*show;	/* help's name of the option, if not
+					   its own */
+	const char		*help;
+};
+
+/*
+ * The offset of field f of struct options, which must be of type t: a
+ * mismatch between an entry's kind and its field does not compile.
+ */
+#define FIELD(t, f)							\
+	(offsetof(struct options, f) +					\
+	 0 * sizeof((t *)NULL - &((struct options *)NULL)->f))
+
+static const struct opt opts[] = {
+	{ .help = "Input:" },
+	{ "null", 'z', OK_CUSTOM,
+	  .help = "records end with NUL, not newline" },
+	{ "format", 'f', OK_CUSTOM, .arg = "FMT",
+	  .help = "line (default), tsv (id TAB text), jsonl or mail\n"
+	  "(mbox files, Maildir directories, news articles)" },
+	{ "text-field", OPT_TEXT_FIELD, OK_CUSTOM, .def = "text",
+	  .arg = "NAME", .help = "jsonl: field with the text (default %D)" },
+	{ "id-field", OPT_ID_FIELD, OK_CUSTOM, .def = "id", .arg = "NAME",
+	  .help = "jsonl: field with the id (default %D)" },
+	{ "time-field", OPT_TIME_FIELD, OK_STRING,
+	  FIELD(const char *, pl.time_field), .arg = "NAME",
+	  .help = "jsonl: field with the document time (RFC 3339\n"
+	  "or epoch seconds; default: insertion time)" },
+	{ "max-bytes", OPT_MAX_BYTES, OK_SIZE, FIELD(uint64_t, pl.max_bytes),
+	  1, 1ULL << 30, .def = "8M", .arg = "SIZE",
+	  .help = "longest record (default %D)" },
+	{ "on-bad-input", OPT_ON_BAD, OK_WORD, FIELD(int, pl.policy),
+	  .words = policies, .what = "policy", .arg = "P",
+	  .help = "skip (default), pass or fail" },
+
+	{ .help = "Mail (-f mail):" },
+	{ "single", OPT_SINGLE, OK_SET, FIELD(int, mail_single),
+	  .help = "the input is one message (written as read)" },
+	{ "mda", OPT_MDA, OK_CUSTOM,
+	  .help = "one message on stdin, nothing written; exit 0 if\n"
+	  "a duplicate, 1 if not (needs --db)" },
+	{ "print-verdict", OPT_PRINT_VERDICT, OK_SET,
+	  FIELD(int, print_verdict),
+	  .help = "--mda: print duplicate, unique or unchecked and\n"
+	  "exit 0 (for Sieve's execute :output)" },
+	{ "mail-strip", OPT_MAIL_STRIP, OK_CUSTOM, .arg = "LIST",
+	  .help = "cut quotes,signature,footer (default) or none" },
+	{ "max-message", OPT_MAX_MESSAGE, OK_SIZE,
+	  FIELD(uint64_t, pl.max_message), 1, 1ULL << 32, .def = "256M",
+	  .arg = "SIZE",
+	  .help = "longest message judged (default %D); a longer\n"
+	  "one, or one whose text is over --max-bytes, is\n"
+	  "passed through unchecked" },
+	{ "mail-min-text", OPT_MIN_TEXT, OK_SIZE, FIELD(uint64_t, min_text),
+	  0, 1ULL << 30, .def = "40", .arg = "N",
+	  .help = "pass a body text shorter than N bytes through\n"
+	  "unchecked (default %D; 0: judge all)" },
+	{ "mail-allow", OPT_MAIL_ALLOW, OK_CUSTOM, .arg = "RULE",
+	  .help = "never judge mail with list-id:ID, from:ADDRESS\n"
+	  "or to:ADDRESS (@domain too; repeatable)" },
+
+	{ .help = "Algorithm:" },
+	{ "threshold", 't', OK_REAL, FIELD(double, f.p.threshold),
+	  .dlo = 0.01, .dhi = 1.0, .given = IP_THRESHOLD, .def = "0.8",
+	  .arg = "T", .help = "similarity of a duplicate (default %D)" },
+	{ "measure", OPT_MEASURE, OK_WORD, FIELD(int, f.p.measure),
+	  .words = measures, .what = "measure", .given = IP_MEASURE,
+	  .arg = "M",
+	  .help = "jaccard (default), or containment: the share of\n"
+	  "the record found in one earlier document" },
+	{ "perms", 'k', OK_UINT, FIELD(unsigned, f.p.perms), 1, MHF_MAX_PERMS,
+	  .given = IP_PERMS, .def = "128", .arg = "K",
+	  .help = "signature length (default %D)" },
+	{ "bands", 'b', OK_UINT, FIELD(unsigned, f.p.bands), 1, MHF_MAX_PERMS,
+	  .given = IP_BANDS, .arg = "B",
+	  .help = "bands (default: chosen from T)" },
+	{ "rows", 'r', OK_UINT, FIELD(unsigned, f.p.rows), 1, MHF_MAX_PERMS,
+	  .given = IP_ROWS, .arg = "R", .help = "rows per band; B*R <= K" },
+	{ "max-fn", OPT_MAX_FN, OK_REAL, FIELD(double, max_fn),
+	  .dlo = 0.0, .dhi = 1.0, .def = "0.01", .arg = "P",
+	  .help = "bound on P(miss | s = T) (default %D)" },
+	{ "max-fp", OPT_MAX_FP, OK_REAL, FIELD(double, max_fp),
+	  .dlo = 0.0, .dhi = 1.0, .def = "0.05", .arg = "P",
+	  .help = "bound on P(candidate | s = T-0.25) (default %D)" },
+	{ "shingle", 'n', OK_UINT, FIELD(unsigned, f.p.shingle),
+	  1, MHF_MAX_SHINGLE, .given = IP_SHINGLE, .def = "5", .arg = "N",
+	  .help = "units per shingle (default %D)" },
+	{ "unit", 'u', OK_WORD, FIELD(int, f.p.unit), .words = units,
+	  .what = "unit", .given = IP_UNIT, .def = "char", .arg = "UNIT",
+	  .help = "char (default) or word" },
+	{ "normalize", OPT_NORMALIZE, OK_CUSTOM, .given = IP_NORM,
+	  .def = "casefold,nfkc,space", .arg = "LIST",
+	  .help = "casefold,nfkc,space,punct or none\n(default %D)" },
+	{ "seed", OPT_SEED, OK_U64, FIELD(uint64_t, f.p.seed), 0, UINT64_MAX,
+	  .given = IP_SEED, .arg = "N", .help = "hash seed (default 0)" },
+	{ "verify", OPT_VERIFY, OK_WORD, FIELD(int, f.verify),
+	  .words = verifies, .what = "mode", .given = IP_VERIFY,
+	  .def = "exact", .arg = "MODE",
+	  .help = "exact (default), signature or none" },
+	{ "max-candidates", OPT_MAX_CAND, OK_UINT,
+	  FIELD(unsigned, f.max_candidates), 1, 1000000, .def = "100",
+	  .arg = "N", .help = "candidates examined per record (default %D)" },
+	{ "no-chain", OPT_NO_CHAIN, OK_CLEAR, FIELD(int, f.chain),
+	  .help = "do not index duplicates" },
+
+	{ .help = "Index:" },
+	{ "db", 'd', OK_STRING, FIELD(const char *, db), .arg = "DIR",
+	  .help = "persistent index (default: a temporary one)" },
+	{ "query-only", 'Q', OK_SET, FIELD(int, f.query_only),
+	  .help = "compare with the index, insert nothing" },
+	{ "batch", OPT_BATCH, OK_SIZET, FIELD(size_t, pl.batch), 1, 1000000,
+	  .def = "4000", .arg = "N",
+	  .help = "records per transaction (default %D)" },
+	{ "replay", OPT_REPLAY, OK_WORD, FIELD(int, f.replay),
+	  .words = replays, .what = "mode", .arg = "WHICH",
+	  .help = "rewrite an earlier run's records only if they\n"
+	  "were not delivered: undelivered (default), or\nall of them" },
+	{ "map-size", OPT_MAP_SIZE, OK_SIZE, FIELD(uint64_t, f.p.mapsize),
+	  1 << 20, 1ULL << 44, .arg = "SIZE",
+	  .help = "initial index map size (default 1G)" },
+	{ "redis-password-file", OPT_REDIS_PASSWORD_FILE, OK_STRING,
+	  FIELD(const char *, redis_pwfile), .arg = "FILE",
+	  .help = "Redis AUTH: a line 'password' or 'user password'" },
+	{ "memtable", OPT_MEMTABLE, OK_SIZE, FIELD(uint64_t, f.p.memtable),
+	  1 << 16, 1ULL << 40, .arg = "SIZE",
+	  .help = "memory for band entries not yet merged\n(default 64M)" },
+	{ "threads", OPT_THREADS, OK_CUSTOM, .lo = 1, .hi = 64, .arg = "N",
+	  .help = "threads that normalise and sign (default:\none per CPU)" },
+	{ "retain", OPT_RETAIN, OK_DURATION, FIELD(int64_t, f.ret.max_age),
+	  1, 36500 * 86400ULL, .arg = "DURATION",
+	  .help = "expire documents older than this (30d, 12h, 2w)" },
+	{ "max-docs", OPT_MAX_DOCS, OK_U64, FIELD(uint64_t, f.ret.max_docs),
+	  1, UINT64_MAX, .arg = "N",
+	  .help = "expire the oldest documents beyond N" },
+
+	{ .help = "Output:" },
+	{ "duplicates", 'D', OK_CUSTOM,
+	  .help = "write the duplicates, not the unique records" },
+	{ "duplicates-to", OPT_DUPLICATES_TO, OK_STRING,
+	  FIELD(const char *, s.duplicates_to), .arg = "PATH",
+	  .help = "append the duplicates to PATH as well (mail:\n"
+	  "an mbox, or a Maildir if PATH is a directory)" },
+	{ "annotate", 'a', OK_CUSTOM,
+	  .help = "write every record with its verdict" },
+	{ "pairs", 'p', OK_CUSTOM, .help = "write every verified pair" },
+	{ "clusters", OPT_CLUSTERS, OK_CUSTOM,
+	  .help = "write each record's id and its group's" },
+	{ "group", OPT_GROUP, OK_SET, FIELD(int, group),
+	  .help = "-a, -p: add the group (its first document)" },
+	{ "stats", OPT_STATS, OK_CUSTOM,
+	  .help = "print a summary on stderr at the end" },
+	{ "progress", OPT_PROGRESS, OK_SET, FIELD(int, s.progress),
+	  .show = "[no-]progress",
+	  .help = "progress on stderr (default: if a terminal)" },
+	{ "no-progress", OPT_NO_PROGRESS, OK_CLEAR, FIELD(int, s.progress),
+	  .flags = OF_HIDDEN },
+	{ "quiet", 'q', OK_SET, FIELD(int, pl.quiet),
+	  .help = "no warnings about bad records" },
+	{ "explain", OPT_EXPLAIN, OK_SET, FIELD(int, explain),
+	  .flags = OF_NOCONF,
+	  .help = "print the band choice and S-curve, then exit" },
+	{ "output", 'o', OK_CUSTOM, .arg = "FILE",
+	  .help = "write to FILE (appended in daemon mode)" },
+	{ "verbose", 'v', OK_CUSTOM,
+	  .help = "more messages (daemon: each connection)" },
+
+	{ .help = "Daemon:" },
+	{ "listen", OPT_LISTEN, OK_CUSTOM, .arg = "ADDR",
+	  .help = "serve unix:PATH, tls:HOST:PORT or tcp:HOST:PORT\n"
+	  "(repeatable; tcp: on loopback only unless\n--trusted-network)" },
+	{ "tls-cert", OPT_TLS_CERT, OK_STRING, FIELD(const char *, d.tls.cert),
+	  .arg = "FILE", .help = "tls: the server's certificate chain (PEM)" },
+	{ "tls-key", OPT_TLS_KEY, OK_STRING, FIELD(const char *, d.tls.key),
+	  .arg = "FILE",
+	  .help = "tls: its private key (PEM); both re-read on SIGHUP" },
+	{ "tls-client-ca", OPT_TLS_CLIENT_CA, OK_STRING,
+	  FIELD(const char *, d.tls.client_ca), .arg = "FILE",
+	  .help = "tls: require client certificates signed by it" },
+	{ "trusted-network", OPT_TRUSTED_NETWORK, OK_SET,
+	  FIELD(int, d.trusted_network),
+	  .help = "allow plaintext tcp: beyond loopback" },
+	{ "batch-delay", OPT_BATCH_DELAY, OK_TIME, FIELD(double, d.batch_delay),
+	  .dlo = 0, .dhi = 60, .def = "5ms", .arg = "TIME",
+	  .help = "longest wait before a batch commits (default %D)" },
+	{ "max-clients", OPT_MAX_CLIENTS, OK_U64,
+	  FIELD(uint64_t, d.max_clients), 1, 100000, .def = "256", .arg = "N",
+	  .help = "clients at once (default %D)" },
+	{ "idle-timeout", OPT_IDLE_TIMEOUT, OK_TIME,
+	  FIELD(double, d.idle_timeout), .dlo = 0, .dhi = 86400 * 365,
+	  .def = "10m", .arg = "TIME",
+	  .help = "close silent clients (default %D, 0: never)" },
+	{ "http", OPT_HTTP, OK_STRING, FIELD(const char *, d.http),
+	  .arg = "HOST:PORT",
+	  .help = "serve /metrics and /healthz (no HOST: loopback;\n"
+	  "daemon or milter)" },
+	{ "log-file", OPT_LOG_FILE, OK_STRING, FIELD(const char *, d.log_file),
+	  .arg = "FILE",
+	  .help = "log there, not to stderr (reopened on SIGHUP)" },
+	{ "config", OPT_CONFIG, OK_CUSTOM, .flags = OF_NOCONF, .arg = "FILE",
+	  .help = "read long options from FILE, key = value" },
+	{ "check-config", OPT_CHECK_CONFIG, OK_SET, FIELD(int, check_config),
+	  .help = "check the options as a start would, then exit\n"
+	  "(0, or 2 saying what is wrong)" },
+
+	{ .help = "Milter (a mail filter for Postfix and Sendmail):" },
+	{ "milter", OPT_MILTER, OK_CUSTOM, .arg = "SOCKET",
+	  .help = "serve unix:PATH or inet:PORT@HOST" },
+	{ "milter-action", OPT_MILTER_ACTION, OK_CUSTOM, .arg = "A",
+	  .help = "what a duplicate gets: header (default),\n"
+	  "quarantine, reject or discard" },
+	{ "milter-reply", OPT_MILTER_REPLY, OK_CUSTOM,
+	  .def = "550 5.7.1 Duplicate message", .arg = "TEXT",
+	  .help = "the reply to a rejected duplicate (default\n'%D')" },
+	{ "milter-scope", OPT_MILTER_SCOPE, OK_WORD, FIELD(int, m.scope),
+	  .words = milter_scopes, .what = "scope", .arg = "S",
+	  .help = "who had it: recipient (default: each one's\n"
+	  "copies) or message (anyone's: list servers)" },
+
+	{ .help = "Client (send the records to a daemon, write what it "
+	  "answers):" },
+	{ "connect", OPT_CONNECT, OK_CUSTOM, .arg = "ADDR",
+	  .help = "unix:PATH, tcp:HOST:PORT or tls:HOST:PORT" },
+	{ "tls-ca", OPT_TLS_CA, OK_STRING, FIELD(const char *, c.tls.ca),
+	  .arg = "FILE",
+	  .help = "tls: the CA of the daemon's certificate (default:\n"
+	  "the system's); --tls-cert, --tls-key: the\nclient's own" },
+	{ "connect-retries", OPT_CONNECT_RETRIES, OK_U64,
+	  FIELD(uint64_t, c.retries), 0, 1000, .def = "10", .arg = "N",
+	  .help = "failed attempts in a row before exit 1 (default %D)" },
+	{ "connect-window", OPT_CONNECT_WINDOW, OK_U64,
+	  FIELD(uint64_t, c.window), 1, 1000000, .def = "10000", .arg = "N",
+	  .help = "records sent ahead of their replies (default %D)" },
+
+	{ .help = "Maintenance modes (with --db; one at a time, no files):" },
+	{ "info", OPT_INFO, OK_MAINT, .lo = MAINT_INFO, .flags = OF_NOCONF,
+	  .help = "parameters, documents, times and sizes" },
+	{ "expire", OPT_EXPIRE, OK_MAINT, .lo = MAINT_EXPIRE,
+	  .flags = OF_NOCONF, .help = "apply --retain and --max-docs now" },
+	{ "remove", OPT_REMOVE, OK_MAINT, .lo = MAINT_REMOVE,
+	  .flags = OF_NOCONF, .arg = "FILE",
+	  .help = "remove documents by id, one per line (- stdin)" },
+	{ "check", OPT_CHECK, OK_MAINT, .lo = MAINT_CHECK, .flags = OF_NOCONF,
+	  .help = "check consistency; exit 1 on problems" },
+	{ "compact", OPT_COMPACT, OK_MAINT, .lo = MAINT_COMPACT,
+	  .flags = OF_NOCONF, .arg = "DIR",
+	  .help = "write a compacted copy to DIR" },
+	{ "export", OPT_EXPORT, OK_MAINT, .lo = MAINT_EXPORT,
+	  .flags = OF_NOCONF, .arg = "FILE",
+	  .help = "documents as JSON Lines (- stdout)" },
+	{ "import", OPT_IMPORT, OK_MAINT, .lo = MAINT_IMPORT,
+	  .flags = OF_NOCONF, .arg = "FILE",
+	  .help = "documents from an export (- stdin)" },
+	{ "help", 'h', OK_CUSTOM, .flags = OF_NOCONF, .help = "this help" },
+	{ "version", 'V', OK_CUSTOM, .flags = OF_NOCONF,
+	  .help = "program, index format and scheme versions" }
+};
+#define NOPTS	(sizeof opts / sizeof opts[0])
+
+/* The maintenance modes' options, by MAINT_*, for messages. */
+static const char *const maint_opts[] = {
+	NULL, "--info", "--expire", "--remove", "--check", "--compact",
+	"--export", "--import"
+};
+
+/* getopt's tables, made from opts by opts_tables. */
+static char			 short_opts[2 * NOPTS + 2];
+static struct option		 long_opts[NOPTS + 1];
+
+static struct index		*the_index;
+static const char		*conf_file;	/* being applied, for errors */
+static const unsigned		*conf_lines;
+static char			**conf_argv;	/* its settings, as options */
+
+static void	usage(FILE *);
+static void	usage_error(const char *, ...)
+		    __attribute__((format(printf, 1, 2), noreturn));
+static void	opts_tables(void);
+static int	keyword(const char *, const char *, const struct keyword *,
+		    const char *);
+static const struct opt *opt_find(int);
+static void	opt_set(struct options *, const struct opt *, const char *,
+		    const char *, int);
+static void	opt_custom(struct options *, const struct opt *,
+		    const char *, const char *, int);
+static void	parse_options(int, char **, struct options *);
+static void	apply_options(int, char **, struct options *);
+static void	check_options(struct options *, int, int);
+static void	load_config(struct options *, const char *);
+static void	choose_bands(struct options *);
+static int	run_explain(struct options *);
+static int	run_filter(struct options *, const struct index_params *, int,
+		    char **, int);
+static void	set_maint(struct options *, int, const char *);
+static void	check_maint(struct options *, int);
+static int	run_maint(struct options *);
+static void	check_service(const struct options *);
+static void	check_connect(struct options *, int);
+static void	cleanup(void);
+
+/* Print the usage summary: the options' help, from opts. */
+static void
+usage(FILE *f)
+{
+	const struct opt	*op;
+	const char		*h;
+	int			 n;
+
+	fputs("usage: mhfilter [options] [file ...]\n"
+	    "       mhfilter --db DIR [options] MAINTENANCE-MODE\n"
+	    "Pass the first document of every near-duplicate group; drop the "
+	    "rest.\n\n", f);
+	for (op = opts; op < opts + NOPTS; op++) {
+		if (op->flags & OF_HIDDEN)
+			continue;
+		if (op->name == NULL) {
+			fprintf(f, "%s\n", op->help);
+			continue;
+		}
+		if (op->ch < 256)
+			n = fprintf(f, "  -%c, ", op->ch);
+		else
+			n = fprintf(f, "      ");
+		n += fprintf(f, "--%s", op->show != NULL ? op->show : op->name);
+		if (op->arg != NULL)
+			n += fprintf(f, " %s", op->arg);
+		/* The help is a column of its own, from the 28th. */
+		if (n > 26) {
+			fputc('\n', f);
+			n = 0;
+		}
+		fprintf(f, "%*s", 27 - n, "");
+		for (h = op->help; *h != '\0'; h++) {
+			if (h[0] == '%' && h[1] == 'D') {
+				fputs(op->def, f);
+				h++;
+			} else if (*h == '\n')
+				fprintf(f, "\n%27s", "");
+			else
+				fputc(*h, f);
+		}
+		fputc('\n', f);
+	}
+	fputs("See mhfilter(1).\n", f);
+}
+
+/* Report a usage error and exit 2. */
+static void
+usage_error(const char *fmt, ...)
+{
+	va_list	 ap;
+	char	 raw[512];
+
+	va_start(ap, fmt);
+	vsnprintf(raw, sizeof raw, fmt, ap);
+	va_end(ap);
+	/* An error that ends the program: priority err in the journal. */
+	if (conf_file != NULL && optind >= 2)	/* one entry per argument */
+		log_errx("%s:%u: %s", conf_file, conf_lines[optind - 2], raw);
+	else
+		log_errx("%s", raw);
+	fprintf(stderr, "Try 'mhfilter --help' for more information.\n");
+	exit(EXIT_USAGE);
+}
+
+/*
+ * Make getopt's tables from opts.  -0 is -z's other name (xargs and find
+ * say -0).
+ */
+static void
+opts_tables(void)
+{
+	const struct opt	*op;
+	struct option		*lo = long_opts;
+	char			*s = short_opts;
+
+	*s++ = '0';
+	for (op = opts; op < opts + NOPTS; op++) {
+		if (op->name == NULL)
+			continue;
+		lo->name = op->name;
+		lo->has_arg = op->arg != NULL ? required_argument : no_argument;
+		lo->val = op->ch;
+		lo++;
+		if (op->ch < 256) {
+			*s++ = op->ch;
+			if (op->arg != NULL)
+				*s++ = ':';
+		}
+	}
+}
+
+/* The option getopt gave as ch. */
+static const struct opt *
+opt_find(int ch)
+{
+	const struct opt	*op;
+
+	if (ch == '0')
+		ch = 'z';
+	for (op = opts; op < opts + NOPTS; op++) {
+		if (op->name != NULL && op->ch == ch)
+			return (op);
+	}
+	return (NULL);
+}
+
+/*
+ * Set option op (called name in messages) to arg in o, as its kind says,
+ * or exit 2 saying what is wrong.  src is 1 for a configuration file's
+ * setting, 2 for the command line's, 0 for the default.
+ */
+static void
+opt_set(struct options *o, const struct opt *op, const char *name,
+    const char *arg, int src)
+{
+	void		*field = (char *)o + op->off;
+	char		*cause = NULL;
+	uint64_t	 u;
+	int		 rc = 0;
+
+	switch (op->kind) {
+	case OK_CUSTOM:
+		opt_custom(o, op, name, arg, src);
+		break;
+	case OK_SET:
+		*(int *)field = 1;
+		break;
+	case OK_CLEAR:
+		*(int *)field = 0;
+		break;
+	case OK_STRING:
+		*(const char **)field = arg;
+		break;
+	case OK_WORD:
+		*(int *)field = keyword(name, arg, op->words, op->what);
+		break;
+	case OK_UINT:
+		if ((rc = parse_uint(arg, op->lo, op->hi, &u, &cause)) == 0)
+			*(unsigned *)field = u;
+		break;
+	case OK_U64:
+		rc = parse_uint(arg, op->lo, op->hi, field, &cause);
+		break;
+	case OK_SIZET:
+		if ((rc = parse_uint(arg, op->lo, op->hi, &u, &cause)) == 0)
+			*(size_t *)field = u;
+		break;
+	case OK_SIZE:
+		rc = parse_size(arg, op->lo, op->hi, field, &cause);
+		break;
+	case OK_REAL:
+		rc = parse_double(arg, op->dlo, op->dhi, field, &cause);
+		break;
+	case OK_TIME:
+		rc = daemon_parse_time(arg, op->dlo, op->dhi, field, &cause);
+		break;
+	case OK_DURATION:
+		rc = parse_duration(arg, op->lo, op->hi, field, &cause);
+		break;
+	case OK_MAINT:
+		set_maint(o, op->lo, arg);
+		break;
+	}
+	if (rc != 0)
+		usage_error("%s: %s", name, cause);
+	if (src != 0)
+		o->given |= op->given;
+}
+
+/* Set an option whose setting is more than storing its value. */
+static void
+opt_custom(struct options *o, const struct opt *op, const char *name,
+    const char *arg, int src)
+{
+	char		*cause;
+	uint64_t	 u;
+	int		 mf;
+
+	switch (op->ch) {
+	case 'z':
+		o->pl.delim = '\0';
+		break;
+	case 'f':
+		o->pl.format = keyword(name, arg, formats, "format");
+		break;
+	case OPT_TEXT_FIELD:
+		o->pl.text_field = arg;
+		o->fields |= strcmp(arg, op->def) != 0;
+		break;
+	case OPT_ID_FIELD:
+		o->pl.id_field = arg;
+		o->fields |= strcmp(arg, op->def) != 0;
+		break;
+	case OPT_NORMALIZE:
+		if (normalize_parse(arg, &o->f.p.norm, &cause) != 0)
+			usage_error("%s: %s", name, cause);
+		break;
+	case OPT_THREADS:
+		if (parse_uint(arg, op->lo, op->hi, &u, &cause) != 0)
+			usage_error("%s: %s", name, cause);
+		o->f.threads = u;
+		o->threads_given = 1;
+		break;
+	case 'D':
+		o->pl.mode = OUT_DUPLICATES;
+		o->modes++;
+		break;
+	case 'a':
+		o->pl.mode = OUT_ANNOTATE;
+		o->modes++;
+		break;
+	case 'p':
+		o->pl.mode = OUT_PAIRS;
+		o->f.want_pairs = 1;
+		o->modes++;
+		break;
+	case OPT_CLUSTERS:
+		o->pl.mode = OUT_CLUSTERS;
+		o->modes++;
+		break;
+	case OPT_STATS:
+		o->s.stats = o->d.stats = 1;
+		break;
+	case 'o':
+		o->s.output = o->d.output = arg;
+		break;
+	case 'v':
+		o->verbose++;
+		break;
+	case OPT_LISTEN:
+		if (o->listen_src != src) {
+			/* The command line's replace the file's. */
+			o->d.nlisten = 0;
+			o->listen_src = src;
+		}
+		o->d.listen = xreallocarray(o->d.listen, o->d.nlisten + 1,
+		    sizeof *o->d.listen);
+		o->d.listen[o->d.nlisten++] = (char *)arg;
+		break;
+	case OPT_CONFIG:
+		/* Read before the rest by parse_options. */
+		if (o->config == NULL || strcmp(o->config, arg) != 0)
+			usage_error("--config: give one configuration file, as "
+			    "--config FILE");
+		break;
+	case OPT_MDA:
+		o->mda = o->mail_single = 1;
+		o->pl.format = FORMAT_MAIL;
+		break;
+	case OPT_MAIL_ALLOW:
+		if (mail_allow_add(arg, &cause) != 0)
+			usage_error("%s: %s", name, cause);
+		break;
+	case OPT_MAIL_STRIP:
+		mf = mail_flags();
+		if (mail_strip_parse(arg, &mf, &cause) != 0)
+			usage_error("%s: %s", name, cause);
+		mail_set_flags(mf);
+		break;
+	case OPT_MILTER:
+		o->m.socket = arg;
+		o->pl.format = FORMAT_MAIL;
+		break;
+	case OPT_MILTER_ACTION:
+		if (milter_parse_action(arg, &o->m.action) != 0)
+			usage_error("%s: unknown action '%s' (use header, "
+			    "quarantine, reject or discard)", name, arg);
+		break;
+	case OPT_MILTER_REPLY:
+		if (milter_parse_reply(arg, o->m.reply_code, o->m.reply_xcode,
+		    o->m.reply_text, sizeof o->m.reply_text, &cause) != 0)
+			usage_error("%s: %s", name, cause);
+		break;
+	case OPT_CONNECT:
+		if (client_check_addr(arg, &cause) != 0)
+			usage_error("%s", cause);
+		o->c.addr = arg;
+		break;
+	case 'h':
+		usage(stdout);
+		exit(EXIT_OK);
+	case 'V':
+		printf("mhfilter %s (index format %d, signature scheme %d %s)\n",
+		    PACKAGE_VERSION, MHF_INDEX_FORMAT, MHF_SCHEME,
+		    MHF_SCHEME_NAME);
+		exit(EXIT_OK);
+	}
+}
+
+/*
+ * Parse the configuration file named by --config, if any, then the command
+ * line, which overrides it, into o; exits on errors.
+ */
+static void
+parse_options(int argc, char **argv, struct options *o)
+{
+	const struct opt	*op;
+	long			 ncpu;
+	int			 i;
+
+	opts_tables();
+	memset(o, 0, sizeof *o);
+	for (op = opts; op < opts + NOPTS; op++) {
+		if (op->def != NULL)
+			opt_set(o, op, op->name, op->def, 0);
+	}
+	o->f.chain = 1;
+	o->pl.delim = '\n';
+	o->s.progress = isatty(STDERR_FILENO);
+	ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	o->f.threads = ncpu < 1 ? 1 : ncpu > 8 ? 8 : (unsigned)ncpu;
+
+	for (i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+		if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+			o->config = argv[i + 1];
+		else if (strncmp(argv[i], "--config=", 9) == 0)
+			o->config = argv[i] + 9;
+		else
+			continue;
+		break;
+	}
+	if (o->config != NULL)
+		load_config(o, o->config);
+	optind = 0;		/* start afresh (glibc) */
+	apply_options(argc, argv, o);
+
+	if (o->f.query_only && o->db == NULL)
+		usage_error("--query-only needs --db (a temporary index is "
+		    "empty)");
+	if (o->pl.format != FORMAT_JSONL && o->fields)
+		usage_error("--text-field and --id-field go with --format "
+		    "jsonl");
+	if (o->d.http != NULL && o->d.nlisten == 0 && o->m.socket == NULL &&
+	    notify_listen_count() == 0)
+		usage_error("--http needs --listen or --milter (or sockets from "
+		    "systemd)");
+	check_maint(o, argc - optind);
+	choose_bands(o);
+}
 
 /*
  * The value of word arg of option name in kw, or a usage error naming
@@ -513,329 +830,28 @@ keyword(const char *name, const char *arg, const struct keyword *kw,
 static void
 apply_options(int argc, char **argv, struct options *o)
 {
-	char		 name[32], *cause;
-	uint64_t	 u;
-	int		 ch, idx, modes = 0, src = conf_file != NULL ? 1 : 2;
-	int		 mf;
+	const struct opt	*op;
+	char			 name[32];
+	int			 ch, idx, src = conf_file != NULL ? 1 : 2;
 
+	o->modes = 0;		/* the command line's replace the file's */
 	for (;;) {
 		idx = -1;	/* getopt_long sets it for long options only */
 		ch = getopt_long(argc, argv, short_opts, long_opts, &idx);
 		if (ch == -1)
 			break;
-		if (idx != -1)
-			snprintf(name, sizeof name, "--%s",
-			    long_opts[idx].name);
-		else
-			snprintf(name, sizeof name, "-%c", ch);
-		switch (ch) {
-		case '0':
-		case 'z':
-			o->pl.delim = '\0';
-			break;
-		case 'f':
-			o->pl.format = keyword(name, optarg, formats, "format");
-			break;
-		case OPT_TEXT_FIELD:
-			o->pl.text_field = optarg;
-			o->fields |= strcmp(optarg, "text") != 0;
-			break;
-		case OPT_ID_FIELD:
-			o->pl.id_field = optarg;
-			o->fields |= strcmp(optarg, "id") != 0;
-			break;
-		case OPT_MAX_BYTES:
-			NUMBER(parse_size, 1, 1ULL << 30, &o->pl.max_bytes);
-			break;
-		case OPT_ON_BAD:
-			o->pl.policy = keyword(name, optarg, policies, "policy");
-			break;
-		case 't':
-			NUMBER(parse_double, 0.01, 1.0, &o->f.p.threshold);
-			o->given |= IP_THRESHOLD;
-			break;
-		case OPT_MEASURE:
-			o->f.p.measure = keyword(name, optarg, measures,
-			    "measure");
-			o->given |= IP_MEASURE;
-			break;
-		case 'k':
-			NUMBER(parse_uint, 1, MHF_MAX_PERMS, &u);
-			o->f.p.perms = u;
-			o->given |= IP_PERMS;
-			break;
-		case 'b':
-			NUMBER(parse_uint, 1, MHF_MAX_PERMS, &u);
-			o->f.p.bands = u;
-			o->given |= IP_BANDS;
-			break;
-		case 'r':
-			NUMBER(parse_uint, 1, MHF_MAX_PERMS, &u);
-			o->f.p.rows = u;
-			o->given |= IP_ROWS;
-			break;
-		case OPT_MAX_FN:
-			NUMBER(parse_double, 0.0, 1.0, &o->max_fn);
-			break;
-		case OPT_MAX_FP:
-			NUMBER(parse_double, 0.0, 1.0, &o->max_fp);
-			break;
-		case 'n':
-			NUMBER(parse_uint, 1, MHF_MAX_SHINGLE, &u);
-			o->f.p.shingle = u;
-			o->given |= IP_SHINGLE;
-			break;
-		case 'u':
-			o->f.p.unit = keyword(name, optarg, units, "unit");
-			o->given |= IP_UNIT;
-			break;
-		case OPT_NORMALIZE:
-			if (normalize_parse(optarg, &o->f.p.norm, &cause) != 0)
-				usage_error("%s: %s", name, cause);
-			o->given |= IP_NORM;
-			break;
-		case OPT_SEED:
-			NUMBER(parse_uint, 0, UINT64_MAX, &o->f.p.seed);
-			o->given |= IP_SEED;
-			break;
-		case OPT_VERIFY:
-			o->f.verify = keyword(name, optarg, verifies, "mode");
-			o->given |= IP_VERIFY;
-			break;
-		case OPT_MAX_CAND:
-			NUMBER(parse_uint, 1, 1000000, &u);
-			o->f.max_candidates = u;
-			break;
-		case OPT_NO_CHAIN:
-			o->f.chain = 0;
-			break;
-		case 'd':
-			o->db = optarg;
-			break;
-		case 'Q':
-			o->f.query_only = 1;
-			break;
-		case OPT_REPLAY:
-			o->f.replay = keyword(name, optarg, replays, "mode");
-			o->replay_given = 1;
-			break;
-		case OPT_BATCH:
-			NUMBER(parse_uint, 1, 1000000, &u);
-			o->pl.batch = u;
-			break;
-		case OPT_MAP_SIZE:
-			NUMBER(parse_size, 1 << 20, 1ULL << 44,
-			    &o->f.p.mapsize);
-			break;
-		case OPT_MEMTABLE:
-			NUMBER(parse_size, 1 << 16, 1ULL << 40,
-			    &o->f.p.memtable);
-			break;
-		case OPT_THREADS:
-			NUMBER(parse_uint, 1, 64, &u);
-			o->f.threads = u;
-			o->threads_given = 1;
-			break;
-		case 'D':
-			o->pl.mode = OUT_DUPLICATES;
-			modes++;
-			break;
-		case 'a':
-			o->pl.mode = OUT_ANNOTATE;
-			modes++;
-			break;
-		case 'p':
-			o->pl.mode = OUT_PAIRS;
-			o->f.want_pairs = 1;
-			modes++;
-			break;
-		case OPT_CLUSTERS:
-			o->pl.mode = OUT_CLUSTERS;
-			modes++;
-			break;
-		case OPT_GROUP:
-			o->group = 1;
-			break;
-		case OPT_STATS:
-			o->s.stats = o->d.stats = 1;
-			break;
-		case OPT_PROGRESS:
-			o->s.progress = 1;
-			break;
-		case OPT_NO_PROGRESS:
-			o->s.progress = 0;
-			break;
-		case 'q':
-			o->pl.quiet = 1;
-			break;
-		case OPT_EXPLAIN:
-			o->explain = 1;
-			break;
-		case 'o':
-			o->s.output = o->d.output = optarg;
-			break;
-		case 'v':
-			o->verbose++;
-			break;
-		case OPT_LISTEN:
-			if (o->listen_src != src) {
-				/* The command line's replace the file's. */
-				o->d.nlisten = 0;
-				o->listen_src = src;
-			}
-			o->d.listen = xreallocarray(o->d.listen, o->d.nlisten + 1,
-			    sizeof *o->d.listen);
-			o->d.listen[o->d.nlisten++] = optarg;
-			break;
-		case OPT_BATCH_DELAY:
-			NUMBER(daemon_parse_time, 0, 60, &o->d.batch_delay);
-			break;
-		case OPT_IDLE_TIMEOUT:
-			NUMBER(daemon_parse_time, 0, 86400 * 365,
-			    &o->d.idle_timeout);
-			break;
-		case OPT_MAX_CLIENTS:
-			NUMBER(parse_uint, 1, 100000, &o->d.max_clients);
-			break;
-		case OPT_HTTP:
-			o->d.http = optarg;
-			break;
-		case OPT_LOG_FILE:
-			o->d.log_file = optarg;
-			break;
-		case OPT_TLS_CERT:
-			o->d.tls.cert = optarg;
-			break;
-		case OPT_TLS_KEY:
-			o->d.tls.key = optarg;
-			break;
-		case OPT_TLS_CLIENT_CA:
-			o->d.tls.client_ca = optarg;
-			break;
-		case OPT_TRUSTED_NETWORK:
-			o->d.trusted_network = 1;
-			break;
-		case OPT_REDIS_PASSWORD_FILE:
-			o->redis_pwfile = optarg;	/* read by main */
-			break;
-		case OPT_CHECK_CONFIG:
-			o->check_config = 1;
-			break;
-		case OPT_CONFIG:
-			/* Read before the rest by parse_options. */
-			if (o->config == NULL || strcmp(o->config, optarg) != 0)
-				usage_error("--config: give one configuration "
-				    "file, as --config FILE");
-			break;
-		case OPT_RETAIN:
-			NUMBER(parse_duration, 1, 36500 * 86400LL,
-			    &o->f.ret.max_age);
-			break;
-		case OPT_MAX_DOCS:
-			NUMBER(parse_uint, 1, UINT64_MAX, &o->f.ret.max_docs);
-			break;
-		case OPT_TIME_FIELD:
-			o->pl.time_field = optarg;
-			break;
-		case OPT_INFO:
-			set_maint(o, MAINT_INFO, NULL);
-			break;
-		case OPT_EXPIRE:
-			set_maint(o, MAINT_EXPIRE, NULL);
-			break;
-		case OPT_REMOVE:
-			set_maint(o, MAINT_REMOVE, optarg);
-			break;
-		case OPT_CHECK:
-			set_maint(o, MAINT_CHECK, NULL);
-			break;
-		case OPT_COMPACT:
-			set_maint(o, MAINT_COMPACT, optarg);
-			break;
-		case OPT_EXPORT:
-			set_maint(o, MAINT_EXPORT, optarg);
-			break;
-		case OPT_IMPORT:
-			set_maint(o, MAINT_IMPORT, optarg);
-			break;
-		case OPT_SINGLE:
-			o->mail_single = 1;
-			break;
-		case OPT_MDA:
-			o->mda = o->mail_single = 1;
-			o->pl.format = FORMAT_MAIL;
-			break;
-		case OPT_PRINT_VERDICT:
-			o->print_verdict = 1;
-			break;
-		case OPT_DUPLICATES_TO:
-			o->s.duplicates_to = optarg;
-			break;
-		case OPT_MAIL_ALLOW:
-			if (mail_allow_add(optarg, &cause) != 0)
-				usage_error("%s: %s", name, cause);
-			break;
-		case OPT_MAX_MESSAGE:
-			NUMBER(parse_size, 1, 1ULL << 32, &o->pl.max_message);
-			break;
-		case OPT_MIN_TEXT:
-			NUMBER(parse_size, 0, 1ULL << 30, &o->min_text);
-			break;
-		case OPT_MILTER:
-			o->m.socket = optarg;
-			o->pl.format = FORMAT_MAIL;
-			break;
-		case OPT_MILTER_ACTION:
-			if (milter_parse_action(optarg, &o->m.action) != 0)
-				usage_error("%s: unknown action '%s' (use header, "
-				    "quarantine, reject or discard)", name,
-				    optarg);
-			break;
-		case OPT_MILTER_SCOPE:
-			o->m.scope = keyword(name, optarg, milter_scopes,
-			    "scope");
-			break;
-		case OPT_MILTER_REPLY:
-			if (milter_parse_reply(optarg, o->m.reply_code,
-			    o->m.reply_xcode, o->m.reply_text,
-			    sizeof o->m.reply_text, &cause) != 0)
-				usage_error("%s: %s", name, cause);
-			break;
-		case OPT_CONNECT:
-			if (client_check_addr(optarg, &cause) != 0)
-				usage_error("%s", cause);
-			o->c.addr = optarg;
-			break;
-		case OPT_TLS_CA:
-			o->c.tls.ca = optarg;
-			break;
-		case OPT_CONNECT_RETRIES:
-			NUMBER(parse_uint, 0, 1000, &o->c.retries);
-			break;
-		case OPT_CONNECT_WINDOW:
-			NUMBER(parse_uint, 1, 1000000, &o->c.window);
-			break;
-		case OPT_MAIL_STRIP:
-			mf = mail_flags();
-			if (mail_strip_parse(optarg, &mf, &cause) != 0)
-				usage_error("%s: %s", name, cause);
-			mail_set_flags(mf);
-			break;
-		case 'h':
-			usage(stdout);
-			exit(EXIT_OK);
-		case 'V':
-			printf("mhfilter %s (index format %d, signature scheme "
-			    "%d %s)\n", PACKAGE_VERSION, MHF_INDEX_FORMAT,
-			    MHF_SCHEME, MHF_SCHEME_NAME);
-			exit(EXIT_OK);
-		default:
+		if ((op = opt_find(ch)) == NULL) {
 			fprintf(stderr, "Try 'mhfilter --help' for more "
 			    "information.\n");
 			exit(EXIT_USAGE);
 		}
+		if (idx != -1)
+			snprintf(name, sizeof name, "--%s", op->name);
+		else
+			snprintf(name, sizeof name, "-%c", ch);
+		opt_set(o, op, name, optarg, src);
 	}
-	check_options(o, modes, src);
+	check_options(o, o->modes, src);
 }
 
 /*
@@ -911,11 +927,10 @@ load_config(struct options *o, const char *path)
 {
 	static unsigned		*lines;
 	struct conf_entry	*e;
-	const struct option	*lo;
+	const struct opt	*op;
 	const char		*v;
 	char			*cause;
 	size_t			 n, i, nargs = 1;
-	int			 k;
 
 	if (conf_load(path, &e, &n, &cause) != 0) {
 		fprintf(stderr, "mhfilter: --config %s\n", cause);
@@ -926,18 +941,11 @@ load_config(struct options *o, const char *path)
 	lines = xcalloc(n + 1, sizeof *lines);
 	conf_argv[0] = xstrdup("mhfilter");
 	for (i = 0; i < n; i++) {
-		for (lo = long_opts; lo->name != NULL; lo++) {
-			if (strcmp(lo->name, e[i].key) == 0)
+		for (op = opts; op < opts + NOPTS; op++) {
+			if (op->name != NULL && strcmp(op->name, e[i].key) == 0)
 				break;
 		}
-		for (k = 0; conf_forbidden[k] != NULL; k++) {
-			if (lo->name != NULL &&
-			    strcmp(conf_forbidden[k], lo->name) == 0)
-				lo = NULL;
-			if (lo == NULL)
-				break;
-		}
-		if (lo == NULL || lo->name == NULL) {
+		if (op == opts + NOPTS || (op->flags & OF_NOCONF)) {
 			fprintf(stderr, "mhfilter: %s:%u: unknown key '%s' "
 			    "(keys are long option names, such as threshold; "
 			    "see mhfilter.conf(5))\n", path, e[i].line,
@@ -945,25 +953,25 @@ load_config(struct options *o, const char *path)
 			exit(EXIT_USAGE);
 		}
 		v = e[i].value;
-		if (lo->has_arg == no_argument) {
+		if (op->arg == NULL) {
 			if (v == NULL || strcmp(v, "yes") == 0 ||
 			    strcmp(v, "true") == 0 || strcmp(v, "1") == 0)
-				xasprintf(&conf_argv[nargs], "--%s", lo->name);
+				xasprintf(&conf_argv[nargs], "--%s", op->name);
 			else if (strcmp(v, "no") == 0 ||
 			    strcmp(v, "false") == 0 || strcmp(v, "0") == 0)
 				continue;
 			else {
 				fprintf(stderr, "mhfilter: %s:%u: %s takes "
 				    "yes or no, not '%s'\n", path, e[i].line,
-				    lo->name, v);
+				    op->name, v);
 				exit(EXIT_USAGE);
 			}
 		} else if (v == NULL || *v == '\0') {
 			fprintf(stderr, "mhfilter: %s:%u: %s needs a value\n",
-			    path, e[i].line, lo->name);
+			    path, e[i].line, op->name);
 			exit(EXIT_USAGE);
 		} else
-			xasprintf(&conf_argv[nargs], "--%s=%s", lo->name, v);
+			xasprintf(&conf_argv[nargs], "--%s=%s", op->name, v);
 		lines[nargs - 1] = e[i].line;
 		nargs++;
 	}

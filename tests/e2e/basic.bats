@@ -159,6 +159,40 @@ sample_duplicates() {
 	grep -q '^usage: mhfilter' "$T/out"
 }
 
+# The long options of --help, one a line (--[no-]x as --x and --no-x).
+help_options() {
+	mhf --help | grep -o -- '--\(\[no-\]\)\?[a-z][a-z-]*' |
+	    sed 's/^--\[no-\]\(.*\)/--\1\n--no-\1/' | sort -u
+}
+
+@test "the option table: --help and the man page's option lists name the same options" {
+	set -o pipefail
+	help_options >help
+	grep '^\.It' "$TESTDIR/../man/mhfilter.1" | grep -o 'Fl -[a-z][a-z-]*' |
+	    sed 's/^Fl -/--/' | sort -u >man
+	[ "$(wc -l <help)" -gt 70 ] || fail "only $(wc -l <help) options"
+	diff help man || fail "--help (<) and mhfilter(1) (>) differ"
+}
+
+@test "the option table: every long option is a configuration key but those mhfilter.conf(5) forbids" {
+	set -o pipefail
+	sed -n '/^The keys$/,/are not allowed/p' \
+	    "$TESTDIR/../man/mhfilter.conf.5" | sed -n 's/^\.Cm \([a-z-]*\).*/\1/p' |
+	    sort -u >forbidden
+	[ "$(wc -l <forbidden)" -eq 11 ] || fail "forbidden: $(cat forbidden)"
+	help_options | sed 's/^--//' >keys
+	: >refused
+	while read -r key; do
+		printf '%s = 1\n' "$key" >conf
+		mhrun --config conf --version </dev/null
+		if grep -q "unknown key '$key'" "$T/err"; then
+			assert_status 2
+			echo "$key" >>refused
+		fi
+	done <keys
+	diff forbidden refused || fail "forbidden (<) and refused (>) differ"
+}
+
 @test "an unknown option exits 2 naming it" {
 	mhrun --bogus </dev/null
 	assert_status 2
