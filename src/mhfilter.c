@@ -1407,9 +1407,7 @@ main(int argc, char **argv)
 		    "for standard input", o.mda ? "mda" : "single");
 	/*
 	 * A server's event loop is one more busy thread: a worker fewer
-	 * keeps the threads to the processors (one client, 200,000 records
-	 * of 1 KB on two cores: 2.37-2.39 s with one worker, 2.49-2.71 s
-	 * with two).
+	 * keeps the threads to the processors, which measured faster.
 	 */
 	if (serve && !o.threads_given && o.f.threads > 1)
 		o.f.threads--;
