@@ -446,7 +446,9 @@ lm_disk_full(struct lmdb *ix)
 
 /*
  * Turn an LMDB error into INDEX_ERROR with a cause; MDB_MAP_FULL becomes
- * INDEX_AGAIN (the map is grown by the abort).
+ * INDEX_AGAIN (the map is grown by the abort).  Every put of a key that
+ * meta's counters give (docs, texts, groups, l0) appends (MDB_APPEND), so
+ * MDB_KEYEXIST there is damage too: a counter behind its database.
  */
 static int
 lm_fail(struct lmdb *ix, int rc, const char *what, char **cause)
@@ -460,7 +462,8 @@ lm_fail(struct lmdb *ix, int rc, const char *what, char **cause)
 	if (rc == MDB_TXN_FULL)
 		xasprintf(cause, "%s: %s (use a smaller --batch)", what,
 		    mdb_strerror(rc));
-	else if (rc == MDB_CORRUPTED || rc == MDB_PAGE_NOTFOUND)
+	else if (rc == MDB_CORRUPTED || rc == MDB_PAGE_NOTFOUND ||
+	    rc == MDB_KEYEXIST)
 		xasprintf(cause, "index %s is damaged: %s: %s (run --check; "
 		    "see mhfilter(1), Damaged indexes)", ix->base.path, what,
 		    mdb_strerror(rc));
@@ -1185,6 +1188,322 @@ lm_ovf_ok(struct lmdb *ix, const MDB_val *v)
 }
 
 /*
+ * The B-tree structure under the cursor walk (lm_walk, --check): LMDB
+ * trusts what a page says of itself, and a deletion's rebalancing copies
+ * nodes by the sizes it finds there, so a flipped bit in a node size or a
+ * page's bounds, which a cursor reads past unharmed, corrupts LMDB's heap
+ * in the write that follows (of 150 copies of a 20,000-document index with
+ * 8 flipped bits, --expire aborted on 3).  So every page reachable from the
+ * snapshot's roots is read with pread (no fault to catch) and checked
+ * against LMDB 0.9's layout (MDB_DATA_VERSION 1, as lm_ovf_ok): its own
+ * number, its kind, its bounds, each node inside it, each child and
+ * overflow run inside the file and reached once, and the free list's page
+ * numbers likewise.  A swapped or duplicated page fails its own number.
+ */
+#define PG_HDR		16	/* page header: number, pad, flags, bounds */
+#define PG_BRANCH	0x01
+#define PG_LEAF		0x02
+#define PG_OVERFLOW	0x04
+#define ND_HDR		8	/* node header: size, flags, key size */
+#define ND_BIGDATA	0x01
+#define ND_SUBDATA	0x02
+#define DB_SIZE		48	/* MDB_db: md_depth at 6, md_root at 40 */
+#define META_DBS	40	/* MDB_meta's mm_dbs in its page */
+#define META_LAST	136	/* mm_last_pg */
+#define META_TXNID	144	/* mm_txnid */
+#define PG_INVALID	UINT64_MAX
+#define PG_DEPTH_MAX	32
+
+/* What lm_pages walks with, and where it found a problem. */
+struct pagewalk {
+	int		 fd;
+	size_t		 psize;
+	uint64_t	 last;		/* the snapshot's last page */
+	unsigned char	*seen;		/* pages reached, a bit each */
+	unsigned char	*page[PG_DEPTH_MAX];	/* one buffer per level */
+	char		 why[128];
+};
+
+/* Read 16-bit and 64-bit little-endian numbers of a page. */
+static uint16_t
+pw_u16(const unsigned char *p)
+{
+	return ((uint16_t)(p[0] | p[1] << 8));
+}
+
+static uint64_t
+pw_u64(const unsigned char *p)
+{
+	uint64_t	 v = 0;
+	int		 i;
+
+	for (i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return (v);
+}
+
+/* Mark pages [pgno, pgno + n) reached; -1 if one is past last or was. */
+static int
+pw_mark(struct pagewalk *pw, uint64_t pgno, uint64_t n, const char *what)
+{
+	uint64_t	 i;
+
+	if (pgno < 2 || n == 0 || pgno > pw->last || n > pw->last - pgno + 1) {
+		snprintf(pw->why, sizeof pw->why, "%s page %" PRIu64 " (%"
+		    PRIu64 " pages) is outside the file's %" PRIu64, what,
+		    pgno, n, pw->last + 1);
+		return (-1);
+	}
+	for (i = pgno; i < pgno + n; i++) {
+		if (pw->seen[i / 8] & (1U << (i % 8))) {
+			snprintf(pw->why, sizeof pw->why, "page %" PRIu64
+			    " is reached twice", i);
+			return (-1);
+		}
+		pw->seen[i / 8] |= 1U << (i % 8);
+	}
+	return (0);
+}
+
+/* Read page pgno into buf: -1 if it cannot be or is not its own. */
+static int
+pw_read(struct pagewalk *pw, uint64_t pgno, unsigned char *buf)
+{
+	if (pread(pw->fd, buf, pw->psize, (off_t)(pgno * pw->psize)) !=
+	    (ssize_t)pw->psize) {
+		snprintf(pw->why, sizeof pw->why, "page %" PRIu64 " cannot "
+		    "be read", pgno);
+		return (-1);
+	}
+	if (pw_u64(buf) != pgno) {
+		snprintf(pw->why, sizeof pw->why, "page %" PRIu64 " says it "
+		    "is page %" PRIu64, pgno, pw_u64(buf));
+		return (-1);
+	}
+	return (0);
+}
+
+/* The overflow run of pgno for a value of size bytes. */
+static int
+pw_overflow(struct pagewalk *pw, uint64_t pgno, uint64_t size,
+    unsigned char *buf)
+{
+	uint64_t	 n = (PG_HDR + size + pw->psize - 1) / pw->psize;
+
+	if (pw_mark(pw, pgno, n, "overflow") != 0 || pw_read(pw, pgno,
+	    buf) != 0)
+		return (-1);
+	if ((pw_u16(buf + 10) & PG_OVERFLOW) == 0 ||
+	    (pw_u16(buf + 12) | (uint64_t)pw_u16(buf + 14) << 16) != n) {
+		snprintf(pw->why, sizeof pw->why, "overflow page %" PRIu64
+		    " has a bad header", pgno);
+		return (-1);
+	}
+	return (0);
+}
+
+static int	pw_tree(struct pagewalk *, uint64_t, unsigned, unsigned,
+		    int);
+
+/* Check the free list's value v: a count, then that many page numbers. */
+static int
+pw_freelist(struct pagewalk *pw, const unsigned char *v, uint64_t size,
+    uint64_t pgno)
+{
+	uint64_t	 n, i, *ids;
+	int		 rc = 0;
+
+	if (size < 8 || size % 8 != 0) {
+		snprintf(pw->why, sizeof pw->why, "the free list's page %"
+		    PRIu64 " has a value of %" PRIu64 " bytes", pgno, size);
+		return (-1);
+	}
+	if (v == NULL) {	/* in an overflow run after pgno's header */
+		ids = xmalloc(size);
+		if (pread(pw->fd, ids, size, (off_t)(pgno * pw->psize +
+		    PG_HDR)) != (ssize_t)size) {
+			free(ids);
+			snprintf(pw->why, sizeof pw->why, "overflow page %"
+			    PRIu64 " cannot be read", pgno);
+			return (-1);
+		}
+		v = (const unsigned char *)ids;
+	} else
+		ids = NULL;
+	n = pw_u64(v);
+	if (n != size / 8 - 1) {
+		snprintf(pw->why, sizeof pw->why, "the free list's page %"
+		    PRIu64 " counts %" PRIu64 " pages in %" PRIu64 " bytes",
+		    pgno, n, size);
+		rc = -1;
+	}
+	for (i = 1; rc == 0 && i <= n; i++)
+		rc = pw_mark(pw, pw_u64(v + 8 * i), 1, "a free");
+	free(ids);
+	return (rc);
+}
+
+/*
+ * Check the tree of page pgno, depth levels deep (a leaf is 1); level
+ * picks the buffer.  sub: its leaves hold databases (the main one).  free:
+ * its values are free lists.
+ */
+static int
+pw_tree(struct pagewalk *pw, uint64_t pgno, unsigned depth, unsigned level,
+    int kind)
+{
+	unsigned char	*p, *node;
+	uint64_t	 size, child, root, used = 0;
+	unsigned	 lower, upper, nkeys, i, off, ksize, flags, cdepth;
+	int		 leaf;
+
+	if (level >= PG_DEPTH_MAX || depth == 0) {
+		snprintf(pw->why, sizeof pw->why, "page %" PRIu64 " is too "
+		    "deep", pgno);
+		return (-1);
+	}
+	if (pw->page[level] == NULL)
+		pw->page[level] = xmalloc(pw->psize);
+	p = pw->page[level];
+	if (pw_mark(pw, pgno, 1, "a tree") != 0 || pw_read(pw, pgno, p) != 0)
+		return (-1);
+	flags = pw_u16(p + 10);
+	lower = pw_u16(p + 12);
+	upper = pw_u16(p + 14);
+	leaf = (depth == 1);
+	if ((flags & (PG_BRANCH | PG_LEAF | PG_OVERFLOW)) !=
+	    (leaf ? PG_LEAF : PG_BRANCH) || lower < PG_HDR || lower % 2 != 0 ||
+	    upper < lower || upper > pw->psize || (!leaf && lower == PG_HDR)) {
+		snprintf(pw->why, sizeof pw->why, "page %" PRIu64 " has a bad "
+		    "header", pgno);
+		return (-1);
+	}
+	nkeys = (lower - PG_HDR) / 2;
+	for (i = 0; i < nkeys; i++) {
+		off = pw_u16(p + PG_HDR + 2 * i);
+		if (off < upper || off > pw->psize - ND_HDR)
+			goto bad;
+		node = p + off;
+		ksize = pw_u16(node + 6);
+		size = pw_u16(node) | (uint64_t)pw_u16(node + 2) << 16;
+		if (off + ND_HDR + ksize > pw->psize)
+			goto bad;
+		flags = pw_u16(node + 4);
+		used += (ND_HDR + ksize + (!leaf ? 0 : (flags & ND_BIGDATA) ?
+		    8 : size) + 1) & ~(uint64_t)1;
+		if (!leaf) {
+			child = size | (uint64_t)pw_u16(node + 4) << 32;
+			if (pw_tree(pw, child, depth - 1, level + 1, kind) != 0)
+				return (-1);
+			continue;
+		}
+		if (flags & ND_BIGDATA) {
+			if (off + ND_HDR + ksize + 8 > pw->psize ||
+			    (flags & ND_SUBDATA))
+				goto bad;
+			child = pw_u64(node + ND_HDR + ksize);
+			if (pw_overflow(pw, child, size, pw->page[0]) != 0 ||
+			    (kind == 2 && pw_freelist(pw, NULL, size,
+			    child) != 0))
+				return (-1);
+			continue;
+		}
+		if (off + ND_HDR + ksize + size > pw->psize)
+			goto bad;
+		if (kind == 2 && pw_freelist(pw, node + ND_HDR + ksize, size,
+		    pgno) != 0)
+			return (-1);
+		if (kind == 1 && (flags & ND_SUBDATA)) {
+			if (size != DB_SIZE)
+				goto bad;
+			cdepth = pw_u16(node + ND_HDR + ksize + 6);
+			root = pw_u64(node + ND_HDR + ksize + 40);
+			if (root != PG_INVALID && pw_tree(pw, root, cdepth,
+			    level + 1, 0) != 0)
+				return (-1);
+		}
+	}
+	/* LMDB keeps a page's nodes packed from upper to its end. */
+	if (used != pw->psize - upper) {
+		snprintf(pw->why, sizeof pw->why, "page %" PRIu64 "'s nodes "
+		    "fill %" PRIu64 " bytes of %u", pgno, used,
+		    (unsigned)pw->psize - upper);
+		return (-1);
+	}
+	return (0);
+bad:
+	snprintf(pw->why, sizeof pw->why, "page %" PRIu64 " has a bad node "
+	    "%u", pgno, i);
+	return (-1);
+}
+
+/*
+ * Check the structure of every page of txn's snapshot (above).  0, or -1
+ * with where in why (of whysize bytes).
+ */
+static int
+lm_pages(struct lmdb *ix, MDB_txn *txn, char *why, size_t whysize)
+{
+	struct pagewalk	 pw;
+	unsigned char	 meta[2][256], *m;
+	MDB_stat	 ms;
+	struct stat	 sb;
+	uint64_t	 txnid = mdb_txn_id(txn);
+	unsigned	 i;
+	int		 rc = -1;
+
+	memset(&pw, 0, sizeof pw);
+	if (mdb_env_stat(ix->env, &ms) != 0 ||
+	    mdb_env_get_fd(ix->env, &pw.fd) != 0 || fstat(pw.fd, &sb) != 0) {
+		snprintf(why, whysize, "its data file cannot be read");
+		return (-1);
+	}
+	pw.psize = ms.ms_psize;
+	for (i = 0; i < 2; i++) {
+		if (pread(pw.fd, meta[i], sizeof meta[i], (off_t)(i *
+		    pw.psize)) != (ssize_t)sizeof meta[i]) {
+			snprintf(why, whysize, "meta page %u cannot be read",
+			    i);
+			return (-1);
+		}
+	}
+	/* The snapshot's meta page: its transaction's, else the newer. */
+	if (pw_u64(meta[0] + META_TXNID) == txnid)
+		m = meta[0];
+	else if (pw_u64(meta[1] + META_TXNID) == txnid)
+		m = meta[1];
+	else
+		m = meta[pw_u64(meta[1] + META_TXNID) >
+		    pw_u64(meta[0] + META_TXNID)];
+	pw.last = pw_u64(m + META_LAST);
+	if (pw.last < 1 || pw.last >= (uint64_t)sb.st_size / pw.psize) {
+		snprintf(why, whysize, "meta page %d says its last page is %"
+		    PRIu64 ", of a file of %" PRIu64 " pages", m != meta[0],
+		    pw.last, (uint64_t)sb.st_size / pw.psize);
+		return (-1);
+	}
+	pw.seen = xcalloc(pw.last / 8 + 1, 1);
+	pw.page[0] = xmalloc(pw.psize);
+	pw.why[0] = '\0';
+	/* The free list's tree, then the main one's, with the others. */
+	for (i = 0; i < 2; i++) {
+		if (pw_u64(m + META_DBS + i * DB_SIZE + 40) != PG_INVALID &&
+		    pw_tree(&pw, pw_u64(m + META_DBS + i * DB_SIZE + 40),
+		    pw_u16(m + META_DBS + i * DB_SIZE + 6), 1,
+		    i == 0 ? 2 : 1) != 0)
+			break;
+	}
+	if (i == 2)
+		rc = 0;
+	else
+		snprintf(why, whysize, "%s", pw.why);
+	for (i = 0; i < PG_DEPTH_MAX; i++)
+		free(pw.page[i]);
+	free(pw.seen);
+	return (rc);
+}
+
+/*
  * Read every page of the index once (INDEX_WALK, before a maintenance mode
  * writes): each database to its end, its keys in order, and the first and
  * last byte and the overflow page header (lm_ovf_ok) of each value.  LMDB
@@ -1202,12 +1521,19 @@ lm_walk(struct lmdb *ix, char **cause)
 	MDB_cursor	*cur;
 	MDB_val		 k, v, prev;
 	volatile unsigned char sink = 0;
+	char		 why[128];
 	size_t		 i;
 	int		 rc;
 
 	/* (A read transaction: LMDB walks its free list in no other.) */
 	if ((rc = mdb_txn_begin(ix->env, NULL, MDB_RDONLY, &txn)) != 0)
 		return (lm_fail(ix, rc, "walking the index", cause));
+	if (lm_pages(ix, txn, why, sizeof why) != 0) {
+		mdb_txn_abort(txn);
+		xasprintf(cause, "index %s is damaged: %s (run --check; see "
+		    "mhfilter(1), Damaged indexes)", ix->base.path, why);
+		return (INDEX_ERROR);
+	}
 	for (i = 0; i < sizeof dbis / sizeof dbis[0] - !ix->have_l1y; i++) {
 		if ((rc = mdb_cursor_open(txn, dbis[i], &cur)) != 0)
 			break;
@@ -2776,12 +3102,15 @@ lmdb_text(struct index *base, uint64_t docid, struct buf *out, char **cause)
 	MDB_val		 v;
 	int		 rc;
 
-	if ((rc = lm_get(ix, ix->texts, docid, &v)) != 0)
+	/* (Asked for a document whose record was found: it has a text.) */
+	if ((rc = lm_get(ix, ix->texts, docid, &v)) != 0 &&
+	    rc != MDB_NOTFOUND)
 		return (lm_fail(ix, rc, "text lookup", cause));
-	if ((rc = text_decode(v.mv_data, v.mv_size, out)) >= 0)
+	if (rc == 0 && (rc = text_decode(v.mv_data, v.mv_size, out)) >= 0)
 		return (rc);
 	xasprintf(cause, "index %s is damaged: text of document %" PRIu64
-	    " is corrupt (run --check)", ix->base.path, docid);
+	    " is %s (run --check)", ix->base.path, docid, rc == MDB_NOTFOUND ?
+	    "missing" : "corrupt");
 	return (INDEX_ERROR);
 }
 
@@ -3428,6 +3757,7 @@ lmdb_check(struct index *base, FILE *f, uint64_t *problems, char **cause)
 	MDB_cursor		*cur;
 	MDB_val			 k, v;
 	uint64_t		 sweep, l0_next;
+	char			 why[128];
 	int			 rc;
 
 	*problems = 0;
@@ -3459,6 +3789,8 @@ lmdb_check(struct index *base, FILE *f, uint64_t *problems, char **cause)
 	check_l0(ix, &ck, sweep, l0_next);
 	check_undelivered(ix, &ck);
 	check_free(ix, &ck);
+	if (lm_pages(ix, ix->txn, why, sizeof why) != 0)
+		problem(f, problems, "LMDB's pages: %s", why);
 
 	mdb_txn_abort(ix->txn);
 	ix->txn = NULL;
