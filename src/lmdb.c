@@ -1389,8 +1389,8 @@ lmdb_set_group(struct index *base, uint64_t group, char **cause)
  * one of its assertions (abort).  Checking every page up front would cost
  * a read of the whole file at every open, and the library has no
  * checksums; so faults are caught instead.  index.c arms this guard around
- * each call into this backend (sigsetjmp there, no signal mask saved, so
- * that arming costs no system call); a SIGSEGV or SIGBUS raised, or an
+ * each call into this backend (lmdb_ops.guard; sigsetjmp there, no signal
+ * mask saved, so that arming costs no system call); a SIGSEGV or SIGBUS raised, or an
  * LMDB assertion failed, while it is armed on the thread jumps back, and
  * the call returns INDEX_ERROR saying the index is damaged.  The process
  * then uses the index no more (INDEX_DAMAGED): the transaction the jump
@@ -1409,7 +1409,7 @@ static struct sigaction		 guard_segv, guard_bus;	/* as they were */
 static pthread_once_t		 guard_once = PTHREAD_ONCE_INIT;
 
 /* Arm the guard with jb (NULL disarms); returns what was armed before. */
-sigjmp_buf *
+static sigjmp_buf *
 lmdb_guard_arm(sigjmp_buf *jb)
 {
 	sigjmp_buf	*prev = guard_jmp;
@@ -1473,7 +1473,7 @@ guard_install(void)
  * do.  What the call had made (the open's index, ix's transactions) is
  * left unused: it may be what the fault left half done.
  */
-int
+static int
 lmdb_guard_caught(struct index *base, const char *path, sigjmp_buf *prev,
     char **cause)
 {
@@ -1494,13 +1494,19 @@ lmdb_guard_caught(struct index *base, const char *path, sigjmp_buf *prev,
 }
 
 /* A call on an index damaged before (INDEX_DAMAGED): INDEX_ERROR. */
-int
+static int
 lmdb_damaged(struct index *ix, char **cause)
 {
 	xasprintf(cause, "index %s is damaged: not used after the error above",
 	    ix->path);
 	return (INDEX_ERROR);
 }
+
+static const struct index_guard lmdb_guard = {
+	.arm = lmdb_guard_arm,
+	.caught = lmdb_guard_caught,
+	.damaged = lmdb_damaged,
+};
 
 const struct index_ops lmdb_ops = {
 	.name = "LMDB",
@@ -1529,4 +1535,5 @@ const struct index_ops lmdb_ops = {
 	.own = lmdb_own,
 	.group = lmdb_group,
 	.set_group = lmdb_set_group,
+	.guard = &lmdb_guard,
 };
