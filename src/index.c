@@ -18,9 +18,10 @@
  * The caller reports a verdict only after index_commit succeeds.  What
  * each call returns is in mhfilter.h.
  *
- * Every call into the LMDB backend runs with its fault guard armed
- * (GUARDED): LMDB reads a damaged page in place, and a fault or one of its
- * assertions there ends the call with INDEX_ERROR, not the process.
+ * Every call into a backend that has a fault guard (index_ops.guard: the
+ * LMDB backend's) runs with it armed (GUARDED): LMDB reads a damaged page
+ * in place, and a fault or one of its assertions there ends the call with
+ * INDEX_ERROR, not the process.
  */
 
 #include "config.h"
@@ -32,23 +33,26 @@
 #include "mhfilter.h"
 
 /*
- * Return call's result; for the LMDB backend (ops), with the fault guard
- * armed around it (lmdb.c: "Damaged pages").  ix is the index, or NULL
- * while path is being opened.  An index damaged once is not called again.
+ * Return call's result; with the backend's (ops) fault guard armed around
+ * it, if it has one (mhfilter.h: struct index_guard; the jump point must be
+ * a frame that outlives the call, so it is here, not in the backend).  ix
+ * is the index, or NULL while path is being opened.  An index damaged once
+ * is not called again.
  */
 #define GUARDED(ops, ix, path, cause, call) do {			\
+	const struct index_guard *g_ = (ops)->guard;			\
 	sigjmp_buf	 jb_, *prev_;					\
 	int		 rv_;						\
 									\
-	if ((ops) != &lmdb_ops)						\
+	if (g_ == NULL)							\
 		return (call);						\
 	if ((ix) != NULL && ((ix)->flags & INDEX_DAMAGED))		\
-		return (lmdb_damaged(ix, cause));			\
-	prev_ = lmdb_guard_arm(&jb_);					\
+		return (g_->damaged(ix, cause));			\
+	prev_ = g_->arm(&jb_);						\
 	if (sigsetjmp(jb_, 0) != 0)					\
-		return (lmdb_guard_caught(ix, path, prev_, cause));	\
+		return (g_->caught(ix, path, prev_, cause));		\
 	rv_ = (call);							\
-	lmdb_guard_arm(prev_);						\
+	g_->arm(prev_);							\
 	return (rv_);							\
 } while (0)
 #define GUARDED_IX(ix, cause, call) \

@@ -502,7 +502,7 @@ struct index_params {
 
 #define INDEX_RDONLY	0x1	/* never write (--query-only) */
 #define INDEX_TEMP	0x2	/* a throwaway index: no fsync */
-#define INDEX_DAMAGED	0x4	/* a fault was caught in it (lmdb_guard) */
+#define INDEX_DAMAGED	0x4	/* a fault was caught in it (index_guard) */
 #define INDEX_WALK	0x8	/* read every page before the first write
 				   (maintenance: LMDB may abort rewriting
 				   a damaged page; see lmdb.c: lm_walk) */
@@ -813,6 +813,22 @@ struct index_ops {
 	int		(*own)(struct index *, uint64_t);
 	int		(*group)(struct index *, uint64_t, uint64_t *, char **);
 	int		(*set_group)(struct index *, uint64_t, char **);
+	const struct index_guard *guard;	/* or NULL: none */
+};
+/*
+ * A backend that reads its store in place (LMDB's map: lmdb.c, "Damaged
+ * pages") brings a fault guard: index.c arms it around every call into the
+ * backend with a jump buffer of its own; caught, after the jump, gives the
+ * call's INDEX_ERROR (ix NULL: the open of path), and damaged that of any
+ * later call on an index once caught (INDEX_DAMAGED).  The jump point has
+ * to be in a frame that lives for the whole call, so it is index.c's, and
+ * the backend lends only these three.
+ */
+struct index_guard {
+	sigjmp_buf	*(*arm)(sigjmp_buf *);
+	int		 (*caught)(struct index *, const char *, sigjmp_buf *,
+			    char **);
+	int		 (*damaged)(struct index *, char **);
 };
 struct index {
 	const struct index_ops *ops;
@@ -826,16 +842,6 @@ struct index {
 };
 extern const struct index_ops lmdb_ops;
 int		 lmdb_remove_dir(const char *);
-/*
- * The LMDB backend's fault guard (lmdb.c, "Damaged pages"): index.c arms
- * it around every call into the backend with a jump buffer of its own;
- * lmdb_guard_caught, after the jump, gives the call's INDEX_ERROR, and
- * lmdb_damaged that of any later call.
- */
-sigjmp_buf	*lmdb_guard_arm(sigjmp_buf *);
-int		 lmdb_guard_caught(struct index *, const char *, sigjmp_buf *,
-		    char **);
-int		 lmdb_damaged(struct index *, char **);
 extern const struct index_ops redis_ops;
 int		 redis_password_file(const char *, char **);
 

@@ -4,8 +4,9 @@
 usage: damage.py SRC DST SEED
 
 Copies the index directory SRC (its data.mdb; lock.mdb is left out) to
-DST and damages DST/data.mdb one way, chosen by SEED: bit flips, a
-truncation, a zeroed 4 KB page or a page of random bytes.  Seeds cycle
+DST and damages DST/data.mdb one way, chosen by SEED: bit flips (1 to
+16), a truncation, a zeroed 4 KB page, a page of random bytes, two pages
+swapped, or a page written over with a copy of another.  Seeds cycle
 through the kinds, and the place is drawn over the whole file, so that
 the meta pages, the B-tree pages and the overflow pages of the values
 all get their share.  Prints what it did on one line.
@@ -16,7 +17,7 @@ import random
 import sys
 
 PAGE = 4096
-KINDS = ("flip", "truncate", "zero", "random")
+KINDS = ("flip", "truncate", "zero", "random", "swap", "duplicate")
 
 
 def damage(data, seed):
@@ -27,7 +28,7 @@ def damage(data, seed):
     pages = max(1, size // PAGE)
     out = bytearray(data)
     if kind == "flip":
-        n = rng.choice((1, 1, 2, 4, 16))
+        n = rng.choice((1, 1, 2, 4, 8, 16))
         where = []
         for _ in range(n):
             pos = rng.randrange(size)
@@ -46,6 +47,20 @@ def damage(data, seed):
             cut = rng.randrange(size)
         return bytes(out[:cut]), "truncate to %d of %d bytes" % (cut, size)
     page = rng.randrange(pages)
+    if kind in ("swap", "duplicate"):
+        # Another page, a whole LMDB page each: what a misdirected write
+        # or a file system's mix-up leaves.
+        other = rng.randrange(pages - 1) if pages > 1 else 0
+        other += other >= page
+        a = out[page * PAGE:(page + 1) * PAGE]
+        b = out[other * PAGE:(other + 1) * PAGE]
+        out[page * PAGE:(page + 1) * PAGE] = b
+        if kind == "swap":
+            out[other * PAGE:(other + 1) * PAGE] = a
+            return bytes(out[:size]), "swap pages %d and %d of %d" % (
+                page, other, pages)
+        return bytes(out[:size]), "page %d over page %d of %d" % (
+            other, page, pages)
     if kind == "zero":
         fill = bytes(PAGE)
     else:

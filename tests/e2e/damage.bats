@@ -1,10 +1,13 @@
 #!/usr/bin/env bats
 # A damaged index never crashes mhfilter: copies of an index damaged in
-# many seeded ways (tests/damage.py: bit flips, truncations, zeroed and
-# random 4 KB pages, anywhere in the file) go through --check, --info, a
-# small filter run and --expire, each of which must end in time with
-# status 0, 1 or 4, never by a signal.  DAMAGE_COPIES copies (make check: 40; make
-# check-damage DAMAGE_COPIES=1000 for more), from seed DAMAGE_SEED.
+# many seeded ways (tests/damage.py: bit flips, truncations, zeroed,
+# random, swapped and duplicated 4 KB pages, anywhere in the file) go
+# through --check, --info, a small filter run, -Q, --export, --compact,
+# --expire --max-docs and a second filter run, each of which must end in
+# time with status 0, 1 (saying the index is damaged or a document
+# corrupt) or 4, never by a signal or a sanitizer's report.  DAMAGE_COPIES
+# copies (make check: 24; make check-damage DAMAGE_COPIES=1000 for more),
+# from seed DAMAGE_SEED.
 
 load helpers
 
@@ -53,14 +56,23 @@ on_copy() {
 	    st=$?
 }
 
-# The status $st of "$2" on copy $1 must be 0, 1 or 4; a failure must
-# name the copy.  Problems are appended to $T/bad.
+# The status $st of "$2" on copy $1 must be 0, 1 or 4, with no report of
+# a sanitizer; a failure must name the copy, and status 1 say that it is
+# damaged (or a document corrupt).  Problems are appended to $T/bad.
 judge() {
+	if grep -qE "Sanitizer|runtime error:" "$1.err"; then
+		echo "$1: $2: status $st, a sanitizer's report" \
+		    "($(cat "$1.what")): $(head -c 300 "$1.err")" >>"$T/bad"
+		return
+	fi
 	case "$st" in
 	0) ;;
 	1|4)	grep -qF "$1" "$1.err" ||
 		    echo "$1: $2: status $st, the message does not name" \
-		    "the index: $(head -c 300 "$1.err")" >>"$T/bad" ;;
+		    "the index: $(head -c 300 "$1.err")" >>"$T/bad"
+		[ "$st" -eq 4 ] || grep -qE "damaged|corrupt" "$1.err" ||
+		    echo "$1: $2: status 1 without saying damaged" \
+		    "($(cat "$1.what")): $(head -c 300 "$1.err")" >>"$T/bad" ;;
 	*)	echo "$1: $2: status $st ($(cat "$1.what")):" \
 		    "$(head -c 300 "$1.err")" >>"$T/bad" ;;
 	esac
@@ -74,8 +86,8 @@ judge() {
 	[ "$(grep -c '^unique	-' ref)" -eq 10 ] || fail "$(cat ref)"
 }
 
-@test "damaged copies: --check, --info, filtering and --expire end in time with status 0, 1 or 4" {
-	local n="${DAMAGE_COPIES:-40}" first="${DAMAGE_SEED:-0}" s c chk
+@test "damaged copies: every mode ends in time with status 0, 1 or 4, never a signal" {
+	local n="${DAMAGE_COPIES:-24}" first="${DAMAGE_SEED:-0}" s c chk
 	local passed=0 failed=0 unseen=0
 
 	make_index
@@ -103,9 +115,18 @@ judge() {
 				    "($(cat "$c.what"))" >>"$T/bad"
 			fi
 		fi
-		# A maintenance mode that writes (deletions rebalance pages).
+		on_copy "$c" -Q -f tsv -a q
+		judge "$c" -Q
+		on_copy "$c" --export "$c.dump"
+		judge "$c" --export
+		on_copy "$c" --compact "$c.compact"
+		judge "$c" --compact
+		# A maintenance mode that writes (deletions rebalance pages),
+		# then a filter run after it.
 		on_copy "$c" --expire --max-docs 300
-		judge "$c" --expire
+		judge "$c" "--expire --max-docs"
+		on_copy "$c" -f tsv -a q
+		judge "$c" "a second filter run"
 		rm -rf "$c" "$c".*
 	done
 	echo "# $n copies: --check passed $passed, filtering failed" \
@@ -183,4 +204,42 @@ judge() {
 	assert_out <<<"imported: 599"
 	mhrun -d new --check
 	assert_status 0
+}
+
+@test "a node size grown inside a leaf page: --check and --expire say damaged and name the page, the index is not written" {
+	local page
+
+	make_index
+	# The first leaf page (LMDB 0.9: flags at byte 10, bounds at 12 and
+	# 14, node offsets from 16) with a node holding a value of 100 bytes
+	# or more in place: its size (the node's first 2 bytes) 64 more.
+	page=$(python3 - <<'PYEOF'
+import struct
+f = open("db/data.mdb", "r+b")
+data = f.read()
+for pg in range(2, len(data) // 4096):
+    base = pg * 4096
+    pgno, flags, lower, upper = struct.unpack_from("<QxxHHH", data, base)
+    if pgno != pg or flags & 0x07 != 0x02 or lower <= 16:
+        continue
+    off = struct.unpack_from("<H", data, base + 16)[0]
+    lo, hi, nflags, ksize = struct.unpack_from("<HHHH", data, base + off)
+    if nflags == 0 and hi == 0 and 100 <= lo < 1000:
+        f.seek(base + off)
+        f.write(struct.pack("<H", lo + 64))
+        print(pg)
+        break
+PYEOF
+)
+	[ -n "$page" ] || fail "no leaf page with such a node"
+	cp db/data.mdb before
+	mhrun -d db --check
+	assert_status 1
+	grep -qE "problem: LMDB's pages: page $page('s nodes| has a bad node)" \
+	    "$T/out" ||
+	    fail "$(cat "$T/out")"
+	mhrun -d db --expire --max-docs 300
+	assert_status 1
+	assert_err_has "index db is damaged: page $page"
+	cmp -s before db/data.mdb || fail "--expire wrote to a damaged index"
 }

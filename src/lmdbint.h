@@ -1,0 +1,179 @@
+/*
+ * The LMDB backend's own header, shared by its four files only (lmdb.c,
+ * lsm.c, lmdbcheck.c, lmdbmarks.c) and not by the rest of the program.
+ * Why a second header: the backend's handle, struct lmdb, is one object
+ * that its band index, its delivery marks, its checks and the rest all
+ * read and write (its transaction, its databases, its memtable), and its
+ * types are LMDB's; in mhfilter.h they would be every file's to see, and
+ * would need <lmdb.h> in every file.  What is here is that struct and the
+ * calls between the four files, nothing else.  Include it after
+ * <lmdb.h> and mhfilter.h.
+ */
+
+#define UNCOUNTED	UINT64_MAX
+
+#define MAP_NONE	((const unsigned char *)UINTPTR_MAX)
+
+#define OWNERS_FILE	"owners.lock"	/* see "Several writers" */
+
+/* The band index's position, in meta; committed, and a transaction's. */
+struct lsmstate {
+	uint64_t	 sweep;		/* chunks merged, ever */
+	uint64_t	 l0_next;	/* next l0 record */
+	uint64_t	 l1_entries;
+	double		 quota;		/* chunks owed to the sweep */
+};
+
+struct lmdb {
+	struct index	 base;		/* first: what index.c sees */
+	int		 format;	/* as opened (3 to 7 read-only, else 8) */
+	MDB_env		*env;
+	MDB_dbi		 meta;
+	MDB_dbi		 docs;
+	MDB_dbi		 texts;
+	MDB_dbi		 times;
+	MDB_dbi		 l0;
+	MDB_dbi		 l1;
+	MDB_dbi		 l1y;
+	int		 have_l1y;	/* l1y exists (read-only: may not) */
+	MDB_dbi		 groups;
+	int		 have_groups;	/* groups exists (read-only: may not) */
+	size_t		 inline_max;	/* larger values go to overflow pages */
+	MDB_txn		*txn;
+	uint64_t	 next_doc;
+	uint64_t	 start_doc;	/* next_doc when the txn began */
+	int		 map_full;	/* grow the map on abort */
+	int64_t		 now;
+	uint32_t	*sig;		/* decoded signature for index_doc */
+	struct buf	 rec;		/* scratch for records */
+	struct textenc	*enc;
+
+	/* The band index: committed state, and the transaction's. */
+	struct memtable	*mt;
+	int		 loaded;	/* mt matches the committed state */
+	unsigned char	*held;		/* by chunk (MT_*); NULL: all held */
+	struct u64vec	 keyset;	/* a batch's keys, sorted */
+	struct u64vec	 keysort;	/* sort_u64's scratch for it */
+	uint64_t	*keybits;	/* their KEYSET_BIT bits */
+	uint64_t	 unheld;	/* l0 entries of the others, or
+					   UNCOUNTED */
+	unsigned	 reads;		/* partial reads of l0 since emptied */
+	size_t		 nwant;		/* chunks marked 2 in held */
+	int		 undo_stale;	/* lsm_unkey dropped additions: an
+					   abort empties the memtable */
+	unsigned char	*rbuf;		/* for lm_pread: L0_WINDOW entries */
+	unsigned	*wholes;	/* l0_filter_setup: chunks held or
+					   read whole */
+	size_t		 nwholes;
+	struct l0key	*probe;		/* and the keys to test, with masks */
+	size_t		 nprobe;
+	size_t		 probesize;
+	unsigned char	*fbuf;		/* a record's filter blocks */
+	size_t		 fbufsize;
+	uint32_t	 dir[(1U << L0F_GBITS_MAX) + 1];	/* its directory */
+	unsigned char	 gmark[(1U << L0F_GBITS_MAX) / 8 + 1];
+	const unsigned char *map;	/* the map's address: NULL not known
+					   yet, MAP_NONE not found */
+	size_t		 mapsize;
+	int		 fd;		/* of the data file, or -1 */
+	struct lsmstate	 lsm;		/* as committed */
+	struct lsmstate	 tx;		/* as the transaction has it */
+	uint64_t	 mt_max;	/* memtable budget, entries */
+	struct bentry	*pend;		/* entries added in this txn */
+	size_t		 npend, pendsize;
+	size_t		*l0count;	/* l0_sort's scratch */
+	unsigned	*merged;	/* chunks merged in this txn */
+	size_t		 nmerged, mergedsize;
+	struct bentry	*sorted;	/* scratch for merges */
+	size_t		 sortedsize;
+	struct buf	 chunk;		/* scratch for merges */
+	struct buf	 ychunk;	/* a young run merged, encoded */
+	struct bentry	*ysorted;	/* and decoded */
+	size_t		 ysortedsize;
+	size_t		 young_min;	/* run_young's min */
+	struct l1ref	*l1map;		/* BAND_CHUNKS, from lmdb_prepare */
+	int		 l1valid;	/* l1map is this txn's l1 */
+	struct u64vec	 bchunks;	/* a small batch's chunks, sorted, */
+	struct brun	*bruns;		/* and their runs (lmdb_prepare) */
+	size_t		 brunsize;
+	int		 bvalid;	/* bruns are this batch's */
+	MDB_txn		*snap;		/* read-only: where l1map points */
+	uint64_t	 snap_sweep;	/* sweep when snap was read */
+	const struct ixdoc *batch;	/* the prepared batch, for prefetch */
+	size_t		 nbatch;
+	size_t		 ahead;		/* its slot whose loads are started */
+	uint64_t	 l0_bad;	/* damaged l0 entries read (lsm_read) */
+	int		 walked;	/* lm_walk found every page sound */
+	size_t		 psize;		/* the page size, for lm_ovf_ok */
+	uint64_t	 repack_at;	/* sweep of lsm_repack's next look */
+
+	/* Delivery marks for the next commit (lm_undelivered_apply). */
+	struct u64vec	 dranges;	/* [first, end) pairs delivered */
+	struct u64vec	 dreplays;	/* earlier documents written again */
+	struct u64vec	 aranges;	/* [first, end) pairs abandoned */
+
+	/* This process's own, in memory ("Several writers"). */
+	struct u64vec	 mine;		/* [first, end) pairs it committed */
+	uint64_t	 owner;		/* of its undelivered ranges, or 0 */
+	int		 owner_new;	/* taken in the open transaction */
+	int		 ofd;		/* owners.lock, or -1 */
+};
+
+#define UD_PREFIX	"undelivered:"
+#define UD_KEYLEN	(sizeof UD_PREFIX - 1 + 16)
+#define UO_PREFIX	"undelivered-owner:"
+#define UO_KEYLEN	(sizeof UO_PREFIX - 1 + 16)
+
+/* lmdb.c */
+int		 lm_fail(struct lmdb *, int, const char *, char **);
+int		 lm_meta_get(struct lmdb *, const char *, char *, size_t);
+int		 lm_meta_put(struct lmdb *, const char *, const char *);
+int		 lmdb_exists(const char *, uint64_t *);
+int		 lm_txn(struct lmdb *, unsigned, MDB_txn **);
+int		 lm_meta_u64(struct lmdb *, const char *, uint64_t *, char **);
+int		 lm_get(struct lmdb *, MDB_dbi, uint64_t, MDB_val *);
+int		 lmdb_text(struct index *, uint64_t, struct buf *, char **);
+
+/* lsm.c */
+int		 lsm_load(struct lmdb *, char **);
+void		 lsm_forget(struct lmdb *);
+void		 lsm_unkey(struct lmdb *);
+uint64_t	 l0_bad_entries(const unsigned char *, size_t, uint64_t);
+int		 l0_record(struct lmdb *, const unsigned char *, size_t,
+		    struct l0layout *, uint64_t *, int *);
+void		 lm_findmap(struct lmdb *, const unsigned char *);
+uint64_t	 lsm_estimate(struct lmdb *, MDB_txn *);
+int		 lsm_hold(struct lmdb *, uint64_t, int, char **);
+int		 lsm_hold_keys(struct lmdb *, size_t, const uint64_t *,
+		    char **);
+int		 lsm_entries(struct lmdb *, MDB_txn *, uint64_t *, char **);
+int		 lm_run_count(const struct lmdb *, MDB_dbi, size_t, size_t *);
+int		 lsm_flush(struct lmdb *, char **);
+int		 lmdb_candidates(struct index *, size_t, const uint64_t *,
+		    struct u64vec *, char **);
+int		 lm_bucket(struct lmdb *, uint64_t, struct u64vec *,
+		    size_t);
+int		 lmdb_prepare(struct index *, const struct ixdoc *, size_t,
+		    char **);
+void		 snap_end(struct lmdb *);
+void		 chunk_key(unsigned char *, unsigned, MDB_val *);
+
+/* lmdbcheck.c */
+int		 lm_overflow(struct lmdb *, const MDB_val *);
+int		 lm_ovf_ok(struct lmdb *, const MDB_val *);
+int		 lm_walk(struct lmdb *, char **);
+int		 lmdb_info(struct index *, struct index_info *, char **);
+int		 lmdb_check(struct index *, FILE *, uint64_t *, char **);
+int		 lmdb_compact(struct index *, const char *, char **);
+
+/* lmdbmarks.c */
+uint64_t	 ud_key_end(const MDB_val *, const char *, size_t);
+int		 ud_value(const MDB_val *, uint64_t, uint64_t *);
+int		 lmdb_own(struct index *, uint64_t);
+void		 lm_own_add(struct lmdb *);
+void		 lm_owner_release(struct lmdb *);
+int		 lmdb_undelivered(struct index *, uint64_t, char **);
+void		 lmdb_delivered(struct index *, const uint64_t *, size_t,
+		    const uint64_t *, size_t);
+void		 lmdb_abandoned(struct index *, const uint64_t *, size_t);
+int		 lm_undelivered_apply(struct lmdb *, char **);
