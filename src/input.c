@@ -5,12 +5,12 @@
  * limit whatever the input, and the caller learns its length.  The last
  * record of a file need not end with the delimiter.
  *
- * For mail (-f mail) the delimiter is a framing mode instead: INPUT_MBOX
+ * For mail (-f mail) the framing is another (FRAME_*): FRAME_MBOX
  * cuts mbox files before each "From " line that follows a blank line (the
  * blank line, "\r\n" in an mbox from Windows, belongs to neither message)
  * and reads a Maildir, given as a directory, as one message a file from
  * cur/ and new/ in file-name order (an MH folder or a news spool: its
- * numbered files, in numeric order); INPUT_SINGLE reads each input as one
+ * numbered files, in numeric order); FRAME_SINGLE reads each input as one
  * message.  Messages are kept byte for byte, From_ line and >From quoting
  * included; mail.c undoes the quoting.
  * A message's "line" (for warnings) is the line of its From_ line in the
@@ -85,7 +85,7 @@ struct input {
 	int		  skipping;	/* discarding an over-long record */
 	size_t		  skipped;	/* its length so far */
 	uint64_t	  line;
-	/* Mail framing (INPUT_MBOX, INPUT_SINGLE) or 0. */
+	/* Mail framing (FRAME_MBOX, FRAME_SINGLE) or FRAME_DELIM. */
 	int		  framing;
 	char		 *whole;	/* by file: one message, not an mbox */
 	char		**owned;	/* the file list, Maildirs expanded */
@@ -128,9 +128,12 @@ static int	input_fail(struct input *, char **, const char *, ...)
 static void	input_mail_files(struct input *);
 static int	input_mail_next(struct input *, struct rawrec *, char **);
 
-/* Prepare to read files (none: stdin) with delimiter delim and a limit. */
+/*
+ * Prepare to read files (none: stdin) framed by framing (FRAME_*) or, for
+ * FRAME_DELIM, delimiter delim, with a limit.
+ */
 struct input *
-input_open(char **files, int nfiles, int delim, size_t max)
+input_open(char **files, int nfiles, int framing, int delim, size_t max)
 {
 	static char	*stdin_only[] = { "-" };
 	struct input	*in;
@@ -147,8 +150,8 @@ input_open(char **files, int nfiles, int delim, size_t max)
 	in->max = max;
 	in->size = INPUT_CHUNK;
 	in->buf = xmalloc(in->size);
-	if (delim == INPUT_MBOX || delim == INPUT_SINGLE) {
-		in->framing = delim;
+	if (framing == FRAME_MBOX || framing == FRAME_SINGLE) {
+		in->framing = framing;
 		in->pieces = 1;
 		input_mail_files(in);
 	}
@@ -242,7 +245,7 @@ input_mail_files(struct input *in)
 		in->owned = xreallocarray(in->owned, n + 1, sizeof *in->owned);
 		in->whole = xreallocarray(in->whole, n + 1, 1);
 		in->owned[n] = xstrdup(in->files[i]);
-		in->whole[n++] = in->framing == INPUT_SINGLE;
+		in->whole[n++] = in->framing == FRAME_SINGLE;
 	}
 	in->files = in->owned;
 	in->nfiles = n;

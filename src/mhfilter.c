@@ -427,7 +427,7 @@ parse_options(int argc, char **argv, struct options *o)
 	if (o->f.query_only && o->db == NULL)
 		usage_error("--query-only needs --db (a temporary index is "
 		    "empty)");
-	if (o->pl.format != FORMAT_JSONL && o->fields)
+	if (!(format_get(o->pl.format)->flags & FMT_FIELDS) && o->fields)
 		usage_error("--text-field and --id-field go with --format "
 		    "jsonl");
 	if (o->d.http != NULL && o->d.nlisten == 0 && o->m.socket == NULL &&
@@ -445,11 +445,6 @@ struct keyword {
 	int		 hidden;
 };
 
-static const struct keyword formats[] = {
-	{ "line", FORMAT_LINE, 0 }, { "tsv", FORMAT_TSV, 0 },
-	{ "jsonl", FORMAT_JSONL, 0 }, { "json", FORMAT_JSONL, 1 },
-	{ "mail", FORMAT_MAIL, 0 }, { "news", FORMAT_MAIL, 1 }, { NULL, 0, 0 }
-};
 static const struct keyword policies[] = {
 	{ "skip", POLICY_SKIP, 0 }, { "pass", POLICY_PASS, 0 },
 	{ "fail", POLICY_FAIL, 0 }, { NULL, 0, 0 }
@@ -534,7 +529,10 @@ apply_options(int argc, char **argv, struct options *o)
 			o->pl.delim = '\0';
 			break;
 		case 'f':
-			o->pl.format = keyword(name, optarg, formats, "format");
+			if ((o->pl.format = format_find(optarg)) == -1) {
+				usage_error("%s: unknown format '%s' (use %s)",
+				    name, optarg, format_list());
+			}
 			break;
 		case OPT_TEXT_FIELD:
 			o->pl.text_field = optarg;
@@ -858,13 +856,20 @@ check_options(struct options *o, int modes, int src)
 	if (o->m.socket != NULL)
 		o->pl.format = FORMAT_MAIL;
 	/*
-	 * Mail: the delimiter becomes input.c's framing (mbox and Maildir,
-	 * or one message an input) unless -z asks for NUL-terminated
-	 * messages; --mda writes nothing and leaves ids out (mail.c).
+	 * A format framed otherwise than by lines (mail: mbox and Maildir,
+	 * or with --single one message an input) is read in its framing
+	 * unless -z asks for NUL-terminated records; on a socket its records
+	 * end with NUL.
 	 */
+	o->pl.framing = FRAME_DELIM;
+	if (format_get(o->pl.format)->framing != FRAME_DELIM &&
+	    o->pl.delim != '\0') {
+		o->pl.framing = o->mail_single ? FRAME_SINGLE :
+		    format_get(o->pl.format)->framing;
+		o->pl.delim = '\0';
+	}
+	/* Mail: --mda writes nothing and leaves ids out (mail.c). */
 	if (o->pl.format == FORMAT_MAIL) {
-		if (o->pl.delim != '\0')
-			o->pl.delim = o->mail_single ? INPUT_SINGLE : INPUT_MBOX;
 		if (o->mda) {
 			if (modes > 0 || (o->pl.mode != OUT_UNIQUE &&
 			    o->pl.mode != OUT_NONE))
@@ -1041,7 +1046,8 @@ check_maint(struct options *o, int files)
 {
 	const char	*m = maint_opts[o->maint];
 
-	if (o->pl.time_field != NULL && o->pl.format != FORMAT_JSONL)
+	if (o->pl.time_field != NULL &&
+	    !(format_get(o->pl.format)->flags & FMT_FIELDS))
 		usage_error("--time-field goes with --format jsonl");
 	if (o->maint == MAINT_NONE) {
 		if (o->f.query_only &&
