@@ -45,9 +45,17 @@ static const struct format formats[FORMAT_COUNT] = {
 		.name = "mail",
 		.alias = "news",
 		.framing = FRAME_MBOX,
-		.flags = FMT_PIECES|FMT_MAILBOX|FMT_LOG_ALL|FMT_MAILMOD,
+		.flags = FMT_PIECES|FMT_MAILBOX|FMT_LOG_ALL,
 		.parse = record_parse_mail,
 		.write = output_write_mail,
+	},
+	[FORMAT_WARC] = {
+		.name = "warc",
+		.framing = FRAME_WARC,
+		.flags = FMT_PIECES|FMT_FILES,
+		.parse = warc_parse,
+		.write = output_write_warc,
+		.init = warc_init,
 	},
 };
 
@@ -75,7 +83,7 @@ format_find(const char *name)
 	return (-1);
 }
 
-/* The formats' names for a message: "line, tsv, jsonl or mail". */
+/* The formats' names for a message: "line, tsv, jsonl, mail or warc". */
 const char *
 format_list(void)
 {

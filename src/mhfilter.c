@@ -229,8 +229,9 @@ usage(FILE *f)
 "\n"
 "Input:\n"
 "  -z, --null               records end with NUL, not newline\n"
-"  -f, --format FMT         line (default), tsv (id TAB text), jsonl or mail\n"
+"  -f, --format FMT         line (default), tsv (id TAB text), jsonl, mail\n"
 "                           (mbox files, Maildir directories, news articles)\n"
+"                           or warc (web archives, .warc.gz too)\n"
 "      --text-field NAME    jsonl: field with the text (default text)\n"
 "      --id-field NAME      jsonl: field with the id (default id)\n"
 "      --time-field NAME    jsonl: field with the document time (RFC 3339\n"
@@ -861,12 +862,22 @@ check_options(struct options *o, int modes, int src)
 	 * unless -z asks for NUL-terminated records; on a socket its records
 	 * end with NUL.
 	 */
+	if (src == 2 && (format_get(o->pl.format)->flags & FMT_FILES) &&
+	    (o->pl.delim == '\0' || o->d.nlisten > 0 || o->c.addr != NULL))
+		usage_error("--format %s frames its own records, which may hold "
+		    "any byte: it is read from files, not with -z, --listen "
+		    "or --connect", format_get(o->pl.format)->name);
 	o->pl.framing = FRAME_DELIM;
 	if (format_get(o->pl.format)->framing != FRAME_DELIM &&
 	    o->pl.delim != '\0') {
 		o->pl.framing = o->mail_single ? FRAME_SINGLE :
 		    format_get(o->pl.format)->framing;
 		o->pl.delim = '\0';
+	}
+	if (format_get(o->pl.format)->init != NULL &&
+	    format_get(o->pl.format)->init(&o->pl, &cause) != 0) {
+		log_errx("%s", cause);
+		exit(EXIT_ERROR);
 	}
 	/* Mail: --mda writes nothing and leaves ids out (mail.c). */
 	if (o->pl.format == FORMAT_MAIL) {

@@ -8,6 +8,8 @@
  *               writer
  *   record.c    raw record -> (id, text) for the line, tsv and jsonl formats
  *   mail.c      a mail message (-f mail) -> (id, text, time), with GMime
+ *   warc.c      a WARC record (-f warc) -> (id, text, time), its HTML
+ *               read by mail.c's
  *   normalize.c text -> normalised text (case fold, NFKC, spaces, punctuation)
  *   shingle.c   normalised text -> shingle hashes (XXH3)
  *   minhash.c   shingle hashes -> K-value signature
@@ -1069,6 +1071,8 @@ int		 output_write_json(struct output *, const struct record *,
 		    const struct verdict *, int, int, char **);
 int		 output_write_mail(struct output *, const struct record *,
 		    const struct verdict *, int, int, char **);
+int		 output_write_warc(struct output *, const struct record *,
+		    const struct verdict *, int, int, char **);
 
 /*
  * format.c: the input formats (-f), one entry each in a table.  The
@@ -1081,18 +1085,21 @@ int		 output_write_mail(struct output *, const struct record *,
 #define FORMAT_TSV	1
 #define FORMAT_JSONL	2
 #define FORMAT_MAIL	3	/* RFC 5322/5536 messages (mail.c) */
-#define FORMAT_COUNT	4
+#define FORMAT_WARC	4	/* ISO 28500 web archives (warc.c) */
+#define FORMAT_COUNT	5
 /*
  * How input.c cuts a file into records (pipeline_opts.framing), apart
  * from the delimiter: FRAME_DELIM at the delimiter ('\n', or NUL with
  * -z); FRAME_MBOX before each From_ line of an mbox, a Maildir given as a
  * directory read a message a file; FRAME_SINGLE each input one record
- * (--single).  On a socket (daemon.c, client.c) records always end with
+ * (--single); FRAME_WARC by each WARC record's Content-Length, a .warc.gz
+ * at the end of each gzip member.  On a socket (daemon.c, client.c) records always end with
  * the delimiter, NUL for the formats framed otherwise.
  */
 #define FRAME_DELIM	0
 #define FRAME_MBOX	1
 #define FRAME_SINGLE	2
+#define FRAME_WARC	3
 #define FMT_FIELDS	0x1	/* --text-field, --id-field, --time-field */
 #define FMT_PIECES	0x2	/* over --max-message passed through in
 				   pieces, never dropped (input_set_pieces) */
@@ -1100,7 +1107,9 @@ int		 output_write_mail(struct output *, const struct record *,
 				   with the X-Mhfilter field */
 #define FMT_LOG_ALL	0x8	/* -v logs every record, not only the
 				   duplicates and the unchecked */
-#define FMT_MAILMOD	0x10	/* needs the mail module (mail_init) */
+#define FMT_FILES	0x10	/* its records hold any byte: read from
+				   files only, never from a socket or -z */
+struct pipeline_opts;
 struct format {
 	const char	*name;		/* for -f */
 	const char	*alias;		/* another name for -f, not listed */
@@ -1118,6 +1127,9 @@ struct format {
 	   as --duplicates or --annotate or the default output wants it. */
 	int		(*write)(struct output *, const struct record *,
 			    const struct verdict *, int, int, char **);
+	/* Before any record, from the options (or NULL): 0, or -1 and a
+	   cause. */
+	int		(*init)(const struct pipeline_opts *, char **);
 };
 const struct format *format_get(int);
 int		 format_find(const char *);
@@ -1147,6 +1159,23 @@ int		 mail_flags(void);
 int		 mail_strip_parse(const char *, int *, char **);
 int		 mail_extract(const char *, size_t, int, struct buf *,
 		    struct buf *, int64_t *, char **);
+void		 mailmod_html(const char *, size_t, const char *,
+		    struct buf *);
+int		 mail_html(const char *, size_t, const char *, struct buf *,
+		    char **);
+
+/* warc.c: WARC records (-f warc), framed by input.c. */
+#define WARC_HEADER_MAX	65536	/* bytes of a record's header, at most */
+struct warc_hdr {
+	size_t		 hlen;		/* version line, fields, blank line */
+	uint64_t	 clen;		/* Content-Length: the block's bytes */
+	uint64_t	 total;		/* the record's, its two CRLFs too */
+};
+int		 warc_header(const char *, size_t, struct warc_hdr *,
+		    char **);
+int		 warc_parse(struct record *, const char *, const char *,
+		    const char *, char **);
+int		 warc_init(const struct pipeline_opts *, char **);
 struct pl_counts;
 int		 mail_mda_status(const struct pl_counts *, int, int);
 

@@ -71,6 +71,8 @@ static const char *verdict_names[] = {
 
 static void	output_annotate(struct output *, const struct record *,
 		    const struct verdict *);
+static void	output_verdict(struct output *, const struct record *,
+		    const struct verdict *);
 static void	output_json(struct output *, const struct record *,
 		    const struct verdict *);
 static void	output_jsonstr(struct buf *, const char *, size_t);
@@ -350,9 +352,13 @@ output_json(struct output *o, const struct record *r, const struct verdict *v)
 	buf_append(&o->b, close, len - (close - raw));
 }
 
-/* A record with its verdict. */
+/*
+ * The columns of --annotate before the record: the verdict, the match (or
+ * the earlier document it contains) and the similarity, with --group the
+ * group; each followed by a TAB.
+ */
 static void
-output_annotate(struct output *o, const struct record *r,
+output_verdict(struct output *o, const struct record *r,
     const struct verdict *v)
 {
 	char	 sim[32];
@@ -379,6 +385,14 @@ output_annotate(struct output *o, const struct record *r,
 		output_field(&o->b, o->id.data, o->id.len);
 		buf_append(&o->b, "\t", 1);
 	}
+}
+
+/* A record with its verdict: the verdict's columns, then the record. */
+static void
+output_annotate(struct output *o, const struct record *r,
+    const struct verdict *v)
+{
+	output_verdict(o, r, v);
 	buf_append(&o->b, r->raw.data, r->raw.len);
 }
 
@@ -640,6 +654,28 @@ output_write_mail(struct output *o, const struct record *r,
 	    1);
 	if (o->maildir != NULL)
 		return (output_maildir_file(o, cause));
+	return (0);
+}
+
+/*
+ * The writer of WARC: the record as read (a .warc.gz's gzip member, so
+ * that the output is a .warc.gz too), or a piece of one; with --annotate
+ * no record but a line for it, its verdict (as for lines) and its id.
+ */
+int
+output_write_warc(struct output *o, const struct record *r,
+    const struct verdict *v, int first, int last, char **cause)
+{
+	if (o->mode != OUT_ANNOTATE) {
+		buf_append(&o->b, r->raw.data, r->raw.len);
+		return (0);
+	}
+	if (first) {
+		output_verdict(o, r, v);
+		record_idstr(r, &o->id);
+		output_field(&o->b, o->id.data, o->id.len);
+		buf_append(&o->b, "\n", 1);
+	}
 	return (0);
 }
 
