@@ -987,8 +987,7 @@ client_write(struct client *c)
 		}
 		if (cr->v.kind == V_SKIP)
 			continue;
-		if (c->po->format == FORMAT_MAIL &&
-		    c->po->delim == INPUT_MBOX && cr->r.time == 0 &&
+		if (c->po->framing == FRAME_MBOX && cr->r.time == 0 &&
 		    !(cr->r.raw.len >= 5 && memcmp(cr->r.raw.data, "From ",
 		    5) == 0))
 			client_mail_time(c, &cr->r);
@@ -1174,15 +1173,17 @@ client_run(const struct client_opts *o, const struct pipeline_opts *po,
 	c.fd = -1;
 	c.cap = o->window;
 	c.ring = xcalloc(c.cap, sizeof *c.ring);
-	c.senddelim = po->delim > 0xff ? '\0' : po->delim;
+	c.senddelim = po->delim;
 	c.pairs = (po->mode & OUT_MODE) == OUT_PAIRS;
 	c.groups = (po->mode & OUT_GROUP) || (po->mode & OUT_MODE) ==
 	    OUT_CLUSTERS;
-	c.in = input_open(files, nfiles, po->delim, po->format == FORMAT_MAIL ?
-	    po->max_message : po->max_bytes);
-	if (po->format == FORMAT_MAIL)
+	c.in = input_open(files, nfiles, po->framing, po->delim,
+	    format_get(po->format)->flags & FMT_PIECES ? po->max_message :
+	    po->max_bytes);
+	if (format_get(po->format)->flags & FMT_PIECES)
 		input_set_pieces(c.in);
-	c.out = output_open(outfd, po->mode, po->format, po->delim);
+	c.out = output_open(outfd, po->mode, po->format, po->framing,
+	    po->delim);
 
 	for (;;) {
 		if ((rc = client_read_input(&c)) != 0 && c.status == 0) {

@@ -1419,11 +1419,12 @@ client_take(struct client *c, size_t len, size_t dlen)
 		}
 	}
 	/*
-	 * A blank line of TSV or JSON Lines: no record, no reply (made
-	 * contiguous only when it starts as one, which a record does not).
+	 * A blank line of TSV or JSON Lines (record_blank): no record, no
+	 * reply (made contiguous only when it starts as one, which a record
+	 * does not).
 	 */
-	if (d->po->delim == '\n' && (d->po->format == FORMAT_TSV ||
-	    d->po->format == FORMAT_JSONL) && (len == 0 ||
+	if (d->po->delim == '\n' && format_get(d->po->format)->blank != NULL &&
+	    (len == 0 ||
 	    (evbuffer_copyout(in, cmd, 1) == 1 && strchr(" \t\r", *cmd) !=
 	    NULL))) {
 		if (record_blank(len > 0 ? (const char *)evbuffer_pullup(in,
@@ -1940,7 +1941,7 @@ daemon_open_output(struct daemon *d, char **cause)
 	if (strcmp(d->o->output, "-") == 0) {
 		if (d->out == NULL)
 			d->out = output_open(STDOUT_FILENO, d->po->mode,
-			    d->po->format, d->po->delim);
+			    d->po->format, d->po->framing, d->po->delim);
 		d->outfd = STDOUT_FILENO;
 		pipeline_set_output(d->p, d->out, d->o->output);
 		return (0);
@@ -1956,7 +1957,8 @@ daemon_open_output(struct daemon *d, char **cause)
 	if (d->outfd > STDERR_FILENO)
 		close(d->outfd);
 	d->outfd = fd;
-	d->out = output_open(fd, d->po->mode, d->po->format, d->po->delim);
+	d->out = output_open(fd, d->po->mode, d->po->format, d->po->framing,
+	    d->po->delim);
 	pipeline_set_output(d->p, d->out, d->o->output);
 	return (0);
 }

@@ -5,14 +5,19 @@
  * limit whatever the input, and the caller learns its length.  The last
  * record of a file need not end with the delimiter.
  *
- * For mail (-f mail) the delimiter is a framing mode instead: INPUT_MBOX
+ * For mail (-f mail) the framing is another (FRAME_*): FRAME_MBOX
  * cuts mbox files before each "From " line that follows a blank line (the
  * blank line, "\r\n" in an mbox from Windows, belongs to neither message)
  * and reads a Maildir, given as a directory, as one message a file from
  * cur/ and new/ in file-name order (an MH folder or a news spool: its
- * numbered files, in numeric order); INPUT_SINGLE reads each input as one
+ * numbered files, in numeric order); FRAME_SINGLE reads each input as one
  * message.  Messages are kept byte for byte, From_ line and >From quoting
  * included; mail.c undoes the quoting.
+ * For WARC (-f warc) FRAME_WARC cuts a record after its header, its
+ * Content-Length bytes of block and two CRLFs; a .warc.gz is not
+ * decompressed as a whole but cut at the end of each gzip member, one
+ * record, and handed out compressed, so that it is written as it came
+ * (input_warc_next).
  * A message's "line" (for warnings) is the line of its From_ line in the
  * mbox, so that an editor finds it; in a Maildir, the file names it.
  *
@@ -85,7 +90,7 @@ struct input {
 	int		  skipping;	/* discarding an over-long record */
 	size_t		  skipped;	/* its length so far */
 	uint64_t	  line;
-	/* Mail framing (INPUT_MBOX, INPUT_SINGLE) or 0. */
+	/* Mail framing (FRAME_MBOX, FRAME_SINGLE) or FRAME_DELIM. */
 	int		  framing;
 	char		 *whole;	/* by file: one message, not an mbox */
 	char		**owned;	/* the file list, Maildirs expanded */
@@ -114,6 +119,20 @@ struct input {
 	z_stream	  gz;
 	ZSTD_DStream	 *zs;
 	lzma_stream	  xz;
+	/* WARC framing (FRAME_WARC): see input_warc_next. */
+	int		  wgz;		/* a .warc.gz: gzip members as read */
+	uint64_t	  woff;		/* the file offset of buf[start] */
+	uint64_t	  wrecoff;	/* the current record's */
+	int		  wpiece;	/* handing out a record in pieces */
+	uint64_t	  wleft;	/* a plain one's bytes still to come */
+	int		  wzon;		/* inflating a member: wz is set up */
+	int		  wzinit;	/* wz was ever set up */
+	z_stream	  wz;
+	size_t		  wzin;		/* the member's bytes from start */
+	uint64_t	  wzout;	/* its decompressed bytes */
+	struct buf	  whead;	/* the first of them, the header */
+	unsigned char	  wtail[4];	/* the last 4 of them */
+	unsigned char	 *wscratch;	/* where the rest is inflated to */
 };
 
 static int	input_advance(struct input *, char **);
@@ -127,10 +146,14 @@ static int	input_fail(struct input *, char **, const char *, ...)
 		    __attribute__((format(printf, 3, 4)));
 static void	input_mail_files(struct input *);
 static int	input_mail_next(struct input *, struct rawrec *, char **);
+static int	input_warc_next(struct input *, struct rawrec *, char **);
 
-/* Prepare to read files (none: stdin) with delimiter delim and a limit. */
+/*
+ * Prepare to read files (none: stdin) framed by framing (FRAME_*) or, for
+ * FRAME_DELIM, delimiter delim, with a limit.
+ */
 struct input *
-input_open(char **files, int nfiles, int delim, size_t max)
+input_open(char **files, int nfiles, int framing, int delim, size_t max)
 {
 	static char	*stdin_only[] = { "-" };
 	struct input	*in;
@@ -147,10 +170,13 @@ input_open(char **files, int nfiles, int delim, size_t max)
 	in->max = max;
 	in->size = INPUT_CHUNK;
 	in->buf = xmalloc(in->size);
-	if (delim == INPUT_MBOX || delim == INPUT_SINGLE) {
-		in->framing = delim;
+	if (framing == FRAME_MBOX || framing == FRAME_SINGLE) {
+		in->framing = framing;
 		in->pieces = 1;
 		input_mail_files(in);
+	} else if (framing == FRAME_WARC) {
+		in->framing = framing;
+		in->pieces = 1;
 	}
 	in->total = input_total(in);
 	return (in);
@@ -242,7 +268,7 @@ input_mail_files(struct input *in)
 		in->owned = xreallocarray(in->owned, n + 1, sizeof *in->owned);
 		in->whole = xreallocarray(in->whole, n + 1, 1);
 		in->owned[n] = xstrdup(in->files[i]);
-		in->whole[n++] = in->framing == INPUT_SINGLE;
+		in->whole[n++] = in->framing == FRAME_SINGLE;
 	}
 	in->files = in->owned;
 	in->nfiles = n;
@@ -568,6 +594,263 @@ input_mail_next(struct input *in, struct rawrec *rr, char **cause)
 	}
 }
 
+/* Give up the current WARC file at its current record: why says why. */
+static int
+input_warc_fail(struct input *in, char **cause, char *why)
+{
+	input_fail(in, cause, "WARC record at byte %" PRIu64 ": %s",
+	    in->wrecoff, why);
+	free(why);
+	return (-1);
+}
+
+/*
+ * Cut the next plain WARC record from the data: 1 with *len its bytes
+ * (*more: a piece of a record over the limit, more to come), 0 when more
+ * data is needed, 2 at the end of the file, -1 (a malformed record, with a
+ * cause).
+ */
+static int
+input_warc_plain(struct input *in, size_t *len, int *more, char **cause)
+{
+	struct warc_hdr	 h;
+	const char	*p = in->buf + in->start;
+	size_t		 have = in->end - in->start;
+	char		*why;
+	int		 rv;
+
+	if (in->wpiece) {
+		if (have == 0) {
+			if (!in->eof)
+				return (0);
+			xasprintf(&why, "cut short: %" PRIu64 " bytes missing",
+			    in->wleft);
+			return (input_warc_fail(in, cause, why));
+		}
+		*len = have < in->wleft ? have : in->wleft;
+		in->wleft -= *len;
+		*more = in->wleft > 0;
+		return (1);
+	}
+	if (have == 0)
+		return (in->eof ? 2 : 0);
+	in->wrecoff = in->woff;
+	if ((rv = warc_header(p, have, &h, &why)) == -1)
+		return (input_warc_fail(in, cause, why));
+	if (rv == 0) {
+		if (!in->eof)
+			return (0);
+		return (input_warc_fail(in, cause, xstrdup("cut short in its "
+		    "header")));
+	}
+	if (h.total > in->max) {
+		/* Over the limit: handed out in pieces as it comes. */
+		*len = have < in->max ? have : in->max;
+		in->wleft = h.total - *len;
+		*more = 1;
+		return (1);
+	}
+	if (have < h.total) {
+		if (!in->eof)
+			return (0);
+		xasprintf(&why, "cut short: %zu of its %" PRIu64 " bytes", have,
+		    h.total);
+		return (input_warc_fail(in, cause, why));
+	}
+	if (memcmp(p + h.total - 4, "\r\n\r\n", 4) != 0) {
+		xasprintf(&why, "no two CRLFs after its block of %" PRIu64
+		    " bytes (a wrong Content-Length?)", h.clen);
+		return (input_warc_fail(in, cause, why));
+	}
+	*len = h.total;
+	*more = 0;
+	return (1);
+}
+
+/* Keep the n bytes a member inflated to: its first, its last 4. */
+static void
+input_warc_keep(struct input *in, const unsigned char *p, size_t n)
+{
+	size_t	 keep;
+
+	if (in->whead.len < WARC_HEADER_MAX) {
+		keep = WARC_HEADER_MAX - in->whead.len;
+		buf_append(&in->whead, p, n < keep ? n : keep);
+	}
+	if (n >= 4)
+		memcpy(in->wtail, p + n - 4, 4);
+	else {
+		memmove(in->wtail, in->wtail + n, 4 - n);
+		memcpy(in->wtail + 4 - n, p, n);
+	}
+	in->wzout += n;
+}
+
+/*
+ * Check the member just inflated holds one WARC record, whole: 0, or -1
+ * with a cause.
+ */
+static int
+input_warc_check(struct input *in, char **cause)
+{
+	struct warc_hdr	 h;
+	char		*why;
+	int		 rv;
+
+	if ((rv = warc_header(in->whead.data, in->whead.len, &h, &why)) == -1)
+		return (input_warc_fail(in, cause, why));
+	if (rv == 0)
+		return (input_warc_fail(in, cause, xstrdup("its gzip member "
+		    "ends in its header")));
+	if (in->wzout < h.total) {
+		xasprintf(&why, "cut short: its gzip member holds %" PRIu64
+		    " of its %" PRIu64 " bytes", in->wzout, h.total);
+		return (input_warc_fail(in, cause, why));
+	}
+	if (in->wzout > h.total) {
+		xasprintf(&why, "its gzip member holds %" PRIu64 " bytes "
+		    "after it (a .warc.gz has one member a record: the file "
+		    "was compressed whole?)", in->wzout - h.total);
+		return (input_warc_fail(in, cause, why));
+	}
+	if (memcmp(in->wtail, "\r\n\r\n", 4) != 0) {
+		xasprintf(&why, "no two CRLFs after its block of %" PRIu64
+		    " bytes (a wrong Content-Length?)", h.clen);
+		return (input_warc_fail(in, cause, why));
+	}
+	return (0);
+}
+
+/*
+ * input_warc_plain for a .warc.gz: the next gzip member, inflated (to
+ * find its end and check it) but handed out compressed.  Zeros after a
+ * member pad it (gzip's rule).
+ */
+static int
+input_warc_member(struct input *in, size_t *len, int *more, char **cause)
+{
+	unsigned char	*p;
+	size_t		 have = in->end - in->start;
+	char		*why;
+	int		 r;
+
+	if (!in->wzon) {
+		while (have > 0 && in->buf[in->start] == '\0') {
+			in->start++;
+			in->woff++;
+			have--;
+		}
+		in->scanned = in->start;
+		if (have == 0)
+			return (in->eof ? 2 : 0);
+		if (have < 2 && !in->eof)
+			return (0);
+		in->wrecoff = in->woff;
+		p = (unsigned char *)in->buf + in->start;
+		if (have < 2 || p[0] != 0x1f || p[1] != 0x8b)
+			return (input_warc_fail(in, cause, xstrdup("not a gzip "
+			    "member (a .warc.gz is gzip members throughout)")));
+		if (!in->wzinit) {
+			if (inflateInit2(&in->wz, 15 + 16) != Z_OK)
+				fatalx("inflateInit2: out of memory");
+			in->wzinit = 1;
+			in->wscratch = xmalloc(INPUT_CHUNK);
+		} else
+			inflateReset(&in->wz);
+		in->wzon = 1;
+		in->wzin = 0;
+		in->wzout = 0;
+		in->whead.len = 0;
+		memset(in->wtail, 0, sizeof in->wtail);
+	}
+	in->wz.next_in = (unsigned char *)in->buf + in->start + in->wzin;
+	in->wz.avail_in = have - in->wzin;
+	do {
+		in->wz.next_out = in->wscratch;
+		in->wz.avail_out = INPUT_CHUNK;
+		r = inflate(&in->wz, Z_NO_FLUSH);
+		input_warc_keep(in, in->wscratch, INPUT_CHUNK -
+		    in->wz.avail_out);
+	} while (r == Z_OK && (in->wz.avail_in > 0 ||
+	    in->wz.avail_out == 0));
+	in->wzin = have - in->wz.avail_in;
+	if (r != Z_OK && r != Z_BUF_ERROR && r != Z_STREAM_END) {
+		xasprintf(&why, "bad gzip member (%s, at byte %" PRIu64 ")",
+		    in->wz.msg != NULL ? in->wz.msg : zError(r),
+		    in->wrecoff + in->wzin);
+		in->wzon = 0;
+		return (input_warc_fail(in, cause, why));
+	}
+	if (r == Z_STREAM_END) {
+		in->wzon = 0;
+		if (!in->wpiece && input_warc_check(in, cause) != 0)
+			return (-1);
+		*len = in->wzin;
+		*more = 0;
+		return (1);
+	}
+	if (in->eof) {
+		in->wzon = 0;
+		xasprintf(&why, "cut short: its gzip member ends after %" PRIu64
+		    " bytes", in->woff - in->wrecoff + in->wzin);
+		return (input_warc_fail(in, cause, why));
+	}
+	if (in->wzin > in->max) {
+		/* Over the limit: handed out in pieces as it comes. */
+		*len = in->wzin;
+		in->wzin = 0;
+		*more = 1;
+		return (1);
+	}
+	return (0);
+}
+
+/*
+ * The next WARC record (input_next with FRAME_WARC), checked as it is
+ * cut: a malformed one abandons its file with an error naming the
+ * record's byte offset (in a .warc.gz the compressed file's), the records
+ * before it handed out.  A record over the limit is not dropped but comes
+ * in pieces (rr->piece, rr->more), as mail does.  Its line is its number
+ * in the file.
+ */
+static int
+input_warc_next(struct input *in, struct rawrec *rr, char **cause)
+{
+	size_t	 len;
+	int	 rv, more;
+
+	for (;;) {
+		if (in->fd == -1) {
+			if ((rv = input_advance(in, cause)) <= 0)
+				return (rv);
+		}
+		if (in->sniff)
+			rv = 0;		/* nothing read yet: gzip or not */
+		else if (in->wgz)
+			rv = input_warc_member(in, &len, &more, cause);
+		else
+			rv = input_warc_plain(in, &len, &more, cause);
+		if (rv == -1)
+			return (input_failed(in));
+		if (rv == 2) {
+			if ((rv = input_advance(in, cause)) <= 0)
+				return (rv);
+			continue;
+		}
+		if (rv == 1) {
+			in->line -= in->wpiece;	/* a piece's is its first's */
+			input_take(in, rr, len, 0, in->start + len);
+			in->woff += len;
+			rr->piece = in->wpiece ? 2 : more ? 1 : 0;
+			rr->more = more;
+			in->wpiece = more;
+			return (1);
+		}
+		if (input_fill(in, cause) == -1)
+			return (input_failed(in));
+	}
+}
+
 /*
  * Is path a regular file that is also one of the inputs (none: standard
  * input)?  Opening it for output would empty it before it is read.
@@ -624,6 +907,8 @@ input_advance(struct input *in, char **cause)
 	in->textcheck = in->framing == 0 && in->delim != '\0';
 	in->bomcheck = 1;
 	in->failed = 0;
+	in->wgz = in->wpiece = in->wzon = 0;
+	in->woff = in->wrecoff = in->wleft = 0;
 	return (1);
 }
 
@@ -668,6 +953,7 @@ input_failed(struct input *in)
 	in->start = in->end = in->scanned = 0;
 	in->skipping = 0;
 	in->skipped = 0;
+	in->wpiece = in->wzon = 0;
 	return (-2);
 }
 
@@ -756,6 +1042,11 @@ input_sniff(struct input *in, char **cause)
 			break;
 	}
 	in->sniff = 0;
+	if (in->codec == CODEC_GZIP && in->framing == FRAME_WARC) {
+		/* A .warc.gz: its members are its records, kept as read. */
+		in->codec = CODEC_NONE;
+		in->wgz = 1;
+	}
 	if (in->codec == CODEC_NONE)
 		return (got);
 	/* Compressed: what was read is the decoder's. */
@@ -997,6 +1288,8 @@ input_next(struct input *in, struct rawrec *rr, char **cause)
 	size_t	 len;
 	int	 rv;
 
+	if (in->framing == FRAME_WARC)
+		return (input_warc_next(in, rr, cause));
 	if (in->framing != 0)
 		return (input_mail_next(in, rr, cause));
 	for (;;) {
@@ -1057,7 +1350,9 @@ input_wait(struct input *in, int ms)
 	if (in->fd == -1 || in->regular || in->eof ||
 	    in->zstart < in->zend || in->zmore)
 		return (1);
-	if (in->framing != 0 ? !in->whole[in->next - 1] &&
+	/* (WARC: bytes of a record, whole or not, are as good.) */
+	if (in->framing == FRAME_WARC ? in->end > in->start :
+	    in->framing != 0 ? !in->whole[in->next - 1] &&
 	    input_mbox_sep(in, &blank) != NULL : memchr(in->buf + in->scanned,
 	    in->delim, in->end - in->scanned) != NULL)
 		return (1);
@@ -1216,6 +1511,10 @@ input_close(struct input *in)
 	free(in->owned);
 	free(in->whole);
 	free(in->error);
+	if (in->wzinit)
+		inflateEnd(&in->wz);
+	buf_free(&in->whead);
+	free(in->wscratch);
 	free(in->buf);
 	free(in);
 }

@@ -289,6 +289,22 @@ mail_html_text(const char *html, size_t len, int noquote, struct buf *out)
 	xmlFreeDoc(doc);
 }
 
+/*
+ * HTML in charset cs (NULL: none said) to text onto out, as an HTML part
+ * of a message is read: converted to UTF-8 (mail_convert), then through
+ * libxml2's HTML parser.  For WARC's pages (warc.c, through mail_html).
+ */
+void
+mailmod_html(const char *html, size_t len, const char *cs, struct buf *out)
+{
+	struct buf	 utf8 = { 0 };
+
+	mailmod_init();
+	mail_convert(&utf8, html, len, cs);
+	mail_html_text(utf8.data, utf8.len, 0, out);
+	buf_free(&utf8);
+}
+
 /* Does this object (or a part in it) hold text/plain that is not attached? */
 static int
 mail_has_plain(GMimeObject *o, int depth)

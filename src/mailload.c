@@ -31,13 +31,17 @@
 typedef void	 mailmod_init_fn(void);
 typedef int	 mailmod_extract_fn(const char *, size_t, int, struct buf *,
 		    struct buf *, int64_t *, struct buf *, char **);
+typedef void	 mailmod_html_fn(const char *, size_t, const char *,
+		    struct buf *);
 
 /* mail.c's, when the program is linked with it. */
 extern mailmod_init_fn		 mailmod_init __attribute__((weak));
 extern mailmod_extract_fn	 mailmod_extract __attribute__((weak));
+extern mailmod_html_fn		 mailmod_html __attribute__((weak));
 
 static pthread_once_t		 mail_load_once = PTHREAD_ONCE_INIT;
 static mailmod_extract_fn	*mail_extract_fn;
+static mailmod_html_fn		*mail_html_fn;
 static char			*mail_load_error;
 static int			 mail_global_flags = MAIL_STRIP_DEFAULT;
 static uint64_t			 mail_max_text = UINT64_MAX;
@@ -51,18 +55,21 @@ static void
 mail_load(void)
 {
 	static const char *const names[] = { "mailmod_init",
-	    "mailmod_extract" };
-	void	*fns[2];
+	    "mailmod_extract", "mailmod_html" };
+	void	*fns[3];
 
-	if (mailmod_extract != NULL && mailmod_init != NULL) {
+	if (mailmod_extract != NULL && mailmod_init != NULL &&
+	    mailmod_html != NULL) {
 		mailmod_init();
+		mail_html_fn = mailmod_html;
 		mail_extract_fn = mailmod_extract;
 		return;
 	}
-	if (module_open(MAIL_MODULE, "mail", names, fns, 2,
+	if (module_open(MAIL_MODULE, "mail", names, fns, 3,
 	    &mail_load_error) != 0)
 		return;
 	((mailmod_init_fn *)fns[0])();
+	mail_html_fn = (mailmod_html_fn *)fns[2];
 	mail_extract_fn = (mailmod_extract_fn *)fns[1];
 }
 
@@ -184,6 +191,21 @@ mail_extract(const char *msg, size_t len, int flags, struct buf *text,
 		*cause = xstrdup("too-short");
 		return (1);
 	}
+	return (0);
+}
+
+/*
+ * mail.c's mailmod_html, wherever it is: an HTML page in charset cs (NULL:
+ * none said) to text onto out, as HTML mail is read (warc.c).  0, or -1
+ * when mail support cannot be loaded.
+ */
+int
+mail_html(const char *html, size_t len, const char *cs, struct buf *out,
+    char **cause)
+{
+	if (mail_init(cause) != 0)
+		return (-1);
+	mail_html_fn(html, len, cs, out);
 	return (0);
 }
 

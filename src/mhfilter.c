@@ -79,11 +79,6 @@ struct keyword {
 	int		 hidden;
 };
 
-static const struct keyword formats[] = {
-	{ "line", FORMAT_LINE, 0 }, { "tsv", FORMAT_TSV, 0 },
-	{ "jsonl", FORMAT_JSONL, 0 }, { "json", FORMAT_JSONL, 1 },
-	{ "mail", FORMAT_MAIL, 0 }, { "news", FORMAT_MAIL, 1 }, { NULL, 0, 0 }
-};
 static const struct keyword policies[] = {
 	{ "skip", POLICY_SKIP, 0 }, { "pass", POLICY_PASS, 0 },
 	{ "fail", POLICY_FAIL, 0 }, { NULL, 0, 0 }
@@ -169,8 +164,9 @@ static const struct opt opts[] = {
 	{ "null", 'z', OK_CUSTOM,
 	  .help = "records end with NUL, not newline" },
 	{ "format", 'f', OK_CUSTOM, .arg = "FMT",
-	  .help = "line (default), tsv (id TAB text), jsonl or mail\n"
-	  "(mbox files, Maildir directories, news articles)" },
+	  .help = "line (default), tsv (id TAB text), jsonl, mail\n"
+	  "(mbox files, Maildir directories, news articles)\n"
+	  "or warc (web archives, .warc.gz too)" },
 	{ "text-field", OPT_TEXT_FIELD, OK_CUSTOM, .def = "text",
 	  .arg = "NAME", .help = "jsonl: field with the text (default %D)" },
 	{ "id-field", OPT_ID_FIELD, OK_CUSTOM, .def = "id", .arg = "NAME",
@@ -634,7 +630,9 @@ opt_custom(struct options *o, const struct opt *op, const char *name,
 		o->pl.delim = '\0';
 		break;
 	case 'f':
-		o->pl.format = keyword(name, arg, formats, "format");
+		if ((o->pl.format = format_find(arg)) == -1)
+			usage_error("%s: unknown format '%s' (use %s)", name,
+			    arg, format_list());
 		break;
 	case OPT_TEXT_FIELD:
 		o->pl.text_field = arg;
@@ -780,7 +778,7 @@ parse_options(int argc, char **argv, struct options *o)
 	if (o->f.query_only && o->db == NULL)
 		usage_error("--query-only needs --db (a temporary index is "
 		    "empty)");
-	if (o->pl.format != FORMAT_JSONL && o->fields)
+	if (!(format_get(o->pl.format)->flags & FMT_FIELDS) && o->fields)
 		usage_error("--text-field and --id-field go with --format "
 		    "jsonl");
 	if (o->d.http != NULL && o->d.nlisten == 0 && o->m.socket == NULL &&
@@ -874,13 +872,30 @@ check_options(struct options *o, int modes, int src)
 	if (o->m.socket != NULL)
 		o->pl.format = FORMAT_MAIL;
 	/*
-	 * Mail: the delimiter becomes input.c's framing (mbox and Maildir,
-	 * or one message an input) unless -z asks for NUL-terminated
-	 * messages; --mda writes nothing and leaves ids out (mail.c).
+	 * A format framed otherwise than by lines (mail: mbox and Maildir,
+	 * or with --single one message an input) is read in its framing
+	 * unless -z asks for NUL-terminated records; on a socket its records
+	 * end with NUL.
 	 */
+	if (src == 2 && (format_get(o->pl.format)->flags & FMT_FILES) &&
+	    (o->pl.delim == '\0' || o->d.nlisten > 0 || o->c.addr != NULL))
+		usage_error("--format %s frames its own records, which may hold "
+		    "any byte: it is read from files, not with -z, --listen "
+		    "or --connect", format_get(o->pl.format)->name);
+	o->pl.framing = FRAME_DELIM;
+	if (format_get(o->pl.format)->framing != FRAME_DELIM &&
+	    o->pl.delim != '\0') {
+		o->pl.framing = o->mail_single ? FRAME_SINGLE :
+		    format_get(o->pl.format)->framing;
+		o->pl.delim = '\0';
+	}
+	if (format_get(o->pl.format)->init != NULL &&
+	    format_get(o->pl.format)->init(&o->pl, &cause) != 0) {
+		log_errx("%s", cause);
+		exit(EXIT_ERROR);
+	}
+	/* Mail: --mda writes nothing and leaves ids out (mail.c). */
 	if (o->pl.format == FORMAT_MAIL) {
-		if (o->pl.delim != '\0')
-			o->pl.delim = o->mail_single ? INPUT_SINGLE : INPUT_MBOX;
 		if (o->mda) {
 			if (modes > 0 || (o->pl.mode != OUT_UNIQUE &&
 			    o->pl.mode != OUT_NONE))
@@ -1049,7 +1064,8 @@ check_maint(struct options *o, int files)
 {
 	const char	*m = maint_opts[o->maint];
 
-	if (o->pl.time_field != NULL && o->pl.format != FORMAT_JSONL)
+	if (o->pl.time_field != NULL &&
+	    !(format_get(o->pl.format)->flags & FMT_FIELDS))
 		usage_error("--time-field goes with --format jsonl");
 	if (o->maint == MAINT_NONE) {
 		if (o->f.query_only &&

@@ -4,8 +4,12 @@
  * The one internal header.  Data flows through the modules in this order:
  *
  *   input.c     bytes -> raw records (line, NUL, with a size limit)
+ *   format.c    the input formats, a table: each one's framing, parser and
+ *               writer
  *   record.c    raw record -> (id, text) for the line, tsv and jsonl formats
  *   mail.c      a mail message (-f mail) -> (id, text, time), with GMime
+ *   warc.c      a WARC record (-f warc) -> (id, text, time), its HTML
+ *               read by mail.c's
  *   normalize.c text -> normalised text (case fold, NFKC, spaces, punctuation)
  *   shingle.c   normalised text -> shingle hashes (XXH3)
  *   minhash.c   shingle hashes -> K-value signature
@@ -241,15 +245,6 @@ struct index_params;
 void		 lsh_doc_keys(const struct index_params *, const uint64_t *,
 		    size_t, uint64_t, uint32_t *, uint32_t *, uint64_t *);
 
-/*
- * input.c framing modes for mail, given as the delimiter: mbox files (a
- * Maildir directory argument: one message a file), or each input one
- * message.  Their low byte is NUL, the delimiter of the messages that
- * daemon.c reads from its sockets (it takes the delimiter as a char).
- */
-#define INPUT_MBOX	0x100
-#define INPUT_SINGLE	0x101
-
 /* input.c: records from a list of files, delimited, with a size limit. */
 struct input;
 struct rawrec {
@@ -264,7 +259,7 @@ struct rawrec {
 					   piece, 2 a later one; 0 whole */
 	int		 more;		/* more pieces of it follow */
 };
-struct input	*input_open(char **, int, int, size_t);
+struct input	*input_open(char **, int, int, int, size_t);
 int		 input_next(struct input *, struct rawrec *, char **);
 int		 input_read(struct input *, int, struct rawrec *, uint64_t *,
 		    char **, int *);
@@ -278,11 +273,7 @@ int		 input_wait_or(struct input *, int);
 void		 input_progress(struct input *, uint64_t *, uint64_t *);
 void		 input_close(struct input *);
 
-/* record.c: a raw record to (id, text) for the chosen format. */
-#define FORMAT_LINE	0
-#define FORMAT_TSV	1
-#define FORMAT_JSONL	2
-#define FORMAT_MAIL	3	/* RFC 5322/5536 messages (mail.c) */
+/* record.c: a raw record to (id, text) for the chosen format (FORMAT_*). */
 struct record {
 	struct buf	 raw;		/* the bytes as read */
 	struct buf	 text;		/* the text to compare (decoded) */
@@ -306,6 +297,18 @@ int		 record_json_agree(const char *, size_t, const char *);
 void		 record_reset(struct record *);
 int		 record_blank(const char *, size_t, int);
 int		 record_prefix_id(const char *, size_t, int, const char *,
+		    struct buf *);
+int		 record_parse_line(struct record *, const char *, const char *,
+		    const char *, char **);
+int		 record_parse_tsv(struct record *, const char *, const char *,
+		    const char *, char **);
+int		 record_parse_jsonl(struct record *, const char *, const char *,
+		    const char *, char **);
+int		 record_parse_mail(struct record *, const char *, const char *,
+		    const char *, char **);
+int		 record_prefix_tsv(const char *, size_t, const char *,
+		    struct buf *);
+int		 record_prefix_json(const char *, size_t, const char *,
 		    struct buf *);
 void		 record_free(struct record *);
 void		 record_idstr(const struct record *, struct buf *);
@@ -1053,8 +1056,8 @@ void		 verdict_free(struct verdict *);
 #define OUT_MODE	0xff
 #define OUT_GROUP	0x100	/* with the group (--group) */
 struct output;
-struct output	*output_open(int, int, int, int);
-struct output	*output_open_quarantine(const char *, int, int, char **);
+struct output	*output_open(int, int, int, int, int);
+struct output	*output_open_quarantine(const char *, int, int, int, char **);
 int		 output_record(struct output *, const struct record *,
 		    const struct verdict *, char **);
 int		 output_piece(struct output *, const struct record *,
@@ -1067,6 +1070,76 @@ void		 output_close(struct output *);
 void		 output_field(struct buf *, const char *, size_t);
 void		 output_mail_header(struct buf *, const struct verdict *, int,
 		    const char *);
+/* The formats' writers (format.c's write): one record, or a piece. */
+int		 output_write_line(struct output *, const struct record *,
+		    const struct verdict *, int, int, char **);
+int		 output_write_json(struct output *, const struct record *,
+		    const struct verdict *, int, int, char **);
+int		 output_write_mail(struct output *, const struct record *,
+		    const struct verdict *, int, int, char **);
+int		 output_write_warc(struct output *, const struct record *,
+		    const struct verdict *, int, int, char **);
+
+/*
+ * format.c: the input formats (-f), one entry each in a table.  The
+ * sources, the pipeline and output.c ask a format's entry what to do and
+ * never which format it is; a new format is a new entry.  FORMAT_* are
+ * the entries' places (pipeline_opts.format), for the callers that name
+ * one.
+ */
+#define FORMAT_LINE	0
+#define FORMAT_TSV	1
+#define FORMAT_JSONL	2
+#define FORMAT_MAIL	3	/* RFC 5322/5536 messages (mail.c) */
+#define FORMAT_WARC	4	/* ISO 28500 web archives (warc.c) */
+#define FORMAT_COUNT	5
+/*
+ * How input.c cuts a file into records (pipeline_opts.framing), apart
+ * from the delimiter: FRAME_DELIM at the delimiter ('\n', or NUL with
+ * -z); FRAME_MBOX before each From_ line of an mbox, a Maildir given as a
+ * directory read a message a file; FRAME_SINGLE each input one record
+ * (--single); FRAME_WARC by each WARC record's Content-Length, a .warc.gz
+ * at the end of each gzip member.  On a socket (daemon.c, client.c) records always end with
+ * the delimiter, NUL for the formats framed otherwise.
+ */
+#define FRAME_DELIM	0
+#define FRAME_MBOX	1
+#define FRAME_SINGLE	2
+#define FRAME_WARC	3
+#define FMT_FIELDS	0x1	/* --text-field, --id-field, --time-field */
+#define FMT_PIECES	0x2	/* over --max-message passed through in
+				   pieces, never dropped (input_set_pieces) */
+#define FMT_MAILBOX	0x4	/* a quarantine is an mbox or a Maildir,
+				   with the X-Mhfilter field */
+#define FMT_LOG_ALL	0x8	/* -v logs every record, not only the
+				   duplicates and the unchecked */
+#define FMT_FILES	0x10	/* its records hold any byte: read from
+				   files only, never from a socket or -z */
+struct pipeline_opts;
+struct format {
+	const char	*name;		/* for -f */
+	const char	*alias;		/* another name for -f, not listed */
+	int		 framing;	/* FRAME_* of its files, unless -z */
+	int		 flags;		/* FMT_* */
+	const char	*blank;		/* the bytes of a line left out as
+					   blank (record_blank), or NULL */
+	/* A record's text, id and time (record_parse_timed). */
+	int		(*parse)(struct record *, const char *, const char *,
+			    const char *, char **);
+	/* An over-long record's id from its first bytes, or NULL. */
+	int		(*prefix_id)(const char *, size_t, const char *,
+			    struct buf *);
+	/* Queue a record (first and last) or a piece of one (FMT_PIECES)
+	   as --duplicates or --annotate or the default output wants it. */
+	int		(*write)(struct output *, const struct record *,
+			    const struct verdict *, int, int, char **);
+	/* Before any record, from the options (or NULL): 0, or -1 and a
+	   cause. */
+	int		(*init)(const struct pipeline_opts *, char **);
+};
+const struct format *format_get(int);
+int		 format_find(const char *);
+const char	*format_list(void);
 
 /*
  * mail.c (the module mhfilter-mail.so): a mail message or news article to
@@ -1092,6 +1165,23 @@ int		 mail_flags(void);
 int		 mail_strip_parse(const char *, int *, char **);
 int		 mail_extract(const char *, size_t, int, struct buf *,
 		    struct buf *, int64_t *, char **);
+void		 mailmod_html(const char *, size_t, const char *,
+		    struct buf *);
+int		 mail_html(const char *, size_t, const char *, struct buf *,
+		    char **);
+
+/* warc.c: WARC records (-f warc), framed by input.c. */
+#define WARC_HEADER_MAX	65536	/* bytes of a record's header, at most */
+struct warc_hdr {
+	size_t		 hlen;		/* version line, fields, blank line */
+	uint64_t	 clen;		/* Content-Length: the block's bytes */
+	uint64_t	 total;		/* the record's, its two CRLFs too */
+};
+int		 warc_header(const char *, size_t, struct warc_hdr *,
+		    char **);
+int		 warc_parse(struct record *, const char *, const char *,
+		    const char *, char **);
+int		 warc_init(const struct pipeline_opts *, char **);
 struct pl_counts;
 int		 mail_mda_status(const struct pl_counts *, int, int);
 
@@ -1127,7 +1217,8 @@ uint64_t	 notify_watchdog_usec(void);
 #define POLICY_FAIL	2
 struct pipeline_opts {
 	int		 format;	/* FORMAT_* */
-	int		 delim;
+	int		 framing;	/* FRAME_* */
+	int		 delim;		/* '\n' or NUL */
 	const char	*text_field;
 	const char	*id_field;
 	const char	*time_field;	/* jsonl: the document time, or NULL */

@@ -44,7 +44,8 @@
 struct output {
 	int		 fd;
 	int		 mode;		/* OUT_* */
-	int		 format;	/* FORMAT_* */
+	const struct format *fmt;
+	int		 framing;	/* FRAME_* */
 	int		 delim;
 	struct buf	 b;
 	struct buf	 id;
@@ -70,6 +71,8 @@ static const char *verdict_names[] = {
 
 static void	output_annotate(struct output *, const struct record *,
 		    const struct verdict *);
+static void	output_verdict(struct output *, const struct record *,
+		    const struct verdict *);
 static void	output_json(struct output *, const struct record *,
 		    const struct verdict *);
 static void	output_jsonstr(struct buf *, const char *, size_t);
@@ -77,9 +80,12 @@ static void	output_mail(struct output *, const struct record *,
 		    const struct verdict *, int, int);
 static struct output *output_open_maildir(const char *, char **);
 
-/* Start writing to fd in one of the OUT_* modes. */
+/*
+ * Start writing to fd in one of the OUT_* modes, records of format
+ * (FORMAT_*) read with framing (FRAME_*) and delimiter delim.
+ */
 struct output *
-output_open(int fd, int mode, int format, int delim)
+output_open(int fd, int mode, int format, int framing, int delim)
 {
 	struct output	*o;
 	struct stat	 st;
@@ -88,7 +94,8 @@ output_open(int fd, int mode, int format, int delim)
 	o->fd = fd;
 	o->mode = mode & OUT_MODE;
 	o->group = (mode & OUT_GROUP) != 0;
-	o->format = format;
+	o->fmt = format_get(format);
+	o->framing = framing;
 	o->delim = delim;
 	o->file = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
 	return (o);
@@ -103,14 +110,14 @@ output_open(int fd, int mode, int format, int delim)
  * error.
  */
 struct output *
-output_open_quarantine(const char *path, int format, int delim,
+output_open_quarantine(const char *path, int format, int framing, int delim,
     char **cause)
 {
 	struct output	*o;
 	struct stat	 st;
-	int		 fd;
+	int		 fd, mailbox = format_get(format)->flags & FMT_MAILBOX;
 
-	if (format == FORMAT_MAIL && ((path[0] != '\0' &&
+	if (mailbox && ((path[0] != '\0' &&
 	    path[strlen(path) - 1] == '/') || (stat(path, &st) == 0 &&
 	    S_ISDIR(st.st_mode))))
 		return (output_open_maildir(path, cause));
@@ -119,10 +126,12 @@ output_open_quarantine(const char *path, int format, int delim,
 		xasprintf(cause, "%s: %s", path, strerror(errno));
 		return (NULL);
 	}
-	o = output_open(fd, OUT_DUPLICATES, format, format == FORMAT_MAIL &&
-	    delim != '\0' ? INPUT_MBOX : delim);
+	/* Mail goes to an mbox, unless it is NUL-terminated (-z). */
+	if (mailbox && framing != FRAME_DELIM)
+		framing = FRAME_MBOX;
+	o = output_open(fd, OUT_DUPLICATES, format, framing, delim);
 	o->ownfd = 1;
-	o->header = format == FORMAT_MAIL;
+	o->header = mailbox != 0;
 	return (o);
 }
 
@@ -149,8 +158,8 @@ output_open_maildir(const char *dir, char **cause)
 		}
 		free(path);
 	}
-	/* Each message as read (INPUT_SINGLE): no From_ line, no NUL. */
-	o = output_open(-1, OUT_DUPLICATES, FORMAT_MAIL, INPUT_SINGLE);
+	/* Each message as read (FRAME_SINGLE): no From_ line, no NUL. */
+	o = output_open(-1, OUT_DUPLICATES, FORMAT_MAIL, FRAME_SINGLE, '\0');
 	o->maildir = xstrdup(dir);
 	o->header = 1;
 	return (o);
@@ -343,18 +352,18 @@ output_json(struct output *o, const struct record *r, const struct verdict *v)
 	buf_append(&o->b, close, len - (close - raw));
 }
 
-/* A record with its verdict. */
+/*
+ * The columns of --annotate before the record: the verdict, the match (or
+ * the earlier document it contains) and the similarity, with --group the
+ * group; each followed by a TAB.
+ */
 static void
-output_annotate(struct output *o, const struct record *r,
+output_verdict(struct output *o, const struct record *r,
     const struct verdict *v)
 {
 	char	 sim[32];
 	const char *name = verdict_name(v);
 
-	if (o->format == FORMAT_JSONL) {
-		output_json(o, r, v);
-		return;
-	}
 	buf_append(&o->b, name, strlen(name));
 	if (v->kind == V_DUPLICATE) {
 		buf_append(&o->b, "\t", 1);
@@ -376,6 +385,14 @@ output_annotate(struct output *o, const struct record *r,
 		output_field(&o->b, o->id.data, o->id.len);
 		buf_append(&o->b, "\t", 1);
 	}
+}
+
+/* A record with its verdict: the verdict's columns, then the record. */
+static void
+output_annotate(struct output *o, const struct record *r,
+    const struct verdict *v)
+{
+	output_verdict(o, r, v);
 	buf_append(&o->b, r->raw.data, r->raw.len);
 }
 
@@ -500,7 +517,7 @@ output_mail(struct output *o, const struct record *r, const struct verdict *v,
 	char		 from[80];
 	struct tm	 tm;
 	time_t		 t;
-	int		 mbox = o->delim == INPUT_MBOX, had;
+	int		 mbox = o->framing == FRAME_MBOX, had;
 
 	if (first) {
 		had = r->raw.len >= 5 && memcmp(p, "From ", 5) == 0;
@@ -543,7 +560,7 @@ output_mail(struct output *o, const struct record *r, const struct verdict *v,
 		o->lastc = end[-1];
 	if (!last)
 		return;
-	if (o->delim == '\0')
+	if (o->framing == FRAME_DELIM)
 		buf_append(&o->b, "", 1);
 	else if (mbox) {
 		/* Its blank line, "\r\n" after a message read with CRLF. */
@@ -554,9 +571,9 @@ output_mail(struct output *o, const struct record *r, const struct verdict *v,
 	o->lastc = '\n';
 }
 
-/* Does the mode write mail with this verdict? */
+/* Does the mode write a record with this verdict, as read? */
 static int
-output_mail_wanted(const struct output *o, const struct verdict *v)
+output_wanted(const struct output *o, const struct verdict *v)
 {
 	return (!(o->mode == OUT_NONE || (o->mode == OUT_UNIQUE &&
 	    v->kind == V_DUPLICATE) || (o->mode == OUT_DUPLICATES &&
@@ -564,19 +581,101 @@ output_mail_wanted(const struct output *o, const struct verdict *v)
 }
 
 /*
- * Queue a piece of a mail message over --max-message (see output_mail),
- * as output_record queues a whole one; flush past the high-water mark.
+ * Queue a piece of a record over --max-message (a format with
+ * FMT_PIECES: see output_mail), as output_record queues a whole one;
+ * flush past the high-water mark.
  */
 int
 output_piece(struct output *o, const struct record *r,
     const struct verdict *v, int first, int last, char **cause)
 {
-	if (o->format != FORMAT_MAIL || o->mode == OUT_PAIRS ||
-	    o->mode == OUT_CLUSTERS || !output_mail_wanted(o, v))
+	int	 rc;
+
+	if (!(o->fmt->flags & FMT_PIECES) || o->mode == OUT_PAIRS ||
+	    o->mode == OUT_CLUSTERS || !output_wanted(o, v))
 		return (0);
-	output_mail(o, r, o->mode == OUT_ANNOTATE ? v : NULL, first, last);
+	if ((rc = o->fmt->write(o, r, v, first, last, cause)) != 0)
+		return (rc);
 	if (o->b.len >= OUTPUT_HIGH)
 		return (output_flush(o, cause));
+	return (0);
+}
+
+/*
+ * A record of a delimited format: as read, or with --annotate as annotate
+ * writes it; then the delimiter.
+ */
+static int
+output_delimited(struct output *o, const struct record *r,
+    const struct verdict *v, void (*annotate)(struct output *,
+    const struct record *, const struct verdict *))
+{
+	char	 c = o->delim;
+
+	if (o->mode == OUT_ANNOTATE)
+		annotate(o, r, v);
+	else
+		buf_append(&o->b, r->raw.data, r->raw.len);
+	buf_append(&o->b, &c, 1);
+	return (0);
+}
+
+/* The writer of the line formats (line, tsv): -a puts the verdict first. */
+int
+output_write_line(struct output *o, const struct record *r,
+    const struct verdict *v, int first, int last, char **cause)
+{
+	return (output_delimited(o, r, v, output_annotate));
+}
+
+/* The writer of JSON Lines: -a adds a "mhfilter" member (output_json). */
+int
+output_write_json(struct output *o, const struct record *r,
+    const struct verdict *v, int first, int last, char **cause)
+{
+	return (output_delimited(o, r, v, output_json));
+}
+
+/*
+ * The writer of mail: a message (first and last) with the X-Mhfilter
+ * field under --annotate or in a quarantine, to an mbox or a Maildir's
+ * file of its own; or a piece of one, with the field under --annotate.
+ */
+int
+output_write_mail(struct output *o, const struct record *r,
+    const struct verdict *v, int first, int last, char **cause)
+{
+	if (!first || !last) {
+		output_mail(o, r, o->mode == OUT_ANNOTATE ? v : NULL, first,
+		    last);
+		return (0);
+	}
+	output_mail(o, r, o->mode == OUT_ANNOTATE || o->header ? v : NULL, 1,
+	    1);
+	if (o->maildir != NULL)
+		return (output_maildir_file(o, cause));
+	return (0);
+}
+
+/*
+ * The writer of WARC: the record as read (a .warc.gz's gzip member, so
+ * that the output is a .warc.gz too), or a piece of one; with --annotate
+ * no record but a line for it, its verdict (as for lines) and its id.
+ */
+int
+output_write_warc(struct output *o, const struct record *r,
+    const struct verdict *v, int first, int last, char **cause)
+{
+	if (o->mode != OUT_ANNOTATE) {
+		buf_append(&o->b, r->raw.data, r->raw.len);
+		return (0);
+	}
+	if (first) {
+		output_verdict(o, r, v);
+		record_idstr(r, &o->id);
+		output_field(&o->b, o->id.data, o->id.len);
+		buf_append(&o->b, "\n", 1);
+	}
 	return (0);
 }
 
@@ -585,34 +684,21 @@ int
 output_record(struct output *o, const struct record *r,
     const struct verdict *v, char **cause)
 {
-	char	 c = o->delim, sim[32];
+	char	 sim[32];
 	size_t	 i;
+	int	 rc;
 
-	if (o->format == FORMAT_MAIL && o->mode != OUT_PAIRS &&
-	    o->mode != OUT_CLUSTERS) {
-		if (!output_mail_wanted(o, v))
-			return (0);
-		output_mail(o, r, o->mode == OUT_ANNOTATE || o->header ? v :
-		    NULL, 1, 1);
-		if (o->maildir != NULL)
-			return (output_maildir_file(o, cause));
-		goto check;
-	}
 	switch (o->mode) {
 	case OUT_NONE:
 		return (0);
 	case OUT_UNIQUE:
-		if (v->kind == V_DUPLICATE)
-			return (0);
-		buf_append(&o->b, r->raw.data, r->raw.len);
-		break;
 	case OUT_DUPLICATES:
-		if (v->kind != V_DUPLICATE)
-			return (0);
-		buf_append(&o->b, r->raw.data, r->raw.len);
-		break;
 	case OUT_ANNOTATE:
-		output_annotate(o, r, v);
+		if (!output_wanted(o, v))
+			return (0);
+		if ((rc = o->fmt->write(o, r, v, 1, 1, cause)) != 0 ||
+		    o->maildir != NULL)
+			return (rc);
 		break;
 	case OUT_PAIRS:
 		record_idstr(r, &o->id);
@@ -630,7 +716,7 @@ output_record(struct output *o, const struct record *r,
 			}
 			buf_append(&o->b, "\n", 1);
 		}
-		goto check;
+		break;
 	case OUT_CLUSTERS:
 		if (v->kind != V_UNIQUE && v->kind != V_DUPLICATE)
 			return (0);
@@ -640,10 +726,8 @@ output_record(struct output *o, const struct record *r,
 		output_group_id(o, r, v);
 		output_field(&o->b, o->id.data, o->id.len);
 		buf_append(&o->b, "\n", 1);
-		goto check;
+		break;
 	}
-	buf_append(&o->b, &c, 1);
-check:
 	if (o->b.len >= OUTPUT_HIGH)
 		return (output_flush(o, cause));
 	return (0);

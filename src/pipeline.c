@@ -692,7 +692,8 @@ pipeline_log(struct pipeline *p, struct plbatch *b)
 	for (i = 0; i < b->n; i++) {
 		r = &b->recs[i];
 		v = &b->vs[i];
-		if (r->recno == 0 || (p->o.format != FORMAT_MAIL &&
+		if (r->recno == 0 ||
+		    (!(format_get(p->o.format)->flags & FMT_LOG_ALL) &&
 		    v->kind != V_DUPLICATE && v->kind != V_UNCHECKED) ||
 		    (v->kind != V_UNIQUE && v->kind != V_DUPLICATE &&
 		    v->kind != V_EMPTY && v->kind != V_UNCHECKED))

@@ -36,7 +36,7 @@
 
 #include "mhfilter.h"
 
-/* The members record_jsonl looks for, and what it found. */
+/* The members record_parse_jsonl looks for, and what it found. */
 enum { F_TEXT, F_ID, F_TIME, F_COUNT };
 
 enum jkind {
@@ -351,16 +351,17 @@ jerror(yajl_handle h, const struct record *r, int atend, char **cause)
 }
 
 /*
- * The fast path of record_jsonl.  yajl, set up for each record, took 12% of
- * a Reuters-sized run's CPU with the checks above, which read the record a
- * second time.  jfast reads the usual record (one object whose members are
- * strings, numbers, literals and nested values, valid UTF-8, simple escapes)
- * in one pass and fills j as yajl's events would.  It is strict: anything
- * it is not sure of (a lone surrogate, \u0000, an escape in a key, another
- * white space than JSON's four, too deep a nesting, any error) makes it
- * return 0 having taken nothing, and the record goes the slow way, whose
- * verdict and message count.  The unit tests and the fuzz target compare
- * the two on the same records (record_json_agree).
+ * The fast path of record_parse_jsonl.  yajl, set up for each record,
+ * took 12% of a Reuters-sized run's CPU with the checks above, which read
+ * the record a second time.  jfast reads the usual record (one object
+ * whose members are strings, numbers, literals and nested values, valid
+ * UTF-8, simple escapes) in one pass and fills j as yajl's events would.
+ * It is strict: anything it is not sure of (a lone surrogate, \u0000, an
+ * escape in a key, another white space than JSON's four, too deep a
+ * nesting, any error) makes it return 0 having taken nothing, and the
+ * record goes the slow way, whose verdict and message count.  The unit
+ * tests and the fuzz target compare the two on the same records
+ * (record_json_agree).
  */
 static int	record_json_slow;	/* always the slow way */
 
@@ -730,10 +731,10 @@ jfast(struct jparse *j, const char *raw, size_t len)
 	return (jfast_space(p, end) == end);
 }
 
-/* Take id, text and, with a time field, the time from a JSON object. */
-static int
-record_jsonl(struct record *r, const char *text_field, const char *id_field,
-    const char *time_field, char **cause)
+/* -f jsonl: id, text and, with a time field, the time from a JSON object. */
+int
+record_parse_jsonl(struct record *r, const char *text_field,
+    const char *id_field, const char *time_field, char **cause)
 {
 	struct jparse	 j;
 	struct buf	 tv = { 0 };
@@ -842,37 +843,52 @@ record_parse(struct record *r, int format, const char *text_field,
 /*
  * record_parse, and with a time_field (jsonl only) r->time from that
  * member, which must then be present and valid; otherwise r->time is 0.
- * Mail (mail.c) takes its id and time from Message-ID and Date.
+ * The format's entry (format.c) parses: mail (mail.c) takes its id and
+ * time from Message-ID and Date.
  */
 int
 record_parse_timed(struct record *r, int format, const char *text_field,
     const char *id_field, const char *time_field, char **cause)
 {
-	const char	*tab;
-
 	r->text.len = r->id.len = 0;
 	r->time = 0;
-	switch (format) {
-	case FORMAT_TSV:
-		tab = memchr(r->raw.data, '\t', r->raw.len);
-		if (tab == NULL) {
-			xasprintf(cause, "no TAB between id and text");
-			return (-1);
-		}
-		buf_append(&r->id, r->raw.data, tab - r->raw.data);
-		buf_append(&r->text, tab + 1,
-		    r->raw.len - (tab + 1 - r->raw.data));
-		return (0);
-	case FORMAT_JSONL:
-		return (record_jsonl(r, text_field, id_field, time_field,
-		    cause));
-	case FORMAT_MAIL:
-		return (mail_extract(r->raw.data, r->raw.len, mail_flags(),
-		    &r->text, &r->id, &r->time, cause));
-	default:
-		buf_append(&r->text, r->raw.data, r->raw.len);
-		return (0);
+	return (format_get(format)->parse(r, text_field, id_field, time_field,
+	    cause));
+}
+
+/* -f line: the record is the text. */
+int
+record_parse_line(struct record *r, const char *text_field,
+    const char *id_field, const char *time_field, char **cause)
+{
+	buf_append(&r->text, r->raw.data, r->raw.len);
+	return (0);
+}
+
+/* -f tsv: the id, a TAB, the text. */
+int
+record_parse_tsv(struct record *r, const char *text_field,
+    const char *id_field, const char *time_field, char **cause)
+{
+	const char	*tab;
+
+	tab = memchr(r->raw.data, '\t', r->raw.len);
+	if (tab == NULL) {
+		xasprintf(cause, "no TAB between id and text");
+		return (-1);
 	}
+	buf_append(&r->id, r->raw.data, tab - r->raw.data);
+	buf_append(&r->text, tab + 1, r->raw.len - (tab + 1 - r->raw.data));
+	return (0);
+}
+
+/* -f mail: a message (mail.c, through mailload.c), as --mail-strip says. */
+int
+record_parse_mail(struct record *r, const char *text_field,
+    const char *id_field, const char *time_field, char **cause)
+{
+	return (mail_extract(r->raw.data, r->raw.len, mail_flags(), &r->text,
+	    &r->id, &r->time, cause));
 }
 
 /* Do two buffers hold the same bytes? */
@@ -935,26 +951,45 @@ record_reset(struct record *r)
 
 /*
  * The id of a record from its first len bytes alone (an over-long record,
- * not kept whole): for TSV what comes before the first tab, for JSON Lines
- * the string member id_field when it is there, unescaped if it has no
- * escapes; appended to id.  0, or -1 when there is none to be had (the
- * caller numbers the record instead).
+ * not kept whole), by its format's entry (format.c); appended to id.  0,
+ * or -1 when there is none to be had (the caller numbers the record
+ * instead).
  */
 int
 record_prefix_id(const char *p, size_t len, int format, const char *id_field,
     struct buf *id)
 {
+	const struct format	*fmt = format_get(format);
+
+	if (fmt->prefix_id == NULL)
+		return (-1);
+	return (fmt->prefix_id(p, len, id_field, id));
+}
+
+/* record_prefix_id of TSV: what comes before the first tab. */
+int
+record_prefix_tsv(const char *p, size_t len, const char *id_field,
+    struct buf *id)
+{
+	const char	*q;
+
+	if ((q = memchr(p, '\t', len)) == NULL || q == p)
+		return (-1);
+	buf_append(id, p, q - p);
+	return (0);
+}
+
+/*
+ * record_prefix_id of JSON Lines: the string member id_field when it is
+ * there, unescaped if it has no escapes.
+ */
+int
+record_prefix_json(const char *p, size_t len, const char *id_field,
+    struct buf *id)
+{
 	const char	*q, *end = p + len, *s;
 	size_t		 n = strlen(id_field);
 
-	if (format == FORMAT_TSV) {
-		if ((q = memchr(p, '\t', len)) == NULL || q == p)
-			return (-1);
-		buf_append(id, p, q - p);
-		return (0);
-	}
-	if (format != FORMAT_JSONL)
-		return (-1);
 	/* "id_field" : "value", at the top level or not: a good guess. */
 	for (q = p; (q = memmem(q, end - q, id_field, n)) != NULL; q += n) {
 		if (q == p || q[-1] != '"' || q + n >= end || q[n] != '"')
@@ -978,22 +1013,19 @@ record_prefix_id(const char *p, size_t len, int format, const char *id_field,
 }
 
 /*
- * Is this line of TSV or JSON Lines blank, no record but left out (the
- * stream and the daemon count it)?  Nothing but JSON's white space (for
- * TSV spaces and a CR: a tab makes an empty record).  Lines of other
- * formats are records, empty or not.
+ * Is this line blank, no record but left out (the stream and the daemon
+ * count it)?  Only for a format whose entry (format.c) names the white
+ * space of its blank lines: JSON's for JSON Lines, spaces and a CR for
+ * TSV (a tab makes an empty record).  Lines of other formats are records,
+ * empty or not.
  */
 int
 record_blank(const char *p, size_t len, int format)
 {
-	const char	*ws;
+	const char	*ws = format_get(format)->blank;
 	size_t		 i;
 
-	if (format == FORMAT_JSONL)
-		ws = " \t\r";
-	else if (format == FORMAT_TSV)
-		ws = " \r";
-	else
+	if (ws == NULL)
 		return (0);
 	for (i = 0; i < len; i++) {
 		if (p[i] == '\0' || strchr(ws, p[i]) == NULL)

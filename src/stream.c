@@ -320,7 +320,8 @@ stream_run(const struct stream_opts *o, struct pipeline *p, char **files,
 		return (rc);
 
 	if (o->duplicates_to != NULL && (dupout = output_open_quarantine(
-	    o->duplicates_to, po->format, po->delim, &cause)) == NULL) {
+	    o->duplicates_to, po->format, po->framing, po->delim, &cause)) ==
+	    NULL) {
 		log_warnx("--duplicates-to %s", cause);
 		free(cause);
 		if (outfd != STDOUT_FILENO)
@@ -341,12 +342,14 @@ stream_run(const struct stream_opts *o, struct pipeline *p, char **files,
 	s.o = o;
 	s.po = po;
 	s.p = p;
-	s.in = input_open(files, nfiles, po->delim, po->format == FORMAT_MAIL ?
-	    po->max_message : po->max_bytes);
-	if (po->format == FORMAT_MAIL)
+	s.in = input_open(files, nfiles, po->framing, po->delim,
+	    format_get(po->format)->flags & FMT_PIECES ? po->max_message :
+	    po->max_bytes);
+	if (format_get(po->format)->flags & FMT_PIECES)
 		input_set_pieces(s.in);
 	s.start = now_seconds();
-	out = output_open(outfd, po->mode, po->format, po->delim);
+	out = output_open(outfd, po->mode, po->format, po->framing,
+	    po->delim);
 	pipeline_set_output(p, out, NULL);
 	pipeline_set_quarantine(p, dupout, o->duplicates_to);
 	pipeline_set_deliver(p, stream_deliver, &s);

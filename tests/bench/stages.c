@@ -104,7 +104,8 @@ load(const char *file, int format, size_t max, struct corpus *c)
 
 	memset(&r, 0, sizeof r);
 	files[0] = (char *)file;
-	in = input_open(files, file != NULL, '\n', 1 << 30);
+	in = input_open(files, file != NULL, FRAME_DELIM, '\n',
+	    1 << 30);
 	while ((max == 0 || c->n < max) &&
 	    (rc = input_next(in, &rr, &cause)) == 1) {
 		record_reset(&r);

@@ -614,7 +614,7 @@ for i in range(0, len(data), 4096):
 		assert_status 2
 		assert_err_has "$want"
 	done <<'LIST'
--f|-f: unknown format 'bogus' (use line, tsv, jsonl or mail)
+-f|-f: unknown format 'bogus' (use line, tsv, jsonl, mail or warc)
 --on-bad-input|--on-bad-input: unknown policy 'bogus' (use skip, pass or fail)
 -u|-u: unknown unit 'bogus' (use char or word)
 --verify|--verify: unknown mode 'bogus' (use exact, signature or none)

@@ -1,7 +1,7 @@
 /*
  * Fuzz target: one input record (record_parse_timed), in the format the
  * first byte picks (line, TSV, JSON Lines with or without a time field,
- * mail), then its id as written out (record_idstr).  A JSON record is
+ * mail, WARC), then its id as written out (record_idstr).  A JSON record is
  * parsed both ways, by the fast path and by the slow one (yajl), which
  * must agree on everything: verdict, cause, text, id and time.
  */
@@ -19,7 +19,7 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const int formats[] = { FORMAT_LINE, FORMAT_TSV, FORMAT_JSONL,
-	    FORMAT_JSONL, FORMAT_MAIL };
+	    FORMAT_JSONL, FORMAT_MAIL, FORMAT_WARC };
 	struct record	 r = { 0 };
 	struct buf	 id = { 0 };
 	char		*cause = NULL;

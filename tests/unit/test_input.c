@@ -122,20 +122,28 @@ expect_records(struct input *in, const struct want *want, size_t n)
 	assert_int_equal(input_next(in, &rr, &cause), 0);
 }
 
-/* Records of data, a file of its own, read with delim and max. */
+/* Records of data, a file of its own, read with framing, delim and max. */
 static void
-expect_file(const char *data, size_t len, int delim, size_t max,
-    const struct want *want, size_t n)
+expect_framed(const char *data, size_t len, int framing, int delim,
+    size_t max, const struct want *want, size_t n)
 {
 	struct input	*in;
 	char		*path;
 
 	path = input_file(data, len);
-	in = input_open(&path, 1, delim, max);
+	in = input_open(&path, 1, framing, delim, max);
 	expect_records(in, want, n);
 	input_close(in);
 	unlink(path);
 	free(path);
+}
+
+/* Records of data, a file of its own, read with delim and max. */
+static void
+expect_file(const char *data, size_t len, int delim, size_t max,
+    const struct want *want, size_t n)
+{
+	expect_framed(data, len, FRAME_DELIM, delim, max, want, n);
 }
 
 /* Newlines: empty records count, and the last one may lack its newline. */
@@ -304,7 +312,8 @@ test_mbox_unquoted(void **state)
 	buf_append(&b, m2, sizeof m2 - 1);
 	/* Whole, and in pieces around the "From " lines. */
 	for (max = 8; max <= 1000; max += max < 100 ? 1 : 900)
-		expect_file(b.data, b.len, INPUT_MBOX, max, want, 2);
+		expect_framed(b.data, b.len, FRAME_MBOX, '\0', max, want,
+		    2);
 	buf_free(&b);
 }
 
@@ -329,10 +338,10 @@ test_mbox_crlf(void **state)
 	buf_append(&b, m2, sizeof m2 - 1);
 	buf_append(&b, "\r\n", 2);
 	buf_append(&b, m3, sizeof m3 - 1);
-	expect_file(b.data, b.len, INPUT_MBOX, 1000, want, 3);
+	expect_framed(b.data, b.len, FRAME_MBOX, '\0', 1000, want, 3);
 	/* The blank line before the end of the file is no part of m3. */
 	buf_append(&b, "\r\n", 2);
-	expect_file(b.data, b.len, INPUT_MBOX, 1000, want, 3);
+	expect_framed(b.data, b.len, FRAME_MBOX, '\0', 1000, want, 3);
 	buf_free(&b);
 }
 
@@ -369,10 +378,12 @@ test_mbox_crlf_reads(void **state)
 		want[0] = (struct want){ b.data, len1, 1, NULL, 1 };
 		want[1] = (struct want){ m2, sizeof m2 - 1, 0, NULL,
 		    lines + 2 };
-		expect_file(b.data, b.len, INPUT_MBOX, 1024 * 1024, want, 2);
+		expect_framed(b.data, b.len, FRAME_MBOX, '\0', 1024 * 1024,
+		    want, 2);
 		/* Over the limit: in pieces, none lost, the separator whole. */
-		expect_file(b.data, b.len, INPUT_MBOX, 1000, want, 2);
-		expect_file(b.data, b.len, INPUT_MBOX, 40, want, 2);
+		expect_framed(b.data, b.len, FRAME_MBOX, '\0', 1000, want,
+		    2);
+		expect_framed(b.data, b.len, FRAME_MBOX, '\0', 40, want, 2);
 	}
 	buf_free(&b);
 }
@@ -392,7 +403,7 @@ test_many(void **state)
 		buf_append(&b, num, n);
 	}
 	path = input_file(b.data, b.len);
-	in = input_open(&path, 1, '\n', 16);
+	in = input_open(&path, 1, FRAME_DELIM, '\n', 16);
 	for (i = 1; i <= 200000; i++) {
 		assert_int_equal(input_next(in, &rr, &cause), 1);
 		n = snprintf(num, sizeof num, "%d", i);
@@ -425,7 +436,7 @@ test_files(void **state)
 	want[1] = (struct want){ "b", 1, 0, paths[0], 2 };
 	want[2] = (struct want){ "c", 1, 1, paths[2], 1 };
 	want[3] = (struct want){ "d", 1, 1, paths[2], 2 };
-	in = input_open(paths, 3, '\n', 100);
+	in = input_open(paths, 3, FRAME_DELIM, '\n', 100);
 	expect_records(in, want, 4);
 	input_close(in);
 	files_remove(paths, 3);
@@ -445,7 +456,7 @@ test_missing(void **state)
 	paths[0] = input_file("a\n", 2);
 	xasprintf(&paths[1], "%s.missing", paths[0]);
 	paths[2] = input_file("b\n", 2);
-	in = input_open(paths, 3, '\n', 100);
+	in = input_open(paths, 3, FRAME_DELIM, '\n', 100);
 	assert_int_equal(input_next(in, &rr, &cause), 1);
 	assert_memory_equal(rr.data, "a", 1);
 	assert_int_equal(input_next(in, &rr, &cause), -1);
@@ -478,7 +489,7 @@ test_stdin(void **state)
 	assert_int_equal(pipe(p), 0);
 	assert_int_equal(dup2(p[0], STDIN_FILENO), STDIN_FILENO);
 	close(p[0]);
-	in = input_open(NULL, 0, '\n', 100);
+	in = input_open(NULL, 0, FRAME_DELIM, '\n', 100);
 
 	assert_int_equal(write(p[1], "one\ntw", 6), 6);
 	assert_int_equal(input_next(in, &rr, &cause), 1);
@@ -512,7 +523,7 @@ test_stdin(void **state)
 	free(path);
 	assert_int_equal(dup2(p[0], STDIN_FILENO), STDIN_FILENO);
 	close(p[0]);
-	in = input_open(dash, 1, '\n', 100);
+	in = input_open(dash, 1, FRAME_DELIM, '\n', 100);
 	assert_int_equal(input_next(in, &rr, &cause), 1);
 	assert_string_equal(rr.file, "stdin");
 	assert_int_equal(rr.delimited, 0);
@@ -558,7 +569,7 @@ test_gzip_stream(void **state)
 	assert_int_equal(pipe(p), 0);
 	assert_int_equal(dup2(p[0], STDIN_FILENO), STDIN_FILENO);
 	close(p[0]);
-	in = input_open(NULL, 0, '\n', 100);
+	in = input_open(NULL, 0, FRAME_DELIM, '\n', 100);
 
 	memset(&z, 0, sizeof z);
 	assert_int_equal(deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8,

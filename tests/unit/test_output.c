@@ -109,7 +109,7 @@ expect_output(const struct ocase *cs, size_t n, int mode, int format,
 	int		 fd;
 
 	fd = output_tmp();
-	o = output_open(fd, mode, format, delim);
+	o = output_open(fd, mode, format, FRAME_DELIM, delim);
 	for (i = 0; i < n; i++) {
 		case_set(&cs[i], &r, &v);
 		assert_int_equal(output_record(o, &r, &v, &cause), 0);
@@ -220,7 +220,7 @@ test_pairs(void **state)
 	buf_append(&pairs[1].id, "z", 1);
 	pairs[1].sim = 1;
 	fd = output_tmp();
-	o = output_open(fd, OUT_PAIRS, FORMAT_JSONL, '\0');
+	o = output_open(fd, OUT_PAIRS, FORMAT_JSONL, FRAME_DELIM, '\0');
 
 	r.recno = 6;
 	v.kind = V_UNIQUE;
@@ -300,7 +300,7 @@ test_flush(void **state)
 	big[4096] = '\0';
 	c.raw = big;
 	fd = output_tmp();
-	o = output_open(fd, OUT_UNIQUE, FORMAT_LINE, '\n');
+	o = output_open(fd, OUT_UNIQUE, FORMAT_LINE, FRAME_DELIM, '\n');
 	case_set(&c, &r, &v);
 	for (i = 0; i < 1000; i++)
 		assert_int_equal(output_record(o, &r, &v, &cause), 0);
@@ -320,7 +320,7 @@ test_flush(void **state)
 		free(big);
 		skip();
 	}
-	o = output_open(fd, OUT_UNIQUE, FORMAT_LINE, '\n');
+	o = output_open(fd, OUT_UNIQUE, FORMAT_LINE, FRAME_DELIM, '\n');
 	for (i = 0, rv = 0; i < 1000 && rv == 0; i++)
 		rv = output_record(o, &r, &v, &cause);
 	assert_int_equal(rv, -1);

@@ -211,7 +211,7 @@ fixture_open(struct fixture *fx, size_t batch, int policy, int stream)
 	fx->p = pipeline_create(&po, &fo, fx->ix);
 	assert_non_null(fx->outf = tmpfile());
 	fx->out = output_open(fileno(fx->outf), OUT_ANNOTATE, FORMAT_TSV,
-	    '\n');
+	    FRAME_DELIM, '\n');
 	pipeline_set_output(fx->p, fx->out, NULL);
 	pipeline_set_deliver(fx->p, deliver, &fx->got);
 }

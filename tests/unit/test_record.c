@@ -8,6 +8,7 @@
 
 #include <setjmp.h>
 #include <stdarg.h>
+#include <inttypes.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <zlib.h>
 
 #include "mhfilter.h"
 
@@ -641,6 +643,164 @@ test_prefix_id(void **state)
 	buf_free(&id);
 }
 
+/* The format table: every entry whole, found by its names (format.c). */
+static void
+test_formats(void **state)
+{
+	const struct format	*f;
+	int			 i;
+
+	for (i = 0; i < FORMAT_COUNT; i++) {
+		f = format_get(i);
+		assert_non_null(f->name);
+		assert_non_null(f->parse);
+		assert_non_null(f->write);
+		assert_int_equal(format_find(f->name), i);
+		if (f->alias != NULL)
+			assert_int_equal(format_find(f->alias), i);
+		assert_non_null(strstr(format_list(), f->name));
+	}
+	assert_int_equal(format_find("json"), FORMAT_JSONL);
+	assert_int_equal(format_find("news"), FORMAT_MAIL);
+	assert_int_equal(format_find("warc"), FORMAT_WARC);
+	assert_int_equal(format_find("xml"), -1);
+	assert_string_equal(format_list(), "line, tsv, jsonl, mail or warc");
+	assert_int_equal(format_get(FORMAT_MAIL)->framing, FRAME_MBOX);
+	assert_int_equal(format_get(FORMAT_WARC)->framing, FRAME_WARC);
+}
+
+/* A WARC record's header (warc_header): complete, partial, malformed. */
+static void
+test_warc_header(void **state)
+{
+	static const struct {
+		const char	*p;
+		int		 rc;	/* warc_header's */
+		size_t		 hlen;
+		uint64_t	 clen;
+		const char	*why;	/* in the cause, when -1 */
+	} cases[] = {
+		{ "WARC/1.0\r\nWARC-Type: warcinfo\r\nContent-Length: 12\r\n"
+		    "\r\n", 1, 53, 12, NULL },
+		{ "WARC/1.1\r\ncontent-length:7\r\n\r\n", 1, 30, 7, NULL },
+		{ "WARC/1.0\r\nContent-Length:  0 \r\n\r\n", 1, 33, 0,
+		    NULL },
+		{ "WARC/1.", 0, 0, 0, NULL },
+		{ "WARC/1.0\r\nContent-Length: 12\r\n", 0, 0, 0, NULL },
+		{ "WARC/0.17\r\n", -1, 0, 0, "bad version line 'WARC/0.17'" },
+		{ "HTTP/1.1 200 OK\r\n", -1, 0, 0, "bad version line" },
+		{ "WARC/1.0\nContent-Length: 1\n\n", -1, 0, 0,
+		    "bad version line" },
+		{ "WARC/1.0\r\nWARC-Type: request\r\n\r\n", -1, 0, 0,
+		    "no Content-Length" },
+		{ "WARC/1.0\r\nContent-Length: 1x\r\n\r\n", -1, 0, 0,
+		    "bad Content-Length '1x'" },
+		{ "WARC/1.0\r\nContent-Length: -1\r\n\r\n", -1, 0, 0,
+		    "bad Content-Length '-1'" },
+		{ "WARC/1.0\r\nContent-Length: \r\n\r\n", -1, 0, 0,
+		    "bad Content-Length ''" },
+		{ "WARC/1.0\r\nContent-Length: 99999999999999999999\r\n\r\n",
+		    -1, 0, 0, "bad Content-Length" },
+	};
+	struct warc_hdr	 h;
+	char		*why;
+	size_t		 i;
+	int		 rc;
+
+	for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		why = NULL;
+		rc = warc_header(cases[i].p, strlen(cases[i].p), &h, &why);
+		if (rc != cases[i].rc)
+			fail_msg("case %zu: %d, not %d (%s)", i, rc,
+			    cases[i].rc, why != NULL ? why : "");
+		if (rc == 1 && (h.hlen != cases[i].hlen ||
+		    h.clen != cases[i].clen || h.total != h.hlen + h.clen + 4))
+			fail_msg("case %zu: %zu %" PRIu64 ", not %zu %" PRIu64,
+			    i, h.hlen, h.clen, cases[i].hlen, cases[i].clen);
+		if (rc == -1 && (why == NULL || strstr(why, cases[i].why) ==
+		    NULL))
+			fail_msg("case %zu: '%s', not '%s'", i, why,
+			    cases[i].why);
+		free(why);
+	}
+	/* No end of the header in its first WARC_HEADER_MAX bytes. */
+	{
+		struct buf	 b = { 0 };
+
+		buf_append(&b, "WARC/1.0\r\n", 10);
+		while (b.len < WARC_HEADER_MAX + 100)
+			buf_append(&b, "X-Pad: 0123456789\r\n", 19);
+		why = NULL;
+		assert_int_equal(warc_header(b.data, b.len, &h, &why), -1);
+		assert_non_null(strstr(why, "no end of its header"));
+		free(why);
+		buf_free(&b);
+	}
+}
+
+/*
+ * A WARC record that is no document (warc_parse): no text, its id and
+ * time from the header, also as a gzip member.
+ */
+static void
+test_warc_parse(void **state)
+{
+	static const char rec[] = "WARC/1.0\r\nWARC-Type: request\r\n"
+	    "WARC-Target-URI: <http://example.org/a>\r\n"
+	    "WARC-Date: 2024-05-01T12:00:00Z\r\n"
+	    "WARC-Record-ID: <urn:uuid:1>\r\n"
+	    "Content-Type: application/http; msgtype=request\r\n"
+	    "Content-Length: 4\r\n\r\nGET \r\n\r\n";
+	static const char noid[] = "WARC/1.1\r\nWARC-Type: warcinfo\r\n"
+	    "WARC-Record-ID: <urn:uuid:2>\r\n"
+	    "Content-Length: 0\r\n\r\n\r\n\r\n";
+	struct record	 r = { 0 };
+	char		*cause = NULL;
+	unsigned char	 gz[1024];
+	uLongf		 gzlen;
+	z_stream	 z;
+
+	buf_append(&r.raw, rec, sizeof rec - 1);
+	assert_int_equal(record_parse(&r, FORMAT_WARC, NULL, NULL, &cause),
+	    0);
+	assert_int_equal(r.text.len, 0);
+	assert_int_equal(r.id.len, strlen("http://example.org/a"));
+	assert_memory_equal(r.id.data, "http://example.org/a", r.id.len);
+	assert_true(r.time == 1714564800);
+
+	/* The same as one gzip member. */
+	memset(&z, 0, sizeof z);
+	assert_int_equal(deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8,
+	    Z_DEFAULT_STRATEGY), Z_OK);
+	z.next_in = (unsigned char *)rec;
+	z.avail_in = sizeof rec - 1;
+	z.next_out = gz;
+	z.avail_out = sizeof gz;
+	assert_int_equal(deflate(&z, Z_FINISH), Z_STREAM_END);
+	gzlen = sizeof gz - z.avail_out;
+	deflateEnd(&z);
+	record_reset(&r);
+	buf_append(&r.raw, gz, gzlen);
+	assert_int_equal(record_parse(&r, FORMAT_WARC, NULL, NULL, &cause),
+	    0);
+	assert_int_equal(r.id.len, strlen("http://example.org/a"));
+	assert_true(r.time == 1714564800);
+
+	/* Without a target, the record's id; cut short, not a record. */
+	record_reset(&r);
+	buf_append(&r.raw, noid, sizeof noid - 1);
+	assert_int_equal(record_parse(&r, FORMAT_WARC, NULL, NULL, &cause),
+	    0);
+	assert_int_equal(r.id.len, strlen("<urn:uuid:2>"));
+	record_reset(&r);
+	buf_append(&r.raw, noid, sizeof noid - 3);
+	assert_int_equal(record_parse(&r, FORMAT_WARC, NULL, NULL, &cause),
+	    -1);
+	assert_non_null(strstr(cause, "not a WARC record"));
+	free(cause);
+	record_free(&r);
+}
+
 int
 main(void)
 {
@@ -652,6 +812,9 @@ main(void)
 		cmocka_unit_test(test_idstr),
 		cmocka_unit_test(test_time),
 		cmocka_unit_test(test_json_paths),
+		cmocka_unit_test(test_formats),
+		cmocka_unit_test(test_warc_header),
+		cmocka_unit_test(test_warc_parse),
 	};
 
 	alarm(60);
