@@ -688,10 +688,10 @@ apply_options(int argc, char **argv, struct options *o)
 			o->d.listen[o->d.nlisten++] = optarg;
 			break;
 		case OPT_BATCH_DELAY:
-			NUMBER(daemon_parse_time, 0, 60, &o->d.batch_delay);
+			NUMBER(parse_seconds, 0, 60, &o->d.batch_delay);
 			break;
 		case OPT_IDLE_TIMEOUT:
-			NUMBER(daemon_parse_time, 0, 86400 * 365,
+			NUMBER(parse_seconds, 0, 86400 * 365,
 			    &o->d.idle_timeout);
 			break;
 		case OPT_MAX_CLIENTS:
