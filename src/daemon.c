@@ -268,51 +268,6 @@ static void	reply_error(struct buf *, const char *, size_t, const char *,
 		    const char *);
 static void	reply_command(struct daemon *, struct buf *, int);
 
-/*
- * Parse a duration: a number with an optional unit, us, ms, s (the
- * default), m, h or d, between lo and hi seconds.
- */
-int
-daemon_parse_time(const char *s, double lo, double hi, double *out,
-    char **cause)
-{
-	static const struct {
-		const char	*unit;
-		double		 secs;
-	} units[] = {
-		{ "", 1 }, { "us", 1e-6 }, { "ms", 1e-3 }, { "s", 1 },
-		{ "m", 60 }, { "h", 3600 }, { "d", 86400 }
-	};
-	char	*end;
-	double	 v;
-	size_t	 i;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (end == s || errno != 0 || !isfinite(v) || v < 0) {
-		xasprintf(cause, "'%s' is not a duration (such as 5ms, 2s or "
-		    "10m)", s);
-		return (-1);
-	}
-	for (i = 0; i < sizeof units / sizeof units[0]; i++) {
-		if (strcmp(end, units[i].unit) == 0)
-			break;
-	}
-	if (i == sizeof units / sizeof units[0]) {
-		xasprintf(cause, "'%s': unknown unit '%s' (use us, ms, s, m, "
-		    "h or d)", s, end);
-		return (-1);
-	}
-	v *= units[i].secs;
-	if (v < lo || v > hi) {
-		xasprintf(cause, "'%s' is out of range (%gs to %gs)", s, lo,
-		    hi);
-		return (-1);
-	}
-	*out = v;
-	return (0);
-}
-
 /* A printable name for a socket's own address, "unix:PATH" or "tcp:H:P". */
 static void
 daemon_sockname(int fd, char *out, size_t len)

@@ -115,7 +115,7 @@ enum opt_kind {
 	OK_SIZET,		/* size_t: parse_uint */
 	OK_SIZE,		/* uint64_t: parse_size (8M) */
 	OK_REAL,		/* double: parse_double, dlo to dhi */
-	OK_TIME,		/* double seconds: daemon_parse_time (5ms) */
+	OK_TIME,		/* double seconds: parse_seconds (5ms) */
 	OK_DURATION,		/* int64_t seconds: parse_duration (30d) */
 	OK_MAINT		/* a maintenance mode: lo is its MAINT_* */
 };
@@ -601,7 +601,7 @@ opt_set(struct options *o, const struct opt *op, const char *name,
 		rc = parse_double(arg, op->dlo, op->dhi, field, &cause);
 		break;
 	case OK_TIME:
-		rc = daemon_parse_time(arg, op->dlo, op->dhi, field, &cause);
+		rc = parse_seconds(arg, op->dlo, op->dhi, field, &cause);
 		break;
 	case OK_DURATION:
 		rc = parse_duration(arg, op->lo, op->hi, field, &cause);

@@ -1068,8 +1068,10 @@ int		 output_sync(struct output *, char **);
 const char	*verdict_name(const struct verdict *);
 void		 output_close(struct output *);
 void		 output_field(struct buf *, const char *, size_t);
+#define MAIL_FIELD	"X-Mhfilter"	/* the verdict's header field */
 void		 output_mail_header(struct buf *, const struct verdict *, int,
 		    const char *);
+void		 output_mail_value(struct buf *, const struct verdict *, int);
 /* The formats' writers (format.c's write): one record, or a piece. */
 int		 output_write_line(struct output *, const struct record *,
 		    const struct verdict *, int, int, char **);
@@ -1353,8 +1355,6 @@ struct daemon_opts {
 int		 daemon_run(const struct daemon_opts *, struct pipeline *);
 int		 daemon_check_http(const char *, int, char **);
 int		 daemon_check_listen(const struct daemon_opts *, char **);
-int		 daemon_parse_time(const char *, double, double, double *,
-		    char **);
 int		 daemon_command(const char *, size_t);
 
 /*
@@ -1525,6 +1525,7 @@ int		 parse_double(const char *, double, double, double *, char **);
 #define TIME_MAX	253402300799LL	/* 9999-12-31T23:59:59Z */
 int		 parse_duration(const char *, int64_t, int64_t, int64_t *,
 		    char **);
+int		 parse_seconds(const char *, double, double, double *, char **);
 int		 parse_time(const char *, int64_t *, char **);
 void		 format_time(int64_t, char *, size_t);
 double		 now_seconds(void);

@@ -61,7 +61,6 @@
 #include "mhfilter.h"
 
 #define BATCHES_AHEAD	2		/* as daemon.c: one deciding, one next */
-#define HEADER_NAME	"X-Mhfilter"
 #define LOG_RCPTS	5		/* removed recipients named in a line */
 
 /* An envelope recipient and, once decided, its record's verdict. */
@@ -72,6 +71,7 @@ struct mrcpt {
 	int		 seen;		/* its own copy was delivered before */
 	double		 sim;
 	struct buf	 match;		/* the earlier message's id */
+	const char	*why;		/* V_UNCHECKED: the reason */
 };
 
 /* One SMTP connection's message and, once decided, its verdicts. */
@@ -213,6 +213,7 @@ milter_forget(struct mctx *m)
 		buf_free(&m->rcpt[i].match);
 	}
 	buf_free(&m->whole.match);
+	m->whole.why = NULL;
 	m->nrcpt = 0;
 	m->toolong = 0;
 	m->forged = 0;
@@ -316,7 +317,7 @@ milter_header(SMFICTX *ctx, char *name, char *value)
 
 	if (m == NULL)
 		return (SMFIS_TEMPFAIL);
-	if (strcasecmp(name, HEADER_NAME) == 0) {
+	if (strcasecmp(name, MAIL_FIELD) == 0) {
 		/* A verdict that did not come from us: not kept. */
 		m->forged++;
 		return (SMFIS_CONTINUE);
@@ -441,15 +442,15 @@ milter_set_header(SMFICTX *ctx, struct mctx *m, const char *value)
 	int	 i;
 
 	for (i = m->forged; i > 0; i--) {
-		if (smfi_chgheader(ctx, HEADER_NAME, i, NULL) != MI_SUCCESS)
+		if (smfi_chgheader(ctx, MAIL_FIELD, i, NULL) != MI_SUCCESS)
 			log_warnx("milter: %s: cannot remove a header", m->qid);
 	}
 	if (value != NULL &&
-	    smfi_insheader(ctx, 0, HEADER_NAME, (char *)value) != MI_SUCCESS)
+	    smfi_insheader(ctx, 0, MAIL_FIELD, (char *)value) != MI_SUCCESS)
 		log_warnx("milter: %s: cannot add the header", m->qid);
 }
 
-/* The X-Mhfilter field of a recipient's verdict. */
+/* The X-Mhfilter field of a recipient's verdict (output.c's value). */
 static void
 milter_add_header(SMFICTX *ctx, struct mctx *m, const struct mrcpt *rc)
 {
@@ -461,10 +462,10 @@ milter_add_header(SMFICTX *ctx, struct mctx *m, const struct mrcpt *rc)
 	v.seen = rc->seen;
 	v.sim = rc->sim;
 	v.match = rc->match;
-	output_mail_header(&b, &v, 0, "");
+	v.error = (char *)rc->why;
+	output_mail_value(&b, &v, 0);
 	buf_append(&b, "", 1);
-	/* After "X-Mhfilter: ". */
-	milter_set_header(ctx, m, b.data + sizeof HEADER_NAME + 1);
+	milter_set_header(ctx, m, b.data);
 	buf_free(&b);
 }
 
@@ -627,7 +628,7 @@ milter_eom(SMFICTX *ctx)
 	struct milter	*mt = the_milter;
 	struct mctx	*m = smfi_getpriv(ctx);
 	struct mrcpt	*rc, *first_dup = NULL, *first_new = NULL;
-	char		*cause = NULL, value[128];
+	char		*cause = NULL;
 	size_t		 i, n, ndup = 0;
 	int		 rv;
 
@@ -635,7 +636,9 @@ milter_eom(SMFICTX *ctx)
 		return (SMFIS_TEMPFAIL);
 	if (m->toolong) {
 		milter_count(mt, V_UNCHECKED);
-		milter_set_header(ctx, m, "unchecked; reason=too-large");
+		m->whole.kind = V_UNCHECKED;
+		m->whole.why = "too-large";
+		milter_add_header(ctx, m, &m->whole);
 		milter_log(m, 0, "over --max-bytes %" PRIu64 ": passed "
 		    "unchecked", pipeline_options(mt->p)->max_bytes);
 		return (SMFIS_CONTINUE);
@@ -645,9 +648,10 @@ milter_eom(SMFICTX *ctx)
 		/* 1: mail that cannot be judged, cause its reason. */
 		milter_count(mt, rv == 1 ? V_UNCHECKED : V_BAD);
 		if (rv == 1) {
-			snprintf(value, sizeof value, "unchecked; reason=%s",
-			    cause);
-			milter_set_header(ctx, m, value);
+			m->whole.kind = V_UNCHECKED;
+			m->whole.why = cause;
+			milter_add_header(ctx, m, &m->whole);
+			m->whole.why = NULL;
 		} else
 			milter_set_header(ctx, m, NULL);
 		milter_log(m, 0, "%s: passed %s", cause, rv == 1 ?

@@ -418,13 +418,24 @@ void
 output_mail_header(struct buf *b, const struct verdict *v, int group,
     const char *eol)
 {
+	buf_append(b, MAIL_FIELD ": ", sizeof MAIL_FIELD + 1);
+	output_mail_value(b, v, group);
+	buf_append(b, eol, strlen(eol));
+}
+
+/*
+ * The value of a verdict's X-Mhfilter field (the milter adds the field by
+ * name and value), with group its group.
+ */
+void
+output_mail_value(struct buf *b, const struct verdict *v, int group)
+{
 	char	 sim[32];
 
 	/*
 	 * A message seen before is a duplicate to a mail filter's rules
 	 * ("^X-Mhfilter: duplicate"), which says it was seen.
 	 */
-	buf_append(b, "X-Mhfilter: ", 12);
 	buf_append(b, verdict_names[v->kind], strlen(verdict_names[v->kind]));
 	if (v->kind == V_UNCHECKED && v->error != NULL) {
 		buf_append(b, "; reason=", 9);
@@ -449,7 +460,6 @@ output_mail_header(struct buf *b, const struct verdict *v, int group,
 		    v->contains_sim);
 		buf_append(b, sim, strlen(sim));
 	}
-	buf_append(b, eol, strlen(eol));
 }
 
 /*
@@ -478,8 +488,9 @@ output_mail_copy(struct buf *b, const char *p, const char *end, int quote,
 		else if (header) {
 			/* A continuation line goes with its field. */
 			if (*p != ' ' && *p != '\t')
-				skip = nl - p >= 11 &&
-				    strncasecmp(p, "X-Mhfilter:", 11) == 0;
+				skip = nl - p >= (ptrdiff_t)sizeof MAIL_FIELD &&
+				    strncasecmp(p, MAIL_FIELD ":",
+				    sizeof MAIL_FIELD) == 0;
 			if (skip) {
 				p = nl;
 				continue;

@@ -157,65 +157,105 @@ parse_double(const char *s, double min, double max, double *out,
 	return (0);
 }
 
+/* The units of a duration, in seconds. */
+static const struct {
+	const char	*name;
+	double		 secs;
+} duration_units[] = {
+	{ "us", 1e-6 }, { "ms", 1e-3 }, { "s", 1 }, { "m", 60 },
+	{ "h", 3600 }, { "d", 86400 }, { "w", 7 * 86400 }
+};
+#define NUNITS		(sizeof duration_units / sizeof duration_units[0])
+#define DURATION_UNITS	"us, ms, s, m, h, d or w"
+
 /*
- * Parse a duration: one or more numbers, each with a unit s, m, h, d or w
- * ("30d", "1d12h"), in seconds within [min, max].  A bare number is
- * refused: "--retain 30" meaning 30 seconds would empty an index.
+ * Parse a duration: one or more numbers, each with a unit us, ms, s, m, h,
+ * d or w ("5ms", "1d12h"); with loose, a lone number is seconds and numbers
+ * may have a fraction ("2", "1.5m").  Within [lo, hi] seconds.  The one
+ * parser of every duration option.
  */
-int
-parse_duration(const char *s, int64_t min, int64_t max, int64_t *out,
+static int
+duration_parse(const char *s, int loose, double lo, double hi, double *out,
     char **cause)
 {
-	const char	*p = s;
-	char		*end;
-	unsigned long long v;
-	int64_t		 total = 0, unit;
+	const char	*p = s, *unit;
+	char		 num[64];
+	double		 v, total = 0;
+	size_t		 i, len, nlen;
 
 	if (*p == '\0')
 		goto bad;
 	while (*p != '\0') {
 		if (!isdigit((unsigned char)*p))
 			goto bad;
-		errno = 0;
-		v = strtoull(p, &end, 10);
-		if (errno == ERANGE)
+		/* Digits and a fraction: strtod alone takes "1e3", "0x10". */
+		nlen = strspn(p, "0123456789");
+		if (p[nlen] == '.' && loose)
+			nlen += 1 + strspn(p + nlen + 1, "0123456789");
+		if (nlen >= sizeof num)
 			goto range;
-		switch (*end) {
-		case 's':
-			unit = 1;
+		memcpy(num, p, nlen);
+		num[nlen] = '\0';
+		v = strtod(num, NULL);
+		unit = p + nlen;
+		if (*unit == '\0' && p == s && loose) {
+			total = v;	/* a lone number: seconds */
 			break;
-		case 'm':
-			unit = 60;
-			break;
-		case 'h':
-			unit = 3600;
-			break;
-		case 'd':
-			unit = 86400;
-			break;
-		case 'w':
-			unit = 7 * 86400;
-			break;
-		default:
-			goto bad;
 		}
-		if (v > (unsigned long long)(INT64_MAX - total) / unit)
-			goto range;
-		total += (int64_t)v * unit;
-		p = end + 1;
+		len = strcspn(unit, "0123456789");
+		for (i = 0; i < NUNITS; i++) {
+			if (strlen(duration_units[i].name) == len &&
+			    strncmp(unit, duration_units[i].name, len) == 0)
+				break;
+		}
+		if (len == 0 || (*unit == '.' && !loose))
+			goto bad;
+		if (i == NUNITS) {
+			xasprintf(cause, "'%s': unknown unit '%.*s' (a duration "
+			    "is numbers with a unit " DURATION_UNITS ")", s,
+			    (int)len, unit);
+			return (-1);
+		}
+		total += v * duration_units[i].secs;
+		p = unit + len;
 	}
-	if (total < min || total > max)
+	if (!isfinite(total) || total < lo || total > hi)
 		goto range;
 	*out = total;
 	return (0);
 bad:
-	xasprintf(cause, "'%s' is not a duration (numbers with a unit s, m, h, "
-	    "d or w, like 30d or 1d12h)", s);
+	xasprintf(cause, "'%s' is not a duration (numbers with a unit "
+	    DURATION_UNITS ", like 5ms, 10m or 1d12h)", s);
 	return (-1);
 range:
-	xasprintf(cause, "'%s' is out of range (%lld to %lld seconds)", s,
-	    (long long)min, (long long)max);
+	xasprintf(cause, "'%s' is out of range (%.15gs to %.15gs)", s, lo, hi);
 	return (-1);
+}
+
+/*
+ * A duration in seconds within [lo, hi], a lone number being seconds
+ * (--batch-delay, --idle-timeout).
+ */
+int
+parse_seconds(const char *s, double lo, double hi, double *out, char **cause)
+{
+	return (duration_parse(s, 1, lo, hi, out, cause));
+}
+
+/*
+ * A duration in whole seconds within [min, max], each number whole and
+ * with a unit: "--retain 30" meaning 30 seconds would empty an index.
+ */
+int
+parse_duration(const char *s, int64_t min, int64_t max, int64_t *out,
+    char **cause)
+{
+	double	 v;
+
+	if (duration_parse(s, 0, (double)min, (double)max, &v, cause) != 0)
+		return (-1);
+	*out = (int64_t)llround(v);
+	return (0);
 }
 
 /* Days from 1970-01-01 to a proleptic Gregorian date (H. Hinnant). */

@@ -1,6 +1,6 @@
 /*
  * Unit tests for conf.c (the configuration file's lines) and for
- * daemon_parse_time (the durations of --batch-delay and --idle-timeout):
+ * parse_seconds (the durations of --batch-delay and --idle-timeout):
  * a table of inputs and what must come out, including the errors.
  */
 
@@ -198,6 +198,8 @@ test_time(void **state)
 		{ "ms", 0, 60, -1, 0, "not a duration" },
 		{ "nan", 0, 60, -1, 0, "not a duration" },
 		{ "inf", 0, 1e300, -1, 0, "not a duration" },
+		{ "0x10s", 0, 60, -1, 0, "unknown unit 'x'" },
+		{ "1m30s", 0, 1e9, 0, 90, NULL },
 	};
 	size_t	 i;
 	double	 v;
@@ -206,7 +208,7 @@ test_time(void **state)
 	for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		v = -1;
 		cause = NULL;
-		if (daemon_parse_time(cases[i].s, cases[i].lo, cases[i].hi, &v,
+		if (parse_seconds(cases[i].s, cases[i].lo, cases[i].hi, &v,
 		    &cause) != cases[i].rv)
 			fail_msg("'%s': rv", cases[i].s);
 		if (cases[i].rv == 0) {
