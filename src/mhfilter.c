@@ -878,7 +878,8 @@ check_options(struct options *o, int modes, int src)
 	 * end with NUL.
 	 */
 	if (src == 2 && (format_get(o->pl.format)->flags & FMT_FILES) &&
-	    (o->pl.delim == '\0' || o->d.nlisten > 0 || o->c.addr != NULL))
+	    (o->pl.delim == '\0' || o->d.nlisten > 0 || o->c.addr != NULL ||
+	    notify_listen_count() > 0))
 		usage_error("--format %s frames its own records, which may hold "
 		    "any byte: it is read from files, not with -z, --listen "
 		    "or --connect", format_get(o->pl.format)->name);
