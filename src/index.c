@@ -75,6 +75,41 @@ index_backend(const char *path)
 }
 
 /*
+ * Does --compact apply to the index at path (its backend has a compact)?
+ * 0, or -1 with a cause, before anything is opened.
+ */
+int
+index_compactable(const char *path, char **cause)
+{
+	const struct index_ops	*ops = index_backend(path);
+
+	if (ops->compact != NULL)
+		return (0);
+	xasprintf(cause, "--compact does not apply to a %s index (%s)",
+	    ops->name, ops->no_compact);
+	return (-1);
+}
+
+/*
+ * --redis-password-file: the credentials file, read now by every backend
+ * that connects to a server (password_file), for all its connections.  0,
+ * or -1 with a cause.
+ */
+int
+index_password_file(const char *path, char **cause)
+{
+	const struct index_ops	*ops[] = { &lmdb_ops, &redis_ops };
+	size_t			 i;
+
+	for (i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+		if (ops[i]->password_file != NULL &&
+		    ops[i]->password_file(path, cause) != 0)
+			return (-1);
+	}
+	return (0);
+}
+
+/*
  * Might path hold an index?  See index_ops.exists; size, when not NULL,
  * gets the bytes of its data file (0 if that has no meaning).
  */

@@ -412,6 +412,7 @@ maint_run(const struct maint_opts *mo)
 {
 	struct sigaction	 sa;
 	struct index		*ix = NULL;
+	char			*cause;
 	int			 status, flags = 0;
 
 	/* A closed output pipe is a write error, not a silent death. */
@@ -430,9 +431,10 @@ maint_run(const struct maint_opts *mo)
 		flags = INDEX_WALK;
 		break;
 	}
-	if (mo->mode == MAINT_COMPACT && index_is_remote(mo->db)) {
-		log_warnx("--compact does not apply to a Redis index (Redis "
-		    "manages its own memory)");
+	if (mo->mode == MAINT_COMPACT &&
+	    index_compactable(mo->db, &cause) != 0) {
+		log_warnx("%s", cause);
+		free(cause);
 		return (EXIT_USAGE);
 	}
 	if ((status = maint_open(mo, flags, &ix)) != EXIT_OK)

@@ -1313,11 +1313,11 @@ run_check_config(struct options *o, int serve)
 		bad = 1;
 	if (check_writable("--output", serve ? o->d.output : o->s.output) != 0)
 		bad = 1;
-	if (o->db != NULL && strncmp(o->db, "redis://", 8) != 0 &&
+	if (o->db != NULL && !index_is_remote(o->db) &&
 	    stat(o->db, &st) == 0 && !S_ISDIR(st.st_mode)) {
 		log_warnx("--db %s: not a directory", o->db);
 		bad = 1;
-	} else if (o->db != NULL && strncmp(o->db, "redis://", 8) != 0 &&
+	} else if (o->db != NULL && !index_is_remote(o->db) &&
 	    stat(o->db, &st) != 0 && check_writable("--db", o->db) != 0)
 		bad = 1;
 	if (bad)
@@ -1441,7 +1441,7 @@ main(int argc, char **argv)
 		usage_error("%s", cause);
 	/* Read now, not while parsing: --explain opens no Redis. */
 	if (o.redis_pwfile != NULL && !o.explain &&
-	    redis_password_file(o.redis_pwfile, &cause) != 0)
+	    index_password_file(o.redis_pwfile, &cause) != 0)
 		usage_error("--redis-password-file: %s", cause);
 	if (!serve && argc == 0 && o.maint == MAINT_NONE && !o.explain &&
 	    !o.mda)

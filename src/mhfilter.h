@@ -595,6 +595,11 @@ struct index_info {
  *				encoded by the backend.
  * index_insert_encoded		insert with the text encoded by the caller.
  * index_compact		INDEX_ERROR when the backend has no compact.
+ * index_compactable(path)	0 if the backend of path has a compact, else
+ *				-1 with a cause saying why not (no_compact).
+ * index_password_file(file)	the credentials of every connection to a
+ *				server, read by each backend that makes them
+ *				(password_file): 0, or -1 with a cause.
  * index_each, index_adopt	each and adopt (export.c's).
  * index_export (export.c)	the header, then each document through each:
  *				0, or INDEX_ERROR (a write error, or each's).
@@ -624,6 +629,8 @@ struct index_info {
 typedef int	 (*index_each_fn)(void *, const struct docinfo *,
 		    const struct buf *, char **);
 int		 index_is_remote(const char *);
+int		 index_compactable(const char *, char **);
+int		 index_password_file(const char *, char **);
 int		 index_exists(const char *, uint64_t *);
 int		 index_exit_status(int);
 int		 index_open(struct index **, const char *, int,
@@ -817,6 +824,8 @@ struct index_ops {
 	int		(*group)(struct index *, uint64_t, uint64_t *, char **);
 	int		(*set_group)(struct index *, uint64_t, char **);
 	const struct index_guard *guard;	/* or NULL: none */
+	const char	*no_compact;	/* why compact is NULL */
+	int		(*password_file)(const char *, char **);
 };
 /*
  * A backend that reads its store in place (LMDB's map: lmdb.c, "Damaged
@@ -846,7 +855,6 @@ struct index {
 extern const struct index_ops lmdb_ops;
 int		 lmdb_remove_dir(const char *);
 extern const struct index_ops redis_ops;
-int		 redis_password_file(const char *, char **);
 
 /* export.c: export and import, JSON Lines (see the top of the file). */
 int		 index_export(struct index *, FILE *, char **);

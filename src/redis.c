@@ -635,7 +635,7 @@ static void	redis_abort(struct index *);
  * user's, requirepass) or "user password" (an ACL user).  Returns 0, or
  * -1 with a cause that never holds the password.
  */
-int
+static int
 redis_password_file(const char *path, char **cause)
 {
 	FILE		*f;
@@ -2827,10 +2827,12 @@ const struct index_ops redis_ops = {
 	.info = redis_info,
 	.check = redis_check,
 	.compact = NULL,
+	.no_compact = "Redis manages its own memory",
 	.each = redis_each,
 	.adopt = redis_adopt,
 	.undelivered = redis_undelivered,
 	.delivered = redis_delivered,
 	.abandoned = redis_abandoned,
 	.own = redis_own,
+	.password_file = redis_password_file,
 };
