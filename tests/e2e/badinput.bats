@@ -252,6 +252,7 @@ make_bad_jsonl() {
 }
 
 @test "invalid UTF-8: a near-duplicate pair is found, bytes preserved, counted" {
+	set -o pipefail
 	printf '\xff\xfe Grain exports resumed from the port on Friday \xc3\n\xff\xfe grain exports resumed from the port on Friday! \xc3\nsome ordinary text in between the two\n' >in
 	mhrun --stats in
 	assert_status 0

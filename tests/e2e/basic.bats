@@ -209,8 +209,7 @@ help_options() {
 		local name="$1"
 		shift
 		mhrun "$@" </dev/null
-		[ "$status" -eq 2 ] ||
-		    fail "'$*' exited $status, expected 2"
+		status_is 2 || fail "'$*' exited $status, expected 2"
 		grep -qF -- "$name" "$T/err" ||
 		    fail "'$*': stderr does not name $name: $(cat "$T/err")"
 		[ ! -s "$T/out" ] || fail "'$*' wrote output"

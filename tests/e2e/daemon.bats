@@ -627,6 +627,7 @@ seen_replies() {
 }
 
 @test "--config: long options as keys; the command line overrides; errors name the line" {
+	set -o pipefail
 	make_abcd
 	cat >conf <<-EOF
 	# a comment, then a blank line

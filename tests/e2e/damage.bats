@@ -40,7 +40,8 @@ EOF
 	mhf -f tsv -d db in >/dev/null
 	rm -f db/lock.mdb
 	cp -r db sound
-	mhf -f tsv -d sound -a q | cut -f1,2 >ref
+	mhf -f tsv -d sound -a q >ref.all
+	cut -f1,2 ref.all >ref
 	rm -rf sound
 }
 

@@ -37,17 +37,19 @@ judge_index() {
 	local n
 
 	mhrun -d db --check
-	if [ "$status" -ne 0 ] && [ ! -s "$1" ] &&
+	if ! status_is 0 && [ ! -s "$1" ] &&
 	    grep -qE "no index at|not an mhfilter index" "$T/err"; then
 		# The run creating the index failed before its first commit:
 		# nothing acknowledged, and the next run starts afresh.
 		mhrun -f tsv -d db -o /dev/null in
+		status_is 0 || echo "$2: the run after: $(cat "$T/err")" >>"$T/bad"
 		mhrun -d db --check
 	fi
-	[ "$status" -eq 0 ] || echo "$2: --check: $(cat "$T/err")" >>"$T/bad"
+	status_is 0 || echo "$2: --check: $(cat "$T/err")" >>"$T/bad"
 	[ -s "$1" ] || return 0
 	awk -F'\t' '{ print "again" NR "\t" $2 }' "$1" >again
 	mhrun -f tsv -d db -Q -a again
+	status_is 0 || echo "$2: --query-only: $(cat "$T/err")" >>"$T/bad"
 	n="$(cut -f1 "$T/out" | grep -cv '^duplicate$' || true)"
 	[ "$n" -eq 0 ] || echo "$2: $n record(s) written out as unique" \
 	    "are not in the index" >>"$T/bad"

@@ -18,6 +18,8 @@ helpers_setup() {
 	T="$(mktemp -d "${BATS_TMPDIR:-/tmp}/mhfilter-e2e.XXXXXX")"
 	export TMPDIR="$T"
 	BG_PIDS=()
+	MHRUN_UNNAMED=
+	MHRUN_SHELL="$BASH_SUBSHELL"
 	cd "$T"
 }
 
@@ -27,22 +29,52 @@ setup() {
 }
 
 # Stop whatever a test left running in the background, then remove its
-# directory.
+# directory.  The test fails if its last mhrun ended with a status other
+# than 0 that it did not name.
 teardown() {
-	local pid
+	local pid rc=0
 
+	mhrun_named || rc=1
 	for pid in "${BG_PIDS[@]}"; do
 		kill -9 "$pid" 2>/dev/null || true
 	done
 	cd /
 	rm -rf "$T"
+	return "$rc"
 }
 
 # Run mhfilter, bounded in time, with stdout in $T/out and stderr in $T/err;
 # the exit status is left in $status.  Standard input is the caller's.
+#
+# A status other than 0 must be named by the test (assert_status or
+# status_is) before the next mhrun or the end of the test, which fail
+# otherwise: a run that failed unnoticed cannot pass by accident.  For the
+# same reason mhrun refuses to run in a pipeline or a subshell, where the
+# status it sets would be lost.
 mhrun() {
+	if [ -n "${MHRUN_SHELL:-}" ] && [ "$BASH_SUBSHELL" -ne "$MHRUN_SHELL" ]
+	then
+		fail "mhrun $*: in a pipeline or subshell its status is lost;" \
+		    "redirect its input from a file instead"
+		return 1
+	fi
+	mhrun_named || return 1
 	status=0
 	timeout 60 "$MHFILTER" "$@" >"$T/out" 2>"$T/err" || status=$?
+	MHRUN_STATUS="$status"
+	MHRUN_UNNAMED="mhfilter $*"
+}
+
+# Fail if the last mhrun ended with a status other than 0 that the test
+# did not name; either way the next check starts afresh.
+mhrun_named() {
+	local run="$MHRUN_UNNAMED"
+
+	MHRUN_UNNAMED=
+	[ -z "$run" ] || [ "$MHRUN_STATUS" -eq 0 ] ||
+	    fail "'$run' exited $MHRUN_STATUS, a status the test did not" \
+	    "name (assert_status or status_is); stderr:" \
+	    "$(cat "$T/err" 2>/dev/null)"
 }
 
 # The shared objects the dynamic loader opened in an LD_DEBUG=files run
@@ -53,7 +85,9 @@ loaded() {
 }
 
 # Run mhfilter, bounded in time, as a plain command (for pipes and
-# redirections chosen by the test).
+# redirections chosen by the test).  A test that pipes it into another
+# command sets -o pipefail first (a function: local -; set -o pipefail),
+# so that its status is not lost.
 mhf() {
 	timeout 60 "$MHFILTER" "$@"
 }
@@ -64,10 +98,24 @@ fail() {
 	return 1
 }
 
-# The exit status of the last mhrun (or bats run) must be $1.
+# Whether the exit status of the last mhrun (or bats run) is one of $@;
+# for a test that accepts several, or records rather than fails.  Either
+# way the status of the last mhrun counts as named.
+status_is() {
+	local s
+
+	MHRUN_UNNAMED=
+	for s; do
+		[ "$status" -eq "$s" ] && return 0
+	done
+	return 1
+}
+
+# The exit status of the last mhrun (or bats run) must be $1 (or one of
+# $@).
 assert_status() {
-	[ "$status" -eq "$1" ] ||
-	    fail "exit status $status, expected $1" "stderr:" \
+	status_is "$@" ||
+	    fail "exit status $status, expected $*" "stderr:" \
 	    "$(cat "$T/err" 2>/dev/null)"
 }
 

@@ -27,6 +27,7 @@ B='Storm damage closed the coastal highway for three days'
 }
 
 @test "--db: the parameters are stored; a later run needs no options" {
+	set -o pipefail
 	[ "$(jaccard "$A" "$B" 3)" = 0.5932 ]
 	[ "$(jaccard "$A" "$B" 5)" = 0.4844 ]
 	printf 'a\t%s\n' "$A" >run1
@@ -78,7 +79,7 @@ mismatch() {
 	cp db/data.mdb saved.mdb
 	printf 'x\tsomething else altogether to insert\n' >other
 	mhrun -f tsv -d db "$@" other
-	[ "$status" -eq 4 ] || fail "'$*' exited $status, expected 4"
+	status_is 4 || fail "'$*' exited $status, expected 4"
 	[ ! -s "$T/out" ] || fail "'$*' wrote output"
 	grep -qF -- "$option $stored" "$T/err" ||
 	    fail "'$*': no '$option $stored' in: $(cat "$T/err")"
@@ -186,15 +187,15 @@ mismatch() {
 	assert_stat unique 30
 }
 
-@test "--query-only on a missing or empty index exits non-zero with a message" {
+@test "--query-only on a missing or empty index exits 1 with a message" {
 	printf 'some text\n' >in
 	mhrun -Q -d nodb in
-	[ "$status" -ne 0 ]
+	assert_status 1
 	assert_err_has "nodb"
 	[ ! -e nodb ] || fail "--query-only created the index directory"
 	mkdir emptydir
 	mhrun --query-only -d emptydir in
-	[ "$status" -ne 0 ]
+	assert_status 1
 	assert_err_has "emptydir"
 	[ ! -s "$T/out" ]
 }
@@ -593,7 +594,8 @@ mismatch() {
 	assert_status 0
 	cut -f1,2,4,5 "$T/out" >got
 	printf 'duplicate\tb\ta\tc\n' | assert_same - got
-	printf 'e\t%s\n' "$C" | mhrun -f tsv -d db -t 0.9 -p --group
+	printf 'e\t%s\n' "$C" >e
+	mhrun -f tsv -d db -t 0.9 -p --group e
 	assert_status 0
 	awk -F'\t' '{ print $1 "\t" $2 "\t" $4 }' "$T/out" | sort >got
 	printf 'a\te\ta\nb\te\ta\nc\te\ta\n' | assert_same - got
@@ -611,7 +613,9 @@ mismatch() {
 	[ "$(grep -c '"group":1}' ex)" -eq 3 ] || fail "$(cat ex)"
 	mhrun -d db2 --import ex
 	assert_status 0
-	printf 'f\t%s!!!!\n' "$A" | mhrun -f tsv -d db2 -t 0.9 --clusters
+	printf 'f\t%s!!!!\n' "$A" >q
+	mhrun -f tsv -d db2 -t 0.9 --clusters q
+	assert_status 0
 	printf 'f\ta\n' | assert_out
 	# A group that is not an earlier line is refused.
 	sed '2s/}$/,"group":5}/' ex >bad

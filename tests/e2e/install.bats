@@ -165,6 +165,7 @@ dirs() {
 }
 
 @test "bash completion: every long option of --help, and the words of -f" {
+	set -o pipefail
 	dirs
 	comp="$INST$compdir/mhfilter"
 	mhf --help | grep -o -- '--\(\[no-\]\)\?[a-z][a-z-]*' | sed 's/\[no-\]//' |

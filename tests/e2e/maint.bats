@@ -21,6 +21,8 @@ assert_info() {
 # Verdicts, "unique -" or "duplicate MATCH", of copies of the records of
 # tsv file $2 under new ids, against index $1 without changing it.
 verdicts() {
+	local -
+	set -o pipefail
 	awk -F'\t' '{ print "q" NR "\t" $2 }' "$2" >"$T/copies"
 	mhf -f tsv -d "$1" -Q -a "$T/copies" | cut -f1,2
 }
@@ -36,7 +38,7 @@ jrec() {
 	for mode in --info --check "--expire --max-docs 3" "--remove ids" \
 	    "--compact copy" "--export dump" "--import in"; do
 		mhrun $mode </dev/null
-		[ "$status" -eq 2 ] || fail "$mode: status $status, expected 2"
+		status_is 2 || fail "$mode: status $status, expected 2"
 		grep -qF -- "${mode%% *} needs --db" "$T/err" ||
 		    fail "$mode: $(cat "$T/err")"
 		[ ! -s "$T/out" ]
@@ -87,24 +89,26 @@ jrec() {
 @test "--retain takes a duration with a unit; a bad one is a usage error naming it" {
 	for bad in 30 0s 0d 1.5d 30D -1d d 1d2 '' 36501d 99999999999999999999s; do
 		mhrun --retain "$bad" </dev/null
-		[ "$status" -eq 2 ] || fail "--retain '$bad': status $status"
+		status_is 2 || fail "--retain '$bad': status $status"
 		assert_err_has "--retain: '$bad'"
 	done
 	mhrun --retain 30
+	assert_status 2
 	assert_err_has "is not a duration"
 	mhrun --retain 0s
+	assert_status 2
 	assert_err_has "out of range"
 	# Good ones are accepted (--explain reads no input and needs no index).
 	for good in 1s 3600s 90m 12h 30d 2w 1d12h 36500d; do
 		mhrun --explain --retain "$good"
-		[ "$status" -eq 0 ] || fail "--retain $good: $(cat "$T/err")"
+		status_is 0 || fail "--retain $good: $(cat "$T/err")"
 	done
 }
 
 @test "--max-docs takes a count from 1; -Q with retention is a usage error" {
 	for bad in 0 -1 abc 5k ''; do
 		mhrun --max-docs "$bad" </dev/null
-		[ "$status" -eq 2 ] || fail "--max-docs '$bad': status $status"
+		status_is 2 || fail "--max-docs '$bad': status $status"
 		assert_err_has "--max-docs"
 	done
 	mhrun --explain --max-docs 1
@@ -131,7 +135,7 @@ jrec() {
 	    "--compact copy" "--export dump"; do
 		printf 'x\n' >ids
 		mhrun -d nodb $mode
-		[ "$status" -eq 1 ] || fail "$mode: status $status, expected 1"
+		status_is 1 || fail "$mode: status $status, expected 1"
 		assert_err_has "nodb"
 		[ ! -e nodb ] || fail "$mode created the index directory"
 		[ ! -e copy ]; [ ! -e dump ]
@@ -374,7 +378,8 @@ jrec() {
 	sed -n 8p v | grep -qx 'unique	-'
 	[ "$(grep -c '^duplicate' v)" -eq 8 ]
 	# From stdin, one id per transaction; -q silences the warnings.
-	printf 'id0\nid1\nmissing\n' | mhrun -d db --remove - --batch 1 -q
+	printf 'id0\nid1\nmissing\n' >ids
+	mhrun -d db --remove - --batch 1 -q <ids
 	assert_status 0
 	printf 'removed: 2\nnot_found: 1\n' | assert_out
 	[ ! -s "$T/err" ]
@@ -391,7 +396,9 @@ jrec() {
 @test "--remove: a removed document is no longer a replay or a match" {
 	printf 'r1\tThe committee approved the budget for next year\n' >in
 	mhf -f tsv -d db in >/dev/null
-	printf 'r1\n' | mhrun -d db --remove -
+	printf 'r1\n' >ids
+	mhrun -d db --remove - <ids
+	assert_status 0
 	printf 'removed: 1\nnot_found: 0\n' | assert_out
 	printf 'r2\tthe committee approved the budget for next year!\n' >q
 	mhrun -f tsv -d db -a --stats q
@@ -490,8 +497,8 @@ for line in open(sys.argv[1]):
 	assert_same v1 v2
 	[ "$(grep -c '^duplicate' v2)" -eq 20 ]
 	# Through a pipe.
-	mhf -d db --export - | mhrun -d db3 --import -
-	assert_status 0
+	set -o pipefail
+	mhf -d db --export - | mhf -d db3 --import - >"$T/out"
 	printf 'imported: 20\n' | assert_out
 	verdicts db3 in >v3
 	assert_same v1 v3
