@@ -1059,9 +1059,9 @@ client_read_input(struct client *c)
 			c->eof = 1;
 			break;
 		}
-		if (rc == -1)
+		if (rc == INPUT_RETRY)
 			continue;	/* a signal, a file skipped */
-		if (rc == -2)
+		if (rc == INPUT_STOP)
 			return (status);
 		if (rr.piece != 0) {
 			c->big = rr;
@@ -1125,7 +1125,7 @@ client_big(struct client *c)
 		r.raw.len = 0;
 		(void)output_piece(c->out, &r, &v, 0, 1, &cause);
 		(void)output_flush(c->out, &cause);
-		if (rc == -1)
+		if (rc == MHF_ERROR)
 			return (EXIT_ERROR);
 		rc = 0;
 		break;

@@ -137,7 +137,7 @@ struct input {
 
 static int	input_advance(struct input *, char **);
 static int	input_fill(struct input *, char **);
-static int	input_failed(struct input *);
+static int	input_failed(struct input *, char **);
 static void	input_bom(struct input *);
 static uint64_t	input_total(struct input *);
 static void	input_codec_end(struct input *);
@@ -590,7 +590,7 @@ input_mail_next(struct input *in, struct rawrec *rr, char **cause)
 			return (1);
 		}
 		if (input_fill(in, cause) == -1)
-			return (input_failed(in));
+			return (input_failed(in, cause));
 	}
 }
 
@@ -831,7 +831,7 @@ input_warc_next(struct input *in, struct rawrec *rr, char **cause)
 		else
 			rv = input_warc_plain(in, &len, &more, cause);
 		if (rv == -1)
-			return (input_failed(in));
+			return (input_failed(in, cause));
 		if (rv == 2) {
 			if ((rv = input_advance(in, cause)) <= 0)
 				return (rv);
@@ -847,7 +847,7 @@ input_warc_next(struct input *in, struct rawrec *rr, char **cause)
 			return (1);
 		}
 		if (input_fill(in, cause) == -1)
-			return (input_failed(in));
+			return (input_failed(in, cause));
 	}
 }
 
@@ -937,15 +937,17 @@ input_codec_end(struct input *in)
 }
 
 /*
- * Abandon the current file after an error found in its data: what is
- * left of it is dropped, and input_next returns -2 (the caller reports
- * the cause and calls again for the next file).  -1 for other errors.
+ * After a read that failed (*cause set, or NULL for a signal): the current
+ * file is abandoned after an error found in its data (what is left of it
+ * is dropped, and input_next returns INPUT_ABANDONED: the caller reports
+ * the cause and calls again for the next file); a signal is INPUT_RETRY,
+ * any other error MHF_ERROR.
  */
 static int
-input_failed(struct input *in)
+input_failed(struct input *in, char **cause)
 {
 	if (!in->failed)
-		return (-1);
+		return (*cause == NULL ? INPUT_RETRY : MHF_ERROR);
 	if (in->fd > STDIN_FILENO)
 		close(in->fd);
 	in->fd = -1;
@@ -954,7 +956,7 @@ input_failed(struct input *in)
 	in->skipping = 0;
 	in->skipped = 0;
 	in->wpiece = in->wzon = 0;
-	return (-2);
+	return (INPUT_ABANDONED);
 }
 
 /* Give up the current file: cause names it and what is wrong. */
@@ -1275,10 +1277,10 @@ input_set_pieces(struct input *in)
 }
 
 /*
- * The next record: 1 and rr filled, 0 at the end of all input, -1 on a read
- * error (with a cause) or a signal (cause NULL; call again to go on), -2
- * when the current file is abandoned (binary, corrupt: the cause says;
- * call again for the next file).
+ * The next record: 1 and rr filled, 0 at the end of all input, MHF_ERROR
+ * on a read error, INPUT_RETRY after a signal (call again to go on),
+ * INPUT_ABANDONED when the current file is abandoned (binary, corrupt: the
+ * cause says; call again for the next file).
  * rr->data stays valid until the next call.
  */
 int
@@ -1333,7 +1335,7 @@ input_next(struct input *in, struct rawrec *rr, char **cause)
 			in->start = in->scanned = in->end;
 		}
 		if (input_fill(in, cause) == -1)
-			return (input_failed(in));
+			return (input_failed(in, cause));
 	}
 }
 
@@ -1418,8 +1420,8 @@ input_total(struct input *in)
  * said and stops it (*status EXIT_ERROR).  A record over the limit (not
  * in pieces) gets in *over the cause to give it, else NULL.  1: a record
  * (or the first piece of mail over --max-message); 0: the end of input;
- * -1: nothing this time (a signal, a file skipped): call again; -2: stop,
- * with *status.
+ * INPUT_RETRY: nothing this time (a signal, a file skipped): call again;
+ * INPUT_STOP: stop, with *status.
  */
 int
 input_read(struct input *in, int fail, struct rawrec *rr, uint64_t *skipped,
@@ -1435,26 +1437,27 @@ input_read(struct input *in, int fail, struct rawrec *rr, uint64_t *skipped,
 			    "--max-bytes %zu", rr->fulllen, in->max);
 		return (1);
 	}
-	if (rc == 0 || (rc == -1 && cause == NULL))
+	if (rc == 0 || rc == INPUT_RETRY)
 		return (rc);
 	log_warnx("%s", cause);
 	free(cause);
-	if (rc == -2) {
+	if (rc == INPUT_ABANDONED) {
 		(*skipped)++;
 		if (!fail)
-			return (-1);
+			return (INPUT_RETRY);
 		*status = EXIT_DATA;
 	} else
 		*status = EXIT_ERROR;
-	return (-2);
+	return (INPUT_STOP);
 }
 
 /*
  * The next piece of a record handed out in pieces (the last had
  * rr->more), for the stream and the client alike: a signal waits until
  * the record is through.  1 and rr; 0 when input.c ended the record
- * instead; -1 on a read error, -2 when its file was abandoned (counted in
- * *skipped), said both, the caller ending the record where it broke.
+ * instead; MHF_ERROR on a read error, INPUT_ABANDONED when its file was
+ * abandoned (counted in *skipped), said both, the caller ending the record
+ * where it broke.
  */
 int
 input_next_piece(struct input *in, struct rawrec *rr, uint64_t *skipped)
@@ -1462,13 +1465,13 @@ input_next_piece(struct input *in, struct rawrec *rr, uint64_t *skipped)
 	char	*cause;
 	int	 rc;
 
-	while ((rc = input_next(in, rr, &cause)) == -1 && cause == NULL)
+	while ((rc = input_next(in, rr, &cause)) == INPUT_RETRY)
 		;
 	if (rc >= 0)
 		return (rc);
 	log_warnx("%s", cause);
 	free(cause);
-	if (rc == -2)
+	if (rc == INPUT_ABANDONED)
 		(*skipped)++;
 	return (rc);
 }

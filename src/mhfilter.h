@@ -65,6 +65,35 @@
 #include <time.h>
 
 /*
+ * Errors.  The functions of the index (index.c and its backends), input
+ * (input.c) and output (output.c) layers return 0, or a non-negative
+ * result where they say so, on success, and on failure one of these
+ * codes, each of which means one thing wherever it is returned.
+ * MHF_ERROR, INDEX_MISMATCH and INPUT_ABANDONED come with *cause set: an
+ * allocated message that names the file, record, index or server, which
+ * the caller frees (or says).  The others are conditions the caller
+ * handles, and come without a cause.  Functions named in a section with a
+ * convention of their own (a count, 1 for "yes") say so there.
+ */
+enum mhf_error {
+	MHF_ERROR = -1,		/* I/O, server, corrupt data, resources */
+	INDEX_AGAIN = -2,	/* map full: grown by index_abort (which the
+				   caller calls unless index_commit returned
+				   it), redo the transaction */
+	INDEX_MISMATCH = -3,	/* not an index, or another format or other
+				   parameters than asked for */
+	INDEX_GONE = -4,	/* the document was removed (index_doc) */
+	INDEX_NOTFOUND = -5,	/* no such meta record (meta_get_fn) */
+	OUTPUT_CLOSED = -6,	/* the reader went away (EPIPE) */
+	INPUT_RETRY = -7,	/* nothing this time (a signal came, or a
+				   file was skipped): call again */
+	INPUT_ABANDONED = -8,	/* the rest of a file was dropped (binary,
+				   corrupt): call again for the next file */
+	INPUT_STOP = -9		/* input_read: stop; *status says why */
+};
+#define INDEX_ERROR	MHF_ERROR
+
+/*
  * Versions of what is stored.  Bump MHF_INDEX_FORMAT when the LMDB layout
  * changes, MHF_REDIS_FORMAT when the Redis one does (texts are stored alike
  * in both: a new text encoding bumps both), and MHF_SCHEME when any value
@@ -245,7 +274,12 @@ struct index_params;
 void		 lsh_doc_keys(const struct index_params *, const uint64_t *,
 		    size_t, uint64_t, uint32_t *, uint32_t *, uint64_t *);
 
-/* input.c: records from a list of files, delimited, with a size limit. */
+/*
+ * input.c: records from a list of files, delimited, with a size limit.
+ * input_next and input_read return 1 for a record, 0 at the end, or an
+ * error of enum mhf_error (INPUT_RETRY, INPUT_ABANDONED, INPUT_STOP are
+ * theirs).
+ */
 struct input;
 struct rawrec {
 	const char	*data;		/* valid until the next input_next */
@@ -455,22 +489,20 @@ size_t		 memtable_entries(struct memtable *);
 /*
  * index.c: the index, over a storage backend (lmdb.c, redis.c).
  *
- * Return convention.  Every index_* function that opens or works on an
- * index, and every index_ops member but exists, returns 0 (or, for
- * index_text, a non-negative result) on success and one of these negative
- * codes on failure; index_exit_status maps them to mhfilter(1)'s exit
- * statuses.  INDEX_AGAIN, INDEX_GONE and INDEX_NOTFOUND are conditions the
- * caller handles and come without a cause; INDEX_ERROR and INDEX_MISMATCH
- * come with *cause set (the caller frees it).
+ * Every index_* function that opens or works on an index, and every
+ * index_ops member but exists, returns 0 (or, for index_text, a
+ * non-negative result) or an INDEX_* code of enum mhf_error;
+ * index_exit_status maps those to mhfilter(1)'s exit statuses.
+ *
+ * Threads.  An index is used by one thread at a time and needs no lock of
+ * its own: the thread that opened it, until it hands it to a pipeline;
+ * then the pipeline's writer thread alone (lookups, inserts, commits,
+ * delivery marks, statistics) until pipeline_exit; then the opener again,
+ * which closes it.  Phase 1 (normalise, sign) in the worker threads never
+ * touches it.  The LMDB backend's fault guard (a SIGSEGV or SIGBUS on a
+ * damaged map becomes INDEX_ERROR) is armed per call, in the calling
+ * thread.
  */
-#define INDEX_ERROR	(-1)	/* I/O, server, corrupt data, resources */
-#define INDEX_AGAIN	(-2)	/* map full: grown by index_abort (which
-				   the caller calls unless index_commit
-				   returned it), redo the transaction */
-#define INDEX_MISMATCH	(-3)	/* not an index, or another format or
-				   other parameters than asked for */
-#define INDEX_GONE	(-4)	/* the document was removed (index_doc) */
-#define INDEX_NOTFOUND	(-5)	/* no such meta record (meta_get_fn) */
 
 #define VERIFY_EXACT	0
 #define VERIFY_SIGNATURE 1
@@ -1054,7 +1086,10 @@ void		 verdict_pair(struct verdict *, uint64_t, const char *, size_t,
 void		 verdict_reset(struct verdict *);
 void		 verdict_free(struct verdict *);
 
-/* output.c */
+/*
+ * output.c: verdicts to bytes.  Its writers return 0, MHF_ERROR with a
+ * cause, or OUTPUT_CLOSED when the reader went away (EPIPE: no cause).
+ */
 #define OUT_UNIQUE	0	/* the unique records, as read */
 #define OUT_DUPLICATES	1	/* the duplicate records, as read */
 #define OUT_ANNOTATE	2	/* every record with its verdict */
@@ -1070,7 +1105,6 @@ int		 output_record(struct output *, const struct record *,
 		    const struct verdict *, char **);
 int		 output_piece(struct output *, const struct record *,
 		    const struct verdict *, int, int, char **);
-#define OUTPUT_CLOSED	(-2)	/* output_flush: EPIPE, no cause */
 int		 output_flush(struct output *, char **);
 int		 output_sync(struct output *, char **);
 const char	*verdict_name(const struct verdict *);

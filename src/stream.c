@@ -42,7 +42,7 @@ struct stream {
 	uint64_t			 recno;
 	int				 eof;
 	double				 start;
-	uint64_t			 skipped_files;	/* input_next -2 */
+	uint64_t			 skipped_files;	/* abandoned */
 	struct rawrec			 big;	/* a message's first piece */
 	int				 havebig;
 };
@@ -109,7 +109,7 @@ stream_read(struct stream *s, struct plbatch *b)
 			s->eof = 1;
 			break;
 		}
-		if (rc == -1) {
+		if (rc == INPUT_RETRY) {
 			/* A signal (the loop condition decides), a file
 			   skipped (the others are read). */
 			if (want_stats) {
@@ -119,7 +119,7 @@ stream_read(struct stream *s, struct plbatch *b)
 			}
 			continue;
 		}
-		if (rc == -2)
+		if (rc == INPUT_STOP)
 			return (status);
 		if (rr.piece != 0) {
 			/* Mail over --max-message: see stream_big. */
@@ -191,7 +191,7 @@ stream_big(struct stream *s)
 		/* Its file ended in error: end the message where it broke. */
 		r.raw.len = 0;
 		(void)pipeline_write_piece(s->p, &r, &v, 0, 1);
-		if (rc == -1)
+		if (rc == MHF_ERROR)
 			return (EXIT_ERROR);
 		break;
 	}
