@@ -1,6 +1,7 @@
 /*
  * Band entries in memory and in sorted runs: the pure half of the band
- * index (index.c does the LMDB half; its top comment explains the design).
+ * index (the LMDB backend, lmdb.c, stores them; its top comment explains
+ * the design).
  *
  * A band entry is (band key, document number).  The band key space is cut
  * into BAND_CHUNKS chunks by the key's top bits.  The l0 log keeps whole
@@ -10,7 +11,7 @@
  * implied) and a 40-bit document number, big-endian.  54 key bits tell
  * keys apart well enough: a lookup meets an entry of another key with
  * probability n / 2^54 for n entries, and such a candidate is only
- * verified and dropped.  Format 2 kept 16 bytes; the 6 saved are 96 bytes
+ * verified and dropped.  The 6 bytes saved on whole entries are 96 bytes
  * a document at 16 bands, and the sweep rewrites that much less.
  *
  * The memtable holds the entries not yet merged into the chunked run, in
@@ -21,9 +22,9 @@
  *
  * Arrays of up to MT_SMALL entries, most of them, are cut from slabs of
  * the memtable's own and recycled through a free list by size, not taken
- * from malloc one by one: a run of 20,000 records made 220,000 of them,
- * 48 bytes of heap each for 32 of entries, and freed them one by one at
- * exit (14 ms).
+ * from malloc one by one: a run of 20,000 records makes about 220,000 of
+ * them, for which malloc would take 48 bytes of heap each for 32 of
+ * entries and free them one by one at exit.
  */
 
 #include "config.h"
@@ -314,8 +315,8 @@ run_window_len(size_t n, size_t max)
  * A shorter window, for a first try (lm_run_find): 2.5 sqrt(n) entries
  * are 2.5 deviations either way, and 16 more room for the key's own.  It
  * misses about one key in 300 (a second read, of run_window_len, follows),
- * and a small run's 1,600 lookups at a million documents read 1.5 MB
- * where the wider window read 3.5 MB.
+ * and a small run's 1,600 lookups at a million documents read 1.5 MB with
+ * it, 3.5 MB with the wider window.
  */
 size_t
 run_window_short(size_t n, size_t max)
@@ -395,8 +396,8 @@ run_lower(const unsigned char *run, size_t from, size_t n,
  * run_merge with nothing to leave out of the run: it is copied in spans
  * between the places of the new entries.  A merge adds a few hundred
  * entries to a run of thousands once the index holds millions of
- * documents, and decoding and encoding every entry of the run was a sixth
- * of the writer's time at 10 million.
+ * documents, and decoding and encoding every entry of the run would be a
+ * sixth of the writer's time at 10 million.
  */
 static size_t
 run_merge_spans(const unsigned char *old, size_t nold,
@@ -575,10 +576,10 @@ l0_in_order(const unsigned char *rec, size_t n, unsigned wm)
  *
  * Why.  A small batch reads back from l0 the entries of its own keys: at a
  * million documents l0 is 32 MB, of which the sweep has not merged 15 MB,
- * and a -Q run of 100 records copied all 15 MB with pread and scanned it
- * for its 1,600 keys, to find none (a new record's keys are in no other
- * document's entries).  That was half of the run's time.  A record of
- * L0F_MIN entries or more now carries, before its entries, a directory
+ * and without a filter a -Q run of 100 records copies all 15 MB with
+ * pread and scans it for its 1,600 keys, to find none (a new record's keys
+ * are in no other document's entries): half of the run's time.  So a
+ * record of L0F_MIN entries or more carries, before its entries, a directory
  * (where each group of chunks begins) and a split-block Bloom filter of
  * its keys, L0F_BITS bits an entry: a reader reads the filter's blocks for
  * the chunks not merged yet, an eighth of those entries' bytes, tests its
@@ -845,10 +846,10 @@ yrun_size(size_t n)
  * a young run is (yrun_size) from ORUN_PAD bytes of entries on, so that
  * LMDB keeps it out of the leaf pages as well.  Why: a small batch's lookup
  * of a run in a leaf faults that leaf in, and a fault maps the page cache
- * around it (64 KB, or the whole folio) into the process.  At 200,000
- * documents l1 kept runs of about 1.3 KB in 8,792 leaf pages, and 100
- * records' lookups touched 1,500 of them: 36 MB of RSS, the whole of l1's
- * leaves.  Shorter runs stay in their leaves: an index of under about
+ * around it (64 KB, or the whole folio) into the process.  Unpadded, l1
+ * at 200,000 documents keeps runs of about 1.3 KB in 8,792 leaf pages, and
+ * 100 records' lookups touch 1,500 of them: 36 MB of RSS, the whole of
+ * l1's leaves.  Shorter runs stay in their leaves: an index of under about
  * 100,000 documents has only those, several to a leaf, and padding them
  * would make its l1 64 MB (a page for each of the 16,384 chunks) where it
  * is a few.
@@ -1019,8 +1020,8 @@ memtable_load(struct memtable *mt, uint64_t key, uint64_t docid)
 	if (ch->n == ch->size) {
 		/*
 		 * Most buckets of a small index hold one or two entries: a
-		 * first array of 8 made 21 MB of the heap of a run of 20,000
-		 * records, in page faults mostly.
+		 * first array of 8 would make 21 MB of the heap of a run of
+		 * 20,000 records, in page faults mostly.
 		 */
 		size = ch->size ? 2 * ch->size : MT_FIRST;
 		if (ch->size > MT_SMALL)
@@ -1081,8 +1082,8 @@ u64_sort_unique(struct u64vec *v, struct u64vec *scratch)
  * and add to r->others how many it has not passed are in neither the
  * memtable nor this read.  An entry to read of a document no document
  * number below r->next_doc names (0, or one not yet numbered) is damage:
- * counted in r->bad, not read.  Entries not read are not checked: that
- * took a second pass over every window of l0 a batch read.
+ * counted in r->bad, not read.  Entries not read are not checked, which
+ * would take a second pass over every window of l0 a batch reads.
  */
 void
 memtable_read_log(struct memtable *mt, const unsigned char *log, size_t n,

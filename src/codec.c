@@ -179,12 +179,11 @@ timekey_doc(const unsigned char *kb)
  * A text encoder: LZ4 compression state (one per thread).
  *
  * Texts are compressed one at a time, and most are a few hundred bytes.
- * On such texts (the 1M synthetic stream, 600 bytes on average) zstd level
- * 1 compresses 112 MB/s and decompresses 330 MB/s to a ratio of 2.35; LZ4
- * compresses 390 MB/s and decompresses 2,260 MB/s to 1.74.  zstd was the
- * largest single cost of hashing a record, and its decompression a tenth of
- * verifying a candidate, so texts are stored as LZ4 since index format 4
- * (about 35% more bytes of texts).  Older indexes' zstd texts still read.
+ * On such texts LZ4 compresses about 3.5 times and decompresses 7 times as
+ * fast as zstd level 1, for about a third more bytes; compression is paid
+ * for every record hashed and decompression for every candidate verified,
+ * so texts are stored as LZ4.  Indexes before format 4 hold zstd texts,
+ * which still read.
  */
 struct textenc {
 	void		*state;		/* LZ4_sizeofState() bytes */

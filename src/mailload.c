@@ -2,15 +2,15 @@
  * Mail support, loaded when it is first needed.
  *
  * mail.c reads messages with GMime and libxml2, which bring 20 of the 39
- * shared libraries the program loaded (GLib, GIO, GPGME, ICU and more).
- * Linked into the program they cost every run 4 ms of its start, two
- * thirds of it, mail or not: an empty program linked against mhfilter's
- * libraries started in 6.7 ms, in 2.6 ms without those two.  So the
- * program is linked without them, and mail.c is built as a module,
- * mhfilter-mail.so, which mail_init opens (module.c) the first time a run
- * needs it.  A program that links mail.c itself (the unit tests, the fuzz
- * targets) has its functions already, found through weak references, and
- * opens nothing.
+ * shared libraries a program linked with them loads (GLib, GIO, GPGME, ICU
+ * and more).  Linked into the program they would cost every run about 4 ms
+ * of its start, two thirds of it, mail or not: an empty program linked
+ * against mhfilter's libraries starts in 6.7 ms, in 2.6 ms without those
+ * two.  So the program is linked without them, and mail.c is built as a
+ * module, mhfilter-mail.so, which mail_init opens (module.c) the first
+ * time a run needs it.  A program that links mail.c itself (the unit
+ * tests, the fuzz targets) has its functions already, found through weak
+ * references, and opens nothing.
  *
  * The options of mail input need no library and are here too.
  */

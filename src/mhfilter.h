@@ -1,13 +1,17 @@
 /*
- * mhfilter: a streaming near-duplicate filter (MinHash + LSH over an LMDB index).
+ * mhfilter: a streaming near-duplicate filter (MinHash + LSH over an LMDB
+ * or Redis index).
  *
  * The one internal header.  Data flows through the modules in this order:
  *
- *   input.c     bytes -> raw records (line, NUL, with a size limit)
+ *   input.c     bytes -> raw records (line, NUL, or a format's own
+ *               framing, with a size limit; compressed input decompressed)
  *   format.c    the input formats, a table: each one's framing, parser and
  *               writer
  *   record.c    raw record -> (id, text) for the line, tsv and jsonl formats
- *   mail.c      a mail message (-f mail) -> (id, text, time), with GMime
+ *   mail.c      a mail message or news article (-f mail) -> (id, text,
+ *               time), with GMime and libxml2; a module (mhfilter-mail.so)
+ *               that mailload.c opens through module.c when mail is read
  *   warc.c      a WARC record (-f warc) -> (id, text, time), its HTML
  *               read by mail.c's
  *   normalize.c text -> normalised text (case fold, NFKC, spaces, punctuation)
@@ -15,7 +19,7 @@
  *   minhash.c   shingle hashes -> K-value signature
  *   lsh.c       signature -> band keys; (b, r) from a threshold
  *   bandrun.c   band entries in memory and in sorted runs (pure; the
- *               memtable and run search/merge that index.c stores)
+ *               memtable and run search/merge that lmdb.c stores)
  *   index.c     band keys -> candidates; documents in and out of the
  *               index: a dispatcher over a backend, lmdb.c (a directory)
  *               or redis.c (a Redis Cluster shared by many processes,
@@ -34,15 +38,22 @@
  *               standard output
  *   daemon.c    a source: socket clients -> the pipeline -> reply lines;
  *               notify.c talks to systemd (sd_notify, LISTEN_FDS),
- *               tls.c makes the TLS contexts of its tls: listeners
+ *               tls.c (a module, mhfilter-tls.so) makes the TLS contexts
+ *               of its tls: listeners
+ *   client.c    --connect: input read as the stream reads it, sent to a
+ *               daemon, its replies written as the stream would write them
  *   milter.c    a source: Postfix or Sendmail (libmilter) -> the
  *               pipeline -> an action on each message, for each of its
  *               recipients (a record each, scoped: lsh_scope)
  *   metrics.c   a serving source's counters, as a log line and over
  *               HTTP (/metrics, /healthz); the daemon's and the milter's
  *   mhfilter.c  main: options (conf.c reads the configuration file, whose
- *               keys are the long options), then one source or one
- *               maintenance mode
+ *               keys are the long options), then one source, the client
+ *               or one maintenance mode
+ *
+ * Beside them: log.c (stderr or syslog), xmalloc.c (allocation that cannot
+ * fail silently) and util.c (numbers, sizes, durations and times parsed;
+ * byte order; SIMD dispatch; threads).
  *
  * The maintenance modes (--info, --expire, --remove, --check, --compact,
  * --export, --import) are maint.c: one index operation, then exit;
@@ -566,7 +577,10 @@ struct index_stats {
 /*
  * One record of a batch, as index_prepare sees it: a backend that needs
  * the whole batch up front (Redis: one round trip per node, not per band)
- * writes and looks up everything there; LMDB ignores it.
+ * writes and looks up everything there; LMDB reads the chunks of band
+ * entries the batch's keys need.  The array, and what it points to, stays
+ * the caller's and must live until the transaction ends: LMDB keeps it
+ * for the lookups and inserts of the batch's slots.
  */
 struct ixdoc {
 	const uint64_t	*keys;		/* b band keys */

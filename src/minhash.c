@@ -173,17 +173,17 @@ first_full(const uint16_t *t, const uint64_t *full)
 /*
  * Long texts with AVX-512 and K = 128, the default: most hashes cannot
  * lower their bin's least (about 2^32 K / n of n hashes), and looking each
- * one's bin up was most of the signing.  So the 128 leasts, in 32 bits
- * (l32: NONE becomes EMPTY), are held in eight registers and looked up 16
- * hashes at once (two-table permutes of 32 entries, then two blends by the
- * bin's top bits); only the hashes at or below their bin's least are kept
- * (compressed into cand) and go to their bins one by one, a chunk of
- * FILTER_CHUNK hashes at a time, after which the registers are loaded
- * again.  The leasts a chunk compares with may be a chunk old: larger,
- * never smaller, so no hash that lowers one is left out (nor one of low
- * half EMPTY in a bin that had none: "at or below"), and each least is
- * what the plain loop finds.  Returns how many hashes were done, a whole
- * number of chunks.
+ * one's bin up is most of the plain loop's signing.  So the 128 leasts, in
+ * 32 bits (l32: NONE becomes EMPTY), are held in eight registers and
+ * looked up 16 hashes at once (two-table permutes of 32 entries, then two
+ * blends by the bin's top bits); only the hashes at or below their bin's
+ * least are kept (compressed into cand) and go to their bins one by one, a
+ * chunk of FILTER_CHUNK hashes at a time, after which the registers are
+ * loaded again.  The leasts a chunk compares with may be a chunk old:
+ * larger, never smaller, so no hash that lowers one is left out (nor one
+ * of low half EMPTY in a bin that had none: "at or below"), and each least
+ * is what the plain loop finds.  Returns how many hashes were done, a
+ * whole number of chunks.
  */
 #define FILTER_MIN	256
 #define FILTER_CHUNK	128

@@ -10,8 +10,8 @@
  * them), so the value depends on nothing but the text, n and the seed.
  *
  * Exact verification needs the shingles' identity, not the signature
- * scheme's hash, and hashing every shingle of a candidate's text was a
- * tenth of the index writer's time.  So shingle_keys gives each shingle a
+ * scheme's hash, and hashing every shingle of a candidate's text would be
+ * a tenth of the index writer's time.  So shingle_keys gives each shingle a
  * key instead: a shingle of at most 7 ASCII bytes (at the default of 5
  * characters, nearly all of them) is its own key, its bytes as a
  * little-endian number with the length in the top byte; any other is
@@ -568,7 +568,7 @@ shingle_keys(const struct shingler *sh, const char *text, size_t len,
 
 /*
  * Shingle sets by hashing, for exact verification, where sorting both sets
- * was the cost.  Open addressing with linear probing.  The values are
+ * would be the cost.  Open addressing with linear probing.  The values are
  * shingle keys, many of them a few bytes of text: the home slot is a
  * multiplicative hash (shset_home).  Any value is legal (0 too), so a slot
  * is in use by the set iff its mark is the set's generation (own); a build
@@ -584,9 +584,9 @@ shingle_keys(const struct shingler *sh, const char *text, size_t len,
  * lie on the probe sequence of a member, and the sequence of a value of
  * this walk stops where the walk put it.  The table is sized at build for
  * a load of a quarter, so a candidate about as large as the record fits
- * (at most half full); a larger one goes through a scratch set.  Before,
- * each value was added to a scratch set and then looked up in the set:
- * two tables, two probe sequences, twice the misses.
+ * (at most half full); a larger one goes through a scratch set.  Adding
+ * every value to a scratch set and then looking it up in the set would
+ * take two tables, two probe sequences, twice the misses.
  */
 #define SHSET_MIN	16
 #define SHSET_KEEP	(1U << 16)	/* slots kept by shset_trim */

@@ -8,12 +8,12 @@
  * the server and a session driven by client.c's poll loop.
  *
  * OpenSSL and libevent_openssl are this file's alone.  Linked into the
- * program, libssl and libcrypto cost every run 0.8 ms of its start and
- * 1.2 MB of its RSS, whether it served TLS or not: an empty program linked
- * against mhfilter's other libraries started in 1.3 ms, in 2.1 ms with
- * these.  So the daemon opens the module when it first makes a context
- * (tls_module), and calls the rest only for a connection accepted with
- * one.
+ * program, libssl and libcrypto would cost every run about 0.8 ms of its
+ * start and 1.2 MB of its RSS, whether it serves TLS or not: an empty
+ * program linked against mhfilter's other libraries starts in 1.3 ms, in
+ * 2.1 ms with these.  So the daemon opens the module when it first makes a
+ * context (tls_module), and calls the rest only for a connection accepted
+ * with one.
  *
  * daemon.c makes a context at start and again on SIGHUP; a connection
  * holds a reference to the context it was accepted with, so the old one

@@ -1331,7 +1331,7 @@ mrollback(struct memtable *mt, struct model *m)
 	m->n = m->committed;
 }
 
-/* Drop chunk c from both (after a commit, as index.c does). */
+/* Drop chunk c from both (after a commit, as lmdb.c does). */
 static void
 mdrop(struct memtable *mt, struct model *m, unsigned c)
 {
