@@ -185,6 +185,8 @@ help_options() {
 	while read -r key; do
 		printf '%s = 1\n' "$key" >conf
 		mhrun --config conf --version </dev/null
+		# 0, or 2 for a key refused or a value ("1") it does not take.
+		status_is 0 2
 		if grep -q "unknown key '$key'" "$T/err"; then
 			assert_status 2
 			echo "$key" >>refused
