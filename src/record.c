@@ -8,9 +8,8 @@
  * the rest of mhfilter uses: jansson builds a tree of the whole record,
  * every member and every string copied, before one can look at it; yajl
  * reports the values as it reads them and only the members asked for are
- * kept.  Parsing was the largest single cost of hashing a record: 7 us of
- * a 600-byte record with jansson, 1.3 us with yajl (the same records,
- * this machine).  The rules are jansson's: the record must be one JSON
+ * kept, which makes parsing a record several times cheaper (with jansson
+ * it was the largest single cost of hashing one).  The rules are jansson's: the record must be one JSON
  * object; of a repeated member the last counts.  yajl checks only the
  * shape of UTF-8 and turns a \u escape of half a surrogate pair into '?',
  * so json_checks first rejects what jansson did: invalid UTF-8 (overlong
@@ -351,9 +350,9 @@ jerror(yajl_handle h, const struct record *r, int atend, char **cause)
 }
 
 /*
- * The fast path of record_parse_jsonl.  yajl, set up for each record,
- * took 12% of a Reuters-sized run's CPU with the checks above, which read
- * the record a second time.  jfast reads the usual record (one object
+ * The fast path of record_parse_jsonl.  yajl, set up for each record, is a
+ * large share of a run's CPU with the checks above, which read the record
+ * a second time.  jfast reads the usual record (one object
  * whose members are strings, numbers, literals and nested values, valid
  * UTF-8, simple escapes) in one pass and fills j as yajl's events would.
  * It is strict: anything it is not sure of (a lone surrogate, \u0000, an

@@ -27,9 +27,9 @@
 /*
  * A producer that has written nothing for this long (ms) has paused: the
  * batch closes and is answered.  Less than that is a pipe emptied faster
- * than the producer refills it: closing the batch there made batches of
- * 70 records from "cat file |" (its 64 KB at a time), a commit each, and
- * 30,000 records/s where a file given as an argument went at 80,000.
+ * than the producer refills it: closing the batch there would make a
+ * batch of each pipe buffer ("cat file |" writes 64 KB at a time), a
+ * commit each, at a fraction of the speed of a file given as an argument.
  */
 #define INPUT_GRACE	2
 #define PROGRESS_HZ	4	/* progress line redraws a second, at most */
