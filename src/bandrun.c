@@ -1075,7 +1075,7 @@ u64_sort_unique(struct u64vec *v, struct u64vec *scratch)
 
 /*
  * Read back n entries of an l0 record, written when the sweep was at
- * chunk r->wm and r->passed chunks ago, by what r->state (lmdb.c's held)
+ * chunk r->wm and r->passed chunks ago, by what r->state (lsm.c's held)
  * says of their chunks: add those of chunks to read (2, or 4 and a key
  * among the r->nkeys sorted keys, whose KEYSET_BIT bits are set in
  * r->bits; with r->all, any but 1) that the sweep has not passed since,

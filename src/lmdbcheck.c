@@ -238,8 +238,8 @@ pw_freelist(struct pagewalk *pw, const unsigned char *v, uint64_t size,
 
 /*
  * Check the tree of page pgno, depth levels deep (a leaf is 1); level
- * picks the buffer.  sub: its leaves hold databases (the main one).  free:
- * its values are free lists.
+ * picks the buffer.  kind: 0 a database's, 1 the main database's (its
+ * leaves hold the others), 2 the free list's (its values are page lists).
  */
 static int
 pw_tree(struct pagewalk *pw, uint64_t pgno, unsigned depth, unsigned level,
@@ -290,6 +290,9 @@ pw_tree(struct pagewalk *pw, uint64_t pgno, unsigned depth, unsigned level,
 				return (-1);
 			continue;
 		}
+		/* (No database of ours has duplicates: no other flag.) */
+		if ((flags & ~(ND_BIGDATA | (kind == 1 ? ND_SUBDATA : 0))) != 0)
+			goto bad;
 		if (flags & ND_BIGDATA) {
 			if (off + ND_HDR + ksize + 8 > pw->psize ||
 			    (flags & ND_SUBDATA))

@@ -474,7 +474,7 @@ unsigned	 memtable_load(struct memtable *, uint64_t, uint64_t);
 struct l0read {
 	unsigned		 wm;	/* the sweep's chunk when written */
 	uint64_t		 passed;	/* chunks it has passed since */
-	const unsigned char	*state;	/* by chunk: lmdb.c's held */
+	const unsigned char	*state;	/* by chunk: lsm.c's held */
 	const uint64_t		*keys;	/* a read-only batch's, sorted */
 	size_t			 nkeys;
 	const uint64_t		*bits;	/* their KEYSET_BIT bits */
@@ -551,7 +551,7 @@ struct index_params {
 #define INDEX_DAMAGED	0x4	/* a fault was caught in it (index_guard) */
 #define INDEX_WALK	0x8	/* read every page before the first write
 				   (maintenance: LMDB may abort rewriting
-				   a damaged page; see lmdb.c: lm_walk) */
+				   a damaged page; see lmdbcheck.c: lm_walk) */
 #define INDEX_TRACK	0x10	/* keep each batch's documents undelivered
 				   until index_delivered */
 

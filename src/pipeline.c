@@ -31,7 +31,7 @@
  * pipeline_deliver when it is readable.
  *
  * Delivery marks (o.track, the stream with --replay undelivered): each
- * commit records the documents it inserted as undelivered (lmdb.c); once
+ * commit records the documents it inserted as undelivered (lmdbmarks.c); once
  * the source has written a batch's output (and synced it, to a file), it
  * hands the batch's range and its replays to the writer, which has the
  * index forget them in its next commit, or in a commit of their own when

@@ -68,7 +68,7 @@
  * hour for a writer that died.  mhfilter(1) documents this and
  * tests/e2e/redis.bats counts the pairs kept twice with three writers.
  *
- * Delivery marks (layout 4), the same guarantee as lmdb.c's "Undelivered
+ * Delivery marks (layout 4), the same guarantee as lmdbmarks.c's "Undelivered
  * ranges" and "Several writers": {NS}:undelivered is a sorted set of the
  * ranges of document numbers whose output may not have been written, one
  * member "FIRST:END:OWNER" each (codec.c: rud_encode), scored by FIRST.
@@ -90,7 +90,7 @@
  * running while the master of {NS} lists a connection of that name
  * (CLIENT LIST): Redis drops the connection of a process that dies, kill
  * -9 included, as soon as its kernel closes the socket, so this is the
- * lock of lmdb.c's owners.lock, across machines.  A copy in a running
+ * lock of lmdbmarks.c's owners.lock, across machines.  A copy in a running
  * writer's range is seen (that writer writes it, or dies first and then
  * whoever meets it next replays it); in a stopped writer's range it is a
  * replay.  Both lists are read once per batch, at the first copy that
