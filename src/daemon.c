@@ -7,13 +7,14 @@
  * Every client sends records in the format of the command line (-f, -z)
  * and gets one reply line for each, in its own order (the protocol is in
  * mhfilter(1), PROTOCOL; PROTOCOL_VERSION in mhfilter.h).  Records of all
- * clients go into one batch, which is submitted to the pipeline when it
- * holds --batch records or 64 MiB, or --batch-delay after its first record
- * arrived.  The pipeline's writer thread decides and commits it in one
- * transaction while this thread goes on reading clients into the next;
- * once it is committed, its records are written to the output file and its
- * replies queued (daemon_deliver, called from the pipeline's notification):
- * an answer "unique" is never sent for a record the index could lose.
+ * clients go into one batch (the pipeline's group commit, pipeline_add),
+ * which is submitted when it holds --batch records or 64 MiB, or
+ * --batch-delay after its first record arrived.  The pipeline's writer
+ * thread decides and commits it in one transaction while this thread goes
+ * on reading clients into the next; once it is committed, its records are
+ * written to the output file and its replies queued (daemon_deliver,
+ * called from the pipeline's notification): an answer "unique" is never
+ * sent for a record the index could lose.
  * This thread does socket I/O only: records are parsed in phase 1 by the
  * worker threads, as in the file stream.
  *
@@ -90,7 +91,6 @@
 #define COMMAND_MAX	256
 #define ID_PREFIX	4096		/* an over-long record's id is here */
 #define SOCKNAME_MAX	192		/* "unix:" and a path, tcp:, tls: */
-#define BATCHES_AHEAD	2		/* one deciding, one in phase 1 */
 #define READ_MAX	(256 * 1024)	/* bytes read from a client at once */
 
 /* What a client connection is doing. */
@@ -140,18 +140,19 @@ struct client {
 };
 TAILQ_HEAD(clients, client);
 
-/* What a batch slot holds besides its record and verdict. */
+/*
+ * What a batch slot (struct plslot, its owner the client) holds: its tag
+ * is an S_* and the client's WANT_* when it was read.
+ */
 #define S_RECORD	0
 #define S_STATS		1
 #define S_VERSION	2
 #define S_PAIRS		3
 #define S_GROUPS	4
-struct dslot {
-	struct client	*c;
-	int		 type;		/* S_* */
-	int		 want;		/* its client's WANT_*, when read */
-	char		*cause;		/* why a command is not one */
-};
+#define S_UNKNOWN	5	/* a command that is not one */
+#define SLOT_TAG(type, want)	((type) | (want) << 4)
+#define SLOT_TYPE(tag)		((tag) & 0xf)
+#define SLOT_WANT(tag)		((tag) >> 4)
 
 /* What a client asked its duplicates' replies to say besides the match. */
 #define WANT_PAIRS	0x1	/* every match at -t or above ("pairs") */
@@ -182,11 +183,7 @@ struct daemon {
 	size_t			 nadmitted;	/* not refused as busy */
 	uint64_t		 run;		/* first docid of this run */
 
-	struct plbatch		*open;		/* the batch being filled */
-	int			 stalled;	/* none free: clients wait */
-	int			 due;		/* its delay is over */
-	struct dslot		**slotv;	/* the batches' dslot arrays */
-	size_t			 nslotv;
+	int			 stalled;	/* no batch free: clients wait */
 
 	struct event		*batch_ev;
 	struct event		*notify_ev;
@@ -224,7 +221,6 @@ static void	daemon_sockname(int, char *, size_t);
 static void	daemon_accept(struct evconnlistener *, evutil_socket_t,
 		    struct sockaddr *, int, void *);
 static void	daemon_accept_error(struct evconnlistener *, void *);
-static void	daemon_flush(struct daemon *);
 static void	daemon_deliver(void *, struct plbatch *);
 static void	daemon_notified(evutil_socket_t, short, void *);
 static void	daemon_batch_timer(evutil_socket_t, short, void *);
@@ -251,7 +247,10 @@ static void	client_write(struct bufferevent *, void *);
 static void	client_event(struct bufferevent *, short, void *);
 static void	client_process(struct client *);
 static int	client_take(struct client *, size_t, size_t);
-static struct dslot *daemon_slot(struct daemon *);
+static int	daemon_ready(struct daemon *);
+static void	daemon_opened(void *);
+static void	daemon_record_id(void *, struct record *);
+static void	daemon_where(void *, const struct record *, char *, size_t);
 static void	client_command(struct client *, const char *, size_t);
 static void	client_fail(struct client *, const char *, const char *,
 		    const char *, ...) __attribute__((format(printf, 4, 5)));
@@ -1282,8 +1281,7 @@ client_process(struct client *c)
 		if (reclen > d->po->max_bytes) {
 			c->recno++;
 			d->received++;
-			pipeline_counts(d->p)->records++;
-			pipeline_counts(d->p)->too_long++;
+			pipeline_count_alone(d->p, V_TOOLONG, 0);
 			/* Its own id if its first bytes say it, else a number. */
 			d->line.len = 0;
 			if (record_prefix_id((const char *)evbuffer_pullup(in,
@@ -1316,32 +1314,45 @@ client_process(struct client *c)
 }
 
 /*
- * The open batch and its slot for the next record, a new batch if none is
- * open; NULL when every batch is in flight (daemon_deliver resumes).
+ * Is there a batch to take a record into (pipeline_ready)?  When every
+ * batch is in flight, the clients wait (daemon_notified resumes them).
  */
-static struct dslot *
-daemon_slot(struct daemon *d)
+static int
+daemon_ready(struct daemon *d)
 {
+	if (pipeline_ready(d->p))
+		return (1);
+	d->stalled = 1;
+	return (0);
+}
+
+/* A batch was opened: its delay starts. */
+static void
+daemon_opened(void *arg)
+{
+	struct daemon	*d = arg;
 	struct timeval	 tv;
 
-	if (d->open == NULL) {
-		if ((d->open = pipeline_get(d->p, 0)) == NULL) {
-			d->stalled = 1;
-			return (NULL);
-		}
-		if (d->open->arg == NULL) {
-			d->open->arg = xcalloc(d->po->batch,
-			    sizeof (struct dslot));
-			d->slotv = xreallocarray(d->slotv, d->nslotv + 1,
-			    sizeof *d->slotv);
-			d->slotv[d->nslotv++] = d->open->arg;
-		}
-		tv.tv_sec = (time_t)d->o->batch_delay;
-		tv.tv_usec = (suseconds_t)((d->o->batch_delay - tv.tv_sec) *
-		    1e6);
-		evtimer_add(d->batch_ev, &tv);
-	}
-	return ((struct dslot *)d->open->arg + d->open->n);
+	tv.tv_sec = (time_t)d->o->batch_delay;
+	tv.tv_usec = (suseconds_t)((d->o->batch_delay - tv.tv_sec) * 1e6);
+	evtimer_add(d->batch_ev, &tv);
+}
+
+/* The id of a client's record without one: RUN:CONN:RECNO (a worker). */
+static void
+daemon_record_id(void *arg, struct record *r)
+{
+	struct daemon	*d = arg;
+
+	record_connid(&r->id, d->run, r->owner, r->line);
+}
+
+/* Where a client's record came from, for the log. */
+static void
+daemon_where(void *arg, const struct record *r, char *where, size_t len)
+{
+	snprintf(where, len, "connection %" PRIu64 ", record %" PRIu64,
+	    r->owner, r->line);
 }
 
 /*
@@ -1355,14 +1366,13 @@ client_take(struct client *c, size_t len, size_t dlen)
 	struct daemon	*d = c->d;
 	struct evbuffer	*in = bufferevent_get_input(c->bev);
 	struct record	*r;
-	struct dslot	*s;
 	char		 cmd[COMMAND_MAX];
 	size_t		 i;
 
 	if (len >= sizeof COMMAND - 1) {
 		evbuffer_copyout(in, cmd, sizeof COMMAND - 1);
 		if (memcmp(cmd, COMMAND, sizeof COMMAND - 1) == 0) {
-			if (c->pending > 0 && (s = daemon_slot(d)) == NULL)
+			if (c->pending > 0 && !daemon_ready(d))
 				return (0);
 			i = len < sizeof cmd ? len : sizeof cmd - 1;
 			evbuffer_remove(in, cmd, i);
@@ -1390,9 +1400,12 @@ client_take(struct client *c, size_t len, size_t dlen)
 			return (1);
 		}
 	}
-	if ((s = daemon_slot(d)) == NULL)
+	r = pipeline_add(d->p, c, SLOT_TAG(S_RECORD, c->want), len,
+	    len + dlen);
+	if (r == NULL) {
+		d->stalled = 1;
 		return (0);
-	r = plbatch_add(d->open, len, len + dlen);
+	}
 	evbuffer_remove(in, r->raw.data, len);
 	evbuffer_drain(in, dlen);
 	c->recno++;
@@ -1400,13 +1413,9 @@ client_take(struct client *c, size_t len, size_t dlen)
 	d->received++;
 	r->recno = c->recno;
 	r->line = c->recno;
-	r->conn = c->conn;
+	r->owner = c->conn;
 	r->pairs = (c->want & WANT_PAIRS) != 0;
-	s->c = c;
-	s->type = S_RECORD;
-	s->want = c->want;
-	if (plbatch_full(d->open, d->po->batch))
-		daemon_flush(d);
+	pipeline_added(d->p);
 	return (1);
 }
 
@@ -1443,7 +1452,6 @@ client_command(struct client *c, const char *cmd, size_t len)
 {
 	struct daemon	*d = c->d;
 	struct buf	 b = { 0 };
-	struct dslot	*s;
 	int		 type;
 
 	/* Unknown (-1): say so, in order, like a malformed record. */
@@ -1461,19 +1469,12 @@ client_command(struct client *c, const char *cmd, size_t len)
 		buf_free(&b);
 		return;
 	}
-	s = daemon_slot(d);	/* client_take made sure there is one */
-	plbatch_add_empty(d->open, 0, NULL);	/* nothing for the filter */
-	s->c = c;
-	s->type = type;
-	free(s->cause);
-	s->cause = NULL;
-	if (type == -1) {
-		s->type = S_RECORD;
-		s->cause = xstrdup(UNKNOWN_COMMAND);
-	}
+	/* Nothing for the filter; client_take made sure there is room. */
+	if (pipeline_add_empty(d->p, c, SLOT_TAG(type == -1 ? S_UNKNOWN :
+	    type, 0)) == NULL)
+		fatalx("client_command: no batch");
 	c->pending++;
-	if (plbatch_full(d->open, d->po->batch))
-		daemon_flush(d);
+	pipeline_added(d->p);
 }
 
 /* Append "error TAB ID TAB CODE TAB MESSAGE" and a newline. */
@@ -1574,17 +1575,6 @@ reply_command(struct daemon *d, struct buf *b, int type)
 	buf_append(b, v, strlen(v));
 }
 
-/* Close the open batch: hand it to the pipeline. */
-static void
-daemon_flush(struct daemon *d)
-{
-	evtimer_del(d->batch_ev);
-	d->due = 0;
-	if (d->open == NULL)
-		return;
-	pipeline_submit(d->p, d->open);
-	d->open = NULL;
-}
 
 /* Batches were decided: deliver them (daemon_deliver answers). */
 static void
@@ -1595,8 +1585,6 @@ daemon_notified(evutil_socket_t fd, short events, void *arg)
 
 	if (pipeline_deliver(d->p, 0) == 0)
 		return;
-	if (d->due)
-		daemon_flush(d);
 	if (!d->stalled)
 		return;
 	/* A batch is free again: take what the clients sent meanwhile. */
@@ -1619,16 +1607,16 @@ static void
 daemon_reply(struct daemon *d, struct plbatch *b, size_t i,
     struct client *c, struct buf *line)
 {
-	struct dslot		*s = (struct dslot *)b->arg + i;
+	int			 tag = b->slots[i].tag;
 	const struct record	*r = &b->recs[i];
 	const struct verdict	*v = &b->vs[i];
 	const char		*why;
 
 	line->len = 0;
-	if (s->type != S_RECORD)
-		reply_command(d, line, s->type);
-	else if (r->recno == 0)
-		reply_error(line, NULL, 0, "command", s->cause);
+	if (SLOT_TYPE(tag) == S_UNKNOWN)
+		reply_error(line, NULL, 0, "command", UNKNOWN_COMMAND);
+	else if (SLOT_TYPE(tag) != S_RECORD)
+		reply_command(d, line, SLOT_TYPE(tag));
 	else if (b->rc != 0) {
 		why = b->rc == PL_FAILED ? b->cause : "not decided: the server "
 		    "stopped after an error";
@@ -1645,7 +1633,7 @@ daemon_reply(struct daemon *d, struct plbatch *b, size_t i,
 			bufferevent_disable(c->bev, EV_READ);
 		}
 	} else
-		reply_verdict(line, r, v, s->want);
+		reply_verdict(line, r, v, SLOT_WANT(tag));
 }
 
 /*
@@ -1657,11 +1645,11 @@ daemon_deliver(void *arg, struct plbatch *b)
 {
 	struct daemon	*d = arg;
 	struct client	*c, *next;
-	struct dslot	*s;
 	struct dmark	*dm = NULL;
 	struct plmarks	*m;
 	char		*cause;
 	size_t		 i;
+	int		 record;
 
 	if (b->rc != PL_DROPPED)
 		metrics_batch(d->metrics, b->seconds);
@@ -1687,18 +1675,17 @@ daemon_deliver(void *arg, struct plbatch *b)
 		free(cause);
 	}
 	for (i = 0; i < b->n; i++) {
-		s = (struct dslot *)b->arg + i;
-		c = s->c;
-		s->c = NULL;
+		c = b->slots[i].owner;
+		record = SLOT_TYPE(b->slots[i].tag) == S_RECORD;
 		if (c->gone) {
-			if (dm != NULL && s->type == S_RECORD)
+			if (dm != NULL && record)
 				dm->lost = 1;	/* its reply never goes */
 			if (--c->pending == 0)
 				free(c);	/* it went away */
 			continue;
 		}
 		c->pending--;
-		if (s->type == S_RECORD && b->recs[i].recno != 0 &&
+		if (record && b->recs[i].recno != 0 &&
 		    b->vs[i].kind == V_SKIP && b->vs[i].error == NULL)
 			continue;	/* after its bad record, under fail */
 		daemon_reply(d, b, i, c, &d->line);
@@ -1726,16 +1713,7 @@ daemon_batch_timer(evutil_socket_t fd, short events, void *arg)
 {
 	struct daemon	*d = arg;
 
-	/*
-	 * With a batch deciding and the next one waiting for it, this one
-	 * could not start sooner: it goes on filling, and goes when the
-	 * writer takes the next (daemon_notified), or when it is full.
-	 */
-	if (pipeline_inflight(d->p) >= BATCHES_AHEAD) {
-		d->due = 1;
-		return;
-	}
-	daemon_flush(d);
+	pipeline_due(d->p);
 }
 
 /*
@@ -1751,7 +1729,7 @@ daemon_stats(void *arg, struct mstats *st)
 	(double)(val), hlp)
 	mstats_add(st, "records", NULL, 1, MS_LINE, (double)d->received,
 	    "Records received.");
-	mstats_pipeline(st, d->p);
+	mstats_pipeline(st, d->p, now_seconds() - d->started);
 	S("clients", 0, d->nclients, "Connected clients.");
 	S("connections", 1, d->connections, "Connections accepted.");
 	S("rejected", 1, d->rejected, "Connections refused "
@@ -1850,7 +1828,7 @@ daemon_stop(struct daemon *d, const char *why)
 	log_info("stopping on %s: finishing the batch in flight", why);
 	notify_send("STOPPING=1\nSTATUS=stopping on %s", why);
 	daemon_close_listeners(d);
-	daemon_flush(d);
+	pipeline_flush(d->p);
 	for (c = TAILQ_FIRST(&d->clients); c != NULL; c = next) {
 		next = TAILQ_NEXT(c, entry);
 		if (c->state == C_LINGER) {
@@ -1957,7 +1935,6 @@ static void
 daemon_signal(evutil_socket_t sig, short events, void *arg)
 {
 	struct daemon	*d = arg;
-	struct buf	 b = { 0 };
 	char		*cause;
 
 	switch (sig) {
@@ -1982,10 +1959,7 @@ daemon_signal(evutil_socket_t sig, short events, void *arg)
 		notify_send("READY=1");
 		break;
 	case SIGUSR1:
-		daemon_stats_line(d, &b, ' ');
-		b.data[b.len - 1] = '\0';
-		log_info("%s", b.data);
-		buf_free(&b);
+		mstats_log(daemon_stats, d);
 		daemon_status(d, 1);
 		break;
 	}
@@ -2000,10 +1974,11 @@ daemon_run(const struct daemon_opts *o, struct pipeline *p)
 {
 	static const int	 sigs[] = { SIGTERM, SIGINT, SIGHUP, SIGUSR1 };
 	struct daemon		 dd, *d = &dd;
+	struct plsource		 src = { daemon_opened, daemon_record_id,
+				    daemon_where, &dd };
 	struct sigaction	 sa;
 	struct client		*c;
 	struct timeval		 tv;
-	struct buf		 b = { 0 };
 	uint64_t		 wd;
 	char			*cause = NULL;
 	size_t			 i;
@@ -2052,6 +2027,7 @@ daemon_run(const struct daemon_opts *o, struct pipeline *p)
 	}
 
 	pipeline_set_deliver(p, daemon_deliver, d);
+	pipeline_set_source(p, &src, o->batch_delay);
 	pipeline_defer_marks(p);
 	d->notify_ev = event_new(d->base, pipeline_notify_fd(p),
 	    EV_READ|EV_PERSIST, daemon_notified, d);
@@ -2080,27 +2056,18 @@ daemon_run(const struct daemon_opts *o, struct pipeline *p)
 	event_base_dispatch(d->base);
 
 	/* The loop ended: by daemon_stop, or a second signal. */
-	daemon_flush(d);
+	pipeline_flush(p);
 	pipeline_finish(p);	/* every reply queued */
 	while ((c = TAILQ_FIRST(&d->clients)) != NULL)
 		client_free(c);
 	daemon_close_listeners(d);
-	if (o->stats) {
-		daemon_stats_line(d, &b, ' ');
-		b.data[b.len - 1] = '\0';
-		log_info("%s", b.data);
-		buf_free(&b);
-	}
+	if (o->stats)
+		mstats_log(daemon_stats, d);
 	log_info("stopped after %" PRIu64 " records in %" PRIu64
 	    " connections", d->received, d->connections);
 	pipeline_set_deliver(p, NULL, NULL);
+	pipeline_set_source(p, NULL, 0);
 	pipeline_set_output(p, NULL, NULL);
-	for (i = 0; i < d->nslotv; i++) {
-		for (wd = 0; wd < d->po->batch; wd++)
-			free(d->slotv[i][wd].cause);
-		free(d->slotv[i]);
-	}
-	free(d->slotv);
 	buf_free(&d->line);
 	for (i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
 		event_free(d->sig_ev[i]);

@@ -1,10 +1,12 @@
 /*
- * The statistics of a serving source (the daemon, the milter), for its
- * log line (SIGUSR1, --stats), the daemon's STATS command and GET
- * /metrics, and the HTTP server of /metrics and /healthz.
+ * The statistics of a source, for the log line of a serving one (the
+ * daemon, the milter: SIGUSR1, --stats), the daemon's STATS command, GET
+ * /metrics and the stream's --stats lines (pipeline_print_stats), and the
+ * HTTP server of /metrics and /healthz.
  *
  * A source fills a struct mstats when asked (its stats callback): its own
- * counters, and mstats_pipeline's, which every source shares.  /metrics
+ * counters, and mstats_pipeline's, which every source shares: one list,
+ * each entry saying where it is shown.  /metrics
  * has the verdicts as one labelled family, each record once, batch times
  * as a histogram (metrics_batch), the build and the process.  The server
  * runs on the source's event base: the daemon's loop, or a thread of the
@@ -70,6 +72,7 @@ mstats_add(struct mstats *st, const char *name, const char *label,
 	s->label = label;
 	s->counter = counter;
 	s->where = where;
+	s->prec = 0;
 	s->value = value;
 	s->help = help;
 }
@@ -77,36 +80,50 @@ mstats_add(struct mstats *st, const char *name, const char *label,
 /*
  * The statistics every source has, from the pipeline's counters (the
  * caller holds what guards them) and the index's, after the source's
- * "records" and before its own.
+ * "records" and before its own; secs is how long the source has run.
+ * The stream's --stats lines (MS_STREAM) are among them, in their order.
  */
 void
-mstats_pipeline(struct mstats *st, struct pipeline *p)
+mstats_pipeline(struct mstats *st, struct pipeline *p, double secs)
 {
 	const struct pl_counts	*ct = pipeline_counts(p);
 	struct index_stats	 is;
 	struct filter_stats	 fs;
+	struct rusage		 ru;
 	int			 have_is;
 
-#define S(nm, cnt, val, hlp)	mstats_add(st, nm, NULL, cnt, MS_BOTH,	\
+#define S(nm, cnt, val, hlp)	mstats_add(st, nm, NULL, cnt,		\
+	MS_BOTH|MS_STREAM, (double)(val), hlp)
+#define SL(nm, cnt, val, hlp)	mstats_add(st, nm, NULL, cnt,		\
+	MS_LINE|MS_STREAM, (double)(val), hlp)
+#define LO(nm, cnt, val, hlp)	mstats_add(st, nm, NULL, cnt, MS_LINE,	\
 	(double)(val), hlp)
-#define SL(nm, cnt, val, hlp)	mstats_add(st, nm, NULL, cnt, MS_LINE,	\
-	(double)(val), hlp)
+/* The stream's alone, with prec decimals. */
+#define T(nm, val, pr)	do {						\
+	mstats_add(st, nm, NULL, 0, MS_STREAM, (double)(val), "");	\
+	st->v[st->n - 1].prec = (pr);					\
+} while (0)
 /* Each record once, by its answer (/metrics). */
 #define SV(verdict, val)	mstats_add(st, "records", "verdict=\""	\
 	verdict "\"", 1, MS_METRIC, (double)(val), "Records answered, by " \
 	"verdict: unique (replays not included), duplicate, empty, "	\
 	"invalid, too_long, unchecked, replayed, failed.")
+	if (secs <= 0)
+		secs = 1e-9;
+	have_is = pipeline_stats(p, &fs, &is);
 	SL("unique", 1, ct->unique, "Records answered unique, replays "
 	    "included.");
 	SL("replayed", 1, ct->replayed, "Unique records that were replays.");
 	SL("duplicates", 1, ct->duplicates, "Records answered duplicate.");
+	T("seen", ct->seen, 0);
 	SL("empty", 1, ct->empty, "Records with no text to compare.");
 	SL("invalid", 1, ct->invalid, "Malformed records.");
 	SL("too_long", 1, ct->too_long, "Records over --max-bytes.");
 	SL("unchecked", 1, ct->unchecked, "Mail passed without a verdict "
 	    "(too large, not a message).");
-	SL("failed", 1, ct->failed, "Records answered with an index error.");
-	SL("errors", 1, ct->invalid + ct->too_long + ct->failed,
+	T("blank", ct->blank, 0);
+	LO("failed", 1, ct->failed, "Records answered with an index error.");
+	LO("errors", 1, ct->invalid + ct->too_long + ct->failed,
 	    "Records answered with an error.");
 	SV("unique", ct->unique - ct->replayed);
 	SV("duplicate", ct->duplicates);
@@ -116,23 +133,38 @@ mstats_pipeline(struct mstats *st, struct pipeline *p)
 	SV("unchecked", ct->unchecked);
 	SV("replayed", ct->replayed);
 	SV("failed", ct->failed);
-	have_is = pipeline_stats(p, &fs, &is);
+	T("invalid_utf8", fs.invalid_utf8, 0);
 	S("candidates", 1, fs.candidates, "Candidates examined.");
+	T("verified", fs.verified, 0);
 	S("expired", 1, fs.expired, "Documents expired (--retain, "
 	    "--max-docs).");
 	SL("batches", 1, ct->batches, "Batches committed or failed.");
-	SL("batch_seconds", 1, ct->batch_seconds,
+	LO("batch_seconds", 1, ct->batch_seconds,
 	    "Time spent deciding and committing batches.");
-	SL("batch_seconds_last", 0, ct->batch_last,
+	LO("batch_seconds_last", 0, ct->batch_last,
 	    "Time the last batch took.");
-	SL("batch_seconds_max", 0, ct->batch_max,
+	LO("batch_seconds_max", 0, ct->batch_max,
 	    "Time the slowest batch took.");
+	T("bytes", ct->bytes, 0);
+	T("seconds", secs, 3);
+	T("records_per_second", ct->records / secs, 0);
+	T("mb_per_second", ct->bytes / secs / 1e6, 2);
 	if (have_is) {
 		S("index_documents", 0, is.docs, "Documents in the index.");
+		T("index_band_entries", is.band_entries, 0);
 		S("index_bytes", 0, is.size,
 		    "Used size of the index's data file.");
+		if (is.roundtrips != 0) {
+			T("index_roundtrips", is.roundtrips, 0);
+			T("roundtrips_per_record", (double)is.roundtrips /
+			    (ct->records ? ct->records : 1), 4);
+		}
 	}
+	if (getrusage(RUSAGE_SELF, &ru) == 0)
+		T("max_rss_kb", ru.ru_maxrss, 0);
 #undef SV
+#undef T
+#undef LO
 #undef SL
 #undef S
 }
@@ -160,6 +192,21 @@ mstats_line(const struct mstats *st, struct buf *b, int sep)
 		buf_append(b, v, strlen(v));
 	}
 	buf_append(b, "\n", 1);
+}
+
+/* Log a source's statistics as one line (SIGUSR1, --stats at exit). */
+void
+mstats_log(void (*fill)(void *, struct mstats *), void *arg)
+{
+	struct mstats	 st;
+	struct buf	 b = { 0 };
+
+	st.n = 0;
+	fill(arg, &st);
+	mstats_line(&st, &b, ' ');
+	b.data[b.len - 1] = '\0';
+	log_info("%s", b.data);
+	buf_free(&b);
 }
 
 /* An HTTP server of /metrics and /healthz on base, for src. */

@@ -32,7 +32,8 @@
  *   pipeline.c  the one data path: sources fill batches, a writer thread
  *               decides and commits them (phase 1 of the next overlapping),
  *               and the source gets each back after its commit, counted
- *               and written (output.c)
+ *               and written (output.c); group commit for the sources of
+ *               many owners (one open batch with a delay, owned slots)
  *   output.c    verdicts -> bytes
  *   stream.c    a source: files or standard input -> the pipeline ->
  *               standard output
@@ -45,8 +46,8 @@
  *   milter.c    a source: Postfix or Sendmail (libmilter) -> the
  *               pipeline -> an action on each message, for each of its
  *               recipients (a record each, scoped: lsh_scope)
- *   metrics.c   a serving source's counters, as a log line and over
- *               HTTP (/metrics, /healthz); the daemon's and the milter's
+ *   metrics.c   a source's statistics, as a log line, over HTTP
+ *               (/metrics, /healthz) and as the stream's --stats lines
  *   mhfilter.c  main: options (conf.c reads the configuration file, whose
  *               keys are the long options), then one source, the client
  *               or one maintenance mode
@@ -326,7 +327,8 @@ struct record {
 	uint64_t	 recno;		/* 1-based across all inputs */
 	uint64_t	 line;		/* record number within its file */
 	const char	*file;
-	uint64_t	 conn;		/* daemon: its connection; 0: a file */
+	uint64_t	 owner;		/* its source's owner (pipeline_add), as
+					   the daemon's connection; 0: none */
 	size_t		 inlen;		/* input bytes it took, delimiter too */
 	int64_t		 time;		/* from --time-field; 0: none */
 	uint64_t	 scope;		/* the milter's recipient (lsh_scope);
@@ -1315,7 +1317,7 @@ struct plbatch {
 	struct verdict	*vs;
 	size_t		 n;		/* slots in use */
 	size_t		 bytes;		/* raw bytes held */
-	void		*arg;		/* the source's, kept with the batch */
+	struct plslot	*slots;		/* pipeline_add's: whose each is */
 	int		 rc;		/* 0: committed, or PL_* */
 	char		*cause;		/* PL_FAILED: why */
 	uint64_t	 first;		/* the documents its commit inserted */
@@ -1332,7 +1334,32 @@ struct plbatch {
 	struct fbatch	*fb;
 	int		 state;
 	uint64_t	 seq;
+	uint64_t	 after;		/* batches delivered when it opened */
 	struct plbatch	*next;
+};
+/* Whose a record of a shared batch is (pipeline_add): the source's. */
+struct plslot {
+	void		*owner;		/* a client, a message; NULL: none */
+	int		 tag;		/* what the slot is, to the source */
+};
+/*
+ * A source whose owners (the daemon's clients, the milter's messages)
+ * share one open batch (group commit): it adds their records with
+ * pipeline_add, which opens a batch when none is; the batch is submitted
+ * when full (pipeline_added), when its delay is over (pipeline_due), or
+ * at once (pipeline_flush).  Records carry their owner's number (record
+ * owner): under --on-bad-input fail, a bad record stops its owner's later
+ * records.
+ */
+struct plsource {
+	/* A batch was opened: its delay starts (a timer, a thread). */
+	void		(*opened)(void *);
+	/* An id for an owner's record that has none (phase 1, a worker). */
+	void		(*id)(void *, struct record *);
+	/* Where an owner's record came from, for the log. */
+	void		(*where)(void *, const struct record *, char *,
+			    size_t);
+	void		*arg;
 };
 struct pipeline;
 typedef void	(*pl_deliver_fn)(void *, struct plbatch *);
@@ -1359,6 +1386,20 @@ struct record	*plbatch_add_empty(struct plbatch *, size_t, char *);
 void		 pipeline_submit(struct pipeline *, struct plbatch *);
 size_t		 pipeline_deliver(struct pipeline *, int);
 int		 pipeline_finish(struct pipeline *);
+void		 pipeline_set_source(struct pipeline *,
+		    const struct plsource *, double);
+int		 pipeline_ready(struct pipeline *);
+struct record	*pipeline_add(struct pipeline *, void *, int, size_t,
+		    size_t);
+struct record	*pipeline_add_parsed(struct pipeline *, void *, size_t,
+		    const struct record *);
+struct record	*pipeline_add_empty(struct pipeline *, void *, int);
+void		 pipeline_added(struct pipeline *);
+double		 pipeline_open_left(struct pipeline *);
+void		 pipeline_due(struct pipeline *);
+void		 pipeline_flush(struct pipeline *);
+void		 pipeline_count_alone(struct pipeline *, int, uint64_t);
+void		 pipeline_print_stats(struct pipeline *, double);
 /* A batch's delivery marks, taken by a source that defers them. */
 struct plmarks {
 	struct u64vec	 ranges;	/* first, end pairs of documents */
@@ -1386,7 +1427,6 @@ struct stream_opts {
 };
 int		 stream_run(const struct stream_opts *, struct pipeline *,
 		    char **, int);
-void		 stream_print_stats(struct pipeline *, double);
 
 /* daemon.c: the socket server and its protocol, over the pipeline. */
 #define PROTOCOL_VERSION 1	/* of the reply lines; see mhfilter(1) */
@@ -1421,6 +1461,7 @@ int		 daemon_command(const char *, size_t);
 #define MS_LINE		1		/* the log line and STATS */
 #define MS_METRIC	2		/* /metrics */
 #define MS_BOTH		3
+#define MS_STREAM	4		/* the stream's --stats lines */
 #define MSTATS_MAX	64
 struct mstat {
 	const char	*name;
@@ -1428,6 +1469,7 @@ struct mstat {
 	const char	*help;
 	int		 counter;	/* a Prometheus counter, else a gauge */
 	int		 where;		/* MS_* */
+	int		 prec;		/* MS_STREAM: decimals */
 	double		 value;
 };
 struct mstats {
@@ -1445,8 +1487,9 @@ struct metrics;
 struct event_base;
 void		 mstats_add(struct mstats *, const char *, const char *, int,
 		    int, double, const char *);
-void		 mstats_pipeline(struct mstats *, struct pipeline *);
+void		 mstats_pipeline(struct mstats *, struct pipeline *, double);
 void		 mstats_line(const struct mstats *, struct buf *, int);
+void		 mstats_log(void (*)(void *, struct mstats *), void *);
 struct metrics	*metrics_new(struct event_base *, const struct metrics_src *,
 		    char **);
 void		 metrics_free(struct metrics *);

@@ -9,10 +9,11 @@
  *       goes into the open batch as one record for each recipient (or one
  *       for the message, --milter-scope message); the thread waits for
  *       the verdicts
- *   collector thread: submits the batch when it is full, or --batch-delay
- *       after its first message (group commit across SMTP sessions), and
- *       delivers decided batches: each waiting thread gets its verdicts;
- *       SIGUSR1 logs the counters
+ *   collector thread: the open batch is submitted when it is full, or
+ *       --batch-delay after its first message (group commit across SMTP
+ *       sessions: pipeline_add, pipeline_due), and delivers decided
+ *       batches: each waiting thread gets its verdicts; SIGUSR1 logs the
+ *       counters
  *   libmilter thread: the recipients who already had the message are
  *       removed (smfi_delrcpt), or, when all had it, the action (a header,
  *       quarantine, reject, discard) applies; then the MTA's answer
@@ -60,7 +61,6 @@
 
 #include "mhfilter.h"
 
-#define BATCHES_AHEAD	2		/* as daemon.c: one deciding, one next */
 #define LOG_RCPTS	5		/* removed recipients named in a line */
 
 /* An envelope recipient and, once decided, its record's verdict. */
@@ -92,21 +92,11 @@ struct mctx {
 	size_t		 got;		/* verdicts delivered so far */
 };
 
-/* A batch's waiters: the message of each of its records. */
-struct mslots {
-	struct mctx	**v;
-	size_t		  size;
-};
-
 struct milter {
 	const struct milter_opts	*o;
 	struct pipeline			*p;
 	pthread_mutex_t			 lock;
 	pthread_cond_t			 cond;	/* verdicts, or a batch free */
-	struct plbatch			*open;	/* being filled */
-	struct mslots			**slotv; /* each batch's waiters */
-	size_t				 nslotv;
-	double				 opened; /* its first message came */
 	uint64_t			 recno;
 	uint64_t			 messages; /* decided or passed */
 	int				 stopping;
@@ -367,23 +357,11 @@ milter_wake(struct milter *mt)
 		log_warn("milter: wake");
 }
 
-/* Note that record n of the open batch is message m's. */
+/* A batch was opened: the collector times its delay. */
 static void
-milter_slot(struct milter *mt, struct mctx *m, size_t n)
+milter_opened(void *arg)
 {
-	struct mslots	*s;
-
-	if ((s = mt->open->arg) == NULL) {
-		s = mt->open->arg = xcalloc(1, sizeof *s);
-		mt->slotv = xreallocarray(mt->slotv, mt->nslotv + 1,
-		    sizeof *mt->slotv);
-		mt->slotv[mt->nslotv++] = s;
-	}
-	if (n >= s->size) {
-		s->size = n < 32 ? 64 : 2 * n;
-		s->v = xreallocarray(s->v, s->size, sizeof *s->v);
-	}
-	s->v[n] = m;
+	milter_wake(arg);
 }
 
 /*
@@ -395,39 +373,24 @@ milter_slot(struct milter *mt, struct mctx *m, size_t n)
 static void
 milter_decide(struct milter *mt, struct mctx *m)
 {
-	const struct pipeline_opts	*po = pipeline_options(mt->p);
-	struct record			*r;
-	size_t				 i, n;
+	struct record	*r;
+	size_t		 i, n;
 
 	m->scoped = mt->o->scope == MILTER_SCOPE_RECIPIENT && m->nrcpt > 0;
 	n = m->scoped ? m->nrcpt : 1;
-	while (mt->open == NULL) {
-		if ((mt->open = pipeline_get(mt->p, 0)) != NULL) {
-			mt->opened = now_seconds();
-			milter_wake(mt);
-			break;
-		}
+	while (!pipeline_ready(mt->p))
 		pthread_cond_wait(&mt->cond, &mt->lock);
-	}
 	for (i = 0; i < n; i++) {
-		milter_slot(mt, m, mt->open->n);
-		/* Parsed already: phase 1 starts at normalising. */
-		r = plbatch_add(mt->open, 0, i == 0 ? m->rec.raw.len : 0);
-		mt->open->vs[mt->open->n - 1].kind = V_PENDING;
-		buf_append(&r->text, m->rec.text.data, m->rec.text.len);
-		buf_append(&r->id, m->rec.id.data, m->rec.id.len);
-		r->time = m->rec.time;
+		/* The open batch takes them all (pipeline_added submits). */
+		r = pipeline_add_parsed(mt->p, m, i == 0 ? m->rec.raw.len : 0,
+		    &m->rec);
 		r->recno = r->line = ++mt->recno;
 		r->file = m->qid;
 		r->scope = m->scoped ? m->rcpt[i].scope : 0;
 	}
-	mt->open->bytes += m->rec.text.len * n;
 	m->done = 0;
 	m->got = 0;
-	if (plbatch_full(mt->open, po->batch)) {
-		pipeline_submit(mt->p, mt->open);
-		mt->open = NULL;
-	}
+	pipeline_added(mt->p);
 	while (!m->done)
 		pthread_cond_wait(&mt->cond, &mt->lock);
 }
@@ -605,15 +568,8 @@ milter_all(SMFICTX *ctx, struct mctx *m, const struct mrcpt *rc)
 static void
 milter_count(struct milter *mt, int kind)
 {
-	struct pl_counts	*ct;
-
 	pthread_mutex_lock(&mt->lock);
-	ct = pipeline_counts(mt->p);
-	ct->records++;
-	if (kind == V_UNCHECKED)
-		ct->unchecked++;
-	else
-		ct->invalid++;
+	pipeline_count_alone(mt->p, kind, 0);
 	mt->messages++;
 	pthread_mutex_unlock(&mt->lock);
 }
@@ -722,7 +678,6 @@ static void
 milter_deliver(void *arg, struct plbatch *b)
 {
 	struct milter	*mt = arg;
-	struct mslots	*s = b->arg;
 	struct mctx	*m;
 	struct mrcpt	*rc;
 	size_t		 i;
@@ -738,7 +693,7 @@ milter_deliver(void *arg, struct plbatch *b)
 		mt->failing = 0;
 	}
 	for (i = 0; i < b->n; i++) {
-		m = s->v[i];
+		m = b->slots[i].owner;
 		rc = m->scoped ? &m->rcpt[m->got] : &m->whole;
 		m->got++;
 		m->failed = b->rc != 0;
@@ -764,7 +719,7 @@ milter_stats(void *arg, struct mstats *st)
 	ct = pipeline_counts(mt->p);
 	mstats_add(st, "records", NULL, 1, MS_LINE, (double)ct->records,
 	    "Records: one a recipient of each message (or a message).");
-	mstats_pipeline(st, mt->p);
+	mstats_pipeline(st, mt->p, now_seconds() - mt->started);
 	mstats_add(st, "messages", NULL, 1, MS_BOTH, (double)mt->messages,
 	    "Messages the MTA passed to the milter.");
 #define A(what, val)	mstats_add(st, "milter_actions", "action=\""	\
@@ -808,26 +763,10 @@ milter_health(void *arg)
 	return (why);
 }
 
-/* Log the counters (SIGUSR1, --stats at exit). */
-static void
-milter_log_stats(struct milter *mt)
-{
-	struct mstats	 st;
-	struct buf	 b = { 0 };
-
-	st.n = 0;
-	milter_stats(mt, &st);
-	mstats_line(&st, &b, ' ');
-	b.data[b.len - 1] = '\0';
-	log_info("%s", b.data);
-	buf_free(&b);
-}
-
 /*
- * The collector thread: submit the open batch once its delay is over (or
- * at once when stopping) unless two are in flight, deliver the decided
- * ones and log the counters on SIGUSR1; until stopping and nothing is
- * left.
+ * The collector thread: the open batch is due once its delay is over (or
+ * at once when stopping), deliver the decided ones and log the counters
+ * on SIGUSR1; until stopping and nothing is left.
  */
 static void *
 milter_collect(void *arg)
@@ -846,17 +785,12 @@ milter_collect(void *arg)
 	pthread_mutex_lock(&mt->lock);
 	for (;;) {
 		timeout = -1;
-		if (mt->open != NULL) {
-			left = mt->opened + mt->o->batch_delay - now_seconds();
-			if (left > 0 && !mt->stopping)
-				timeout = (int)(left * 1000) + 1;
-			else if (pipeline_inflight(mt->p) < BATCHES_AHEAD) {
-				pipeline_submit(mt->p, mt->open);
-				mt->open = NULL;
-			}
-			/* Else it waits for a delivery (the notify fd). */
-		}
-		if (mt->stopping && mt->open == NULL &&
+		left = pipeline_open_left(mt->p);
+		if (left > 0 && !mt->stopping)
+			timeout = (int)(left * 1000) + 1;
+		else if (left >= 0)
+			pipeline_due(mt->p);	/* or at the next delivery */
+		if (mt->stopping && pipeline_open_left(mt->p) < 0 &&
 		    pipeline_inflight(mt->p) == 0)
 			break;
 		pthread_mutex_unlock(&mt->lock);
@@ -868,7 +802,7 @@ milter_collect(void *arg)
 		while (read(mt->sigfd, &si, sizeof si) == sizeof si)
 			usr1 = 1;
 		if (usr1)
-			milter_log_stats(mt);
+			mstats_log(milter_stats, mt);
 		pthread_mutex_lock(&mt->lock);
 		if (pipeline_deliver(mt->p, 0) > 0)
 			pthread_cond_broadcast(&mt->cond);	/* free batches */
@@ -1010,8 +944,8 @@ milter_run(const struct milter_opts *o, struct pipeline *p)
 	struct smfiDesc	 desc;
 	struct sigaction sa;
 	struct milter	 mt;
+	struct plsource	 src = { milter_opened, NULL, NULL, NULL };
 	sigset_t	 usr1;
-	size_t		 i;
 	char		*cause = NULL, why[512];
 	int		 rc, status = EXIT_OK;
 
@@ -1053,6 +987,8 @@ milter_run(const struct milter_opts *o, struct pipeline *p)
 		goto out;
 	}
 	pipeline_set_deliver(p, milter_deliver, &mt);
+	src.arg = &mt;
+	pipeline_set_source(p, &src, o->batch_delay);
 
 	memset(&desc, 0, sizeof desc);
 	desc.xxfi_name = "mhfilter";
@@ -1101,17 +1037,13 @@ milter_run(const struct milter_opts *o, struct pipeline *p)
 	if (status == EXIT_OK)
 		status = pipeline_status(p);
 	if (o->stats)
-		milter_log_stats(&mt);
+		mstats_log(milter_stats, &mt);
 	log_info("milter stopped after %" PRIu64 " messages", mt.messages);
 out:
 	free(cause);
 	milter_http_end(&mt);
 	pipeline_set_deliver(p, NULL, NULL);
-	for (i = 0; i < mt.nslotv; i++) {
-		free(mt.slotv[i]->v);
-		free(mt.slotv[i]);
-	}
-	free(mt.slotv);
+	pipeline_set_source(p, NULL, 0);
 	close(mt.wake[0]);
 	close(mt.wake[1]);
 	close(mt.sigfd);

@@ -30,6 +30,13 @@
  * event loop (the daemon) polls pipeline_notify_fd and calls
  * pipeline_deliver when it is readable.
  *
+ * Group commit: a source of many owners (the daemon's clients, the
+ * milter's messages) adds their records to one open batch (pipeline_add),
+ * each slot saying whose it is; the batch goes to the writer when it is
+ * full, or once its delay (--batch-delay) is over and fewer than
+ * BATCHES_AHEAD are in flight, else at the next delivery: a batch that
+ * could not start sooner goes on filling meanwhile.
+ *
  * Delivery marks (o.track, the stream with --replay undelivered): each
  * commit records the documents it inserted as undelivered (lmdbmarks.c); once
  * the source has written a batch's output (and synced it, to a file), it
@@ -58,7 +65,7 @@
 #define BATCH_BYTES	(64U << 20)	/* a batch also closes at this size */
 #define KEEP_BYTES	(64 * 1024)	/* record memory kept between batches */
 #define STATS_SECS	1.0		/* index statistics refreshed so often */
-#define FAILED_CONNS	256		/* connections stopped by a bad record */
+#define BATCHES_AHEAD	2		/* in flight: one deciding, one next */
 
 /* Where a batch is. */
 #define B_FREE		0
@@ -92,8 +99,7 @@ struct pipeline {
 	int			 have_is;
 	double			 is_time;
 	uint64_t		 seq;		/* batches decided */
-	uint64_t		 failed[FAILED_CONNS];	/* the writer's */
-	size_t			 nfailed;
+	struct u64vec		 halted;	/* owner, batch: the writer's */
 	struct plmarks		 given;		/* delivered, to mark */
 	struct plmarks		 lost;		/* never will be */
 	int			 defer_marks;	/* the source gives them */
@@ -101,6 +107,12 @@ struct pipeline {
 	/* The source thread's. */
 	struct pl_counts	 ct;
 	struct filter_stats	 fst;		/* as of the last delivery */
+	uint64_t		 delivered;	/* the last batch delivered */
+	struct plsource		 src;		/* group commit */
+	double			 delay;
+	struct plbatch		*open;		/* being filled */
+	double			 opened;	/* its first record came */
+	int			 due;		/* its delay is over */
 };
 
 static void	*pipeline_run(void *);
@@ -119,6 +131,8 @@ static void	 pipeline_marks_queue(struct pipeline *, struct plmarks *,
 		    struct plmarks *);
 static int	 pipeline_marks_any(const struct pipeline *);
 static void	 pipeline_log(struct pipeline *, struct plbatch *);
+static void	 pipeline_where(struct pipeline *, const struct record *,
+		    char *, size_t);
 
 /*
  * Make a pipeline over an open index, with a filter for fo (the parser is
@@ -188,6 +202,7 @@ pipeline_free(struct pipeline *p)
 		}
 		free(p->b[i].recs);
 		free(p->b[i].vs);
+		free(p->b[i].slots);
 		free(p->b[i].cause);
 	}
 	filter_free(p->f);
@@ -195,6 +210,7 @@ pipeline_free(struct pipeline *p)
 	u64vec_free(&p->given.replays);
 	u64vec_free(&p->lost.ranges);
 	u64vec_free(&p->lost.replays);
+	u64vec_free(&p->halted);
 	close(p->notify[0]);
 	close(p->notify[1]);
 	pthread_mutex_destroy(&p->lock);
@@ -387,6 +403,7 @@ pipeline_get(struct pipeline *p, int wait)
 	if (b != NULL) {
 		b->n = 0;
 		b->bytes = 0;
+		b->after = p->delivered;
 	}
 	return (b);
 }
@@ -415,6 +432,7 @@ plbatch_grow(struct plbatch *b)
 		size = b->max;
 	b->recs = xreallocarray(b->recs, size, sizeof *b->recs);
 	b->vs = xreallocarray(b->vs, size, sizeof *b->vs);
+	b->slots = xreallocarray(b->slots, size, sizeof *b->slots);
 	memset(b->recs + b->size, 0, (size - b->size) * sizeof *b->recs);
 	memset(b->vs + b->size, 0, (size - b->size) * sizeof *b->vs);
 	b->size = size;
@@ -435,6 +453,7 @@ plbatch_add(struct plbatch *b, size_t len, size_t inlen)
 	r = &b->recs[b->n];
 	record_reset(r);
 	verdict_reset(&b->vs[b->n]);
+	memset(&b->slots[b->n], 0, sizeof b->slots[b->n]);
 	buf_reserve(&r->raw, len + 1);
 	r->raw.len = len;
 	r->inlen = inlen;
@@ -461,6 +480,7 @@ plbatch_add_empty(struct plbatch *b, size_t inlen, char *error)
 	v = &b->vs[b->n];
 	record_reset(r);
 	verdict_reset(v);
+	memset(&b->slots[b->n], 0, sizeof b->slots[b->n]);
 	r->inlen = inlen;
 	v->kind = error != NULL ? V_TOOLONG : V_SKIP;
 	v->error = error;
@@ -494,6 +514,194 @@ pipeline_submit(struct pipeline *p, struct plbatch *b)
 	}
 	pthread_cond_signal(&p->work);
 	pthread_mutex_unlock(&p->lock);
+}
+
+/*
+ * Group commit for a source of many owners: its callbacks, and the delay
+ * of an open batch (seconds) after its first record.
+ */
+void
+pipeline_set_source(struct pipeline *p, const struct plsource *src,
+    double delay)
+{
+	if (src != NULL)
+		p->src = *src;
+	else
+		memset(&p->src, 0, sizeof p->src);
+	p->delay = delay;
+}
+
+/*
+ * Is there an open batch to add to?  One is opened if none is (its delay
+ * starts); 0 when every batch is in flight: the source waits for a
+ * delivery.
+ */
+int
+pipeline_ready(struct pipeline *p)
+{
+	if (p->open != NULL)
+		return (1);
+	if ((p->open = pipeline_get(p, 0)) == NULL)
+		return (0);
+	p->opened = now_seconds();
+	p->due = 0;
+	if (p->src.opened != NULL)
+		p->src.opened(p->src.arg);
+	return (1);
+}
+
+/*
+ * Take a slot of the open batch for a record of owner, tag saying what it
+ * is to the source, as plbatch_add (the caller copies len bytes to the
+ * record's raw.data and sets its owner's number); NULL when every batch is
+ * in flight.  After the caller's last record of the moment,
+ * pipeline_added.
+ */
+struct record *
+pipeline_add(struct pipeline *p, void *owner, int tag, size_t len,
+    size_t inlen)
+{
+	struct plbatch	*b;
+	struct record	*r;
+
+	if (!pipeline_ready(p))
+		return (NULL);
+	b = p->open;
+	r = plbatch_add(b, len, inlen);
+	b->slots[b->n - 1].owner = owner;
+	b->slots[b->n - 1].tag = tag;
+	return (r);
+}
+
+/*
+ * A slot for a record the source has parsed already: parsed's text, id
+ * and time are copied, and phase 1 starts at normalising.  NULL when every
+ * batch is in flight.
+ */
+struct record *
+pipeline_add_parsed(struct pipeline *p, void *owner, size_t inlen,
+    const struct record *parsed)
+{
+	struct record	*r;
+
+	if ((r = pipeline_add(p, owner, 0, 0, inlen)) == NULL)
+		return (NULL);
+	p->open->vs[p->open->n - 1].kind = V_PENDING;
+	buf_append(&r->text, parsed->text.data, parsed->text.len);
+	buf_append(&r->id, parsed->id.data, parsed->id.len);
+	r->time = parsed->time;
+	p->open->bytes += parsed->text.len;
+	return (r);
+}
+
+/*
+ * A place holder of owner's that the filter skips (the daemon's commands,
+ * answered in order, record number 0); NULL when every batch is in flight.
+ */
+struct record *
+pipeline_add_empty(struct pipeline *p, void *owner, int tag)
+{
+	struct plbatch	*b;
+	struct record	*r;
+
+	if (!pipeline_ready(p))
+		return (NULL);
+	b = p->open;
+	r = plbatch_add_empty(b, 0, NULL);
+	b->slots[b->n - 1].owner = owner;
+	b->slots[b->n - 1].tag = tag;
+	return (r);
+}
+
+/* Records were added: a full open batch goes to the writer. */
+void
+pipeline_added(struct pipeline *p)
+{
+	if (p->open != NULL && plbatch_full(p->open, p->o.batch))
+		pipeline_flush(p);
+}
+
+/*
+ * Seconds left of the open batch's delay: 0 when it is over, -1 when no
+ * batch is open.
+ */
+double
+pipeline_open_left(struct pipeline *p)
+{
+	double	 left;
+
+	if (p->open == NULL)
+		return (-1);
+	left = p->opened + p->delay - now_seconds();
+	return (left > 0 ? left : 0);
+}
+
+/*
+ * The open batch's delay is over: it goes to the writer, unless
+ * BATCHES_AHEAD are in flight; then it could not start sooner anyway, so
+ * it goes on filling and goes at the next delivery (or when full).
+ */
+void
+pipeline_due(struct pipeline *p)
+{
+	if (p->open == NULL)
+		return;
+	p->due = 1;
+	if (pipeline_inflight(p) < BATCHES_AHEAD)
+		pipeline_flush(p);
+}
+
+/* Hand the open batch, if any, to the writer now. */
+void
+pipeline_flush(struct pipeline *p)
+{
+	p->due = 0;
+	if (p->open == NULL)
+		return;
+	pipeline_submit(p, p->open);
+	p->open = NULL;
+}
+
+/*
+ * Count a record that goes into no batch: refused as over a limit
+ * (V_TOOLONG), or mail passed without a verdict (V_UNCHECKED, too large
+ * or not a message; V_BAD), of inlen input bytes.
+ */
+void
+pipeline_count_alone(struct pipeline *p, int kind, uint64_t inlen)
+{
+	struct pl_counts	*ct = &p->ct;
+
+	ct->records++;
+	ct->bytes += inlen;
+	if (kind == V_TOOLONG)
+		ct->too_long++;
+	else if (kind == V_UNCHECKED)
+		ct->unchecked++;
+	else
+		ct->invalid++;
+}
+
+/*
+ * The stream's --stats summary after secs seconds: one "mhfilter: key:
+ * value" line on the standard error for each of the statistics every
+ * source has (mstats_pipeline) that the stream shows.
+ */
+void
+pipeline_print_stats(struct pipeline *p, double secs)
+{
+	struct mstats	 st;
+	size_t		 i;
+
+	st.n = 0;
+	mstats_add(&st, "records", NULL, 1, MS_STREAM, (double)p->ct.records,
+	    "");
+	mstats_pipeline(&st, p, secs);
+	for (i = 0; i < st.n; i++) {
+		if (st.v[i].where & MS_STREAM)
+			fprintf(stderr, "mhfilter: %s: %.*f\n", st.v[i].name,
+			    st.v[i].prec, st.v[i].value);
+	}
 }
 
 /* Is a batch submitted and not decided yet?  (Called locked.) */
@@ -582,11 +790,14 @@ pipeline_deliver(struct pipeline *p, int wait)
 		    (rc = pipeline_mark(p, b, &cause)) != 0)
 			pipeline_write_failed(p, rc, cause);
 		pipeline_recycle(b);
+		p->delivered = b->seq;
 		pthread_mutex_lock(&p->lock);
 		b->state = B_FREE;
 		pthread_mutex_unlock(&p->lock);
 		n++;
 	}
+	if (n > 0 && p->due)
+		pipeline_due(p);	/* it waited for a batch ahead */
 	return (n);
 }
 
@@ -675,7 +886,7 @@ pipeline_count(struct pipeline *p, struct plbatch *b)
  * from, its id and its verdict, the duplicates with both ids: for mail
  * every message (a delivery agent's log, the journal), for other records
  * the duplicates and what was not judged, which a feed's operator asks
- * about.  A daemon client's record says its connection.
+ * about.
  */
 static void
 pipeline_log(struct pipeline *p, struct plbatch *b)
@@ -698,12 +909,7 @@ pipeline_log(struct pipeline *p, struct plbatch *b)
 		    (v->kind != V_UNIQUE && v->kind != V_DUPLICATE &&
 		    v->kind != V_EMPTY && v->kind != V_UNCHECKED))
 			continue;
-		if (r->conn != 0)
-			snprintf(where, sizeof where, "connection %" PRIu64
-			    ", record %" PRIu64, r->conn, r->line);
-		else
-			snprintf(where, sizeof where, "%s:%" PRIu64,
-			    r->file != NULL ? r->file : "-", r->line);
+		pipeline_where(p, r, where, sizeof where);
 		id = r->id.len > 0 ? r->id.data : "";
 		match = v->match.len > 0 ? v->match.data : "";
 		idl = r->id.len > 200 ? 200 : (int)r->id.len;
@@ -937,25 +1143,46 @@ pipeline_parse(struct record *r, void *arg, char **cause)
 
 	rc = record_parse_timed(r, p->o.format, p->o.text_field,
 	    p->o.id_field, p->o.time_field, cause);
-	if (r->id.len == 0 && r->conn != 0) {
-		/* A daemon client's record. */
-		record_connid(&r->id, index_run_start(p->ix), r->conn,
-		    r->line);
-	}
+	if (r->id.len == 0 && r->owner != 0 && p->src.id != NULL)
+		p->src.id(p->src.arg, r);
 	return (rc);
 }
 
-/* Has a bad record under fail stopped this connection?  (Writer.) */
-static int
-pipeline_conn_failed(struct pipeline *p, uint64_t conn)
+/* Where a record came from: its owner's words, or its file and line. */
+static void
+pipeline_where(struct pipeline *p, const struct record *r, char *where,
+    size_t len)
 {
-	size_t	 i, n = p->nfailed < FAILED_CONNS ? p->nfailed : FAILED_CONNS;
+	if (r->owner != 0 && p->src.where != NULL)
+		p->src.where(p->src.arg, r, where, len);
+	else
+		snprintf(where, len, "%s:%" PRIu64,
+		    r->file != NULL ? r->file : "-", r->line);
+}
 
-	for (i = 0; i < n; i++) {
-		if (p->failed[i] == conn)
-			return (1);
+/*
+ * Has a bad record under fail stopped this owner, in this batch or one
+ * before?  The source stops taking an owner's records when it delivers
+ * the bad one, so a stop matters only to the batches opened before that
+ * delivery (b->after): the others forget it.  (Writer.)
+ */
+static int
+pipeline_owner_stopped(struct pipeline *p, struct plbatch *b,
+    uint64_t owner)
+{
+	struct u64vec	*st = &p->halted;
+	size_t		 i, n = 0;
+	int		 found = 0;
+
+	for (i = 0; i < st->n; i += 2) {
+		if (st->v[i + 1] <= b->after)
+			continue;	/* delivered before b opened */
+		found |= st->v[i] == owner;
+		st->v[n++] = st->v[i];
+		st->v[n++] = st->v[i + 1];
 	}
-	return (0);
+	st->n = n;
+	return (found);
 }
 
 /* Say what --on-bad-input does with a bad record. */
@@ -967,14 +1194,12 @@ pipeline_warn(struct pipeline *p, const struct record *r,
 
 	if (p->o.quiet && policy != POLICY_FAIL)
 		return;
-	if (r->conn != 0) {
-		/* The client has its error line: the log says it quietly. */
-		log_debug("connection %" PRIu64 ", record %" PRIu64 ": %s",
-		    r->conn, r->line, v->error);
+	pipeline_where(p, r, where, sizeof where);
+	if (r->owner != 0) {
+		/* Its owner has an error line: the log says it quietly. */
+		log_debug("%s: %s", where, v->error);
 		return;
 	}
-	snprintf(where, sizeof where, "%s:%" PRIu64,
-	    r->file != NULL ? r->file : "-", r->line);
 	log_warnx("%s: %s: %s", where, v->error, policy == POLICY_SKIP ?
 	    "skipped" : policy == POLICY_PASS ? "passed through" : "stopping");
 }
@@ -995,8 +1220,9 @@ pipeline_warn_unchecked(struct pipeline *p, const struct record *r,
  * After phase 1, in input order: count the records that were too long or
  * did not parse, warn about them, and apply --on-bad-input.  Under fail,
  * with stop_on_error (the stream), the batch ends before the bad record and
- * the pipeline stops; otherwise (the daemon) that connection's later
- * records are skipped unanswered, as if never read: the daemon closes it.
+ * the pipeline stops; otherwise (the daemon) that owner's later records
+ * are skipped unanswered, as if never read: the daemon closes its
+ * connection.
  */
 static void
 pipeline_screen(struct pipeline *p, struct plbatch *b)
@@ -1012,8 +1238,8 @@ pipeline_screen(struct pipeline *p, struct plbatch *b)
 		r = &b->recs[i];
 		if (r->recno == 0)
 			continue;	/* a place holder */
-		if (r->conn != 0 && p->o.policy == POLICY_FAIL &&
-		    pipeline_conn_failed(p, r->conn)) {
+		if (r->owner != 0 && p->o.policy == POLICY_FAIL &&
+		    pipeline_owner_stopped(p, b, r->owner)) {
 			fbatch_skip(b->fb, i);
 			verdict_reset(v);
 			v->kind = V_SKIP;
@@ -1041,7 +1267,11 @@ pipeline_screen(struct pipeline *p, struct plbatch *b)
 		if (policy != POLICY_FAIL)
 			continue;
 		if (!p->o.stop_on_error) {
-			p->failed[p->nfailed++ % FAILED_CONNS] = r->conn;
+			/* Its batch's number: p->seq once decided. */
+			if (r->owner != 0) {
+				u64vec_push(&p->halted, r->owner);
+				u64vec_push(&p->halted, p->seq + 1);
+			}
 			continue;
 		}
 		fbatch_truncate(b->fb, i);

@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -114,7 +113,7 @@ stream_read(struct stream *s, struct plbatch *b)
 			   skipped (the others are read). */
 			if (want_stats) {
 				want_stats = 0;
-				stream_print_stats(s->p,
+				pipeline_print_stats(s->p,
 				    now_seconds() - s->start);
 			}
 			continue;
@@ -157,7 +156,6 @@ stream_read(struct stream *s, struct plbatch *b)
 static int
 stream_big(struct stream *s)
 {
-	struct pl_counts	*ct = pipeline_counts(s->p);
 	struct rawrec		 rr = s->big;
 	struct record		 r;
 	struct verdict		 v;
@@ -195,9 +193,7 @@ stream_big(struct stream *s)
 			return (EXIT_ERROR);
 		break;
 	}
-	ct->records++;
-	ct->unchecked++;
-	ct->bytes += len;
+	pipeline_count_alone(s->p, V_UNCHECKED, len);
 	pipeline_warn_unchecked(s->p, &r, "too-large");
 	if (s->o->progress)
 		stream_progress(s, 0);
@@ -215,7 +211,7 @@ stream_deliver(void *arg, struct plbatch *b)
 		stream_progress(s, 0);
 	if (want_stats) {
 		want_stats = 0;
-		stream_print_stats(s->p, now_seconds() - s->start);
+		pipeline_print_stats(s->p, now_seconds() - s->start);
 	}
 }
 
@@ -249,55 +245,6 @@ stream_progress(struct stream *s, int last)
 	fputs("\033[K", stderr);
 	if (last)
 		fputc('\n', stderr);
-}
-
-/* The --stats summary: one "mhfilter: key: value" line each. */
-void
-stream_print_stats(struct pipeline *p, double secs)
-{
-	const struct pl_counts	*ct = pipeline_counts(p);
-	struct filter_stats	 fs;
-	struct index_stats	 is;
-	struct rusage		 ru;
-	int			 have_is;
-
-	have_is = pipeline_stats(p, &fs, &is);
-	if (secs <= 0)
-		secs = 1e-9;
-#define STAT(key, fmt, v) fprintf(stderr, "mhfilter: " key ": " fmt "\n", v)
-	STAT("records", "%" PRIu64, ct->records);
-	STAT("unique", "%" PRIu64, ct->unique);
-	STAT("replayed", "%" PRIu64, ct->replayed);
-	STAT("duplicates", "%" PRIu64, ct->duplicates);
-	STAT("seen", "%" PRIu64, ct->seen);
-	STAT("empty", "%" PRIu64, ct->empty);
-	STAT("invalid", "%" PRIu64, ct->invalid);
-	STAT("too_long", "%" PRIu64, ct->too_long);
-	STAT("unchecked", "%" PRIu64, ct->unchecked);
-	STAT("blank", "%" PRIu64, ct->blank);
-	STAT("invalid_utf8", "%" PRIu64, fs.invalid_utf8);
-	STAT("candidates", "%" PRIu64, fs.candidates);
-	STAT("verified", "%" PRIu64, fs.verified);
-	STAT("expired", "%" PRIu64, fs.expired);
-	STAT("batches", "%" PRIu64, ct->batches);
-	STAT("bytes", "%" PRIu64, ct->bytes);
-	STAT("seconds", "%.3f", secs);
-	STAT("records_per_second", "%.0f", ct->records / secs);
-	STAT("mb_per_second", "%.2f", ct->bytes / secs / 1e6);
-	if (have_is) {
-		STAT("index_documents", "%" PRIu64, is.docs);
-		STAT("index_band_entries", "%" PRIu64, is.band_entries);
-		STAT("index_bytes", "%" PRIu64, is.size);
-		if (is.roundtrips != 0) {
-			STAT("index_roundtrips", "%" PRIu64, is.roundtrips);
-			STAT("roundtrips_per_record", "%.4f",
-			    (double)is.roundtrips / (ct->records ?
-			    ct->records : 1));
-		}
-	}
-	if (getrusage(RUSAGE_SELF, &ru) == 0)
-		STAT("max_rss_kb", "%ld", ru.ru_maxrss);
-#undef STAT
 }
 
 /*
@@ -381,7 +328,7 @@ stream_run(const struct stream_opts *o, struct pipeline *p, char **files,
 		status = 128 + stop_signal;
 	}
 	if (o->stats)
-		stream_print_stats(p, now_seconds() - s.start);
+		pipeline_print_stats(p, now_seconds() - s.start);
 
 	pipeline_set_output(p, NULL, NULL);
 	pipeline_set_quarantine(p, NULL, NULL);

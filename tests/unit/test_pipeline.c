@@ -4,7 +4,10 @@
  * inserted it has committed; batches come back in order, counted; a failed
  * commit is delivered as such and nothing of it is written; --on-bad-input
  * fail ends the stream at the bad record, and in the daemon's mode skips
- * the rest of that connection only.
+ * the rest of that connection only.  Group commit (pipeline_add): a batch
+ * opens on its first record, goes when full or due, and its slots say
+ * whose each record is; an owner stopped by a bad record stays stopped in
+ * the batches opened before that was delivered, and only in those.
  */
 
 #include "config.h"
@@ -243,7 +246,7 @@ add(struct plbatch *b, const char *line, uint64_t recno, uint64_t conn)
 	memcpy(r->raw.data, line, strlen(line));
 	r->recno = recno;
 	r->line = recno;
-	r->conn = conn;
+	r->owner = conn;
 	r->file = "test";
 }
 
@@ -399,6 +402,148 @@ test_fail_daemon(void **state)
 	fixture_close(&fx, NULL, 0);
 }
 
+/* What a group-commit source saw of the pipeline. */
+struct gsrc {
+	struct got	*got;
+	int		 opened;
+	int		 wheres;
+	int		 tags[16];	/* of the delivered slots, in order */
+	size_t		 ntags;
+};
+
+/* A batch was opened. */
+static void
+g_opened(void *arg)
+{
+	((struct gsrc *)arg)->opened++;
+}
+
+/* Where an owner's record came from. */
+static void
+g_where(void *arg, const struct record *r, char *where, size_t len)
+{
+	((struct gsrc *)arg)->wheres++;
+	snprintf(where, len, "owner %llu", (unsigned long long)r->owner);
+}
+
+/* Note each slot's tag, then check the batch as every test does. */
+static void
+g_deliver(void *arg, struct plbatch *b)
+{
+	struct gsrc	*g = arg;
+	size_t		 i;
+
+	for (i = 0; i < b->n && g->ntags < 16; i++) {
+		assert_non_null(b->slots[i].owner);
+		g->tags[g->ntags++] = b->slots[i].tag;
+	}
+	deliver(g->got, b);
+}
+
+/* Add a record of owner number owner (its slot's tag) to the open batch. */
+static void
+gadd(struct pipeline *p, struct gsrc *g, const char *line, uint64_t recno,
+    uint64_t owner, int tag)
+{
+	struct record	*r;
+
+	assert_non_null(r = pipeline_add(p, g, tag, strlen(line),
+	    strlen(line) + 1));
+	memcpy(r->raw.data, line, strlen(line));
+	r->recno = r->line = recno;
+	r->owner = owner;
+}
+
+/* Make the fixture a group-commit source with a long delay. */
+static void
+gopen(struct fixture *fx, struct gsrc *g, size_t batch, int policy)
+{
+	struct plsource	 src = { g_opened, NULL, g_where, NULL };
+
+	fixture_open(fx, batch, policy, 0);
+	memset(g, 0, sizeof *g);
+	g->got = &fx->got;
+	src.arg = g;
+	pipeline_set_source(fx->p, &src, 60);
+	pipeline_set_deliver(fx->p, g_deliver, g);
+}
+
+/*
+ * A batch opens on its first record and waits out its delay; it goes
+ * when full, or when due; the slots come back with their tags in order.
+ */
+static void
+test_group_commit(void **state)
+{
+	struct fixture	 fx;
+	struct gsrc	 g;
+	double		 left;
+
+	gopen(&fx, &g, 3, POLICY_SKIP);
+	assert_true(pipeline_open_left(fx.p) < 0);
+	gadd(fx.p, &g, lines[0], 1, 1, 10);
+	gadd(fx.p, &g, lines[2], 2, 2, 20);
+	pipeline_added(fx.p);
+	assert_int_equal(g.opened, 1);
+	left = pipeline_open_left(fx.p);
+	assert_true(left > 50 && left <= 60);
+	assert_int_equal(pipeline_inflight(fx.p), 0);
+	gadd(fx.p, &g, lines[1], 3, 1, 11);
+	pipeline_added(fx.p);		/* full: submitted */
+	assert_true(pipeline_open_left(fx.p) < 0);
+	gadd(fx.p, &g, lines[3], 4, 2, 21);
+	pipeline_added(fx.p);
+	assert_int_equal(g.opened, 2);
+	assert_true(pipeline_open_left(fx.p) >= 0);
+	pipeline_due(fx.p);		/* one in flight: it goes too */
+	assert_true(pipeline_open_left(fx.p) < 0);
+	assert_int_equal(pipeline_finish(fx.p), EXIT_OK);
+	assert_int_equal(g.ntags, 4);
+	assert_int_equal(g.tags[0], 10);
+	assert_int_equal(g.tags[1], 20);
+	assert_int_equal(g.tags[2], 11);
+	assert_int_equal(g.tags[3], 21);
+	assert_int_equal(fx.got.unique, 3);
+	assert_int_equal(fx.got.duplicate, 1);
+	assert_int_equal(pipeline_counts(fx.p)->batches, 2);
+	pipeline_set_source(fx.p, NULL, 0);
+	fixture_close(&fx, NULL, 0);
+}
+
+/*
+ * --on-bad-input fail for a group-commit source: owner 1's bad record
+ * stops its later records in its batch and in the next, opened before it
+ * was delivered; a batch opened after that delivery decides owner 1's
+ * records again (the source stops reading an owner when it delivers its
+ * bad record, so the pipeline forgets it).
+ */
+static void
+test_owner_stop(void **state)
+{
+	struct fixture	 fx;
+	struct gsrc	 g;
+
+	gopen(&fx, &g, 3, POLICY_FAIL);
+	gadd(fx.p, &g, lines[0], 1, 1, 0);
+	gadd(fx.p, &g, "no tab here", 2, 1, 0);
+	gadd(fx.p, &g, lines[2], 3, 1, 0);
+	pipeline_added(fx.p);		/* full */
+	gadd(fx.p, &g, lines[5], 4, 1, 0);
+	gadd(fx.p, &g, lines[3], 5, 2, 0);
+	pipeline_flush(fx.p);
+	assert_int_equal(pipeline_finish(fx.p), EXIT_OK);
+	assert_int_equal(fx.got.unanswered, 2);
+	assert_true(g.wheres >= 1);
+	assert_true(committed("a4", 2));
+	assert_false(committed("a3", 2) || committed("a6", 2));
+	gadd(fx.p, &g, lines[5], 6, 1, 0);
+	pipeline_flush(fx.p);
+	assert_int_equal(pipeline_finish(fx.p), EXIT_OK);
+	assert_true(committed("a6", 2));
+	pipeline_set_source(fx.p, NULL, 0);
+	fixture_close(&fx, NULL, 0);
+}
+
 int
 main(void)
 {
@@ -408,6 +553,8 @@ main(void)
 		cmocka_unit_test(test_failed_commit_daemon),
 		cmocka_unit_test(test_fail_stream),
 		cmocka_unit_test(test_fail_daemon),
+		cmocka_unit_test(test_group_commit),
+		cmocka_unit_test(test_owner_stop),
 	};
 
 	log_init("test_pipeline");
