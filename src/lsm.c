@@ -29,9 +29,10 @@
  * Why not a B-tree of band keys.  Band keys are uniform hashes, so in a
  * B-tree every insertion lands on a different leaf page: a batch of 1,000
  * documents with 16 bands dirties ~16,000 pages once the tree is large,
- * and a commit writes them all (64 MB for 1,000 documents).  Format 1 did
- * that and slowed from 5,000 to 2,700 records/s between 100k and 300k
- * documents.  Formats 2 to 6 are a log-structured merge instead:
+ * and a commit writes them all (64 MB for 1,000 documents), so that the
+ * rate falls by half as the index grows from 100k to 300k documents (index
+ * format 1 was such a tree).  From format 2 on it is a log-structured merge
+ * instead:
  *
  *   - A batch's new entries go to the memtable (bandrun.c: in memory, by
  *     chunk) and, as one sequential record, to l0: a commit writes about

@@ -1,6 +1,7 @@
 /*
  * The batch pipeline: every source of records (the file stream, the
- * daemon's clients) goes through it, so there is one data path:
+ * daemon's clients, the milter's messages) goes through it, so there is
+ * one data path:
  *
  *   source thread              writer thread              worker threads
  *   pipeline_get  <- free
@@ -222,9 +223,8 @@ pipeline_free(struct pipeline *p)
 /*
  * Stop the writer of a process about to exit, and leave the pipeline's
  * memory to the exit: after batches of 4000 records it is some 100,000
- * blocks, and freeing them one by one was 5 to 10 ms of CPU at the end of
- * a Reuters-sized run (2% of it), where the exit's teardown of the address
- * space takes them at once.  Built with AddressSanitizer, everything is
+ * blocks, whose freeing one by one is a measurable share of a short run,
+ * where the exit's teardown of the address space takes them at once.  Built with AddressSanitizer, everything is
  * freed, so that its leak check keeps its meaning.
  */
 void
