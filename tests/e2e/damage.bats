@@ -47,13 +47,14 @@ EOF
 
 # Run mhfilter on copy $1 with the rest of the arguments; stderr in
 # $1.err, stdout in $1.out, the status in $st.  Bounded in time: a hang
-# is status 124.
+# is status 124, or 137 when SIGTERM is not enough (a thread looping in
+# LMDB never comes back to see it).
 on_copy() {
 	local copy="$1"
 
 	shift
 	st=0
-	timeout 20 "$MHFILTER" -d "$copy" "$@" >"$copy.out" 2>"$copy.err" ||
+	timeout -k 5 20 "$MHFILTER" -d "$copy" "$@" >"$copy.out" 2>"$copy.err" ||
 	    st=$?
 }
 
