@@ -79,6 +79,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -682,7 +683,10 @@ lmdb_open(struct index **ixp, const char *path, int flags,
 	 * Commit even a read-only transaction: LMDB closes the database
 	 * handles opened in a transaction that is aborted.
 	 */
-	if ((rc = mdb_txn_commit(ix->txn)) != 0) {
+	lm_long(1);
+	rc = mdb_txn_commit(ix->txn);
+	lm_long(0);
+	if (rc != 0) {
 		ix->txn = NULL;
 		rv = INDEX_ERROR;
 		lm_fail(ix, rc, "commit", cause);
@@ -858,7 +862,9 @@ lmdb_commit(struct index *base, char **cause)
 		lmdb_abort(&ix->base);
 		return (rc);
 	}
+	lm_long(1);
 	rc = mdb_txn_commit(ix->txn);
+	lm_long(0);
 	ix->txn = NULL;
 	if (rc != 0) {
 		rc = lm_fail(ix, rc, "commit", cause);
@@ -938,6 +944,7 @@ lm_get(struct lmdb *ix, MDB_dbi dbi, uint64_t docid, MDB_val *v)
 	unsigned char	 kb[8];
 	MDB_val		 k;
 
+	lm_beat();
 	put_be64(kb, docid);
 	k.mv_data = kb;
 	k.mv_size = sizeof kb;
@@ -1219,6 +1226,7 @@ lmdb_remove(struct index *base, const char *id, size_t idlen,
 		return (lm_fail(ix, rc, "remove", cause));
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		lm_beat();
 		if (k.mv_size != 8 || docrec_decode(v.mv_data, v.mv_size,
 		    ix->base.p.perms, NULL, &d) != v.mv_size)
 			continue;	/* index_check reports it */
@@ -1270,6 +1278,7 @@ lmdb_each(struct index *base, index_each_fn fn, void *arg, char **cause)
 	}
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0 && rv == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		lm_beat();
 		docid = k.mv_size == 8 ? get_be64(k.mv_data) : 0;
 		if (k.mv_size != 8 || docrec_decode(v.mv_data, v.mv_size,
 		    ix->base.p.perms, ix->sig, &d) != v.mv_size ||
@@ -1402,11 +1411,35 @@ lmdb_set_group(struct index *base, uint64_t group, char **cause)
  * thread_start), or the kernel kills the process instead.  The size check
  * of lm_env_open turns the most common damage, a truncated file, into a
  * plain error before any of this.
+ *
+ * A damaged page can also send LMDB round in circles without a fault: a
+ * branch page swapped with overflow bytes that read as a page of garbage
+ * counts made a lookup search forever (damage.bats), and SIGTERM cannot
+ * stop a thread that never returns to look.  So a watchdog thread
+ * (guard_watch) looks once a second at the thread in a guarded call: if it
+ * has spent GUARD_SPIN seconds of processor time since the last sign of
+ * progress (each guarded call, each document read, each turn of the long
+ * loops: lm_beat), it is taken to be looping and sent a SIGSEGV, which
+ * jumps back as a fault does.  Waiting (fsync, a page read from a slow
+ * disk) spends no processor time, and the LMDB calls that may rightly run
+ * long on their own, a commit and a copy, are let be (lm_long); no single
+ * lookup comes near.  One thread uses an index at a time (mhfilter.h), so
+ * one watch suffices.
  */
+#define GUARD_SPIN	15	/* seconds of processor time without a beat */
+
+_Atomic uint64_t		 lm_beats;
 static __thread sigjmp_buf	*guard_jmp;	/* armed on this thread */
 static __thread char		 guard_what[160];	/* what was caught */
 static struct sigaction		 guard_segv, guard_bus;	/* as they were */
 static pthread_once_t		 guard_once = PTHREAD_ONCE_INIT;
+static _Atomic int		 guard_on;	/* a call is guarded */
+static _Atomic unsigned long	 guard_thread;	/* by this thread */
+static _Atomic int		 guard_longcall; /* lm_long */
+static _Atomic int		 guard_kicked;	/* guard_watch's signal */
+
+_Static_assert(sizeof(pthread_t) == sizeof(unsigned long),
+    "pthread_t is kept as an unsigned long");
 
 /* Arm the guard with jb (NULL disarms); returns what was armed before. */
 static sigjmp_buf *
@@ -1415,15 +1448,84 @@ lmdb_guard_arm(sigjmp_buf *jb)
 	sigjmp_buf	*prev = guard_jmp;
 
 	guard_jmp = jb;
+	if (jb != NULL)
+		atomic_store_explicit(&guard_thread,
+		    (unsigned long)pthread_self(), memory_order_relaxed);
+	atomic_store_explicit(&guard_on, jb != NULL, memory_order_release);
+	lm_beat();
 	return (prev);
 }
 
-/* SIGSEGV and SIGBUS: jump back if armed, else let the old action act. */
+/* The next LMDB call may rightly run long (on) or not (off). */
+void
+lm_long(int on)
+{
+	atomic_store(&guard_longcall, on);
+	lm_beat();
+}
+
+/*
+ * The watchdog: once a second, the processor time of the thread in a
+ * guarded call since its last beat; past GUARD_SPIN, a SIGSEGV for it.
+ */
+static void *
+guard_watch(void *arg)
+{
+	struct timespec	 ts;
+	clockid_t	 clk;
+	pthread_t	 t;
+	uint64_t	 beat, seen = 0;
+	double		 cpu, from = -1;
+
+	(void)arg;
+	for (;;) {
+		sleep(1);
+		if (!atomic_load_explicit(&guard_on, memory_order_acquire) ||
+		    atomic_load(&guard_longcall)) {
+			from = -1;
+			continue;
+		}
+		t = (pthread_t)atomic_load_explicit(&guard_thread,
+		    memory_order_relaxed);
+		beat = atomic_load_explicit(&lm_beats, memory_order_relaxed);
+		if (pthread_getcpuclockid(t, &clk) != 0 ||
+		    clock_gettime(clk, &ts) != 0) {
+			from = -1;
+			continue;
+		}
+		cpu = ts.tv_sec + ts.tv_nsec / 1e9;
+		if (from < 0 || beat != seen) {
+			seen = beat;
+			from = cpu;
+			continue;
+		}
+		if (cpu - from < GUARD_SPIN ||
+		    atomic_load_explicit(&lm_beats, memory_order_relaxed) !=
+		    seen || !atomic_load(&guard_on))
+			continue;
+		atomic_store(&guard_kicked, 1);
+		pthread_kill(t, SIGSEGV);
+		from = -1;
+	}
+	return (NULL);
+}
+
+/*
+ * SIGSEGV and SIGBUS: jump back if armed, else let the old action act.  A
+ * SIGSEGV from guard_watch (SI_TKILL) that finds the call over is dropped.
+ */
 static void
 guard_fault(int sig, siginfo_t *si, void *uc)
 {
-	(void)si;
 	(void)uc;
+	if (sig == SIGSEGV && si != NULL && si->si_code == SI_TKILL &&
+	    atomic_exchange(&guard_kicked, 0)) {
+		if (guard_jmp == NULL)
+			return;
+		strcpy(guard_what, "LMDB went round in circles: a cycle "
+		    "of damaged pages");
+		siglongjmp(*guard_jmp, 1);
+	}
 	if (guard_jmp != NULL) {
 		/* (strcpy, not snprintf: async-signal-safe.) */
 		strcpy(guard_what, sig == SIGBUS ? "a read past the end of "
@@ -1444,11 +1546,12 @@ guard_assert(MDB_env *env, const char *msg)
 	}
 }
 
-/* Install guard_fault (guard_install). */
+/* Install guard_fault and start guard_watch (guard_install). */
 static void
 guard_init(void)
 {
 	struct sigaction	 sa;
+	pthread_t		 t;
 
 	memset(&sa, 0, sizeof sa);
 	sa.sa_sigaction = guard_fault;
@@ -1458,6 +1561,8 @@ guard_init(void)
 	if (sigaction(SIGSEGV, &sa, &guard_segv) == -1 ||
 	    sigaction(SIGBUS, &sa, &guard_bus) == -1)
 		fatal("sigaction");
+	thread_start(&t, guard_watch, NULL);
+	pthread_detach(t);
 }
 
 /* Install guard_fault, once in the process. */
@@ -1479,7 +1584,7 @@ lmdb_guard_caught(struct index *base, const char *path, sigjmp_buf *prev,
 {
 	struct lmdb	*ix = (struct lmdb *)base;
 
-	guard_jmp = prev;
+	(void)lmdb_guard_arm(prev);
 	if (ix != NULL) {
 		ix->base.flags |= INDEX_DAMAGED;
 		ix->txn = NULL;

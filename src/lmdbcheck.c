@@ -250,6 +250,7 @@ pw_tree(struct pagewalk *pw, uint64_t pgno, unsigned depth, unsigned level,
 	unsigned	 lower, upper, nkeys, i, off, ksize, flags, cdepth;
 	int		 leaf;
 
+	lm_beat();
 	if (level >= PG_DEPTH_MAX || depth == 0) {
 		snprintf(pw->why, sizeof pw->why, "page %" PRIu64 " is too "
 		    "deep", pgno);
@@ -436,6 +437,7 @@ lm_walk(struct lmdb *ix, char **cause)
 		prev.mv_data = NULL;
 		for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 		    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+			lm_beat();
 			/* (A leaf of random bytes: its keys are in no order.) */
 			if (!lm_ovf_ok(ix, &v) || (prev.mv_data != NULL &&
 			    mdb_cmp(txn, dbis[i], &prev, &k) >= 0)) {
@@ -674,6 +676,7 @@ check_orphans(struct lmdb *ix, struct checking *ck, MDB_dbi dbi,
 	}
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		lm_beat();
 		if (k.mv_size == keysize)
 			docid = keysize == 8 ? get_be64(k.mv_data) :
 			    timekey_doc(k.mv_data);
@@ -723,6 +726,7 @@ check_runs(struct lmdb *ix, struct checking *ck, MDB_dbi dbi,
 	}
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		lm_beat();
 		p = k.mv_data;
 		if (k.mv_size != 4 ||
 		    lm_run_count(ix, dbi, v.mv_size, &n) != 0) {
@@ -806,6 +810,7 @@ check_l0(struct lmdb *ix, struct checking *ck, uint64_t sweep,
 	}
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		lm_beat();
 		if (k.mv_size != 8 || get_be64(k.mv_data) >= l0_next ||
 		    !lm_ovf_ok(ix, &v) ||
 		    l0_record(ix, v.mv_data, v.mv_size, &l, &h, &sorted) != 0 ||
@@ -843,7 +848,7 @@ check_free(struct lmdb *ix, struct checking *ck)
 	if ((rc = mdb_cursor_open(ix->txn, 0, &cur)) == 0) {
 		for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 		    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
-			;
+			lm_beat();
 		mdb_cursor_close(cur);
 	}
 	check_walked(ck, "the free list", rc);
@@ -885,8 +890,10 @@ lmdb_check(struct index *base, FILE *f, uint64_t *problems, char **cause)
 
 	if ((rc = mdb_cursor_open(ix->txn, ix->docs, &cur)) == 0) {
 		for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
-		    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
+		    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+			lm_beat();
 			check_doc(ix, &ck, &k, &v);
+		}
 		mdb_cursor_close(cur);
 	}
 	check_walked(&ck, "docs", rc);
@@ -948,7 +955,10 @@ lmdb_compact(struct index *base, const char *dest, char **cause)
 		xasprintf(cause, "mkdir %s: %s", dest, strerror(errno));
 		return (INDEX_ERROR);
 	}
-	if ((rc = mdb_env_copy2(ix->env, dest, MDB_CP_COMPACT)) != 0) {
+	lm_long(1);
+	rc = mdb_env_copy2(ix->env, dest, MDB_CP_COMPACT);
+	lm_long(0);
+	if (rc != 0) {
 		xasprintf(cause, "copy %s to %s: %s", ix->base.path, dest,
 		    mdb_strerror(rc));
 		return (INDEX_ERROR);
@@ -991,6 +1001,7 @@ check_undelivered(struct lmdb *ix, struct checking *ck)
 	k.mv_size = strlen("undelivered");
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		lm_beat();
 		if (k.mv_size < strlen("undelivered") || memcmp(k.mv_data,
 		    "undelivered", strlen("undelivered")) != 0)
 			break;

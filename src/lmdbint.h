@@ -10,6 +10,8 @@
  * <lmdb.h> and mhfilter.h.
  */
 
+#include <stdatomic.h>
+
 #define UNCOUNTED	UINT64_MAX
 
 #define MAP_NONE	((const unsigned char *)UINTPTR_MAX)
@@ -177,3 +179,15 @@ void		 lmdb_delivered(struct index *, const uint64_t *, size_t,
 		    const uint64_t *, size_t);
 void		 lmdb_abandoned(struct index *, const uint64_t *, size_t);
 int		 lm_undelivered_apply(struct lmdb *, char **);
+
+/*
+ * The fault guard's watchdog (lmdb.c: "Damaged pages"): the backend's long
+ * loops beat now and then, so that a call that makes progress is not taken
+ * for LMDB going round in circles; lm_long(1) before an LMDB call that may
+ * rightly run long on its own (a commit, a copy), lm_long(0) after.
+ */
+extern _Atomic uint64_t lm_beats;
+#define lm_beat()							\
+	atomic_store_explicit(&lm_beats, atomic_load_explicit(&lm_beats,\
+	    memory_order_relaxed) + 1, memory_order_relaxed)
+void		 lm_long(int);

@@ -416,6 +416,7 @@ lm_undelivered_forget(struct lmdb *ix, uint64_t first, uint64_t end,
 	ud_key(kb, first + 1, &k);
 	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); rc == 0;
 	    rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		lm_beat();
 		if ((e = ud_key_end(&k, UD_PREFIX, UD_KEYLEN)) == 0 || e > end)
 			break;
 		u64vec_push(&ends, e);

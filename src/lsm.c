@@ -187,9 +187,10 @@ lsm_load(struct lmdb *ix, char **cause)
 
 /*
  * Empty the memtable, to be read back from l0 by chunk as batches need it
- * (lsm_hold).  A rebuild of the whole of it on open, up to --memtable of
- * entries, was most of the time and memory of a small run (100 records
- * touch 1,600 chunks of 16,384); so was the undo record of each entry.
+ * (lsm_hold).  Rebuilding the whole of it on open, up to --memtable of
+ * entries, would be most of the time and memory of a small run (100
+ * records touch 1,600 chunks of 16,384), and so would an undo record for
+ * each entry.
  */
 void
 lsm_forget(struct lmdb *ix)
@@ -482,6 +483,7 @@ lsm_read(struct lmdb *ix, MDB_txn *txn, int all, char **cause)
 		return (lm_fail(ix, rc, "reading l0", cause));
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		lm_beat();
 		p = v.mv_data;
 		if (k.mv_size == 8 && get_be64(k.mv_data) >= ix->lsm.l0_next) {
 			rc = MDB_NOTFOUND;
@@ -603,6 +605,7 @@ lsm_estimate(struct lmdb *ix, MDB_txn *txn)
 		return (0);
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		lm_beat();
 		lm_findmap(ix, v.mv_data);
 		if (l0_record(ix, v.mv_data, v.mv_size, &l, &written,
 		    &sorted) != 0)
@@ -881,6 +884,7 @@ lsm_merge(struct lmdb *ix, unsigned c, uint64_t live, char **cause)
 	size_t			 nadd, nold, ny, n, i;
 	int			 rc;
 
+	lm_beat();
 	nadd = memtable_sorted(ix->mt, c, &ix->sorted, &ix->sortedsize);
 	if (nadd == 0)
 		return (0);
@@ -1060,8 +1064,8 @@ lsm_flush(struct lmdb *ix, char **cause)
  * repacked: the moment its last run leaves the leaves, l1 is about 64 MB
  * (16,384 runs of a page; with the default --memtable, at about 210,000
  * documents, the chunk the sweep is about to reach lagging most),
- * whatever the parameters.  A larger l1 (an index made before this)
- * keeps its tree.
+ * whatever the parameters.  A larger l1 (an index that grew past that
+ * under format 6 or older, before this repacking) keeps its tree.
  * A look that finds a run still in a leaf (a cursor pass up to it) is
  * not made again until the sweep has passed a sixteenth of the chunks.
  */
@@ -1093,6 +1097,7 @@ lsm_repack(struct lmdb *ix, char **cause)
 	}
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		lm_beat();
 		/* A run still in its leaf, or damage: not now. */
 		if (n == st.ms_entries || k.mv_size != 4 ||
 		    !lm_overflow(ix, &v) || !lm_ovf_ok(ix, &v))
@@ -1106,7 +1111,9 @@ lsm_repack(struct lmdb *ix, char **cause)
 		return (rc == 0 || rc == MDB_NOTFOUND ? 0 :
 		    lm_fail(ix, rc, "reading l1", cause));
 	}
+	lm_long(1);
 	rc = mdb_drop(ix->txn, ix->l1, 0);
+	lm_long(0);
 	for (i = 0; rc == 0 && i < n; i++) {
 		v.mv_size = runs[2 * i + 1].mv_size;
 		rc = mdb_put(ix->txn, ix->l1, &runs[2 * i], &v,
@@ -1474,6 +1481,7 @@ l1_read_runs(struct lmdb *ix, MDB_txn *txn, MDB_dbi dbi, unsigned from,
 	chunk_key(fb, from, &k);
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		lm_beat();
 		if (k.mv_size != 4 || lm_run_count(ix, dbi, v.mv_size,
 		    &n) != 0)
 			break;
