@@ -9,8 +9,8 @@
  * "sig" is the stored 16-bit signature values (little-endian) in hex;
  * "text", the normalised text, only when texts are kept; an id or text that
  * is not UTF-8 goes under "id_hex" or "text_hex"; "group", only for a
- * duplicate kept in the index, the position (1 for the first document
- * line) of the first document of its group, an earlier line.  An export walks the
+ * duplicate kept in the index, the position (1 for the first document line)
+ * of the first document of its group, an earlier line.  An export walks the
  * documents through the backend (index_ops.each); an import inserts them
  * through index.c, band keys recomputed from the signatures.
  * tests/unit/test_codec.c and tests/e2e/stored.bats pin the format.

@@ -65,10 +65,10 @@
  * Writes happen in one write transaction per batch (index_begin ...
  * index_commit), band merges included, so a crash leaves either all of a
  * batch or none of it; the caller writes a batch's verdicts only after its
- * commit, so whatever was reported unique is on disk.  LMDB serialises
- * write transactions between processes; a process that finds another's
- * commits since its own (the band state in meta moved) empties its
- * memtable, to be read back from l0 the same way.  When the map is full the transaction
+ * commit, so whatever was reported unique is on disk.  LMDB serialises write
+ * transactions between processes; a process that finds another's commits
+ * since its own (the band state in meta moved) empties its memtable, to be
+ * read back from l0 the same way.  When the map is full the transaction
  * fails with MDB_MAP_FULL: index_abort then doubles the map and the caller
  * redoes the batch (INDEX_AGAIN).
  */
@@ -1392,25 +1392,24 @@ lmdb_set_group(struct index *base, uint64_t group, char **cause)
 }
 
 /*
- * Damaged pages.  LMDB reads its pages in place, through the map, and
- * trusts them: a damaged page number sends it outside the map (SIGSEGV)
- * or past the end of the file (SIGBUS), and a page of the wrong kind fails
- * one of its assertions (abort).  Checking every page up front would cost
- * a read of the whole file at every open, and the library has no
- * checksums; so faults are caught instead.  index.c arms this guard around
- * each call into this backend (lmdb_ops.guard; sigsetjmp there, no signal
- * mask saved, so that arming costs no system call); a SIGSEGV or SIGBUS raised, or an
- * LMDB assertion failed, while it is armed on the thread jumps back, and
- * the call returns INDEX_ERROR saying the index is damaged.  The process
- * then uses the index no more (INDEX_DAMAGED): the transaction the jump
- * left is never committed, so the damage goes no further.  A fault
- * elsewhere is not ours: the handler there was before (the default: the
- * process dies) takes it.  The price: a bug of this file's own that faults
- * inside a call is reported as damage too (the sanitizer builds still see
- * it first).  Threads must not block the two signals (util.c:
- * thread_start), or the kernel kills the process instead.  The size check
- * of lm_env_open turns the most common damage, a truncated file, into a
- * plain error before any of this.
+ * Damaged pages.  LMDB reads its pages in place, through the map, and trusts
+ * them: a damaged page number sends it outside the map (SIGSEGV) or past the
+ * end of the file (SIGBUS), and a page of the wrong kind fails one of its
+ * assertions (abort).  Checking every page up front would cost a read of the
+ * whole file at every open, and the library has no checksums; so faults are
+ * caught instead.  index.c arms this guard around each call into this
+ * backend (lmdb_ops.guard; sigsetjmp there, no signal mask saved, so that
+ * arming costs no system call); a SIGSEGV or SIGBUS raised, or an LMDB
+ * assertion failed, while it is armed on the thread jumps back, and the call
+ * returns INDEX_ERROR saying the index is damaged.  The process then uses
+ * the index no more (INDEX_DAMAGED): the transaction the jump left is never
+ * committed, so the damage goes no further.  A fault elsewhere is not ours:
+ * the handler there was before (the default: the process dies) takes it.
+ * The price: a bug of this file's own that faults inside a call is reported
+ * as damage too (the sanitizer builds still see it first).  Threads must not
+ * block the two signals (util.c: thread_start), or the kernel kills the
+ * process instead.  The size check of lm_env_open turns the most common
+ * damage, a truncated file, into a plain error before any of this.
  *
  * A damaged page can also send LMDB round in circles without a fault: a
  * branch page swapped with overflow bytes that read as a page of garbage

@@ -1159,8 +1159,8 @@ int		 output_write_warc(struct output *, const struct record *,
  * -z); FRAME_MBOX before each From_ line of an mbox, a Maildir given as a
  * directory read a message a file; FRAME_SINGLE each input one record
  * (--single); FRAME_WARC by each WARC record's Content-Length, a .warc.gz
- * at the end of each gzip member.  On a socket (daemon.c, client.c) records always end with
- * the delimiter, NUL for the formats framed otherwise.
+ * at the end of each gzip member.  On a socket (daemon.c, client.c)
+ * records always end with the delimiter, NUL for the formats framed otherwise.
  */
 #define FRAME_DELIM	0
 #define FRAME_MBOX	1

@@ -224,8 +224,9 @@ pipeline_free(struct pipeline *p)
  * Stop the writer of a process about to exit, and leave the pipeline's
  * memory to the exit: after batches of 4000 records it is some 100,000
  * blocks, whose freeing one by one is a measurable share of a short run,
- * where the exit's teardown of the address space takes them at once.  Built with AddressSanitizer, everything is
- * freed, so that its leak check keeps its meaning.
+ * where the exit's teardown of the address space takes them at once.
+ * Built with AddressSanitizer, everything is freed, so that its leak check
+ * keeps its meaning.
  */
 void
 pipeline_exit(struct pipeline *p)

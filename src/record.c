@@ -9,8 +9,9 @@
  * every member and every string copied, before one can look at it; yajl
  * reports the values as it reads them and only the members asked for are
  * kept, which makes parsing a record several times cheaper (with jansson
- * it was the largest single cost of hashing one).  The rules are jansson's: the record must be one JSON
- * object; of a repeated member the last counts.  yajl checks only the
+ * it was the largest single cost of hashing one).  The rules are
+ * jansson's: the record must be one JSON object; of a repeated member the
+ * last counts.  yajl checks only the
  * shape of UTF-8 and turns a \u escape of half a surrogate pair into '?',
  * so json_checks first rejects what jansson did: invalid UTF-8 (overlong
  * forms, surrogates, beyond U+10FFFF) and unpaired surrogate escapes.

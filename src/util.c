@@ -570,8 +570,8 @@ ascii_span(const unsigned char *p, size_t len)
 
 /*
  * May the hashing loops (normalize.c, shingle.c, ascii_span) use AVX2, and
- * those that have one (shingle.c, minhash.c) AVX-512?  Where they were built with it
- * (MHF_AVX2) and the CPU has it, unless the tests said otherwise
+ * those that have one (shingle.c, minhash.c) AVX-512?  Where they were
+ * built with it (MHF_AVX2) and the CPU has it, unless the tests said otherwise
  * (simd_allow).
  */
 static int	simd_level = SIMD_ALL;
