@@ -47,13 +47,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		record_reset(&r);
 		buf_append(&r.raw, p, len);
-		r.conn = 1;
+		r.owner = 1;
 		r.recno = r.line = ++recno;
 		cause = NULL;
 		if (record_parse(&r, format, "text", "id", &cause) != 0)
 			free(cause);
 		if (r.id.len == 0)
-			record_connid(&r.id, 1, r.conn, r.line);
+			record_connid(&r.id, 1, r.owner, r.line);
 	}
 	record_free(&r);
 	return (0);
