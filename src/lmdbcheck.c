@@ -676,7 +676,6 @@ check_orphans(struct lmdb *ix, struct checking *ck, MDB_dbi dbi,
 	}
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-		lm_beat();
 		if (k.mv_size == keysize)
 			docid = keysize == 8 ? get_be64(k.mv_data) :
 			    timekey_doc(k.mv_data);

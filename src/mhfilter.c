@@ -117,7 +117,8 @@ enum opt_kind {
 	OK_REAL,		/* double: parse_double, dlo to dhi */
 	OK_TIME,		/* double seconds: parse_seconds (5ms) */
 	OK_DURATION,		/* int64_t seconds: parse_duration (30d) */
-	OK_MAINT		/* a maintenance mode: lo is its MAINT_* */
+	OK_MAINT,		/* a maintenance mode: lo is its MAINT_* */
+	OK_MODE			/* an output mode: lo is its OUT_* */
 };
 
 #define OF_NOCONF	0x1	/* not a key of a configuration file */
@@ -283,16 +284,16 @@ static const struct opt opts[] = {
 	  .help = "expire the oldest documents beyond N" },
 
 	{ .help = "Output:" },
-	{ "duplicates", 'D', OK_CUSTOM,
+	{ "duplicates", 'D', OK_MODE, .lo = OUT_DUPLICATES,
 	  .help = "write the duplicates, not the unique records" },
 	{ "duplicates-to", OPT_DUPLICATES_TO, OK_STRING,
 	  FIELD(const char *, s.duplicates_to), .arg = "PATH",
 	  .help = "append the duplicates to PATH as well (mail:\n"
 	  "an mbox, or a Maildir if PATH is a directory)" },
-	{ "annotate", 'a', OK_CUSTOM,
+	{ "annotate", 'a', OK_MODE, .lo = OUT_ANNOTATE,
 	  .help = "write every record with its verdict" },
-	{ "pairs", 'p', OK_CUSTOM, .help = "write every verified pair" },
-	{ "clusters", OPT_CLUSTERS, OK_CUSTOM,
+	{ "pairs", 'p', OK_MODE, .lo = OUT_PAIRS, .help = "write every verified pair" },
+	{ "clusters", OPT_CLUSTERS, OK_MODE, .lo = OUT_CLUSTERS,
 	  .help = "write each record's id and its group's" },
 	{ "group", OPT_GROUP, OK_SET, FIELD(int, group),
 	  .help = "-a, -p: add the group (its first document)" },
@@ -609,6 +610,11 @@ opt_set(struct options *o, const struct opt *op, const char *name,
 	case OK_MAINT:
 		set_maint(o, op->lo, arg);
 		break;
+	case OK_MODE:
+		o->pl.mode = op->lo;
+		o->f.want_pairs |= op->lo == OUT_PAIRS;
+		o->modes++;
+		break;
 	}
 	if (rc != 0)
 		usage_error("%s: %s", name, cause);
@@ -651,23 +657,6 @@ opt_custom(struct options *o, const struct opt *op, const char *name,
 			usage_error("%s: %s", name, cause);
 		o->f.threads = u;
 		o->threads_given = 1;
-		break;
-	case 'D':
-		o->pl.mode = OUT_DUPLICATES;
-		o->modes++;
-		break;
-	case 'a':
-		o->pl.mode = OUT_ANNOTATE;
-		o->modes++;
-		break;
-	case 'p':
-		o->pl.mode = OUT_PAIRS;
-		o->f.want_pairs = 1;
-		o->modes++;
-		break;
-	case OPT_CLUSTERS:
-		o->pl.mode = OUT_CLUSTERS;
-		o->modes++;
 		break;
 	case OPT_STATS:
 		o->s.stats = o->d.stats = 1;
