@@ -36,6 +36,14 @@
  * meta database; Redis keeps them all in one string (metatext_*), a
  * "key=value\n" line each, in that order.
  *
+ * A seal (LMDB index format 9; seal_put): the 8 bytes after a stored
+ * value of docs, texts, l0, l1 and l1y, XXH3-64 of the value's bytes
+ * (little-endian), seeded with where it is stored: the database's tag
+ * (SEAL_*) in the top byte and the value's key, read as a big-endian
+ * number (a document, l0 record or chunk number), below.  A flipped bit
+ * in the value or its seal, or a value moved under another key or into
+ * another database, no longer matches (seal_open).
+ *
  * Redis keys (rkey_*), NS the namespace: "{NS}:WHAT" for the namespace's
  * own keys (meta, seq, floor, docs: one hash slot), "NS:d:N" for document
  * N (decimal), "NS:b:HEX" for the bucket of band key HEX (16 lowercase hex
@@ -57,6 +65,7 @@
 #include <string.h>
 
 #include <lz4.h>
+#include <xxhash.h>
 #include <zstd.h>
 
 #include "mhfilter.h"
@@ -173,6 +182,37 @@ uint64_t
 timekey_doc(const unsigned char *kb)
 {
 	return (get_be64(kb + 8));
+}
+
+/* The seal of the len bytes at p, stored in database tag under key. */
+uint64_t
+seal_of(const void *p, size_t len, unsigned tag, uint64_t key)
+{
+	return (XXH3_64bits_withSeed(p, len, (uint64_t)tag << 56 ^ key));
+}
+
+/* Write the seal of the len bytes at p after them (SEAL_SIZE bytes). */
+void
+seal_put(unsigned char *p, size_t len, unsigned tag, uint64_t key)
+{
+	put_le64(p + len, seal_of(p, len, tag, key));
+}
+
+/*
+ * A sealed value of size bytes at p, stored in database tag under key:
+ * its length without the seal in *len, and 0 if the seal matches, -1 if
+ * it does not (or the value is too short to have one).
+ */
+int
+seal_open(const void *p, size_t size, unsigned tag, uint64_t key,
+    size_t *len)
+{
+	*len = 0;
+	if (size < SEAL_SIZE)
+		return (-1);
+	*len = size - SEAL_SIZE;
+	return (get_le64((const unsigned char *)p + *len) ==
+	    seal_of(p, *len, tag, key) ? 0 : -1);
 }
 
 /*

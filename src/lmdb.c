@@ -2,7 +2,7 @@
  * The index: an LMDB environment (a directory with data.mdb and lock.mdb).
  * This file and the three below are the only ones that talk to LMDB.
  *
- * Eight named databases, format 8 (groups below):
+ * Eight named databases, format 9 (groups below):
  *
  *   meta   text key -> text value: the parameter records (codec.c:
  *          meta_write), "next_doc" (the next document number), and the
@@ -47,6 +47,11 @@
  *          (L0_FILTERED; bandrun.c: l0f_write), so that a batch of few
  *          keys reads only the groups where one of them may be
  *          (l0_read_filtered).
+ *
+ * Format 9 seals every value of docs, texts, l0, l1 and l1y: 8 bytes
+ * after it, XXH3-64 of its bytes seeded with its database and key
+ * (codec.c: seal_put), so that a flipped bit is "damaged" with its place,
+ * not a wrong answer ("Seals" below).  Format 8 is format 9 without them.
  *
  * The band index (l0, l1, l1y and the memtable) is lsm.c's, delivery marks
  * and their owners lmdbmarks.c's, --check, --info, --compact and the walk
@@ -111,6 +116,7 @@ static int	lm_meta_create(struct lmdb *, char **);
 static int	lm_meta_check(struct lmdb *, int, int, char **);
 static int	lmdb_upgrade(struct lmdb *, int, int *, char **);
 static int	lm_foreign(struct lmdb *);
+static int	lm_seal_all(struct lmdb *, char **);
 static void	guard_install(void);
 static void	guard_assert(MDB_env *, const char *);
 
@@ -286,21 +292,24 @@ l1_upgrade(struct lmdb *ix, char **cause)
 }
 
 /*
- * Bring an older index to format 8 inside the open transaction.  Format 2
+ * Bring an older index to format 9 inside the open transaction.  Format 2
  * kept l1 in 16-byte entries: every run is rewritten (l1_upgrade), which a
  * read-only open cannot do, and says so.  Format 3 differs from 4 only in
  * that its texts are never LZ4, format 4 from 5 only in that it has no
  * young runs (l1y), format 5 from 6 only in that no young run is padded
  * (yrun_size) and no l0 record sorted (l0_sort), format 6 from 7 only in
  * that no old run is padded (orun_size), and format 7 from 8 only in that
- * no l0 record has a filter (l0f_write): reading any of them is reading
- * format 8, and a writable open only writes the new "format" record (l1y
+ * no l0 record has a filter (l0f_write), and format 8 from 9 only in that
+ * no value is sealed: reading any of them is reading format 9 with no
+ * seals, and a writable open writes the new "format" record and the
+ * "sealing" one that has lm_seal_all seal every value after it (l1y
  * is created by the open; the sweep pads a run when it next rewrites it;
  * l0's older records go as it passes them), so that an older mhfilter
  * refuses the index instead of finding texts it cannot decode, missing the
  * band entries of young runs, taking a padded run for damage, or a sorted
- * or filtered l0 record's header for a sweep position.  Sets *format to
- * the format lm_meta_check is to expect.
+ * or filtered l0 record's header for a sweep position, or a seal for
+ * part of a value.  Sets *format to the format lm_meta_check is to
+ * expect.
  */
 static int
 lmdb_upgrade(struct lmdb *ix, int flags, int *format, char **cause)
@@ -312,7 +321,8 @@ lmdb_upgrade(struct lmdb *ix, int flags, int *format, char **cause)
 	if (lm_meta_get(ix, "format", stored, sizeof stored) != 0 ||
 	    (strcmp(stored, "2") != 0 && strcmp(stored, "3") != 0 &&
 	    strcmp(stored, "4") != 0 && strcmp(stored, "5") != 0 &&
-	    strcmp(stored, "6") != 0 && strcmp(stored, "7") != 0))
+	    strcmp(stored, "6") != 0 && strcmp(stored, "7") != 0 &&
+	    strcmp(stored, "8") != 0))
 		return (0);	/* lm_meta_check judges the rest */
 	if (strcmp(stored, "2") == 0) {
 		if (flags & INDEX_RDONLY) {
@@ -330,7 +340,8 @@ lmdb_upgrade(struct lmdb *ix, int flags, int *format, char **cause)
 	log_info("%s: upgraded from index format %s to %d", ix->base.path,
 	    stored, MHF_INDEX_FORMAT);
 	snprintf(stored, sizeof stored, "%d", MHF_INDEX_FORMAT);
-	if ((rc = lm_meta_put(ix, "format", stored)) != 0)
+	if ((rc = lm_meta_put(ix, "format", stored)) != 0 ||
+	    (rc = lm_meta_put(ix, "sealing", "1 0")) != 0)
 		return (lm_fail(ix, rc, "upgrading meta", cause));
 	return (0);
 }
@@ -662,6 +673,7 @@ lmdb_open(struct index **ixp, const char *path, int flags,
 		goto fail;
 
 	rv = INDEX_ERROR;
+	ix->seal_stage = SEAL_DONE;
 	if ((fresh = lm_fresh(ix, cause)) < 0)
 		goto fail;
 	if (fresh && (flags & INDEX_RDONLY)) {
@@ -673,6 +685,8 @@ lmdb_open(struct index **ixp, const char *path, int flags,
 			goto fail;
 	} else if ((rv = lmdb_upgrade(ix, flags, &ix->format, cause)) != 0 ||
 	    (rv = lm_meta_check(ix, ix->format, given, cause)) != 0)
+		goto fail;
+	if ((rv = lm_seal_load(ix, cause)) != 0)
 		goto fail;
 	ix->mt = memtable_create(!(flags & INDEX_RDONLY));
 	if (lsm_load(ix, cause) != 0) {
@@ -693,13 +707,16 @@ lmdb_open(struct index **ixp, const char *path, int flags,
 		goto fail;
 	}
 	ix->txn = NULL;
-	ix->base.run_doc = ix->next_doc;
-
-	ix->sig = xcalloc(ix->base.p.perms, sizeof *ix->sig);
 	ix->mt_max = (p->memtable ? p->memtable : MEMTABLE_DEFAULT) /
 	    sizeof(struct bentry);
 	if (ix->mt_max < 1024)
 		ix->mt_max = 1024;
+	if (!(flags & INDEX_RDONLY) && ix->seal_stage != SEAL_DONE &&
+	    (rv = lm_seal_all(ix, cause)) != 0)
+		goto fail;
+	ix->base.run_doc = ix->next_doc;
+
+	ix->sig = xcalloc(ix->base.p.perms, sizeof *ix->sig);
 	/*
 	 * Eight times what a sweep adds to a chunk (see run_young), and
 	 * a run out of its leaf page: rewriting one in a leaf costs little.
@@ -808,7 +825,8 @@ lmdb_begin(struct index *base, char **cause)
 	 * next_doc too, to tell a removed document from a corrupt index,
 	 * and so does lsm_load, to tell an l0 entry from a damaged one.
 	 */
-	if (lm_meta_u64(ix, "next_doc", &ix->next_doc, cause) != 0) {
+	if (lm_meta_u64(ix, "next_doc", &ix->next_doc, cause) != 0 ||
+	    lm_seal_load(ix, cause) != 0) {
 		lmdb_abort(&ix->base);
 		return (INDEX_ERROR);
 	}
@@ -951,6 +969,294 @@ lm_get(struct lmdb *ix, MDB_dbi dbi, uint64_t docid, MDB_val *v)
 	return (mdb_get(ix->txn, dbi, &k, v));
 }
 
+/*
+ * Seals.  From format 9 every value of docs, texts, l0, l1 and l1y ends
+ * with its seal (codec.c: seal_put), written with it.  It is checked
+ * wherever the value is read whole: a document's record and text at each
+ * read (a lookup's candidates, an export), an l1 or l1y run when the sweep
+ * merges it (lm_run_get) and the l0 log when a writer reads it back whole
+ * (lsm_read), and everything by --check.  A lookup reads a few entries
+ * of a run, where checking its whole run would read a hundred times more;
+ * a flipped bit there can hide one band of a document from lookups until
+ * the sweep next merges its chunk, which then stops with "damaged".
+ *
+ * An older index is sealed by its first writable open (lm_seal_all), in
+ * transactions of up to --memtable bytes (the memory a writer may take),
+ * database after database in
+ * SEAL_* order and each in key order; meta's "sealing" record, "STAGE
+ * KEY" (decimal), says how far it got: the values of the databases before
+ * STAGE, and those of STAGE's under keys below KEY, are sealed.  It goes
+ * once all are.  A process that opens the index meanwhile reads both
+ * kinds (lm_sealed, the record read again at each transaction), and one
+ * that opens it for writing finishes the sealing first, so that nothing
+ * unsealed is written after.
+ */
+/* Is the value under key in database tag sealed (1)? */
+int
+lm_sealed(const struct lmdb *ix, unsigned tag, uint64_t key)
+{
+	if (ix->format < 9)
+		return (0);
+	return (tag < ix->seal_stage ||
+	    (tag == ix->seal_stage && key < ix->seal_key));
+}
+
+/*
+ * Take the seal off the value v under key in database tag, if it has one
+ * (lm_sealed), checking it first with verify.  0, or -1: it does not match
+ * (or the value is too short to have one).
+ */
+int
+lm_unseal(const struct lmdb *ix, unsigned tag, uint64_t key, MDB_val *v,
+    int verify)
+{
+	size_t	 len;
+
+	if (!lm_sealed(ix, tag, key))
+		return (0);
+	if (v->mv_size < SEAL_SIZE || (verify &&
+	    seal_open(v->mv_data, v->mv_size, tag, key, &len) != 0))
+		return (-1);
+	v->mv_size -= SEAL_SIZE;
+	return (0);
+}
+
+/* Read the "sealing" record (lm_sealed) in the transaction.  0, or -1. */
+int
+lm_seal_load(struct lmdb *ix, char **cause)
+{
+	char		 s[64];
+	unsigned	 stage;
+	uint64_t	 key;
+	int		 n = 0, rc;
+
+	ix->seal_stage = SEAL_DONE;
+	ix->seal_key = 0;
+	if (ix->format < 9 ||
+	    (rc = lm_meta_get(ix, "sealing", s, sizeof s)) == INDEX_NOTFOUND)
+		return (0);
+	if (rc != 0 || sscanf(s, "%u %" SCNu64 "%n", &stage, &key, &n) != 2 ||
+	    s[n] != '\0' || stage < SEAL_DOCS || stage >= SEAL_DONE) {
+		xasprintf(cause, "index %s is damaged: meta record \"sealing\" "
+		    "is bad (run --check)", ix->base.path);
+		return (-1);
+	}
+	ix->seal_stage = stage;
+	ix->seal_key = key;
+	return (0);
+}
+
+/* The database of a SEAL_* stage, and the size of its keys. */
+static MDB_dbi
+lm_seal_dbi(const struct lmdb *ix, unsigned stage, size_t *keysize)
+{
+	*keysize = stage >= SEAL_L1 ? 4 : 8;
+	switch (stage) {
+	case SEAL_DOCS:
+		return (ix->docs);
+	case SEAL_TEXTS:
+		return (ix->texts);
+	case SEAL_L0:
+		return (ix->l0);
+	case SEAL_L1:
+		return (ix->l1);
+	default:
+		return (ix->l1y);
+	}
+}
+
+/* A big-endian key of size bytes (4 or 8), and back. */
+static void
+lm_key_put(unsigned char *kb, size_t size, uint64_t key)
+{
+	size_t	 i;
+
+	for (i = 0; i < size; i++)
+		kb[i] = (unsigned char)(key >> (8 * (size - 1 - i)));
+}
+
+static uint64_t
+lm_key_get(const unsigned char *kb, size_t size)
+{
+	uint64_t	 key = 0;
+	size_t		 i;
+
+	for (i = 0; i < size; i++)
+		key = key << 8 | kb[i];
+	return (key);
+}
+
+/*
+ * One transaction of lm_seal_all: seal up to --memtable bytes of
+ * values from where the "sealing" record says, and write where it got to
+ * in *stage and *key and in the record (deleted at SEAL_DONE).
+ */
+static int
+lm_seal_step(struct lmdb *ix, unsigned *stage, uint64_t *key, char **cause)
+{
+	MDB_cursor	*cur;
+	MDB_dbi		 dbi;
+	MDB_val		 k, v;
+	unsigned char	 kb[8];
+	size_t		 keysize, done = 0, budget;
+	char		 s[64];
+	int		 rc = 0;
+
+	*stage = ix->seal_stage;
+	*key = ix->seal_key;
+	budget = ix->mt_max * sizeof(struct bentry);
+	while (*stage != SEAL_DONE && done < budget) {
+		if (*stage == SEAL_L1Y && !ix->have_l1y) {
+			*stage = SEAL_DONE;
+			break;
+		}
+		dbi = lm_seal_dbi(ix, *stage, &keysize);
+		if ((rc = mdb_cursor_open(ix->txn, dbi, &cur)) != 0)
+			return (lm_fail(ix, rc, "sealing", cause));
+		lm_key_put(kb, keysize, *key);
+		k.mv_data = kb;
+		k.mv_size = keysize;
+		rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+		if (rc == 0 && (k.mv_size != keysize || !lm_ovf_ok(ix, &v)))
+			rc = MDB_CORRUPTED;
+		if (rc == 0) {
+			*key = lm_key_get(k.mv_data, keysize);
+			buf_reserve(&ix->rec, v.mv_size + SEAL_SIZE);
+			memcpy(ix->rec.data, v.mv_data, v.mv_size);
+			seal_put((unsigned char *)ix->rec.data, v.mv_size,
+			    *stage, *key);
+			done += v.mv_size + 64;
+			lm_key_put(kb, keysize, *key);
+			k.mv_data = kb;
+			v.mv_data = ix->rec.data;
+			v.mv_size += SEAL_SIZE;
+			rc = mdb_cursor_put(cur, &k, &v, MDB_CURRENT);
+		}
+		mdb_cursor_close(cur);
+		lm_beat();
+		if (rc == MDB_NOTFOUND) {
+			(*stage)++;
+			*key = 0;
+		} else if (rc != 0)
+			return (lm_fail(ix, rc, "sealing", cause));
+		else
+			(*key)++;
+	}
+	if (*stage == SEAL_DONE) {
+		k.mv_data = (void *)"sealing";
+		k.mv_size = strlen("sealing");
+		rc = mdb_del(ix->txn, ix->meta, &k, NULL);
+	} else {
+		snprintf(s, sizeof s, "%u %" PRIu64, *stage, *key);
+		rc = lm_meta_put(ix, "sealing", s);
+	}
+	if (rc != 0)
+		return (lm_fail(ix, rc, "sealing", cause));
+	return (0);
+}
+
+/*
+ * Seal every value of an index of an older format (see "Seals"), in as
+ * many transactions as it takes, each committed before the next.
+ */
+static int
+lm_seal_all(struct lmdb *ix, char **cause)
+{
+	MDB_envinfo	 info;
+	unsigned	 stage;
+	uint64_t	 key;
+	int		 rc, steps = 0;
+
+	while (ix->seal_stage != SEAL_DONE) {
+		if ((rc = lm_txn(ix, 0, &ix->txn)) != 0) {
+			ix->txn = NULL;
+			return (lm_fail(ix, rc, "begin", cause));
+		}
+		/* (Another process may be sealing it too.) */
+		if (lm_seal_load(ix, cause) != 0)
+			rc = INDEX_ERROR;
+		else if (ix->seal_stage == SEAL_DONE)
+			break;
+		else if ((rc = lm_seal_step(ix, &stage, &key, cause)) == 0) {
+			lm_long(1);
+			rc = mdb_txn_commit(ix->txn);
+			lm_long(0);
+			ix->txn = NULL;
+			if (rc != 0)
+				rc = lm_fail(ix, rc, "commit", cause);
+		}
+		if (ix->txn != NULL)
+			mdb_txn_abort(ix->txn);
+		ix->txn = NULL;
+		if (rc == INDEX_AGAIN) {	/* the map is full: grow it */
+			free(*cause);
+			*cause = NULL;
+			ix->map_full = 0;
+			snap_end(ix);
+			mdb_env_info(ix->env, &info);
+			if ((rc = mdb_env_set_mapsize(ix->env,
+			    info.me_mapsize * 2)) != 0)
+				return (lm_fail(ix, rc, "growing the map",
+				    cause));
+			continue;
+		}
+		if (rc != 0)
+			return (rc);
+		ix->seal_stage = stage;
+		ix->seal_key = key;
+		steps++;
+		log_debug("%s: sealed up to database %u, key %" PRIu64,
+		    ix->base.path, stage, key);
+	}
+	if (ix->txn != NULL)
+		mdb_txn_abort(ix->txn);
+	ix->txn = NULL;
+	if (steps > 0)
+		log_info("%s: every value sealed (index format %d)",
+		    ix->base.path, MHF_INDEX_FORMAT);
+	return (0);
+}
+
+/*
+ * Put len bytes at data under k in dbi (appended: docs and texts are in
+ * document order), sealed as database tag's.  Returns an LMDB code.
+ */
+int
+lm_put_sealed(struct lmdb *ix, MDB_dbi dbi, unsigned tag, MDB_val *k,
+    const void *data, size_t len)
+{
+	MDB_val	 v;
+	int	 rc;
+
+	v.mv_data = NULL;
+	v.mv_size = len + SEAL_SIZE;
+	if ((rc = mdb_put(ix->txn, dbi, k, &v, MDB_APPEND | MDB_RESERVE)) != 0)
+		return (rc);
+	memcpy(v.mv_data, data, len);
+	seal_put(v.mv_data, len, tag, lm_key_get(k->mv_data, k->mv_size));
+	return (0);
+}
+
+/*
+ * Decode document docid's record v, as read from docs, into d (its
+ * signature into sig, unless NULL).  0, -1 if it is corrupt, or -2 if it
+ * fails its seal.
+ */
+int
+lm_docrec(struct lmdb *ix, uint64_t docid, const MDB_val *v, uint32_t *sig,
+    struct docinfo *d)
+{
+	MDB_val	 r = *v;
+
+	if (lm_unseal(ix, SEAL_DOCS, docid, &r, 1) != 0)
+		return (-2);
+	if (docrec_decode(r.mv_data, r.mv_size, ix->base.p.perms, sig, d) !=
+	    r.mv_size)
+		return (-1);
+	d->docid = docid;
+	return (0);
+}
+
 /* Read a document's record.  The signature stays valid until the next call. */
 static int
 lmdb_doc(struct index *base, uint64_t docid, struct docinfo *d, char **cause)
@@ -972,14 +1278,13 @@ lmdb_doc(struct index *base, uint64_t docid, struct docinfo *d, char **cause)
 			goto corrupt;
 		return (lm_fail(ix, rc, "document lookup", cause));
 	}
-	if (docrec_decode(v.mv_data, v.mv_size, ix->base.p.perms, ix->sig,
-	    d) != v.mv_size)
+	if ((rc = lm_docrec(ix, docid, &v, ix->sig, d)) != 0)
 		goto corrupt;
-	d->docid = docid;
 	return (0);
 corrupt:
-	xasprintf(cause, "index %s is damaged: document %" PRIu64 " is "
-	    "corrupt (run --check)", ix->base.path, docid);
+	xasprintf(cause, "index %s is damaged: document %" PRIu64 " %s "
+	    "(run --check)", ix->base.path, docid, rc == -2 ?
+	    "fails its checksum" : "is corrupt");
 	return (INDEX_ERROR);
 }
 
@@ -998,11 +1303,13 @@ lmdb_text(struct index *base, uint64_t docid, struct buf *out, char **cause)
 	if ((rc = lm_get(ix, ix->texts, docid, &v)) != 0 &&
 	    rc != MDB_NOTFOUND)
 		return (lm_fail(ix, rc, "text lookup", cause));
-	if (rc == 0 && (rc = text_decode(v.mv_data, v.mv_size, out)) >= 0)
+	if (rc == 0 && lm_unseal(ix, SEAL_TEXTS, docid, &v, 1) != 0)
+		rc = -2;
+	else if (rc == 0 && (rc = text_decode(v.mv_data, v.mv_size, out)) >= 0)
 		return (rc);
 	xasprintf(cause, "index %s is damaged: text of document %" PRIu64
-	    " is %s (run --check)", ix->base.path, docid, rc == MDB_NOTFOUND ?
-	    "missing" : "corrupt");
+	    " %s (run --check)", ix->base.path, docid, rc == MDB_NOTFOUND ?
+	    "is missing" : rc == -2 ? "fails its checksum" : "is corrupt");
 	return (INDEX_ERROR);
 }
 
@@ -1043,9 +1350,8 @@ lmdb_insert(struct index *base, size_t slot, const uint64_t *keys,
 	docrec_encode(&ix->rec, ix->base.p.perms, sig, id, idlen, flags, when);
 	k.mv_data = kb;
 	k.mv_size = sizeof kb;
-	v.mv_data = ix->rec.data;
-	v.mv_size = ix->rec.len;
-	if ((rc = mdb_put(ix->txn, ix->docs, &k, &v, MDB_APPEND)) != 0)
+	if ((rc = lm_put_sealed(ix, ix->docs, SEAL_DOCS, &k, ix->rec.data,
+	    ix->rec.len)) != 0)
 		return (lm_fail(ix, rc, "insert document", cause));
 
 	timekey_put(tk, when, docid);
@@ -1064,10 +1370,8 @@ lmdb_insert(struct index *base, size_t slot, const uint64_t *keys,
 			enc = ix->rec.data;
 			enclen = ix->rec.len;
 		}
-		v.mv_data = (void *)enc;
-		v.mv_size = enclen;
-		if ((rc = mdb_put(ix->txn, ix->texts, &k, &v,
-		    MDB_APPEND)) != 0)
+		if ((rc = lm_put_sealed(ix, ix->texts, SEAL_TEXTS, &k, enc,
+		    enclen)) != 0)
 			return (lm_fail(ix, rc, "insert text", cause));
 	}
 
@@ -1227,8 +1531,8 @@ lmdb_remove(struct index *base, const char *id, size_t idlen,
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		lm_beat();
-		if (k.mv_size != 8 || docrec_decode(v.mv_data, v.mv_size,
-		    ix->base.p.perms, NULL, &d) != v.mv_size)
+		if (k.mv_size != 8 || lm_docrec(ix, get_be64(k.mv_data), &v,
+		    NULL, &d) != 0)
 			continue;	/* index_check reports it */
 		if (d.idlen == idlen && memcmp(d.id, id, idlen) == 0) {
 			u64vec_push(&found, get_be64(k.mv_data));
@@ -1271,6 +1575,11 @@ lmdb_each(struct index *base, index_each_fn fn, void *arg, char **cause)
 		ix->txn = NULL;
 		return (lm_fail(ix, rc, "export", cause));
 	}
+	if (lm_seal_load(ix, cause) != 0) {
+		mdb_txn_abort(ix->txn);
+		ix->txn = NULL;
+		return (INDEX_ERROR);
+	}
 	if ((rc = mdb_cursor_open(ix->txn, ix->docs, &cur)) != 0) {
 		mdb_txn_abort(ix->txn);
 		ix->txn = NULL;
@@ -1280,9 +1589,8 @@ lmdb_each(struct index *base, index_each_fn fn, void *arg, char **cause)
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		lm_beat();
 		docid = k.mv_size == 8 ? get_be64(k.mv_data) : 0;
-		if (k.mv_size != 8 || docrec_decode(v.mv_data, v.mv_size,
-		    ix->base.p.perms, ix->sig, &d) != v.mv_size ||
-		    (ix->base.p.texts &&
+		if (k.mv_size != 8 || lm_docrec(ix, docid, &v, ix->sig,
+		    &d) != 0 || (ix->base.p.texts &&
 		    lmdb_text(&ix->base, docid, &text, &bad) < 0)) {
 			/* Left out, so that an export saves what it can. */
 			log_warnx("index %s: document %" PRIu64 " is corrupt: "

@@ -601,10 +601,10 @@ check_doc(struct lmdb *ix, struct checking *ck, const MDB_val *k,
 	if (docid == 0 || docid >= ix->next_doc)
 		problem(ck->f, ck->problems, "document %" PRIu64 " is not "
 		    "below next_doc %" PRIu64, docid, ix->next_doc);
-	if (docrec_decode(v->mv_data, v->mv_size, ix->base.p.perms, ix->sig,
-	    &d) != v->mv_size) {
+	if ((rc = lm_docrec(ix, docid, v, ix->sig, &d)) != 0) {
 		problem(ck->f, ck->problems, "document %" PRIu64 ": record "
-		    "is corrupt", docid);
+		    "%s", docid, rc == -2 ? "fails its checksum" :
+		    "is corrupt");
 		return;
 	}
 	timekey_put(tk, d.time, docid);
@@ -727,16 +727,31 @@ check_runs(struct lmdb *ix, struct checking *ck, MDB_dbi dbi,
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		lm_beat();
 		p = k.mv_data;
-		if (k.mv_size != 4 ||
-		    lm_run_count(ix, dbi, v.mv_size, &n) != 0) {
-			problem(ck->f, ck->problems, "an %s record is "
-			    "malformed", what);
+		if (k.mv_size != 4) {
+			problem(ck->f, ck->problems, "an %s key is malformed",
+			    what);
 			continue;
 		}
 		c = (unsigned)p[0] << 24 | p[1] << 16 | p[2] << 8 | p[3];
 		if (c >= BAND_CHUNKS) {
 			problem(ck->f, ck->problems, "%s holds chunk %u", what,
 			    c);
+			continue;
+		}
+		if (!lm_ovf_ok(ix, &v)) {
+			problem(ck->f, ck->problems, "%s chunk %u: its "
+			    "overflow page header is damaged", what, c);
+			continue;
+		}
+		if (lm_unseal(ix, dbi == ix->l1 ? SEAL_L1 : SEAL_L1Y, c, &v,
+		    1) != 0) {
+			problem(ck->f, ck->problems, "%s chunk %u fails its "
+			    "checksum", what, c);
+			continue;
+		}
+		if (lm_run_count(ix, dbi, v.mv_size, &n) != 0) {
+			problem(ck->f, ck->problems, "%s chunk %u is "
+			    "malformed", what, c);
 			continue;
 		}
 		ck->l1 += n;
@@ -810,13 +825,19 @@ check_l0(struct lmdb *ix, struct checking *ck, uint64_t sweep,
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		lm_beat();
+		if (!lm_ovf_ok(ix, &v))
+			continue;	/* (check_walked) */
+		if (k.mv_size == 8 && lm_unseal(ix, SEAL_L0,
+		    get_be64(k.mv_data), &v, 1) != 0) {
+			problem(ck->f, ck->problems, "l0 record %" PRIu64
+			    " fails its checksum", get_be64(k.mv_data));
+			continue;
+		}
 		if (k.mv_size != 8 || get_be64(k.mv_data) >= l0_next ||
-		    !lm_ovf_ok(ix, &v) ||
 		    l0_record(ix, v.mv_data, v.mv_size, &l, &h, &sorted) != 0 ||
 		    h > sweep) {
-			if (lm_ovf_ok(ix, &v))	/* (else check_walked) */
-				problem(ck->f, ck->problems, "an l0 record is "
-				    "malformed");
+			problem(ck->f, ck->problems, "an l0 record is "
+			    "malformed");
 			continue;
 		}
 		e = (const unsigned char *)v.mv_data + l.entries;
@@ -878,6 +899,7 @@ lmdb_check(struct index *base, FILE *f, uint64_t *problems, char **cause)
 	}
 	ix->loaded = 0;		/* rebuild the memtable from this snapshot */
 	if (lm_meta_u64(ix, "next_doc", &ix->next_doc, cause) != 0 ||
+	    lm_seal_load(ix, cause) != 0 ||
 	    lsm_load(ix, cause) != 0 || lsm_hold(ix, 0, 1, cause) != 0 ||
 	    lm_meta_u64(ix, "sweep", &sweep, cause) != 0 ||
 	    lm_meta_u64(ix, "l0_next", &l0_next, cause) != 0) {

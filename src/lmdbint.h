@@ -28,7 +28,10 @@ struct lsmstate {
 
 struct lmdb {
 	struct index	 base;		/* first: what index.c sees */
-	int		 format;	/* as opened (3 to 7 read-only, else 8) */
+	int		 format;	/* as opened (3 to 8 read-only, else 9) */
+	unsigned	 seal_stage;	/* sealed: the databases before this
+					   SEAL_* stage, and its keys below */
+	uint64_t	 seal_key;	/* this (lm_sealed) */
 	MDB_env		*env;
 	MDB_dbi		 meta;
 	MDB_dbi		 docs;
@@ -135,6 +138,14 @@ int		 lm_txn(struct lmdb *, unsigned, MDB_txn **);
 int		 lm_meta_u64(struct lmdb *, const char *, uint64_t *, char **);
 int		 lm_get(struct lmdb *, MDB_dbi, uint64_t, MDB_val *);
 int		 lmdb_text(struct index *, uint64_t, struct buf *, char **);
+int		 lm_sealed(const struct lmdb *, unsigned, uint64_t);
+int		 lm_unseal(const struct lmdb *, unsigned, uint64_t, MDB_val *,
+		    int);
+int		 lm_seal_load(struct lmdb *, char **);
+int		 lm_put_sealed(struct lmdb *, MDB_dbi, unsigned, MDB_val *,
+		    const void *, size_t);
+int		 lm_docrec(struct lmdb *, uint64_t, const MDB_val *, uint32_t *,
+		    struct docinfo *);
 
 /* lsm.c */
 int		 lsm_load(struct lmdb *, char **);

@@ -490,7 +490,10 @@ lsm_read(struct lmdb *ix, MDB_txn *txn, int all, char **cause)
 			break;
 		}
 		lm_findmap(ix, p);
-		if (l0_record(ix, p, v.mv_size, &l, &written, &sorted) != 0)
+		/* Read whole (a writer's first read): its seal checked. */
+		if (k.mv_size != 8 || lm_unseal(ix, SEAL_L0,
+		    get_be64(k.mv_data), &v, all) != 0 ||
+		    l0_record(ix, p, v.mv_size, &l, &written, &sorted) != 0)
 			goto damaged;
 		if (written > ix->lsm.sweep)
 			written = ix->lsm.sweep;
@@ -541,8 +544,13 @@ lsm_read(struct lmdb *ix, MDB_txn *txn, int all, char **cause)
 damaged:
 	mdb_cursor_close(cur);
 	ix->loaded = 0;			/* half read: empty it next time */
-	xasprintf(cause, "index %s is damaged: an l0 record is corrupt (run "
-	    "--check)", ix->base.path);
+	if (k.mv_size == 8)
+		xasprintf(cause, "index %s is damaged: l0 record %" PRIu64
+		    " is corrupt (run --check)", ix->base.path,
+		    get_be64(k.mv_data));
+	else
+		xasprintf(cause, "index %s is damaged: an l0 key is corrupt "
+		    "(run --check)", ix->base.path);
 	return (INDEX_ERROR);
 }
 
@@ -607,8 +615,9 @@ lsm_estimate(struct lmdb *ix, MDB_txn *txn)
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		lm_beat();
 		lm_findmap(ix, v.mv_data);
-		if (l0_record(ix, v.mv_data, v.mv_size, &l, &written,
-		    &sorted) != 0)
+		if (k.mv_size != 8 || lm_unseal(ix, SEAL_L0,
+		    get_be64(k.mv_data), &v, 0) != 0 || l0_record(ix,
+		    v.mv_data, v.mv_size, &l, &written, &sorted) != 0)
 			continue;
 		passed = ix->lsm.sweep - (written < ix->lsm.sweep ? written :
 		    ix->lsm.sweep);
@@ -803,7 +812,8 @@ lm_run_count(const struct lmdb *ix, MDB_dbi dbi, size_t size, size_t *n)
 
 /*
  * Chunk c's run in dbi (l1 or l1y) as the transaction has it, in *v (empty
- * when it has none), and its entries in *n.
+ * when it has none; its seal checked and taken off), and its entries in
+ * *n.
  */
 static int
 lm_run_get(struct lmdb *ix, MDB_dbi dbi, unsigned c, MDB_val *v,
@@ -823,9 +833,12 @@ lm_run_get(struct lmdb *ix, MDB_dbi dbi, unsigned c, MDB_val *v,
 	}
 	if (rc != 0)
 		return (lm_fail(ix, rc, "reading l1", cause));
-	if (lm_run_count(ix, dbi, v->mv_size, n) != 0 || !lm_ovf_ok(ix, v)) {
-		xasprintf(cause, "index %s is damaged: band chunk %u is "
-		    "corrupt (run --check)", ix->base.path, c);
+	if (!lm_ovf_ok(ix, v) || lm_unseal(ix, dbi == ix->l1 ? SEAL_L1 :
+	    SEAL_L1Y, c, v, 1) != 0 || lm_run_count(ix, dbi, v->mv_size,
+	    n) != 0) {
+		xasprintf(cause, "index %s is damaged: band chunk %u's %s "
+		    "run is corrupt (run --check)", ix->base.path, c,
+		    dbi == ix->l1 ? "old" : "young");
 		return (INDEX_ERROR);
 	}
 	return (0);
@@ -834,7 +847,7 @@ lm_run_get(struct lmdb *ix, MDB_dbi dbi, unsigned c, MDB_val *v,
 /*
  * Replace chunk c's run in dbi, stored in oldsize bytes, by the n entries
  * in run (none: delete it), padded as yrun_size (young) or orun_size (old)
- * says.
+ * says, and sealed.
  */
 static int
 lm_run_put(struct lmdb *ix, MDB_dbi dbi, unsigned c, size_t oldsize,
@@ -857,12 +870,14 @@ lm_run_put(struct lmdb *ix, MDB_dbi dbi, unsigned c, size_t oldsize,
 		rc = mdb_del(ix->txn, dbi, &k, NULL);
 	if (rc == 0 && n > 0) {
 		v.mv_data = NULL;
-		v.mv_size = ix->have_l1y && dbi == ix->l1y ? yrun_size(n) :
-		    orun_size(n);
+		v.mv_size = (ix->have_l1y && dbi == ix->l1y ? yrun_size(n) :
+		    orun_size(n)) + SEAL_SIZE;
 		if ((rc = mdb_put(ix->txn, dbi, &k, &v, MDB_RESERVE)) == 0) {
 			memcpy(v.mv_data, run, size);
 			memset((unsigned char *)v.mv_data + size, 0,
-			    v.mv_size - size);
+			    v.mv_size - SEAL_SIZE - size);
+			seal_put(v.mv_data, v.mv_size - SEAL_SIZE, dbi ==
+			    ix->l1 ? SEAL_L1 : SEAL_L1Y, c);
 		}
 	}
 	if (rc != 0)
@@ -965,9 +980,8 @@ lsm_flush(struct lmdb *ix, char **cause)
 		put_be64(kb, ix->tx.l0_next);
 		k.mv_data = kb;
 		k.mv_size = sizeof kb;
-		v.mv_data = ix->rec.data;
-		v.mv_size = l.size;
-		if ((rc = mdb_put(ix->txn, ix->l0, &k, &v, MDB_APPEND)) != 0)
+		if ((rc = lm_put_sealed(ix, ix->l0, SEAL_L0, &k, ix->rec.data,
+		    l.size)) != 0)
 			return (lm_fail(ix, rc, "writing l0", cause));
 		ix->tx.l0_next++;
 		/* A whole sweep per half budget of new entries. */
@@ -1246,7 +1260,8 @@ lm_bucket(struct lmdb *ix, uint64_t key, struct u64vec *out,
 			continue;
 		if (rc != 0)
 			return (rc);
-		if (lm_run_count(ix, i == 0 ? ix->l1 : ix->l1y, v.mv_size,
+		if (lm_unseal(ix, i == 0 ? SEAL_L1 : SEAL_L1Y, c, &v, 0) != 0 ||
+		    lm_run_count(ix, i == 0 ? ix->l1 : ix->l1y, v.mv_size,
 		    &n) != 0)
 			return (MDB_CORRUPTED);
 		got += lm_run_find(ix, &v, n, key, out, max - got);
@@ -1296,8 +1311,9 @@ lm_batch_runs(struct lmdb *ix, const struct ixdoc *docs, size_t n,
 			rc = mdb_cursor_get(cur, &k, &v, MDB_SET_KEY);
 			if (rc == MDB_NOTFOUND)
 				continue;
-			if (rc == 0 && lm_run_count(ix, y ? ix->l1y : ix->l1,
-			    v.mv_size, &cnt) != 0)
+			if (rc == 0 && (lm_unseal(ix, y ? SEAL_L1Y : SEAL_L1,
+			    ix->bchunks.v[i], &v, 0) != 0 || lm_run_count(ix,
+			    y ? ix->l1y : ix->l1, v.mv_size, &cnt) != 0))
 				rc = MDB_CORRUPTED;
 			if (rc != 0) {
 				mdb_cursor_close(cur);
@@ -1482,12 +1498,13 @@ l1_read_runs(struct lmdb *ix, MDB_txn *txn, MDB_dbi dbi, unsigned from,
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		lm_beat();
-		if (k.mv_size != 4 || lm_run_count(ix, dbi, v.mv_size,
-		    &n) != 0)
+		if (k.mv_size != 4)
 			break;
 		kb = k.mv_data;
 		c = (unsigned)kb[0] << 24 | kb[1] << 16 | kb[2] << 8 | kb[3];
-		if (c >= BAND_CHUNKS)
+		if (c >= BAND_CHUNKS || lm_unseal(ix, young ? SEAL_L1Y :
+		    SEAL_L1, c, &v, 0) != 0 || lm_run_count(ix, dbi,
+		    v.mv_size, &n) != 0)
 			break;
 		if (c >= to) {
 			rc = MDB_NOTFOUND;	/* past the range: done */

@@ -113,7 +113,7 @@ enum mhf_error {
  * shingle hashing, MinHash, band hashing); the known-answer tests in
  * tests/unit fail loudly when either changes by accident.
  */
-#define MHF_INDEX_FORMAT	8	/* LMDB; 2 to 7 are upgraded on open */
+#define MHF_INDEX_FORMAT	9	/* LMDB; 2 to 8 are upgraded on open */
 #define MHF_REDIS_FORMAT	4	/* 2 and 3 are upgraded on open */
 #define MHF_SCHEME		2
 #define MHF_SCHEME_NAME		"xxh3-oph16-dens-v2"
@@ -932,6 +932,18 @@ void		 sig_encode16(const uint32_t *, unsigned, unsigned char *);
 void		 timekey_put(unsigned char *, int64_t, uint64_t);
 int64_t		 timekey_time(const unsigned char *);
 uint64_t	 timekey_doc(const unsigned char *);
+#define SEAL_SIZE	8
+enum seal_tag {			/* where a sealed value is stored */
+	SEAL_DOCS = 1,
+	SEAL_TEXTS,
+	SEAL_L0,
+	SEAL_L1,
+	SEAL_L1Y,
+	SEAL_DONE		/* (lmdb.c: every database sealed) */
+};
+uint64_t	 seal_of(const void *, size_t, unsigned, uint64_t);
+void		 seal_put(unsigned char *, size_t, unsigned, uint64_t);
+int		 seal_open(const void *, size_t, unsigned, uint64_t, size_t *);
 struct textenc;
 struct textenc	*textenc_create(void);
 void		 textenc_free(struct textenc *);

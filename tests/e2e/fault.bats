@@ -8,25 +8,11 @@
 
 load helpers
 
-setup_file() {
-	: "${FAULTINJECT:=$E2E_DIR/../fault/faultinject.so}"
-	export FAULTINJECT
-}
-
-# LD_PRELOAD for the shim; a sanitizer's runtime must come first.
-preload() {
-	local asan
-
-	asan="$(ldd "$MHFILTER" 2>/dev/null | awk '/lib(a|ub)san/ { print $3 }' |
-	    paste -sd: -)"
-	printf '%s\n' "${asan:+$asan:}$FAULTINJECT"
-}
-
 # Run mhfilter with the fault of the FAULT_* variables set by the caller;
 # status in $status, stdout in $T/out, stderr in $T/err.
 faulty() {
 	status=0
-	LD_PRELOAD="$(preload)" FAULT_LOG="$T/faults" timeout 60 \
+	LD_PRELOAD="$(fault_preload)" FAULT_LOG="$T/faults" timeout 60 \
 	    "$MHFILTER" "$@" >"$T/out" 2>"$T/err" || status=$?
 }
 

@@ -271,3 +271,14 @@ wait_exit() {
 	status=0
 	wait "$1" || status=$?
 }
+
+# The fault injection shim (tests/fault/faultinject.c, built by make
+# check), and LD_PRELOAD for it: a sanitizer's runtime must come first.
+: "${FAULTINJECT:=$E2E_DIR/../fault/faultinject.so}"
+fault_preload() {
+	local asan
+
+	asan="$(ldd "$MHFILTER" 2>/dev/null | awk '/lib(a|ub)san/ { print $3 }' |
+	    paste -sd: -)"
+	printf '%s\n' "${asan:+$asan:}$FAULTINJECT"
+}

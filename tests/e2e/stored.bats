@@ -2,8 +2,10 @@
 # Known answers for what is stored and exchanged, end to end: two known
 # documents (fixed ids, times and parameters) go into an LMDB index and a
 # Redis one, and what comes out is compared with bytes written down once,
-# from the code of index format 4 and Redis format 3 (formats 5 to 7
-# changed only the meta record "format" of these): the export, LMDB's
+# from the code of index format 4 and Redis format 3 (formats 5 to 8
+# changed only the meta record "format" of these; format 9 added the 8
+# bytes of a seal to the end of each value of docs and texts, written down
+# from its code): the export, LMDB's
 # docs, texts, times and meta records (mdb_dump), Redis's keys and values.
 # A change of what is stored (document records, texts, time keys, meta
 # records, Redis keys and values, the export format)
@@ -68,13 +70,13 @@ EOF
 	}
 	cat >want <<'EOF'
  \00\00\00\00\00\00\00\01
- \02\01\00\00\05\00\00\00\00\00\00\00eS\f1\00\be\0a\be\0a\be\0a\92\1b\de\8c\92\1b\92\1b\be\0adoc-1
+ \02\01\00\00\05\00\00\00\00\00\00\00eS\f1\00\be\0a\be\0a\be\0a\92\1b\de\8c\92\1b\92\1b\be\0adoc-1F\cck\cd\04\14\89B
  \00\00\00\00\00\00\00\02
- \02\01\00\00\05\00\00\00\00\00\00\00eS\f1\01\f5\04\b8PH\17\f7K\0a\03\8a\8d\ad\04$Mdoc-2
+ \02\01\00\00\05\00\00\00\00\00\00\00eS\f1\01\f5\04\b8PH\17\f7K\0a\03\8a\8d\ad\04$Mdoc-2N\e2\1f\f9\e2\ee\ceS
  \00\00\00\00\00\00\00\01
- \00\00short text
+ \00\00short text\a8&?k\0d)\c2\11
  \00\00\00\00\00\00\00\02
- \02\00n\00\00\00\f0\10the quick brown fox jumps over \1f\00\91lazy dog;\0e\00\0f-\00%P fox.
+ \02\00n\00\00\00\f0\10the quick brown fox jumps over \1f\00\91lazy dog;\0e\00\0f-\00%P fox.\bdRs'0\9b\ab\a3
  \80\00\00\00eS\f1\00\00\00\00\00\00\00\00\01
  
  \80\00\00\00eS\f1\01\00\00\00\00\00\00\00\02
@@ -88,7 +90,7 @@ EOF
  created
  NOW
  format
- 8
+ 9
  l0_next
  2
  l1_entries

@@ -1,8 +1,10 @@
 #!/usr/bin/env bats
-# Indexes of the older LMDB formats 2 to 7, made by the mhfilter of their
-# day (tests/data/index-format2 to 7; see the README there), are
+# Indexes of the older LMDB formats 2 to 8, made by the mhfilter of their
+# day (tests/data/index-format2 to 8; see the README there), are
 # opened by this one: queried, upgraded by a run that adds documents,
-# checked, and their documents still found as duplicates.
+# checked, and their documents still found as duplicates.  Format 9 seals
+# every value (a checksum after it), in steps that an interruption leaves
+# readable and the next writable open finishes.
 
 load helpers
 
@@ -60,7 +62,7 @@ assert_upgraded() {
 	cmp want got || fail "the rest, on the upgraded index:" "$(diff want got)"
 	grep -q '^duplicate	15	0.9364' got ||
 	    fail "line 23 is not a duplicate of the old document 15"
-	assert_info 8 39
+	assert_info 9 39
 	mhrun --db db -Q -a first
 	assert_status 0
 	assert_first_found
@@ -85,7 +87,7 @@ assert_query_leaves() {
 	assert_query_leaves 3
 }
 
-@test "format 3: a run that adds documents upgrades it to format 8" {
+@test "format 3: a run that adds documents upgrades it to format 9" {
 	old_index 3
 	assert_upgraded
 }
@@ -101,7 +103,7 @@ assert_query_leaves() {
 	assert_status 4
 }
 
-@test "format 2: a run that adds documents rewrites its band runs as format 8" {
+@test "format 2: a run that adds documents rewrites its band runs as format 9" {
 	old_index 2
 	assert_upgraded
 }
@@ -117,7 +119,7 @@ assert_query_leaves() {
 	assert_status 1
 }
 
-@test "format 4: a run that adds documents upgrades it to format 8" {
+@test "format 4: a run that adds documents upgrades it to format 9" {
 	old_index 4
 	assert_upgraded
 	run mdb_stat -s l1y db
@@ -133,7 +135,7 @@ assert_query_leaves() {
 	assert_query_leaves 5
 }
 
-@test "format 5: a run that adds documents upgrades it to format 8" {
+@test "format 5: a run that adds documents upgrades it to format 9" {
 	old_index 5
 	assert_upgraded
 }
@@ -147,7 +149,7 @@ assert_query_leaves() {
 	assert_query_leaves 6
 }
 
-@test "format 6: a run that adds documents upgrades it to format 8" {
+@test "format 6: a run that adds documents upgrades it to format 9" {
 	old_index 6
 	assert_upgraded
 }
@@ -161,7 +163,121 @@ assert_query_leaves() {
 	assert_query_leaves 7
 }
 
-@test "format 7: a run that adds documents upgrades it to format 8" {
+@test "format 7: a run that adds documents upgrades it to format 9" {
 	old_index 7
 	assert_upgraded
+}
+
+@test "format 8: --info and --check read it as it is" {
+	old_index 8
+	assert_info 8 19
+}
+
+@test "format 8: -Q finds its documents and leaves it format 8" {
+	assert_query_leaves 8
+}
+
+@test "format 8: a run that adds documents upgrades it to format 9" {
+	old_index 8
+	assert_upgraded
+}
+
+# The values of database $2 of index $1 as mdb_dump writes them (hex, a
+# line each), in key order.
+dump_values() {
+	mdb_dump -s "$2" "$1" |
+	    awk '/^HEADER=END/ { b = 1; n = 0; next } /^DATA=END/ { b = 0 }
+		b { if (++n % 2 == 0) print }'
+}
+
+# Index $1 made format 8 again in directory $2: the seals taken off every
+# value (the last 8 bytes, 16 hex digits of mdb_dump's), format "8".
+unseal() {
+	local d
+
+	mkdir "$2"
+	for d in docs texts l0 l1 l1y times groups meta; do
+		mdb_dump -s "$d" "$1" | awk -v d="$d" '
+		    /^HEADER=END/ { print; b = 1; n = 0; next }
+		    /^DATA=END/ { print; b = 0; next }
+		    !b || ++n % 2 == 1 { if (b) key = $0; print; next }
+		    d ~ /^(docs|texts|l0|l1|l1y)$/ {
+			print substr($0, 1, length($0) - 16); next }
+		    d == "meta" && key == " 666f726d6174" { print " 38"; next }
+		    { print }' |
+		    mdb_load -s "$d" "$2" 2>/dev/null ||
+		    fail "mdb_load $d failed"
+	done
+}
+
+@test "format 8: sealing goes in steps; interrupted, the index reads as it is, and the next writable open finishes it" {
+	command -v mdb_dump >/dev/null || skip "mdb_dump is not installed (Debian package lmdb-utils)"
+	local d n
+	# 1,500 documents of 60 words (2.7 MB): sealed 64 KB at a time.
+	python3 -c '
+import random
+r = random.Random(7)
+w = ["".join(r.choice("abcdefghijklmnopqrstuvwxyz")
+    for _ in range(r.randint(3, 9))) for _ in range(3000)]
+for i in range(1500):
+    print(" ".join(r.choice(w) for _ in range(60)))' >docs.txt
+	mhrun --db new --memtable 64K --batch 50 -o /dev/null docs.txt
+	assert_status 0
+	unseal new db
+	mhrun --db db --info
+	assert_status 0
+	grep -qx 'format: 8' "$T/out" || fail "--info: $(cat "$T/out")"
+	for d in docs texts l0 l1; do
+		dump_values db "$d" >"old.$d"
+		[ -s "old.$d" ] || fail "no $d in the unsealed index"
+	done
+
+	# The fourth commit fails: the open's, then two steps of sealing.
+	status=0
+	[ -f "$FAULTINJECT" ] || fail "no $FAULTINJECT (make check builds it)"
+	LD_PRELOAD="$(fault_preload)" FAULT_PATH=data.mdb \
+	    FAULT_CALLS=fdatasync FAULT_AT=4 timeout 60 "$MHFILTER" --db db \
+	    --memtable 64K -o /dev/null /dev/null 2>"$T/err" || status=$?
+	assert_status 1
+	grep -q 'commit: Input/output error' "$T/err" ||
+	    fail "stderr: $(cat "$T/err")"
+	mdb_dump -p -s meta db | grep -A1 -x ' sealing' | tail -n 1 >sealing
+	grep -qxE ' 1 [0-9]+' sealing || fail "sealing record: $(cat sealing)"
+	n="$(cut -d' ' -f3 sealing)"
+	[ "$n" -gt 1 ] && [ "$n" -lt 1500 ] || fail "sealed up to $n"
+
+	# Half sealed: read as it is, every document found, nothing wrong.
+	mhrun --db db --info
+	assert_status 0
+	grep -qx 'format: 9' "$T/out" || fail "--info: $(cat "$T/out")"
+	mhrun --db db -Q -a docs.txt
+	assert_status 0
+	[ "$(cut -f 1 "$T/out" | sort | uniq -c | awk '{ print $1, $2 }')" = \
+	    "1500 duplicate" ] || fail "-Q: $(cut -f 1 "$T/out" | sort | uniq -c)"
+	mhrun --db db --check
+	assert_status 0
+	grep -qx 'problems: 0' "$T/out" || fail "--check: $(cat "$T/out")"
+
+	# A writable open finishes: every value is 8 bytes longer.
+	mhrun --db db --memtable 64K -o /dev/null /dev/null
+	assert_status 0
+	grep -q 'every value sealed (index format 9)' "$T/err" ||
+	    fail "stderr: $(cat "$T/err")"
+	if mdb_dump -p -s meta db | grep -qx ' sealing'; then
+		fail "the sealing record is still there"
+	fi
+	for d in docs texts l0 l1; do
+		dump_values db "$d" | awk '{ print length($0) - 16 }' >new.len
+		awk '{ print length($0) }' "old.$d" >old.len
+		cmp old.len new.len || fail "$d: not every value sealed"
+		dump_values db "$d" | awk '{ print substr($0, 1, length($0) - 16) }' |
+		    cmp - "old.$d" || fail "$d: values changed"
+	done
+	mhrun --db db --check
+	assert_status 0
+	grep -qx 'problems: 0' "$T/out" || fail "--check: $(cat "$T/out")"
+	mhrun --db db -Q -a docs.txt
+	assert_status 0
+	[ "$(cut -f 1 "$T/out" | sort -u)" = duplicate ] ||
+	    fail "-Q after: $(cut -f 1 "$T/out" | sort | uniq -c)"
 }
