@@ -188,6 +188,51 @@ test_timekey(void **state)
 	    sizeof kc) < 0);
 }
 
+/*
+ * Seals (index format 9): XXH3-64 of the value seeded with the database's
+ * tag in the top byte and the key below, after the value, little-endian.
+ * The first vector is the text of document 1 of tests/e2e/stored.bats.
+ */
+static void
+test_seal(void **state)
+{
+	static const unsigned char text_seal[SEAL_SIZE] = {
+		0xa8, 0x26, 0x3f, 0x6b, 0x0d, 0x29, 0xc2, 0x11
+	};
+	unsigned char	 v[32], run[20];
+	size_t		 len, i;
+
+	(void)state;
+	memcpy(v, "\0\0short text", 12);
+	seal_put(v, 12, SEAL_TEXTS, 1);
+	assert_memory_equal(v + 12, text_seal, sizeof text_seal);
+	assert_true(seal_of(v, 12, SEAL_TEXTS, 1) == 0x11c2290d6b3f26a8ULL);
+	assert_true(seal_of("", 0, SEAL_L1, 0x2a) == 0xf2c4884ec336564eULL);
+	for (i = 0; i < sizeof run; i++)
+		run[i] = (unsigned char)(i * 7);
+	assert_true(seal_of(run, sizeof run, SEAL_L1Y, 16383) ==
+	    0x8e621a0b32108e58ULL);
+	assert_true(seal_of(run, sizeof run, SEAL_L0, 123456789) ==
+	    0x77586c310846cb34ULL);
+
+	assert_int_equal(seal_open(v, 12 + SEAL_SIZE, SEAL_TEXTS, 1, &len), 0);
+	assert_int_equal(len, 12);
+	/* Under another key, in another database: no match. */
+	assert_int_equal(seal_open(v, 12 + SEAL_SIZE, SEAL_TEXTS, 2, &len), -1);
+	assert_int_equal(seal_open(v, 12 + SEAL_SIZE, SEAL_DOCS, 1, &len), -1);
+	/* Any one bit flipped, in the value or the seal: no match. */
+	for (i = 0; i < 8 * (12 + SEAL_SIZE); i++) {
+		v[i / 8] ^= 1U << (i % 8);
+		assert_int_equal(seal_open(v, 12 + SEAL_SIZE, SEAL_TEXTS, 1,
+		    &len), -1);
+		v[i / 8] ^= 1U << (i % 8);
+	}
+	/* Too short to have a seal; one byte cut off. */
+	assert_int_equal(seal_open(v, SEAL_SIZE - 1, SEAL_TEXTS, 1, &len), -1);
+	assert_int_equal(seal_open(v, 12 + SEAL_SIZE - 1, SEAL_TEXTS, 1, &len),
+	    -1);
+}
+
 /* The parameters of the meta vectors. */
 static void
 meta_params(struct index_params *p)
@@ -586,6 +631,7 @@ main(void)
 		cmocka_unit_test(test_docrec),
 		cmocka_unit_test(test_text),
 		cmocka_unit_test(test_timekey),
+		cmocka_unit_test(test_seal),
 		cmocka_unit_test(test_meta_write),
 		cmocka_unit_test(test_meta_read),
 		cmocka_unit_test(test_redis),
