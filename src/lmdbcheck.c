@@ -571,6 +571,7 @@ struct checking {
 	uint64_t	*keys;		/* scratch: a document's band keys */
 	struct u64vec	 found;		/* scratch: a bucket */
 	struct buf	 text;		/* scratch */
+	int		 nobands;	/* l0 unread: bands not checked */
 };
 
 /*
@@ -626,6 +627,8 @@ check_doc(struct lmdb *ix, struct checking *ck, const MDB_val *k,
 	 * The bands of the stored signature; under containment, the parts'
 	 * bands, made from the text, are not checked.
 	 */
+	if (ck->nobands)
+		return;
 	b = ix->base.p.bands / lsh_parts(ix->base.p.measure);
 	lsh_keys(ix->sig, b, ix->base.p.rows, ix->base.p.seed, ck->keys);
 	for (j = 0; j < b; j++) {
@@ -885,11 +888,12 @@ int
 lmdb_check(struct index *base, FILE *f, uint64_t *problems, char **cause)
 {
 	struct lmdb		*ix = (struct lmdb *)base;
-	struct checking		 ck = { f, problems, 0, 0, NULL, { 0 }, { 0 } };
+	struct checking		 ck = { f, problems, 0, 0, NULL, { 0 }, { 0 },
+				    0 };
 	MDB_cursor		*cur;
 	MDB_val			 k, v;
 	uint64_t		 sweep, l0_next;
-	char			 why[128];
+	char			 why[128], *held = NULL;
 	int			 rc;
 
 	*problems = 0;
@@ -899,8 +903,7 @@ lmdb_check(struct index *base, FILE *f, uint64_t *problems, char **cause)
 	}
 	ix->loaded = 0;		/* rebuild the memtable from this snapshot */
 	if (lm_meta_u64(ix, "next_doc", &ix->next_doc, cause) != 0 ||
-	    lm_seal_load(ix, cause) != 0 ||
-	    lsm_load(ix, cause) != 0 || lsm_hold(ix, 0, 1, cause) != 0 ||
+	    lm_seal_load(ix, cause) != 0 || lsm_load(ix, cause) != 0 ||
 	    lm_meta_u64(ix, "sweep", &sweep, cause) != 0 ||
 	    lm_meta_u64(ix, "l0_next", &l0_next, cause) != 0) {
 		mdb_txn_abort(ix->txn);
@@ -908,6 +911,17 @@ lmdb_check(struct index *base, FILE *f, uint64_t *problems, char **cause)
 		return (INDEX_ERROR);
 	}
 	ck.keys = xcalloc(ix->base.p.bands, sizeof *ck.keys);
+	/*
+	 * The log first: what is wrong with it stops its reading back into
+	 * the memtable, which the documents' bands are checked against.
+	 */
+	check_l0(ix, &ck, sweep, l0_next);
+	if (lsm_hold(ix, 0, 1, &held) != 0) {
+		problem(f, problems, "the band entries of l0 cannot be read "
+		    "back (%s): the documents' bands are not checked", held);
+		free(held);
+		ck.nobands = 1;
+	}
 
 	if ((rc = mdb_cursor_open(ix->txn, ix->docs, &cur)) == 0) {
 		for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
@@ -921,7 +935,6 @@ lmdb_check(struct index *base, FILE *f, uint64_t *problems, char **cause)
 	check_orphans(ix, &ck, ix->times, TIMEKEY_SIZE, "a times entry");
 	check_orphans(ix, &ck, ix->texts, 8, "a text");
 	check_l1(ix, &ck);
-	check_l0(ix, &ck, sweep, l0_next);
 	check_undelivered(ix, &ck);
 	check_free(ix, &ck);
 	if (lm_pages(ix, ix->txn, why, sizeof why) != 0)

@@ -137,9 +137,9 @@ sample_duplicates() {
 @test "--version names the index format and the signature scheme" {
 	mhrun --version
 	assert_status 0
-	echo 'mhfilter 0.1.0 (index format 8, signature scheme 2 xxh3-oph16-dens-v2)' | assert_out
+	echo 'mhfilter 0.1.0 (index format 9, signature scheme 2 xxh3-oph16-dens-v2)' | assert_out
 	mhrun -V
-	echo 'mhfilter 0.1.0 (index format 8, signature scheme 2 xxh3-oph16-dens-v2)' | assert_out
+	echo 'mhfilter 0.1.0 (index format 9, signature scheme 2 xxh3-oph16-dens-v2)' | assert_out
 }
 
 @test "--help prints the usage with every option and exits 0" {
