@@ -4,7 +4,9 @@
  * through its index_ops; the storage is the backend's:
  *
  *   lmdb.c   an LMDB environment in a directory (the default): one
- *            machine, one writer at a time, a log-structured band index;
+ *            machine, one writer at a time, a log-structured band index
+ *            (lsm.c), checks (lmdbcheck.c), delivery marks (lmdbmarks.c),
+ *            formats and seals (lmdbformat.c), a fault guard (lmdbguard.c);
  *   redis.c  a Redis Cluster (or one Redis) shared by many processes on
  *            many machines: --db redis://host:port[,host:port...][/ns].
  *

@@ -1,12 +1,13 @@
 /*
- * The LMDB backend's own header, shared by its four files only (lmdb.c,
- * lsm.c, lmdbcheck.c, lmdbmarks.c) and not by the rest of the program.
+ * The LMDB backend's own header, shared by its six files only (lmdb.c,
+ * lsm.c, lmdbcheck.c, lmdbmarks.c, lmdbformat.c, lmdbguard.c) and not by
+ * the rest of the program.
  * Why a second header: the backend's handle, struct lmdb, is one object
  * that its band index, its delivery marks, its checks and the rest all
  * read and write (its transaction, its databases, its memtable), and its
  * types are LMDB's; in mhfilter.h they would be every file's to see, and
  * would need <lmdb.h> in every file.  What is here is that struct and the
- * calls between the four files, nothing else.  Include it after
+ * calls between the six files, nothing else.  Include it after
  * <lmdb.h> and mhfilter.h.
  */
 
@@ -138,6 +139,10 @@ int		 lm_txn(struct lmdb *, unsigned, MDB_txn **);
 int		 lm_meta_u64(struct lmdb *, const char *, uint64_t *, char **);
 int		 lm_get(struct lmdb *, MDB_dbi, uint64_t, MDB_val *);
 int		 lmdb_text(struct index *, uint64_t, struct buf *, char **);
+
+/* lmdbformat.c */
+int		 lmdb_upgrade(struct lmdb *, int, int *, char **);
+int		 lm_seal_all(struct lmdb *, char **);
 int		 lm_sealed(const struct lmdb *, unsigned, uint64_t);
 int		 lm_unseal(const struct lmdb *, unsigned, uint64_t, MDB_val *,
 		    int);
@@ -146,6 +151,11 @@ int		 lm_put_sealed(struct lmdb *, MDB_dbi, unsigned, MDB_val *,
 		    const void *, size_t);
 int		 lm_docrec(struct lmdb *, uint64_t, const MDB_val *, uint32_t *,
 		    struct docinfo *);
+
+/* lmdbguard.c */
+extern const struct index_guard lmdb_guard;
+void		 guard_install(void);
+void		 guard_assert(MDB_env *, const char *);
 
 /* lsm.c */
 int		 lsm_load(struct lmdb *, char **);
@@ -192,10 +202,11 @@ void		 lmdb_abandoned(struct index *, const uint64_t *, size_t);
 int		 lm_undelivered_apply(struct lmdb *, char **);
 
 /*
- * The fault guard's watchdog (lmdb.c: "Damaged pages"): the backend's long
- * loops beat now and then, so that a call that makes progress is not taken
- * for LMDB going round in circles; lm_long(1) before an LMDB call that may
- * rightly run long on its own (a commit, a copy), lm_long(0) after.
+ * The fault guard's watchdog (lmdbguard.c: "Damaged pages"): the
+ * backend's long loops beat now and then, so that a call that makes
+ * progress is not taken for LMDB going round in circles; lm_long(1) before
+ * an LMDB call that may rightly run long on its own (a commit, a copy),
+ * lm_long(0) after.
  */
 extern _Atomic uint64_t lm_beats;
 #define lm_beat()							\

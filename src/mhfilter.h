@@ -876,7 +876,7 @@ struct index_ops {
 	int		(*password_file)(const char *, char **);
 };
 /*
- * A backend that reads its store in place (LMDB's map: lmdb.c, "Damaged
+ * A backend that reads its store in place (LMDB's map: lmdbguard.c, "Damaged
  * pages") brings a fault guard: index.c arms it around every call into the
  * backend with a jump buffer of its own; caught, after the jump, gives the
  * call's INDEX_ERROR (ix NULL: the open of path), and damaged that of any

@@ -13,7 +13,7 @@ load helpers
 
 DAMAGE="$TESTDIR/damage.py"
 # Under AddressSanitizer: a fault caught in a damaged index leaves what
-# LMDB was doing unfreed, on purpose (lmdb.c, "Damaged pages").
+# LMDB was doing unfreed, on purpose (lmdbguard.c, "Damaged pages").
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 
 # An index "db" of 600 documents of 8 to 500 words (texts from a few
@@ -47,9 +47,9 @@ EOF
 
 # Run mhfilter on copy $1 with the rest of the arguments; stderr in
 # $1.err, stdout in $1.out, the status in $st.  Bounded in time, past the
-# watchdog's 15 s of processor time (lmdb.c): a hang is status 124, or 137
-# when SIGTERM is not enough (a thread looping in LMDB never comes back to
-# see it).
+# watchdog's 15 s of processor time (lmdbguard.c): a hang is status 124,
+# or 137 when SIGTERM is not enough (a thread looping in LMDB never comes
+# back to see it).
 on_copy() {
 	local copy="$1"
 
@@ -141,7 +141,7 @@ judge() {
 	make_index
 	# Seed 790 swaps two pages so that a branch page leads to bytes read
 	# as a page of garbage counts: LMDB's search of it never ends and
-	# never faults (the watchdog of lmdb.c ends it).  (Seed 280 did so
+	# never faults (the watchdog of lmdbguard.c ends it).  (Seed 280 did so
 	# before format 9 made values 8 bytes longer and moved the pages.)
 	python3 "$DAMAGE" db c 790 >c.what
 	grep -q '^seed 790: swap pages' c.what || fail "$(cat c.what)"

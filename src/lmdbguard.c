@@ -1,0 +1,243 @@
+/*
+ * The LMDB backend's fault guard: a damaged page met inside LMDB ends the
+ * call with an error, not the process (see "Damaged pages" below).
+ */
+
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <lmdb.h>
+
+#include "mhfilter.h"
+#include "lmdbint.h"
+
+/*
+ * Damaged pages.  LMDB reads its pages in place, through the map, and trusts
+ * them: a damaged page number sends it outside the map (SIGSEGV) or past the
+ * end of the file (SIGBUS), and a page of the wrong kind fails one of its
+ * assertions (abort).  Checking every page up front would cost a read of the
+ * whole file at every open, and the library has no checksums; so faults are
+ * caught instead.  index.c arms this guard around each call into this
+ * backend (lmdb_ops.guard; sigsetjmp there, no signal mask saved, so that
+ * arming costs no system call); a SIGSEGV or SIGBUS raised, or an LMDB
+ * assertion failed, while it is armed on the thread jumps back, and the call
+ * returns INDEX_ERROR saying the index is damaged.  The process then uses
+ * the index no more (INDEX_DAMAGED): the transaction the jump left is never
+ * committed, so the damage goes no further.  A fault elsewhere is not ours:
+ * the handler there was before (the default: the process dies) takes it.
+ * The price: a bug of this file's own that faults inside a call is reported
+ * as damage too (the sanitizer builds still see it first).  Threads must not
+ * block the two signals (util.c: thread_start), or the kernel kills the
+ * process instead.  The size check of lm_env_open turns the most common
+ * damage, a truncated file, into a plain error before any of this.
+ *
+ * A damaged page can also send LMDB round in circles without a fault: a
+ * branch page swapped with overflow bytes that read as a page of garbage
+ * counts made a lookup search forever (damage.bats), and SIGTERM cannot
+ * stop a thread that never returns to look.  So a watchdog thread
+ * (guard_watch) looks once a second at the thread in a guarded call: if it
+ * has spent GUARD_SPIN seconds of processor time since the last sign of
+ * progress (each guarded call, each document read, each turn of the long
+ * loops: lm_beat), it is taken to be looping and sent a SIGSEGV, which
+ * jumps back as a fault does.  Waiting (fsync, a page read from a slow
+ * disk) spends no processor time, and the LMDB calls that may rightly run
+ * long on their own, a commit and a copy, are let be (lm_long); no single
+ * lookup comes near.  One thread uses an index at a time (mhfilter.h), so
+ * one watch suffices.
+ */
+#define GUARD_SPIN	15	/* seconds of processor time without a beat */
+
+_Atomic uint64_t		 lm_beats;
+static __thread sigjmp_buf	*guard_jmp;	/* armed on this thread */
+static __thread char		 guard_what[160];	/* what was caught */
+static struct sigaction		 guard_segv, guard_bus;	/* as they were */
+static pthread_once_t		 guard_once = PTHREAD_ONCE_INIT;
+static _Atomic int		 guard_on;	/* a call is guarded */
+static _Atomic unsigned long	 guard_thread;	/* by this thread */
+static _Atomic int		 guard_longcall; /* lm_long */
+static _Atomic int		 guard_kicked;	/* guard_watch's signal */
+
+_Static_assert(sizeof(pthread_t) == sizeof(unsigned long),
+    "pthread_t is kept as an unsigned long");
+
+/* Arm the guard with jb (NULL disarms); returns what was armed before. */
+static sigjmp_buf *
+lmdb_guard_arm(sigjmp_buf *jb)
+{
+	sigjmp_buf	*prev = guard_jmp;
+
+	guard_jmp = jb;
+	if (jb != NULL)
+		atomic_store_explicit(&guard_thread,
+		    (unsigned long)pthread_self(), memory_order_relaxed);
+	atomic_store_explicit(&guard_on, jb != NULL, memory_order_release);
+	lm_beat();
+	return (prev);
+}
+
+/* The next LMDB call may rightly run long (on) or not (off). */
+void
+lm_long(int on)
+{
+	atomic_store(&guard_longcall, on);
+	lm_beat();
+}
+
+/*
+ * The watchdog: once a second, the processor time of the thread in a
+ * guarded call since its last beat; past GUARD_SPIN, a SIGSEGV for it.
+ */
+static void *
+guard_watch(void *arg)
+{
+	struct timespec	 ts;
+	clockid_t	 clk;
+	pthread_t	 t;
+	uint64_t	 beat, seen = 0;
+	double		 cpu, from = -1;
+
+	(void)arg;
+	for (;;) {
+		sleep(1);
+		if (!atomic_load_explicit(&guard_on, memory_order_acquire) ||
+		    atomic_load(&guard_longcall)) {
+			from = -1;
+			continue;
+		}
+		t = (pthread_t)atomic_load_explicit(&guard_thread,
+		    memory_order_relaxed);
+		beat = atomic_load_explicit(&lm_beats, memory_order_relaxed);
+		if (pthread_getcpuclockid(t, &clk) != 0 ||
+		    clock_gettime(clk, &ts) != 0) {
+			from = -1;
+			continue;
+		}
+		cpu = ts.tv_sec + ts.tv_nsec / 1e9;
+		if (from < 0 || beat != seen) {
+			seen = beat;
+			from = cpu;
+			continue;
+		}
+		if (cpu - from < GUARD_SPIN ||
+		    atomic_load_explicit(&lm_beats, memory_order_relaxed) !=
+		    seen || !atomic_load(&guard_on))
+			continue;
+		atomic_store(&guard_kicked, 1);
+		pthread_kill(t, SIGSEGV);
+		from = -1;
+	}
+	return (NULL);
+}
+
+/*
+ * SIGSEGV and SIGBUS: jump back if armed, else let the old action act.  A
+ * SIGSEGV from guard_watch (SI_TKILL) that finds the call over is dropped.
+ */
+static void
+guard_fault(int sig, siginfo_t *si, void *uc)
+{
+	(void)uc;
+	if (sig == SIGSEGV && si != NULL && si->si_code == SI_TKILL &&
+	    atomic_exchange(&guard_kicked, 0)) {
+		if (guard_jmp == NULL)
+			return;
+		strcpy(guard_what, "LMDB went round in circles: a cycle "
+		    "of damaged pages");
+		siglongjmp(*guard_jmp, 1);
+	}
+	if (guard_jmp != NULL) {
+		/* (strcpy, not snprintf: async-signal-safe.) */
+		strcpy(guard_what, sig == SIGBUS ? "a read past the end of "
+		    "data.mdb (SIGBUS)" : "a read outside the map (SIGSEGV)");
+		siglongjmp(*guard_jmp, 1);
+	}
+	sigaction(sig, sig == SIGBUS ? &guard_bus : &guard_segv, NULL);
+}
+
+/* An LMDB assertion: jump back if armed, else LMDB aborts. */
+void
+guard_assert(MDB_env *env, const char *msg)
+{
+	(void)env;
+	if (guard_jmp != NULL) {
+		snprintf(guard_what, sizeof guard_what, "LMDB: %s", msg);
+		siglongjmp(*guard_jmp, 1);
+	}
+}
+
+/* Install guard_fault and start guard_watch (guard_install). */
+static void
+guard_init(void)
+{
+	struct sigaction	 sa;
+	pthread_t		 t;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sa_sigaction = guard_fault;
+	/* No mask to restore after the jump (sigsetjmp saves none). */
+	sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGSEGV, &sa, &guard_segv) == -1 ||
+	    sigaction(SIGBUS, &sa, &guard_bus) == -1)
+		fatal("sigaction");
+	thread_start(&t, guard_watch, NULL);
+	pthread_detach(t);
+}
+
+/* Install guard_fault, once in the process. */
+void
+guard_install(void)
+{
+	pthread_once(&guard_once, guard_init);
+}
+
+/*
+ * After the guard caught something in a call on ix (NULL: the open of
+ * path), with prev armed before: INDEX_ERROR, with the cause and what to
+ * do.  What the call had made (the open's index, ix's transactions) is
+ * left unused: it may be what the fault left half done.
+ */
+static int
+lmdb_guard_caught(struct index *base, const char *path, sigjmp_buf *prev,
+    char **cause)
+{
+	struct lmdb	*ix = (struct lmdb *)base;
+
+	(void)lmdb_guard_arm(prev);
+	if (ix != NULL) {
+		ix->base.flags |= INDEX_DAMAGED;
+		ix->txn = NULL;
+		ix->snap = NULL;
+		ix->l1valid = ix->bvalid = 0;
+	}
+	xasprintf(cause, "index %s is damaged (%s): see what --check says, "
+	    "then rebuild it: --export what can be read and --import that "
+	    "into a new index (see mhfilter(1), Damaged indexes)",
+	    path != NULL ? path : "", guard_what);
+	return (INDEX_ERROR);
+}
+
+/* A call on an index damaged before (INDEX_DAMAGED): INDEX_ERROR. */
+static int
+lmdb_damaged(struct index *ix, char **cause)
+{
+	xasprintf(cause, "index %s is damaged: not used after the error above",
+	    ix->path);
+	return (INDEX_ERROR);
+}
+
+const struct index_guard lmdb_guard = {
+	.arm = lmdb_guard_arm,
+	.caught = lmdb_guard_caught,
+	.damaged = lmdb_damaged,
+};
