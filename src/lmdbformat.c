@@ -347,8 +347,6 @@ lm_seal_all(struct lmdb *ix, char **cause)
 			mdb_txn_abort(ix->txn);
 		ix->txn = NULL;
 		if (rc == INDEX_AGAIN) {	/* the map is full: grow it */
-			free(*cause);
-			*cause = NULL;
 			ix->map_full = 0;
 			snap_end(ix);
 			mdb_env_info(ix->env, &info);
