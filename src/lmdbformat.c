@@ -132,11 +132,12 @@ lmdb_upgrade(struct lmdb *ix, int flags, int *format, char **cause)
  * with its seal (codec.c: seal_put), written with it.  It is checked
  * wherever the value is read whole: a document's record and text at each
  * read (a lookup's candidates, an export), an l1 or l1y run when the sweep
- * merges it (lm_run_get) and the l0 log when a writer reads it back whole
+ * rewrites it (lsm_merge) and the l0 log when a writer reads it back whole
  * (lsm_read), and everything by --check.  A lookup reads a few entries
  * of a run, where checking its whole run would read a hundred times more;
  * a flipped bit there can hide one band of a document from lookups until
- * the sweep next merges its chunk, which then stops with "damaged".
+ * the sweep next rewrites that run, which then stops with "damaged", or
+ * --check finds it.
  *
  * An older index is sealed by its first writable open (lm_seal_all), in
  * transactions of up to --memtable bytes (the memory a writer may take),
@@ -177,6 +178,21 @@ lm_unseal(const struct lmdb *ix, unsigned tag, uint64_t key, MDB_val *v,
 		return (-1);
 	v->mv_size -= SEAL_SIZE;
 	return (0);
+}
+
+/*
+ * Check the seal of the value v under key in database tag, which lm_unseal
+ * took off without checking it: 0, or -1 if it does not match.
+ */
+int
+lm_seal_check(const struct lmdb *ix, unsigned tag, uint64_t key,
+    const MDB_val *v)
+{
+	size_t	 len;
+
+	if (!lm_sealed(ix, tag, key))
+		return (0);
+	return (seal_open(v->mv_data, v->mv_size + SEAL_SIZE, tag, key, &len));
 }
 
 /* Read the "sealing" record (lm_sealed) in the transaction.  0, or -1. */

@@ -146,6 +146,8 @@ int		 lm_seal_all(struct lmdb *, char **);
 int		 lm_sealed(const struct lmdb *, unsigned, uint64_t);
 int		 lm_unseal(const struct lmdb *, unsigned, uint64_t, MDB_val *,
 		    int);
+int		 lm_seal_check(const struct lmdb *, unsigned, uint64_t,
+		    const MDB_val *);
 int		 lm_seal_load(struct lmdb *, char **);
 int		 lm_put_sealed(struct lmdb *, MDB_dbi, unsigned, MDB_val *,
 		    const void *, size_t);

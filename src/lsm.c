@@ -139,7 +139,7 @@ static const unsigned char *lm_pread_to(struct lmdb *,
 		    const unsigned char *, size_t, unsigned char *);
 static size_t	lm_run_find(struct lmdb *, const MDB_val *, size_t, uint64_t,
 		    struct u64vec *, size_t);
-static int	lm_run_get(struct lmdb *, MDB_dbi, unsigned, MDB_val *,
+static int	lm_run_get(struct lmdb *, MDB_dbi, unsigned, int, MDB_val *,
 		    size_t *, char **);
 static int	lm_run_put(struct lmdb *, MDB_dbi, unsigned, size_t,
 		    const unsigned char *, size_t, char **);
@@ -812,11 +812,11 @@ lm_run_count(const struct lmdb *ix, MDB_dbi dbi, size_t size, size_t *n)
 
 /*
  * Chunk c's run in dbi (l1 or l1y) as the transaction has it, in *v (empty
- * when it has none; its seal checked and taken off), and its entries in
- * *n.
+ * when it has none; its seal taken off, and checked with verify), and its
+ * entries in *n.
  */
 static int
-lm_run_get(struct lmdb *ix, MDB_dbi dbi, unsigned c, MDB_val *v,
+lm_run_get(struct lmdb *ix, MDB_dbi dbi, unsigned c, int verify, MDB_val *v,
     size_t *n, char **cause)
 {
 	MDB_val		 k;
@@ -834,7 +834,7 @@ lm_run_get(struct lmdb *ix, MDB_dbi dbi, unsigned c, MDB_val *v,
 	if (rc != 0)
 		return (lm_fail(ix, rc, "reading l1", cause));
 	if (!lm_ovf_ok(ix, v) || lm_unseal(ix, dbi == ix->l1 ? SEAL_L1 :
-	    SEAL_L1Y, c, v, 1) != 0 || lm_run_count(ix, dbi, v->mv_size,
+	    SEAL_L1Y, c, v, verify) != 0 || lm_run_count(ix, dbi, v->mv_size,
 	    n) != 0) {
 		xasprintf(cause, "index %s is damaged: band chunk %u's %s "
 		    "run is corrupt (run --check)", ix->base.path, c,
@@ -904,8 +904,14 @@ lsm_merge(struct lmdb *ix, unsigned c, uint64_t live, char **cause)
 	if (nadd == 0)
 		return (0);
 	ny = 0;
-	if ((rc = lm_run_get(ix, ix->l1, c, &v, &nold, cause)) != 0 ||
-	    (ix->have_l1y && (rc = lm_run_get(ix, ix->l1y, c, &yv, &ny,
+	/*
+	 * The young run is read whole either way; the old one only when it
+	 * is rewritten, and its seal is checked then (at 10 million
+	 * documents, checking l1 whole at each turn of the sweep would read
+	 * 1.6 GB for every 125,000 documents added).
+	 */
+	if ((rc = lm_run_get(ix, ix->l1, c, 0, &v, &nold, cause)) != 0 ||
+	    (ix->have_l1y && (rc = lm_run_get(ix, ix->l1y, c, 1, &yv, &ny,
 	    cause)) != 0))
 		return (rc);
 	ix->chunk.len = 0;
@@ -918,6 +924,12 @@ lsm_merge(struct lmdb *ix, unsigned c, uint64_t live, char **cause)
 			return (rc);
 		nold = ny;
 	} else {
+		if (nold > 0 && lm_seal_check(ix, SEAL_L1, c, &v) != 0) {
+			xasprintf(cause, "index %s is damaged: band chunk %u's "
+			    "old run is corrupt (run --check)", ix->base.path,
+			    c);
+			return (INDEX_ERROR);
+		}
 		add = ix->sorted;
 		if (ny > 0) {
 			/* The young run and the new entries, as one list. */
