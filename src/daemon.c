@@ -130,6 +130,7 @@ struct client {
 	int			 eof;		/* it half-closed: no more input */
 	int			 throttled;	/* not read: replies unread */
 	int			 waiting;	/* not read: no batch free */
+	int			 discarding;	/* inside an over-long record */
 	int			 finish;	/* close it from the reap event */
 	int			 admitted;	/* counts for --max-clients */
 	int			 gone;		/* closed; pending > 0 */
@@ -150,6 +151,7 @@ TAILQ_HEAD(clients, client);
 #define S_PAIRS		3
 #define S_GROUPS	4
 #define S_UNKNOWN	5	/* a command that is not one */
+#define S_TOOLONG	6	/* an over-long record: raw is its reply */
 #define SLOT_TAG(type, want)	((type) | (want) << 4)
 #define SLOT_TYPE(tag)		((tag) & 0xf)
 #define SLOT_WANT(tag)		((tag) >> 4)
@@ -246,7 +248,9 @@ static void	client_read(struct bufferevent *, void *);
 static void	client_write(struct bufferevent *, void *);
 static void	client_event(struct bufferevent *, short, void *);
 static void	client_process(struct client *);
+static size_t	client_fill(struct client *, size_t);
 static int	client_take(struct client *, size_t, size_t);
+static int	client_toolong(struct client *, size_t, size_t, size_t);
 static int	daemon_ready(struct daemon *);
 static void	daemon_opened(void *);
 static void	daemon_record_id(void *, struct record *);
@@ -1247,6 +1251,21 @@ client_event(struct bufferevent *bev, short what, void *arg)
 }
 
 /*
+ * A TLS client's input, len bytes, needs more: take what OpenSSL already
+ * holds decrypted (tls.c: tls_read_pending), up to the read high-water
+ * mark, since libevent would wait for the socket; returns how much.
+ */
+static size_t
+client_fill(struct client *c, size_t len)
+{
+	uint64_t	 high = c->d->po->max_bytes + 1;
+
+	if (!c->tls || !c->tls_up || c->tls_done || len >= high)
+		return (0);
+	return (c->d->tm->read_pending(c->bev, high - len));
+}
+
+/*
  * Take the complete records in the client's input, as long as it may be
  * read.  At the end of its input the rest is a last record without a
  * delimiter, as in a file.
@@ -1261,16 +1280,29 @@ client_process(struct client *c)
 	size_t			 len, reclen, dlen;
 
 	while (c->state == C_READING && !c->throttled && !d->stopping) {
-		if ((len = evbuffer_get_length(in)) == 0)
+		if ((len = evbuffer_get_length(in)) == 0) {
+			if (client_fill(c, len) > 0)
+				continue;
 			break;
+		}
+		if (c->discarding) {
+			/* The rest of an over-long record, up to its end. */
+			p = evbuffer_search(in, &delim, 1, NULL);
+			evbuffer_drain(in, p.pos == -1 ? len : (size_t)p.pos + 1);
+			c->discarding = p.pos == -1;
+			continue;
+		}
 		if (c->scanned > len)
 			c->scanned = 0;
 		evbuffer_ptr_set(in, &p, c->scanned, EVBUFFER_PTR_SET);
 		p = evbuffer_search(in, &delim, 1, &p);
 		if (p.pos == -1) {
 			c->scanned = len;
-			if (len <= d->po->max_bytes && !c->eof)
+			if (len <= d->po->max_bytes && !c->eof) {
+				if (client_fill(c, len) > 0)
+					continue;
 				break;	/* wait for the rest */
+			}
 			reclen = len;
 			dlen = 0;
 		} else {
@@ -1279,23 +1311,13 @@ client_process(struct client *c)
 		}
 		c->scanned = 0;
 		if (reclen > d->po->max_bytes) {
-			c->recno++;
-			d->received++;
-			pipeline_count_alone(d->p, V_TOOLONG, 0);
-			/* Its own id if its first bytes say it, else a number. */
-			d->line.len = 0;
-			if (record_prefix_id((const char *)evbuffer_pullup(in,
-			    len < ID_PREFIX ? len : ID_PREFIX), len < ID_PREFIX ?
-			    len : ID_PREFIX, d->po->format, d->po->id_field,
-			    &d->line) != 0)
-				client_id(c, &d->line);
-			buf_append(&d->line, "", 1);
-			evbuffer_drain(in, len);
-			client_fail(c, d->line.data, "too-long", "record of "
-			    "%s%zu bytes is over --max-bytes %" PRIu64,
-			    p.pos == -1 && !c->eof ? "more than " : "", reclen,
-			    d->po->max_bytes);
-			break;
+			if (!client_toolong(c, len, reclen, dlen)) {
+				c->waiting = 1;	/* as below */
+				bufferevent_disable(c->bev, EV_READ);
+				break;
+			}
+			client_settle(c);
+			continue;
 		}
 		if (!client_take(c, reclen, dlen)) {
 			/*
@@ -1311,6 +1333,67 @@ client_process(struct client *c)
 	}
 	if (c->state == C_READING && c->eof)
 		client_settle(c);
+}
+
+/*
+ * The record at the start of the client's input, len bytes of it there,
+ * is over --max-bytes: reclen bytes and a delimiter of dlen, or, without
+ * one (dlen 0) and before the end of the input, more than reclen.  It is
+ * counted and answered "error ID too-long" in its place among the
+ * client's replies.  Under --on-bad-input=fail the client is then
+ * disconnected; otherwise the connection goes on after the record, whose
+ * bytes are dropped as they arrive (c->discarding) up to its delimiter,
+ * never held whole.  pass is skip here, as in a stream (pipeline_screen):
+ * passing it would need it whole.  Returns 0, the input untouched, when
+ * the reply must wait behind the client's pending records and no batch is
+ * free to hold its place.
+ */
+static int
+client_toolong(struct client *c, size_t len, size_t reclen, size_t dlen)
+{
+	struct daemon	*d = c->d;
+	struct evbuffer	*in = bufferevent_get_input(c->bev);
+	struct record	*r;
+	struct buf	 b = { 0 };
+	char		 msg[128];
+	size_t		 idlen = len < ID_PREFIX ? len : ID_PREFIX;
+	int		 more = dlen == 0 && !c->eof;
+
+	if (d->po->policy != POLICY_FAIL && c->pending > 0 && !daemon_ready(d))
+		return (0);
+	c->recno++;
+	d->received++;
+	pipeline_count_alone(d->p, V_TOOLONG, 0);
+	/* Its own id if its first bytes say it, else a number. */
+	d->line.len = 0;
+	if (record_prefix_id((const char *)evbuffer_pullup(in, idlen), idlen,
+	    d->po->format, d->po->id_field, &d->line) != 0)
+		client_id(c, &d->line);
+	snprintf(msg, sizeof msg, "record of %s%zu bytes is over --max-bytes "
+	    "%" PRIu64, more ? "more than " : "", reclen, d->po->max_bytes);
+	if (d->po->policy == POLICY_FAIL) {
+		buf_append(&d->line, "", 1);
+		evbuffer_drain(in, len);
+		client_fail(c, d->line.data, "too-long", "%s", msg);
+		return (1);
+	}
+	log_debug("connection %" PRIu64 ": too-long: %s", c->conn, msg);
+	evbuffer_drain(in, more ? len : reclen + dlen);
+	c->discarding = more;
+	reply_error(&b, d->line.data, d->line.len, "too-long", msg);
+	if (c->pending == 0)
+		client_reply(c, &b);
+	else {
+		/* After its earlier records' replies, in a batch's slot. */
+		if ((r = pipeline_add_empty(d->p, c, SLOT_TAG(S_TOOLONG,
+		    0))) == NULL)
+			fatalx("client_toolong: no batch");
+		buf_append(&r->raw, b.data, b.len);
+		c->pending++;
+		pipeline_added(d->p);
+	}
+	buf_free(&b);
+	return (1);
 }
 
 /*
@@ -1615,6 +1698,8 @@ daemon_reply(struct daemon *d, struct plbatch *b, size_t i,
 	line->len = 0;
 	if (SLOT_TYPE(tag) == S_UNKNOWN)
 		reply_error(line, NULL, 0, "command", UNKNOWN_COMMAND);
+	else if (SLOT_TYPE(tag) == S_TOOLONG)
+		buf_append(line, r->raw.data, r->raw.len);
 	else if (SLOT_TYPE(tag) != S_RECORD)
 		reply_command(d, line, SLOT_TYPE(tag));
 	else if (b->rc != 0) {

@@ -1546,6 +1546,8 @@ struct tlsmod {
 		    size_t);
 	/* Its protocol and peer certificate, for a log line. */
 	void	 (*describe)(struct bufferevent *, char *, size_t);
+	/* Move up to max bytes OpenSSL holds decrypted to the input. */
+	size_t	 (*read_pending)(struct bufferevent *, size_t);
 
 	/* The client's (client.c): a context, or NULL with a cause. */
 	struct ssl_ctx_st *(*client_context)(const struct tls_client_opts *,

@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
@@ -57,6 +58,7 @@ static void	tls_close_notify(struct bufferevent *);
 static void	tls_failure(struct bufferevent *, const char *, char *,
 		    size_t);
 static void	tls_describe(struct bufferevent *, char *, size_t);
+static size_t	tls_read_pending(struct bufferevent *, size_t);
 static SSL_CTX	*tls_client_context(const struct tls_client_opts *, char **);
 static SSL	*tls_client_new(SSL_CTX *, int, const char *, char **);
 static int	 tls_client_io(SSL *, int, void *, size_t, char **);
@@ -70,6 +72,7 @@ const struct tlsmod tlsmod = {
 	tls_close_notify,
 	tls_failure,
 	tls_describe,
+	tls_read_pending,
 	tls_client_context,
 	tls_context_free,
 	tls_client_new,
@@ -249,6 +252,37 @@ tls_accept(SSL_CTX *ctx, struct event_base *base, int fd)
 	/* A client may end with a TCP FIN, without close_notify. */
 	bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
 	return (bev);
+}
+
+/*
+ * Move up to max of the bytes OpenSSL holds decrypted, the rest of a TLS
+ * record it has read, to the connection's input; returns how many.
+ * libevent 2.1 stops reading at the input's high-water mark with part of a
+ * record left in OpenSSL, and when reading resumes waits for the socket to
+ * be readable: if the client has sent everything, that part would never
+ * be read.  No I/O: SSL_read returns what is pending.
+ */
+static size_t
+tls_read_pending(struct bufferevent *bev, size_t max)
+{
+	SSL			*ssl = bufferevent_openssl_get_ssl(bev);
+	struct evbuffer		*in = bufferevent_get_input(bev);
+	struct evbuffer_iovec	 v;
+	int			 n, r;
+
+	if ((n = SSL_pending(ssl)) <= 0 || max == 0)
+		return (0);
+	if ((size_t)n > max)
+		n = (int)max;
+	if (evbuffer_reserve_space(in, n, &v, 1) < 1)
+		return (0);
+	if ((r = SSL_read(ssl, v.iov_base, n)) <= 0) {
+		tls_error(NULL, 0);	/* empty OpenSSL's error queue */
+		return (0);
+	}
+	v.iov_len = (size_t)r;
+	evbuffer_commit_space(in, &v, 1);
+	return ((size_t)r);
 }
 
 /* Send close_notify on a connection whose handshake is done. */

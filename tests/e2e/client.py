@@ -30,6 +30,15 @@ TLS connections trust $CLIENT_CA (the server must be "localhost" or
                                    stops reading for 3 s (or "unblocked" after
                                    16 MiB, "closed" if the server closes),
                                    then stay connected until killed
+  client.py steps ADDR OUT STEP... one connection, its replies into OUT;
+                                   each STEP is a file, sent in one write
+                                   followed by a pause of
+                                   $CLIENT_CHUNK_PAUSE s; +N, wait until N
+                                   reply lines in all have come; open, read
+                                   for 0.5 s and the server must not close;
+                                   or close, half-close and read until the
+                                   server closes.  Exits 2 if the server closes
+                                   (or resets, or times out) before the steps are done
   client.py raw ADDR DATA-FILE OUT send the bytes, read replies until the
                                    server closes; no half-close
   client.py burst ADDR N           N raw clients at once; print each distinct
@@ -288,6 +297,47 @@ def raw(addr, datafile, outfile):
     open(outfile, "wb").write(got)
 
 
+def steps(addr, outfile, todo):
+    s = connect(addr)
+    s.settimeout(TIMEOUT)
+    got = b""
+    try:
+        for step in todo:
+            if step == "close":
+                s.shutdown(socket.SHUT_WR)
+                while True:
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        break
+                    got += chunk
+            elif step == "open":
+                s.settimeout(0.5)
+                try:
+                    while True:
+                        chunk = s.recv(65536)
+                        if not chunk:
+                            raise ConnectionError("closed by the server")
+                        got += chunk
+                except socket.timeout:
+                    pass
+                s.settimeout(TIMEOUT)
+            elif step.startswith("+"):
+                while got.count(b"\n") < int(step[1:]):
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        raise ConnectionError("closed by the server")
+                    got += chunk
+            else:
+                s.sendall(open(step, "rb").read())
+                time.sleep(CHUNK_PAUSE)
+    except OSError as e:
+        open(outfile, "wb").write(got)
+        print("client: steps: %s: %s" % (step, e), file=sys.stderr)
+        sys.exit(2)
+    s.close()
+    open(outfile, "wb").write(got)
+
+
 def burst(addr, n):
     """n connections at once, each sending records and reading what comes
     back until the server closes; print each outcome with its count."""
@@ -385,6 +435,8 @@ def main():
         connect(args[0]).close()
     elif cmd == "stuck":
         stuck(args[0], args[1])
+    elif cmd == "steps":
+        steps(args[0], args[1], args[2:])
     elif cmd == "raw":
         raw(args[0], args[1], args[2])
     elif cmd == "burst":

@@ -60,6 +60,13 @@ dsend() {
 	timeout 120 python3 "$CLIENT" send "$@"
 }
 
+# One connection to the daemon at $1, its replies into file $2, in the
+# steps after them (client.py steps: a file to send, +N replies to wait
+# for, or close), bounded in time.
+dsteps() {
+	timeout 120 python3 "$CLIENT" steps "$@"
+}
+
 # Send file $2 to the daemon at unix socket $1 and go away at once,
 # without reading a reply; then wait (up to 10 s) until the daemon has
 # received $3 records in all.

@@ -217,13 +217,13 @@ abcd_replies() {
 	grep -q 'stopping on an output error' "$T/derr"
 }
 
-@test "an over-long record: 'error ID too-long', disconnected; other clients are served" {
+@test "an over-long record, --on-bad-input=fail: 'error ID too-long', disconnected; other clients are served" {
 	{
 		printf 'short one\n'
 		head -c 5000 /dev/zero | tr '\0' x
 		printf '\nnever answered\n'
 	} >in
-	start_daemon --max-bytes 1K --listen "unix:$T/sock"
+	start_daemon --on-bad-input fail --max-bytes 1K --listen "unix:$T/sock"
 	dsend "unix:$T/sock" in >replies
 	[ "$(wc -l <replies)" -eq 2 ] || fail "$(cat replies)"
 	sed -n 1p replies | grep -qx 'unique	1:1:1'
@@ -250,6 +250,81 @@ abcd_replies() {
 	# (its id past the first 4 KB: numbered)
 	dsend "unix:$T/sock" late.jsonl >replies
 	grep -q '^error	1:2:1	too-long	' replies || fail "$(cat replies)"
+	stop_daemon
+}
+
+@test "an over-long record, --on-bad-input=skip (the default) or pass: 'error ID too-long' in its place, dropped as it arrives; the connection goes on" {
+	# A, then B of 6,500 bytes (over 6 times --max-bytes 1K) in five
+	# writes, its newline in the last; then C, a near duplicate of A, and
+	# D.  A and B's first piece in one write: B is met while A waits for
+	# its batch.
+	printf 'a\tThe quick brown fox jumps over the lazy dog\n' >AB.1
+	printf 'big\t' >>AB.1
+	head -c 1500 /dev/zero | tr '\0' x >>AB.1
+	for i in 2 3 4; do head -c 1500 /dev/zero | tr '\0' y >B.$i; done
+	{ head -c 496 /dev/zero | tr '\0' z; printf '\n'; } >B.5
+	printf 'c\tthe quick brown fox jumps over the lazy dog!\n' >C
+	printf 'd\tSomething else entirely, about the weather\n' >D
+	sim="$(jaccard 'The quick brown fox jumps over the lazy dog' \
+	    'the quick brown fox jumps over the lazy dog!')"
+	for policy in skip pass; do
+		rm -rf db
+		start_daemon -f tsv -d db --output - --on-bad-input "$policy" \
+		    --max-bytes 1K --listen "unix:$T/sock"
+		# B's reply comes before the rest of it is sent (+2): it is
+		# not held until its end.  C's and D's come on the same
+		# connection (+4), and it is still open after them.
+		dsteps "unix:$T/sock" replies AB.1 +2 B.2 B.3 B.4 B.5 C D +4 \
+		    open close || fail "$policy: dsteps exit $?" "$(cat replies)"
+		[ "$(wc -l <replies)" -eq 4 ] || fail "$policy:" "$(cat replies)"
+		[ "$(sed -n 1p replies)" = "unique	a" ] ||
+		    fail "$policy:" "$(cat replies)"
+		sed -n 2p replies | grep -qx 'error	big	too-long	record of more than [0-9]* bytes is over --max-bytes 1024' ||
+		    fail "$policy:" "$(cat replies)"
+		printf 'duplicate\tc\ta\t%s\nunique\td\n' "$sim" >expected
+		sed -n 3,4p replies | assert_same expected -
+		[ "$(dstat "unix:$T/sock" too_long)" = 1 ] ||
+		    fail "$policy: too_long $(dstat "unix:$T/sock" too_long)"
+		[ "$(dstat "unix:$T/sock" records)" = 4 ] ||
+		    fail "$policy: records $(dstat "unix:$T/sock" records)"
+		stop_daemon
+		# Never written, even under pass: it was never held whole.
+		printf 'a\tThe quick brown fox jumps over the lazy dog\nd\tSomething else entirely, about the weather\n' >expected
+		assert_same expected "$T/dout"
+	done
+}
+
+@test "an over-long record, --on-bad-input=skip: the last thing its client sends, in pieces, before it closes" {
+	printf 'first\n' >A
+	# 1 MiB pieces of a 32 MiB record without a newline.
+	head -c 1048576 /dev/zero | tr '\0' q >piece
+	pieces=()
+	for i in $(seq 32); do pieces+=(piece); done
+	start_daemon --max-bytes 64K --listen "unix:$T/sock"
+	printf 'warm up\n' | dsend "unix:$T/sock" >r0
+	grep -qx 'unique	1:1:1' r0 || fail "$(cat r0)"
+	hwm0="$(sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$DPID/status")"
+	# Still open after the record's last piece: closed by the client.
+	CLIENT_CHUNK_PAUSE=0 dsteps "unix:$T/sock" replies A +1 piece +2 \
+	    "${pieces[@]}" open close || fail "dsteps exit $?" "$(cat replies)"
+	[ "$(wc -l <replies)" -eq 2 ] || fail "$(cat replies)"
+	[ "$(sed -n 1p replies)" = "unique	1:2:1" ] || fail "$(cat replies)"
+	sed -n 2p replies | grep -qx 'error	1:2:2	too-long	record of more than [0-9]* bytes is over --max-bytes 65536' ||
+	    fail "$(cat replies)"
+	# Dropped as it came: the daemon's peak memory grew by far less
+	# than the record.
+	hwm="$(sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$DPID/status")"
+	[ $((hwm - hwm0)) -lt 8192 ] || fail "peak RSS $hwm0 kB, then $hwm kB"
+	# The same record whole, its newline last, then the end.
+	{ cat "${pieces[@]}"; printf '\n'; } >whole
+	dsteps "unix:$T/sock" replies2 whole open close ||
+	    fail "dsteps exit $?" "$(cat replies2)"
+	grep -qx 'error	1:3:1	too-long	record of more than [0-9]* bytes is over --max-bytes 65536' replies2 ||
+	    fail "$(cat replies2)"
+	[ "$(wc -l <replies2)" -eq 1 ] || fail "$(cat replies2)"
+	printf 'after\n' | dsend "unix:$T/sock" >r2
+	grep -qx 'unique	1:4:1' r2 || fail "$(cat r2)"
+	[ "$(dstat "unix:$T/sock" too_long)" = 2 ]
 	stop_daemon
 }
 
