@@ -24,11 +24,13 @@
  * whatever they do.  When every batch is in flight, the clients are not
  * read: their records wait in the kernel's socket buffers, not in ours
  * (reading them into evbuffers up to --max-bytes each cost more than the
- * daemon's whole lead), until a batch is delivered.  A
- * client that breaks a limit (an over-long record, idle too long, one too
- * many) gets an "error" line and is disconnected: its pending replies
- * first, then the error, then a half-close, and its further input is read
- * and dropped for a few seconds so that the error line is not lost to a
+ * daemon's whole lead), until a batch is delivered.  An over-long record
+ * is answered "error ID too-long" and its bytes dropped as they come
+ * (client_toolong).  A client that breaks a limit (idle too long, one too
+ * many, an over-long record or a malformed one under --on-bad-input=fail)
+ * gets an "error" line and is disconnected: its pending replies first,
+ * then the error, then a half-close, and its further input is read and
+ * dropped for a few seconds so that the error line is not lost to a
  * reset.
  *
  * Clients are freed only from their own callbacks or from the reap event,
