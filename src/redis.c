@@ -71,12 +71,7 @@
 
 #include "config.h"
 
-#include <sys/stat.h>
-
-#include <ctype.h>
-#include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,7 +79,6 @@
 #include <unistd.h>
 
 #include <hiredis.h>
-#include <jansson.h>
 
 #include "mhfilter.h"
 #include "redisint.h"

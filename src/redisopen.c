@@ -10,16 +10,12 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <hiredis.h>
-#include <jansson.h>
 
 #include "mhfilter.h"
 #include "redisint.h"
