@@ -18,8 +18,9 @@
  *   NS:b:HEX    a band bucket: the numbers of the documents under band key
  *               HEX, 8 bytes big-endian each, in the order they came.
  *   {NS}:undelivered
- *               the delivery marks (layout 4; see below): a sorted set of
- *               ranges of documents whose output may not be written;
+ *               the delivery marks (layout 4; see redismarks.c): a
+ *               sorted set of ranges of documents whose output may not
+ *               be written;
  *   {NS}:order  the last ticket given (layout 4; see Concurrency);
  *   {NS}:tickets
  *               the tickets of recent batches: a sorted set of members
@@ -67,6 +68,13 @@
  * until the writer's next commit (its batch was decided by then), or an
  * hour for a writer that died.  mhfilter(1) documents this and
  * tests/e2e/redis.bats counts the pairs kept twice with three writers.
+ *
+ * Opening and closing (the URL, the password file, the parameter
+ * records and their upgrade) are redisopen.c's, the delivery marks and
+ * their owners redismarks.c's, the operations on the whole index
+ * (--export, --remove, --info, --check, retention, --import's
+ * parameters) rediscan.c's; the four files share struct redis
+ * (redisint.h).
  */
 
 #include "config.h"

@@ -52,12 +52,12 @@ struct redis {
 	uint64_t	 waits;		/* pending candidates waited for */
 	uint64_t	 timeouts;	/* ... in vain */
 	uint64_t	 ticket;	/* the batch's place in the order of
-					   appends, or 0 (see the top) */
+					   appends, or 0 (top of redis.c) */
 	uint64_t	 order0;	/* the last ticket before our appends */
 	uint64_t	 tprev;		/* the first document of our last
 					   ticket's batch, or 0 */
 
-	/* Delivery marks (see the top of the file). */
+	/* Delivery marks (see the top of redismarks.c). */
 	uint64_t	 owner;		/* our ranges', or 0: none yet */
 	struct u64vec	 mine;		/* [first, end) pairs we committed */
 	struct u64vec	 pend;		/* those not delivered yet */
