@@ -18,8 +18,9 @@
  *   NS:b:HEX    a band bucket: the numbers of the documents under band key
  *               HEX, 8 bytes big-endian each, in the order they came.
  *   {NS}:undelivered
- *               the delivery marks (layout 4; see below): a sorted set of
- *               ranges of documents whose output may not be written;
+ *               the delivery marks (layout 4; see redismarks.c): a
+ *               sorted set of ranges of documents whose output may not
+ *               be written;
  *   {NS}:order  the last ticket given (layout 4; see Concurrency);
  *   {NS}:tickets
  *               the tickets of recent batches: a sorted set of members
@@ -68,48 +69,17 @@
  * hour for a writer that died.  mhfilter(1) documents this and
  * tests/e2e/redis.bats counts the pairs kept twice with three writers.
  *
- * Delivery marks (layout 4), the same guarantee as lmdbmarks.c's "Undelivered
- * ranges" and "Several writers": {NS}:undelivered is a sorted set of the
- * ranges of document numbers whose output may not have been written, one
- * member "FIRST:END:OWNER" each (codec.c: rud_encode), scored by FIRST.
- * With INDEX_TRACK a commit adds its batch's range in the same round trip
- * as its documents; once the source has written the batch's output
- * (index_delivered) a later commit removes every range that starts inside
- * it (ZREMRANGEBYSCORE: the pieces that replays cut out of it included),
- * and cuts each replay, an earlier document written again, out of its
- * range (cut_script).  Numbers are handed out by one counter, so a range
- * holds no other writer's documents and ranges never overlap.  Each
- * process keeps in memory the ranges it committed (mine: redis_own) and
- * those of them not delivered yet (pend), and answers for its own
- * documents from there.
- *
- * Whether another range's owner still runs: OWNER is the first document
- * of the writer's first range, a number no other writer can take, and the
- * writer names every connection it makes "mhfilter:NS:OWNER" (CLIENT
- * SETNAME, cluster_set_name) before that range is written.  A writer is
- * running while the master of {NS} lists a connection of that name
- * (CLIENT LIST): Redis drops the connection of a process that dies, kill
- * -9 included, as soon as its kernel closes the socket, so this is the
- * lock of lmdbmarks.c's owners.lock, across machines.  A copy in a running
- * writer's range is seen (that writer writes it, or dies first and then
- * whoever meets it next replays it); in a stopped writer's range it is a
- * replay.  Both lists are read once per batch, at the first copy that
- * needs them: a batch of no copies of earlier documents pays nothing.
- *
- * Retention: --retain sets each kept document's expiry (Redis deletes it);
- * --max-docs advances {NS}:floor and deletes the documents below it, a
- * bounded number per batch.  Bucket entries of documents that are gone are
- * removed when a lookup meets them.
+ * Opening and closing (the URL, the password file, the parameter
+ * records and their upgrade) are redisopen.c's, the delivery marks and
+ * their owners redismarks.c's, the operations on the whole index
+ * (--export, --remove, --info, --check, retention, --import's
+ * parameters) rediscan.c's; the four files share struct redis
+ * (redisint.h).
  */
 
 #include "config.h"
 
-#include <sys/stat.h>
-
-#include <ctype.h>
-#include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,30 +87,21 @@
 #include <unistd.h>
 
 #include <hiredis.h>
-#include <jansson.h>
 
 #include "mhfilter.h"
+#include "redisint.h"
 
-#define NS_DEFAULT	"mhf"
-#define NS_MAX		64
-#define EXEC_TIMEOUT	30.0	/* seconds of retries (?timeout=) */
 #define PENDING_TTL	3600	/* seconds a pending record lives */
 #define PENDING_WAIT	90.0	/* seconds to wait for another's decision:
 				   more than a writer's own retries */
 #define CLEAN_MAX	1024	/* stale bucket entries removed per batch */
-#define REPLICA_WAIT_MS	2000	/* WAIT for one replica, when there is one */
 
-#define ST_PENDING	RVAL_PENDING
-#define ST_KEPT		RVAL_KEPT
 #define ST_GONE		0	/* read back missing: its entries go */
 #define ST_PASSED	1	/* pending too long: passed over, kept */
 #define ST_CLEANED	2	/* gone, and its entries queued for removal */
 #define BUCKET_MAX	1024	/* entries read from one band bucket */
-#define EXPIRE_ROUND	10000	/* documents expired per round trip */
-#define UD_KEY		"undelivered"	/* {NS}:undelivered */
 #define TICKET_LATER	UINT64_MAX	/* a batch with no ticket yet */
 #define TICKET_AGE	3600		/* seconds a dead writer's ticket stays */
-#define OWNER_NAME	"mhfilter:"	/* connections: mhfilter:NS:OWNER */
 
 /* Remove the 8-byte entries given as ARGV from the bucket KEYS[1]. */
 static const char remove_script[] =
@@ -156,59 +117,6 @@ static const char remove_script[] =
     "if #out == 0 then redis.call('DEL', KEYS[1])\n"
     "else redis.call('SET', KEYS[1], table.concat(out)) end\n"
     "return n\n";
-
-/* Delete the document KEYS[1] if its state is ARGV[1]; returns 1 if so. */
-static const char expire_script[] =
-    "local v = redis.call('GETRANGE', KEYS[1], 0, 0)\n"
-    "if v == ARGV[1] then redis.call('DEL', KEYS[1]) return 1 end\n"
-    "return 0\n";
-
-/*
- * Cut each document ARGV[i] out of its range in the sorted set KEYS[1]
- * ({NS}:undelivered): the range becomes the pieces before and after it,
- * with the same owner.  Returns how many were cut.  Numbers stay strings
- * or go through %d: Lua's own conversion would print large ones as
- * 1e+15.
- */
-static const char cut_script[] =
-    "local n = 0\n"
-    "for i = 1, #ARGV do\n"
-    "  local d = tonumber(ARGV[i])\n"
-    "  local r = redis.call('ZRANGE', KEYS[1], ARGV[i], '-inf', 'BYSCORE',\n"
-    "    'REV', 'LIMIT', 0, 1)[1]\n"
-    "  local f, e, o\n"
-    "  if r then f, e, o = string.match(r, '^(%d+):(%d+):(%d+)$') end\n"
-    "  if f and d < tonumber(e) then\n"
-    "    redis.call('ZREM', KEYS[1], r)\n"
-    "    if tonumber(f) < d then\n"
-    "      redis.call('ZADD', KEYS[1], f, f .. ':' .. ARGV[i] .. ':' .. o)\n"
-    "    end\n"
-    "    if d + 1 < tonumber(e) then\n"
-    "      local g = string.format('%d', d + 1)\n"
-    "      redis.call('ZADD', KEYS[1], g, g .. ':' .. e .. ':' .. o)\n"
-    "    end\n"
-    "    n = n + 1\n"
-    "  end\n"
-    "end\n"
-    "return n\n";
-
-/*
- * Give up the ranges of KEYS[1] that start in [ARGV[i], ARGV[i + 1]], for
- * each pair i: their owner becomes 0, a stopped writer's to everyone.
- */
-static const char abandon_script[] =
-    "for i = 1, #ARGV, 2 do\n"
-    "  local rs = redis.call('ZRANGE', KEYS[1], ARGV[i], ARGV[i + 1],\n"
-    "    'BYSCORE')\n"
-    "  for _, m in ipairs(rs) do\n"
-    "    local f, e = string.match(m, '^(%d+):(%d+):%d+$')\n"
-    "    if f then\n"
-    "      redis.call('ZREM', KEYS[1], m)\n"
-    "      redis.call('ZADD', KEYS[1], f, f .. ':' .. e .. ':0')\n"
-    "    end\n"
-    "  end\n"
-    "end\n"
-    "return 0\n";
 
 /*
  * The batch [ARGV[1], ARGV[2]) has appended all its bucket entries: give
@@ -229,12 +137,6 @@ static const char ticket_script[] =
     "  ARGV[1] .. ':' .. ARGV[2] .. ':' .. string.format('%d', t) .. ':' ..\n"
     "  ARGV[3])\n"
     "return t\n";
-
-/* Raise {NS}:floor to ARGV[1] if it is lower; returns the old floor. */
-static const char floor_script[] =
-    "local f = tonumber(redis.call('GET', KEYS[1]) or '1')\n"
-    "if tonumber(ARGV[1]) > f then redis.call('SET', KEYS[1], ARGV[1]) end\n"
-    "return f\n";
 
 /* A record of the prepared batch. */
 struct rslot {
@@ -271,102 +173,37 @@ struct later {
 	uint64_t	 keys[];
 };
 
-struct redis {
-	struct index	 base;		/* first: what index.c sees */
-	int		 format;	/* as opened (2 read-only, else 3) */
-	struct cluster	*c;
-	char		*ns;
-	char		*hosts;
-
-	struct rslot	*slots;
-	size_t		 nslots, slotsize;
-	uint64_t	 first_doc;	/* the batch's numbers */
-	uint64_t	 seq_seen;	/* the counter's highest value seen */
-	size_t		*own;		/* number - first_doc -> its slot */
-	size_t		 nown, ownsize;
-	struct u64vec	 found;		/* bucket entries, by slot */
-
-	struct rdoc	*docs;		/* read or written this batch */
-	size_t		 ndocs, docsize;
-	size_t		*ht;		/* docid -> docs index + 1 */
-	size_t		 htsize;
-	struct buf	 cache;		/* their values */
-
-	struct stale	*stale;
-	size_t		 nstale, stalesize;
-	struct later	**later;
-	size_t		 nlater, latersize;
-	struct buf	 lbuf;
-
-	struct textenc	*te;		/* for unprepared insertions */
-	struct retention ret;		/* from index_expire, for commit */
-	uint64_t	 floor;		/* documents below were expired */
-	int64_t		 now;
-	uint32_t	*sig;
-	struct buf	 key, val;	/* scratch */
-	uint64_t	 waits;		/* pending candidates waited for */
-	uint64_t	 timeouts;	/* ... in vain */
-	uint64_t	 ticket;	/* the batch's place in the order of
-					   appends, or 0 (see the top) */
-	uint64_t	 order0;	/* the last ticket before our appends */
-	uint64_t	 tprev;		/* the first document of our last
-					   ticket's batch, or 0 */
-
-	/* Delivery marks (see the top of the file). */
-	uint64_t	 owner;		/* our ranges', or 0: none yet */
-	struct u64vec	 mine;		/* [first, end) pairs we committed */
-	struct u64vec	 pend;		/* those not delivered yet */
-	struct u64vec	 dranges;	/* delivered: for the next commit */
-	struct u64vec	 dreplays;
-	struct u64vec	 aranges;	/* abandoned: first, last pairs */
-	int		 uread;		/* uranges read in this batch */
-	struct u64vec	 uranges;	/* first, end, owner: every range */
-	int		 wread;		/* writers read in this batch */
-	struct u64vec	 writers;	/* the owners running, sorted */
-};
-
-static int	redis_fail(struct redis *, char **);
 static int	reserve_docs(struct redis *, size_t, uint64_t *, char **);
-static void	doc_key(struct redis *, uint64_t, struct buf *);
-static void	band_key(struct redis *, uint64_t, struct buf *);
-static void	ns_key(struct redis *, const char *, struct buf *);
-static size_t	q1(struct redis *, const struct buf *, const char *);
-static size_t	q2(struct redis *, const struct buf *, const char *,
-		    const char *, size_t);
 static void	cache_reset(struct redis *);
 static struct rdoc *cache_find(struct redis *, uint64_t);
 static struct rdoc *cache_add(struct redis *, uint64_t, int, const char *,
 		    size_t);
 static int	fetch_docs(struct redis *, const uint64_t *, size_t,
 		    char **);
-static int	take_owner(struct redis *, uint64_t, char **);
-static void	queue_zrem(struct redis *, const char *, uint64_t, uint64_t);
-static int	redis_scan(struct redis *, int, int (*)(struct redis *,
-		    uint64_t, const char *, size_t, void *), void *, char **);
 
 /* {NS}:what, one of the namespace's own keys. */
-static void
+void
 ns_key(struct redis *r, const char *what, struct buf *k)
 {
 	rkey_ns(k, r->ns, what);
 }
 
 /* NS:d:N, a document. */
-static void
+void
 doc_key(struct redis *r, uint64_t docid, struct buf *k)
 {
 	rkey_doc(k, r->ns, docid);
 }
 
 /* NS:b:HEX, a band bucket. */
-static void
+void
 band_key(struct redis *r, uint64_t key, struct buf *k)
 {
 	rkey_band(k, r->ns, key);
 }
 
 /* Queue a one-argument command on key k. */
-static size_t
+size_t
 q1(struct redis *r, const struct buf *k, const char *cmd)
 {
 	const char	*argv[2] = { cmd, k->data };
@@ -376,7 +213,7 @@ q1(struct redis *r, const struct buf *k, const char *cmd)
 }
 
 /* Queue a two-argument command on key k: cmd k v. */
-static size_t
+size_t
 q2(struct redis *r, const struct buf *k, const char *cmd, const char *v,
     size_t vlen)
 {
@@ -387,7 +224,7 @@ q2(struct redis *r, const struct buf *k, const char *cmd, const char *v,
 }
 
 /* A failed cluster_exec: its cause, with the index named. */
-static int
+int
 redis_fail(struct redis *r, char **cause)
 {
 	char	*c = *cause;
@@ -399,7 +236,7 @@ redis_fail(struct redis *r, char **cause)
 }
 
 /* A reply that is an error: the cause.  Returns -1 for convenience. */
-static int
+int
 reply_error(struct redis *r, const redisReply *rp, const char *what,
     char **cause)
 {
@@ -411,7 +248,7 @@ reply_error(struct redis *r, const redisReply *rp, const char *what,
 }
 
 /* Fail on the first error reply among replies [from, to). */
-static int
+int
 replies_ok(struct redis *r, size_t from, size_t to, const char *what,
     char **cause)
 {
@@ -549,58 +386,8 @@ cache_add(struct redis *r, uint64_t docid, int state, const char *v,
 	return (d);
 }
 
-/* Parse redis://host:port[,host:port...][/ns][?timeout=SECONDS]. */
-static int
-parse_url(const char *url, char **hosts, char **ns, double *timeout,
-    char **cause)
-{
-	const char	*h = url + strlen("redis://"), *slash, *q;
-	char		*c;
-	size_t		 i;
-
-	*timeout = EXEC_TIMEOUT;
-	if ((q = strchr(h, '?')) == NULL)
-		q = h + strlen(h);
-	else if (strncmp(q, "?timeout=", 9) != 0 ||
-	    parse_double(q + 9, 0.1, 86400, timeout, &c) != 0) {
-		if (strncmp(q, "?timeout=", 9) == 0)
-			free(c);
-		xasprintf(cause, "%s: the only option is ?timeout=SECONDS "
-		    "(0.1 to 86400)", url);
-		return (INDEX_ERROR);
-	}
-	if ((slash = memchr(h, '/', q - h)) == NULL) {
-		*hosts = xstrndup(h, q - h);
-		*ns = xstrdup(NS_DEFAULT);
-	} else {
-		*hosts = xstrndup(h, slash - h);
-		*ns = slash + 1 < q ? xstrndup(slash + 1, q - slash - 1) :
-		    xstrdup(NS_DEFAULT);
-	}
-	if (**hosts == '\0') {
-		xasprintf(cause, "%s: no host (redis://HOST:PORT[/NS])", url);
-		goto fail;
-	}
-	for (i = 0; (*ns)[i] != '\0'; i++) {
-		if (!isalnum((unsigned char)(*ns)[i]) && (*ns)[i] != '_' &&
-		    (*ns)[i] != '-' && (*ns)[i] != '.')
-			break;
-	}
-	if ((*ns)[i] != '\0' || i > NS_MAX) {
-		xasprintf(cause, "%s: the namespace may have up to %d letters, "
-		    "digits, '_', '-' and '.'", url, NS_MAX);
-		goto fail;
-	}
-	return (0);
-fail:
-	free(*hosts);
-	free(*ns);
-	*hosts = *ns = NULL;
-	return (INDEX_ERROR);
-}
-
 /* GET a {NS} counter; 0 when it does not exist. */
-static int
+int
 get_counter(struct redis *r, const char *what, uint64_t *v, char **cause)
 {
 	const redisReply	*rp;
@@ -626,228 +413,7 @@ get_counter(struct redis *r, const char *what, uint64_t *v, char **cause)
 	return (0);
 }
 
-static void	redis_close(struct index *);
 static void	redis_abort(struct index *);
-
-/*
- * --redis-password-file: read the credentials every Redis connection
- * authenticates with (cluster_auth), one line: "password" (the default
- * user's, requirepass) or "user password" (an ACL user).  Returns 0, or
- * -1 with a cause that never holds the password.
- */
-static int
-redis_password_file(const char *path, char **cause)
-{
-	FILE		*f;
-	struct stat	 st;
-	char		 line[1024], *sp;
-	size_t		 len;
-	int		 rv = -1;
-
-	if ((f = fopen(path, "re")) == NULL) {
-		xasprintf(cause, "%s: %s", path, strerror(errno));
-		return (-1);
-	}
-	if (fstat(fileno(f), &st) == 0 && (st.st_mode & S_IROTH))
-		log_warnx("--redis-password-file %s is readable by every user",
-		    path);
-	if (fgets(line, sizeof line, f) == NULL) {
-		xasprintf(cause, "%s: %s", path, ferror(f) ? strerror(errno) :
-		    "empty (one line: password, or user password)");
-		goto out;
-	}
-	len = strcspn(line, "\r\n");
-	if (line[len] == '\0' && len == sizeof line - 1) {
-		xasprintf(cause, "%s: the line is over %zu bytes", path,
-		    sizeof line - 2);
-		goto out;
-	}
-	line[len] = '\0';
-	sp = strchr(line, ' ');
-	if (len == 0 || line[0] == ' ' || (sp != NULL &&
-	    (sp[1] == '\0' || strchr(sp + 1, ' ') != NULL))) {
-		xasprintf(cause, "%s: expected one line: password, or user "
-		    "and password separated by one space", path);
-		goto out;
-	}
-	if (sp != NULL) {
-		*sp = '\0';
-		cluster_auth(line, sp + 1);
-	} else
-		cluster_auth(NULL, line);
-	rv = 0;
-out:
-	explicit_bzero(line, sizeof line);
-	fclose(f);
-	return (rv);
-}
-
-/* A Redis index may exist wherever the URL points: only opening tells. */
-static int
-redis_exists(const char *path, uint64_t *size)
-{
-	(void)path;
-	*size = 0;
-	return (1);
-}
-
-/*
- * Connect, and create or check the parameter records.  The arguments are
- * index_open's.
- */
-static int
-redis_open(struct index **ixp, const char *path, int flags,
-    struct index_params *p, int given, char **cause)
-{
-	struct redis		*r;
-	const redisReply	*rp;
-	struct metatext		 m;
-	struct buf		 text = { 0 };
-	uint64_t		 seq;
-	double			 timeout;
-	char			 stored[16];
-	int			 rc, old, rv = INDEX_ERROR;
-
-	r = xcalloc(1, sizeof *r);
-	r->base.flags = flags;
-	r->base.p = *p;
-	r->base.path = xstrdup(path);
-	if (parse_url(path, &r->hosts, &r->ns, &timeout, cause) != 0)
-		goto fail;
-	if ((r->c = cluster_connect(r->hosts, timeout, cause)) == NULL)
-		goto fail;
-	cluster_wait(r->c, 1, REPLICA_WAIT_MS);
-
-	/* The parameters: create them if there are none (SET NX). */
-	ns_key(r, "meta", &r->key);
-	if (!(flags & INDEX_RDONLY)) {
-		const char	*argv[4];
-		size_t		 len[4];
-
-		m.out = &text;
-		meta_write(p, MHF_REDIS_FORMAT, time(NULL), metatext_put, &m);
-		argv[0] = "SET";
-		len[0] = 3;
-		argv[1] = r->key.data;
-		len[1] = r->key.len;
-		argv[2] = text.data;
-		len[2] = text.len;
-		argv[3] = "NX";
-		len[3] = 2;
-		cluster_queue(r->c, r->key.data, r->key.len, 4, argv, len);
-	}
-	q1(r, &r->key, "GET");
-	if (cluster_exec(r->c, cause) != 0) {
-		redis_fail(r, cause);
-		goto fail;
-	}
-	if (!(flags & INDEX_RDONLY) &&
-	    replies_ok(r, 0, 1, "writing the parameters", cause) != 0)
-		goto fail;
-	rp = cluster_reply(r->c, (flags & INDEX_RDONLY) ? 0 : 1);
-	if (rp->type == REDIS_REPLY_NIL) {
-		xasprintf(cause, "%s is an empty index", path);
-		goto fail;
-	}
-	if (rp->type != REDIS_REPLY_STRING) {
-		reply_error(r, rp, "reading the parameters", cause);
-		goto fail;
-	}
-	m.s = rp->str;
-	m.len = rp->len;
-	/*
-	 * Layouts 2 and 3 are read as they are (2 has no LZ4 texts, neither
-	 * has delivery marks, which means everything was delivered), and
-	 * upgraded by a writable open, which rewrites the "format" line
-	 * alone, so that an older mhfilter refuses the index instead of
-	 * finding texts it cannot decode or writing without marks.
-	 */
-	old = 0;
-	if (metatext_get(&m, "format", stored, sizeof stored) == 0 &&
-	    (strcmp(stored, "2") == 0 || strcmp(stored, "3") == 0))
-		old = stored[0] - '0';
-	r->format = old && (flags & INDEX_RDONLY) ? old : MHF_REDIS_FORMAT;
-	if ((rc = meta_read(&r->base.p, old ? old : MHF_REDIS_FORMAT, given,
-	    path, metatext_get, &m, cause)) != 0) {
-		rv = rc;
-		goto fail;
-	}
-	if (old && !(flags & INDEX_RDONLY)) {
-		text.len = 0;
-		metatext_set_format(&m, MHF_REDIS_FORMAT, &text);
-		cluster_reset(r->c);
-		q2(r, &r->key, "SET", text.data, text.len);
-		if (cluster_exec(r->c, cause) != 0) {
-			redis_fail(r, cause);
-			goto fail;
-		}
-		if (replies_ok(r, 0, 1, "upgrading the parameters",
-		    cause) != 0)
-			goto fail;
-		log_info("%s: upgraded from Redis index format %d to %d", path,
-		    old, MHF_REDIS_FORMAT);
-	}
-	cluster_reset(r->c);
-	if (get_counter(r, "seq", &seq, cause) != 0)
-		goto fail;
-	r->base.run_doc = seq + 1;
-	r->seq_seen = seq;
-	r->sig = xcalloc(r->base.p.perms, sizeof *r->sig);
-	buf_free(&text);
-	*p = r->base.p;
-	*ixp = &r->base;
-	return (0);
-fail:
-	buf_free(&text);
-	redis_close(&r->base);
-	return (rv);
-}
-
-static void
-redis_close(struct index *base)
-{
-	struct redis	*r = (struct redis *)base;
-	size_t		 i;
-	char		*cause;
-
-	if (r == NULL)
-		return;
-	if (r->c != NULL && r->tprev != 0) {
-		/* Our last ticket, which nobody needs now (best effort). */
-		cluster_reset(r->c);
-		queue_zrem(r, "tickets", r->tprev, r->tprev);
-		if (cluster_exec(r->c, &cause) != 0)
-			free(cause);
-	}
-	if (r->c != NULL)
-		cluster_close(r->c);
-	for (i = 0; i < r->nlater; i++)
-		free(r->later[i]);
-	free(r->later);
-	buf_free(&r->lbuf);
-	free(r->slots);
-	free(r->own);
-	u64vec_free(&r->found);
-	free(r->docs);
-	free(r->ht);
-	buf_free(&r->cache);
-	free(r->stale);
-	free(r->sig);
-	u64vec_free(&r->mine);
-	u64vec_free(&r->pend);
-	u64vec_free(&r->dranges);
-	u64vec_free(&r->dreplays);
-	u64vec_free(&r->aranges);
-	u64vec_free(&r->uranges);
-	u64vec_free(&r->writers);
-	textenc_free(r->te);
-	buf_free(&r->key);
-	buf_free(&r->val);
-	free(r->ns);
-	free(r->hosts);
-	free(r->base.path);
-	free(r);
-}
 
 /* Forget the batch. */
 static void
@@ -895,7 +461,7 @@ slot_value(struct redis *r, const struct ixdoc *d, int64_t when,
 }
 
 /* Is docid one of this batch's? */
-static struct rslot *
+struct rslot *
 own_slot(struct redis *r, uint64_t docid)
 {
 	if (docid < r->first_doc || docid - r->first_doc >= r->nown)
@@ -1508,7 +1074,7 @@ redis_insert(struct index *base, size_t slot, const uint64_t *keys,
  * Queue EVAL of a script on key k with one argument.  Redis caches the
  * compiled script by its hash, so sending the text costs only bytes.
  */
-static void
+void
 queue_eval(struct redis *r, const char *script, const struct buf *k,
     const char *arg, size_t arglen)
 {
@@ -1519,7 +1085,7 @@ queue_eval(struct redis *r, const char *script, const struct buf *k,
 }
 
 /* Queue the removal of one entry from one bucket. */
-static void
+void
 queue_unlink(struct redis *r, uint64_t key, uint64_t docid)
 {
 	unsigned char	 be[8];
@@ -1546,170 +1112,6 @@ queue_set(struct redis *r, const struct buf *k, const struct buf *v,
 		cluster_queue(r->c, k->data, k->len, 5, argv, len);
 	} else
 		cluster_queue(r->c, k->data, k->len, 3, argv, len);
-}
-
-/* Is docid in one of the [first, end) pairs of v (in order, apart)? */
-static int
-pairs_has(const struct u64vec *v, uint64_t docid)
-{
-	size_t	 lo = 0, hi = v->n / 2, mid;
-
-	while (lo < hi) {		/* the last pair starting <= docid */
-		mid = lo + (hi - lo) / 2;
-		if (v->v[2 * mid] <= docid)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return (lo > 0 && docid < v->v[2 * (lo - 1) + 1]);
-}
-
-/* Append [first, end), past every pair of v, to v (merged if adjacent). */
-static void
-pairs_add(struct u64vec *v, uint64_t first, uint64_t end)
-{
-	if (v->n > 0 && v->v[v->n - 1] == first) {
-		v->v[v->n - 1] = end;
-		return;
-	}
-	u64vec_push(v, first);
-	u64vec_push(v, end);
-}
-
-/* Take [first, end) out of the pairs of v. */
-static void
-pairs_cut(struct u64vec *v, uint64_t first, uint64_t end)
-{
-	struct u64vec	 out = { 0 };
-	uint64_t	 a, b;
-	size_t		 i;
-
-	for (i = 0; i + 1 < v->n; i += 2) {
-		a = v->v[i];
-		b = v->v[i + 1];
-		if (b <= first || a >= end) {
-			pairs_add(&out, a, b);
-			continue;
-		}
-		if (a < first)
-			pairs_add(&out, a, first);
-		if (end < b)
-			pairs_add(&out, end, b);
-	}
-	u64vec_free(v);
-	*v = out;
-}
-
-/*
- * Remove every member of the sorted set {NS}:what scored in [first, last]:
- * undelivered ranges that start there (ranges never overlap: those within
- * a range of ours are its pieces), or a batch's ticket.
- */
-static void
-queue_zrem(struct redis *r, const char *what, uint64_t first, uint64_t last)
-{
-	char		 lo[24], hi[24];
-	const char	*argv[4] = { "ZREMRANGEBYSCORE", NULL, lo, hi };
-	size_t		 len[4] = { 16, 0, 0, 0 };
-
-	ns_key(r, what, &r->key);
-	argv[1] = r->key.data;
-	len[1] = r->key.len;
-	len[2] = (size_t)snprintf(lo, sizeof lo, "%" PRIu64, first);
-	len[3] = (size_t)snprintf(hi, sizeof hi, "%" PRIu64, last);
-	cluster_queue(r->c, r->key.data, r->key.len, 4, argv, len);
-}
-
-/*
- * Become the owner of undelivered ranges, the first of which starts at
- * first: name every connection after it before the range is written.
- */
-static int
-take_owner(struct redis *r, uint64_t first, char **cause)
-{
-	char	*name, *c;
-
-	xasprintf(&name, OWNER_NAME "%s:%" PRIu64, r->ns, first);
-	if (cluster_set_name(r->c, name, cause) != 0) {
-		free(name);
-		c = *cause;
-		xasprintf(cause, "index %s: %s (naming the connections after "
-		    "this writer: see mhfilter(1), SECURITY)", r->base.path, c);
-		free(c);
-		return (INDEX_ERROR);
-	}
-	free(name);
-	r->owner = first;
-	return (0);
-}
-
-/* Queue EVAL of script on {NS}:undelivered with the numbers v as ARGV. */
-static void
-queue_eval_nums(struct redis *r, const char *script, const uint64_t *v,
-    size_t n)
-{
-	const char	**argv;
-	size_t		 *len, i;
-	char		 (*num)[24];
-
-	argv = xreallocarray(NULL, n + 4, sizeof *argv);
-	len = xreallocarray(NULL, n + 4, sizeof *len);
-	num = xreallocarray(NULL, n, sizeof *num);
-	ns_key(r, UD_KEY, &r->key);
-	argv[0] = "EVAL";
-	argv[1] = script;
-	argv[2] = "1";
-	argv[3] = r->key.data;
-	len[0] = 4;
-	len[1] = strlen(script);
-	len[2] = 1;
-	len[3] = r->key.len;
-	for (i = 0; i < n; i++) {
-		len[i + 4] = (size_t)snprintf(num[i], sizeof num[i], "%" PRIu64,
-		    v[i]);
-		argv[i + 4] = num[i];
-	}
-	cluster_queue(r->c, r->key.data, r->key.len, (int)(n + 4), argv, len);
-	free(argv);
-	free(len);
-	free(num);
-}
-
-/*
- * In the commit: the batch's range [first, end) as undelivered (none when
- * first == end), the ranges delivered since removed, the replays
- * delivered since cut out of theirs, the ranges abandoned since given up.
- */
-static int
-queue_marks(struct redis *r, uint64_t first, uint64_t end, char **cause)
-{
-	char	 lo[24];
-	size_t	 i;
-
-	if (first != end) {
-		if (r->owner == 0 && take_owner(r, first, cause) != 0)
-			return (INDEX_ERROR);
-		ns_key(r, UD_KEY, &r->key);
-		rud_encode(&r->val, first, end, r->owner);
-		snprintf(lo, sizeof lo, "%" PRIu64, first);
-		{
-			const char	*argv[4] = { "ZADD", r->key.data, lo,
-					    r->val.data };
-			size_t		 len[4] = { 4, r->key.len, strlen(lo),
-					    r->val.len };
-
-			cluster_queue(r->c, r->key.data, r->key.len, 4, argv,
-			    len);
-		}
-	}
-	for (i = 0; i + 1 < r->dranges.n; i += 2)
-		queue_zrem(r, UD_KEY, r->dranges.v[i], r->dranges.v[i + 1] - 1);
-	if (r->dreplays.n != 0)
-		queue_eval_nums(r, cut_script, r->dreplays.v, r->dreplays.n);
-	if (r->aranges.n != 0)
-		queue_eval_nums(r, abandon_script, r->aranges.v,
-		    r->aranges.n);
-	return (0);
 }
 
 /*
@@ -1894,918 +1296,6 @@ redis_abort(struct index *base)
 		free(cause);
 	}
 	batch_reset(r);
-}
-
-/* Did this process insert docid (committed, or in the open batch)? */
-static int
-redis_own(struct index *base, uint64_t docid)
-{
-	struct redis	*r = (struct redis *)base;
-
-	return (own_slot(r, docid) != NULL || pairs_has(&r->mine, docid));
-}
-
-/*
- * Read every undelivered range into r->uranges (first, end, owner each,
- * in order of first), once a batch.
- */
-static int
-read_ranges(struct redis *r, char **cause)
-{
-	const redisReply	*rp, *m;
-	uint64_t		 first, end, owner;
-	size_t			 i;
-
-	if (r->uread)
-		return (0);
-	cluster_reset(r->c);
-	ns_key(r, UD_KEY, &r->key);
-	{
-		const char	*argv[4] = { "ZRANGE", r->key.data, "0", "-1" };
-		size_t		 len[4] = { 6, r->key.len, 1, 2 };
-
-		cluster_queue(r->c, r->key.data, r->key.len, 4, argv, len);
-	}
-	if (cluster_exec(r->c, cause) != 0)
-		return (redis_fail(r, cause));
-	rp = cluster_reply(r->c, 0);
-	if (rp->type != REDIS_REPLY_ARRAY)
-		return (reply_error(r, rp, "reading the undelivered ranges",
-		    cause));
-	r->uranges.n = 0;
-	for (i = 0; i < rp->elements; i++) {
-		m = rp->element[i];
-		if (m->type != REDIS_REPLY_STRING || rud_decode(m->str, m->len,
-		    &first, &end, &owner) != 0) {
-			xasprintf(cause, "index %s: {%s}:" UD_KEY " holds a "
-			    "malformed range (mhfilter --check lists it)",
-			    r->base.path, r->ns);
-			cluster_reset(r->c);
-			return (INDEX_ERROR);
-		}
-		u64vec_push(&r->uranges, first);
-		u64vec_push(&r->uranges, end);
-		u64vec_push(&r->uranges, owner);
-	}
-	cluster_reset(r->c);
-	r->uread = 1;
-	return (0);
-}
-
-/*
- * The owners of the writers running now, sorted, into out: the names
- * "mhfilter:NS:OWNER" in the CLIENT LIST of the master of {NS}.
- */
-static int
-read_writers(struct redis *r, struct u64vec *out, char **cause)
-{
-	const redisReply	*rp;
-	const char		*argv[4] = { "CLIENT", "LIST", "TYPE", "normal" };
-	size_t			 len[4] = { 6, 4, 4, 6 };
-	struct buf		 pre = { 0 };
-	struct u64vec		 scratch = { 0 };
-	const char		*p, *end;
-	uint64_t		 v;
-
-	cluster_reset(r->c);
-	ns_key(r, UD_KEY, &r->key);
-	cluster_queue(r->c, r->key.data, r->key.len, 4, argv, len);
-	if (cluster_exec(r->c, cause) != 0)
-		return (redis_fail(r, cause));
-	rp = cluster_reply(r->c, 0);
-	if (rp->type != REDIS_REPLY_STRING && rp->type != REDIS_REPLY_STATUS)
-		return (reply_error(r, rp, "CLIENT LIST", cause));
-	xasprintf((char **)&pre.data, " name=" OWNER_NAME "%s:", r->ns);
-	pre.len = strlen(pre.data);
-	out->n = 0;
-	end = rp->str + rp->len;
-	for (p = rp->str; (p = memmem(p, end - p, pre.data, pre.len)) != NULL;) {
-		p += pre.len;
-		for (v = 0; p < end && *p >= '0' && *p <= '9'; p++)
-			v = v * 10 + (uint64_t)(*p - '0');
-		if (p == end || *p == ' ' || *p == '\n')
-			u64vec_push(out, v);
-	}
-	sort_u64(out->v, out->n, &scratch);
-	u64vec_free(&scratch);
-	free(pre.data);
-	cluster_reset(r->c);
-	return (0);
-}
-
-/* Is owner one of the sorted owners in v? */
-static int
-owner_in(const struct u64vec *v, uint64_t owner)
-{
-	size_t	 lo = 0, hi = v->n, mid;
-
-	while (lo < hi) {
-		mid = lo + (hi - lo) / 2;
-		if (v->v[mid] == owner)
-			return (1);
-		if (v->v[mid] < owner)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return (0);
-}
-
-/*
- * Is docid in an undelivered range whose output may never be written?
- * 1, 0, or INDEX_ERROR.  One of ours is, until we deliver it; another
- * writer's is once that writer has stopped (or gave up the range: owner
- * 0).
- */
-static int
-redis_undelivered(struct index *base, uint64_t docid, char **cause)
-{
-	struct redis	*r = (struct redis *)base;
-	size_t		 lo = 0, hi, mid;
-	uint64_t	 owner;
-
-	if (redis_own(base, docid))
-		return (pairs_has(&r->pend, docid));
-	if (read_ranges(r, cause) != 0)
-		return (INDEX_ERROR);
-	hi = r->uranges.n / 3;
-	while (lo < hi) {		/* the last range starting <= docid */
-		mid = lo + (hi - lo) / 2;
-		if (r->uranges.v[3 * mid] <= docid)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo == 0 || docid >= r->uranges.v[3 * (lo - 1) + 1])
-		return (0);
-	if ((owner = r->uranges.v[3 * (lo - 1) + 2]) == 0)
-		return (1);
-	if (!r->wread) {
-		if (read_writers(r, &r->writers, cause) != 0)
-			return (INDEX_ERROR);
-		r->wread = 1;
-	}
-	return (!owner_in(&r->writers, owner));
-}
-
-/*
- * The output of these ranges of ours, and of these replays, was written:
- * forget them now, and in Redis at the next commit (kept until one
- * succeeds).
- */
-static void
-redis_delivered(struct index *base, const uint64_t *ranges, size_t nranges,
-    const uint64_t *replays, size_t nreplays)
-{
-	struct redis	*r = (struct redis *)base;
-	size_t		 i;
-
-	if (r->base.flags & INDEX_RDONLY)
-		return;
-	for (i = 0; i < nranges; i++) {
-		u64vec_push(&r->dranges, ranges[2 * i]);
-		u64vec_push(&r->dranges, ranges[2 * i + 1]);
-		pairs_cut(&r->pend, ranges[2 * i], ranges[2 * i + 1]);
-	}
-	for (i = 0; i < nreplays; i++) {
-		u64vec_push(&r->dreplays, replays[i]);
-		pairs_cut(&r->pend, replays[i], replays[i] + 1);
-	}
-}
-
-/*
- * The output of these ranges of ours will never be written (a daemon's
- * client went away first): at the next commit they lose their owner, so
- * that whoever meets them replays them.  We keep them as undelivered, and
- * replay them ourselves.
- */
-static void
-redis_abandoned(struct index *base, const uint64_t *ranges, size_t nranges)
-{
-	struct redis	*r = (struct redis *)base;
-	size_t		 i;
-
-	if (r->base.flags & INDEX_RDONLY)
-		return;
-	for (i = 0; i < nranges; i++) {
-		u64vec_push(&r->aranges, ranges[2 * i]);
-		u64vec_push(&r->aranges, ranges[2 * i + 1] - 1);
-	}
-}
-
-/* Documents kept (roughly: key expiry does not count down). */
-static int
-redis_stats(struct index *base, struct index_stats *st, char **cause)
-{
-	struct redis	*r = (struct redis *)base;
-	uint64_t	 docs;
-
-	memset(st, 0, sizeof *st);
-	if (get_counter(r, "docs", &docs, cause) != 0)
-		return (INDEX_ERROR);
-	st->docs = docs;
-	st->roundtrips = cluster_roundtrips(r->c);
-	return (0);
-}
-
-/*
- * Retention.  max_age is applied at commit as each kept document's expiry
- * (remembered here); max_docs advances the floor over the oldest numbers,
- * at most budget documents a call.
- */
-static int
-redis_expire(struct index *base, const struct retention *ret, int64_t now,
-    uint64_t budget, uint64_t *removed, char **cause)
-{
-	struct redis		*r = (struct redis *)base;
-	const redisReply	*rp;
-	uint64_t		 seq, floor, target, end, d;
-	char			 num[32];
-
-	(void)now;
-	*removed = 0;
-	r->ret = *ret;
-	if (ret->max_docs == 0)
-		return (0);
-	if (get_counter(r, "seq", &seq, cause) != 0 ||
-	    get_counter(r, "floor", &floor, cause) != 0)
-		return (INDEX_ERROR);
-	if (floor == 0)
-		floor = 1;
-	r->floor = floor;
-	if (seq < ret->max_docs || seq - ret->max_docs + 1 <= floor)
-		return (0);
-	target = seq - ret->max_docs + 1;
-	if (target - floor > budget)
-		target = floor + budget;
-
-	/*
-	 * In rounds of EXPIRE_ROUND numbers: kept documents only (another
-	 * writer's pending ones are its own to decide, and this batch's
-	 * are dropped at commit), then the floor.
-	 */
-	for (; floor < target; floor = end) {
-		end = target - floor > EXPIRE_ROUND ? floor + EXPIRE_ROUND :
-		    target;
-		cluster_reset(r->c);
-		for (d = floor; d < end; d++) {
-			doc_key(r, d, &r->key);
-			queue_eval(r, expire_script, &r->key, "K", 1);
-		}
-		ns_key(r, "floor", &r->key);
-		snprintf(num, sizeof num, "%" PRIu64, end);
-		queue_eval(r, floor_script, &r->key, num, strlen(num));
-		if (cluster_exec(r->c, cause) != 0)
-			return (redis_fail(r, cause));
-		for (d = 0; d <= end - floor; d++) {
-			rp = cluster_reply(r->c, d);
-			if (rp->type == REDIS_REPLY_ERROR)
-				return (reply_error(r, rp, "expire", cause));
-			if (d < end - floor && rp->type == REDIS_REPLY_INTEGER)
-				*removed += rp->integer;
-		}
-		cluster_reset(r->c);
-		r->floor = end;
-	}
-	if (*removed != 0) {
-		ns_key(r, "docs", &r->key);
-		snprintf(num, sizeof num, "-%" PRIu64, *removed);
-		q2(r, &r->key, "INCRBY", num, strlen(num));
-		if (cluster_exec(r->c, cause) != 0)
-			return (redis_fail(r, cause));
-		cluster_reset(r->c);
-	}
-	return (0);
-}
-
-/*
- * The band key of a bucket key of the namespace (NS:b:HEX, 16 lower-case
- * hex digits) into *key: 0, or -1 if k is not one.
- */
-static int
-bucket_of(struct redis *r, const char *k, size_t len, uint64_t *key)
-{
-	size_t	 nl = strlen(r->ns), i;
-	int	 c;
-
-	if (len != nl + 3 + 16 || memcmp(k, r->ns, nl) != 0 ||
-	    memcmp(k + nl, ":b:", 3) != 0)
-		return (-1);
-	for (*key = 0, i = nl + 3; i < len; i++) {
-		c = (unsigned char)k[i];
-		if (c >= '0' && c <= '9')
-			*key = *key << 4 | (uint64_t)(c - '0');
-		else if (c >= 'a' && c <= 'f')
-			*key = *key << 4 | (uint64_t)(c - 'a' + 10);
-		else
-			return (-1);
-	}
-	return (0);
-}
-
-/*
- * Call fn for every document record (kind 'd') or band bucket (kind 'b')
- * of the namespace, with its number or band key (a SCAN of every master,
- * then GETs in blocks).  A value that is not a string is given as NULL.
- * fn returns 0 to go on, else stops the scan with that value.
- */
-static int
-redis_scan(struct redis *r, int kind, int (*fn)(struct redis *, uint64_t,
-    const char *, size_t, void *), void *arg, char **cause)
-{
-	const redisReply	*rp, *keys;
-	struct buf		 pat = { 0 }, cursor = { 0 };
-	struct u64vec		 ids = { 0 };
-	char			*val;
-	unsigned		 m, nm = cluster_masters(r->c);
-	size_t			 i;
-	uint64_t		 id;
-	int			 rc = 0;
-
-	buf_append(&pat, r->ns, strlen(r->ns));
-	buf_append(&pat, kind == 'b' ? ":b:*" : ":d:*", 5);
-	for (m = 0; m < nm && rc == 0; m++) {
-		cursor.len = 0;
-		buf_append(&cursor, "0", 2);
-		do {
-			const char	*argv[6] = { "SCAN", cursor.data,
-					    "MATCH", pat.data, "COUNT",
-					    "1000" };
-			size_t		 len[6] = { 4, strlen(cursor.data), 5,
-					    strlen(pat.data), 5, 4 };
-
-			cluster_reset(r->c);
-			cluster_queue_node(r->c, m, 6, argv, len);
-			if (cluster_exec(r->c, cause) != 0) {
-				rc = redis_fail(r, cause);
-				break;
-			}
-			rp = cluster_reply(r->c, 0);
-			if (rp->type != REDIS_REPLY_ARRAY ||
-			    rp->elements != 2) {
-				rc = reply_error(r, rp, "scan", cause);
-				break;
-			}
-			cursor.len = 0;
-			buf_append(&cursor, rp->element[0]->str,
-			    rp->element[0]->len + 1);
-			keys = rp->element[1];
-			ids.n = 0;
-			for (i = 0; i < keys->elements; i++) {
-				if (kind == 'b' ? bucket_of(r,
-				    keys->element[i]->str,
-				    keys->element[i]->len, &id) == 0 :
-				    (id = rkey_docid(keys->element[i]->str,
-				    keys->element[i]->len, r->ns)) != 0)
-					u64vec_push(&ids, id);
-			}
-			cluster_reset(r->c);
-			for (i = 0; i < ids.n; i++) {
-				if (kind == 'b')
-					band_key(r, ids.v[i], &r->key);
-				else
-					doc_key(r, ids.v[i], &r->key);
-				q1(r, &r->key, "GET");
-			}
-			if (ids.n != 0 && cluster_exec(r->c, cause) != 0) {
-				rc = redis_fail(r, cause);
-				break;
-			}
-			for (i = 0; i < ids.n && rc == 0; i++) {
-				rp = cluster_reply(r->c, i);
-				if (rp->type == REDIS_REPLY_NIL)
-					continue;	/* gone meanwhile */
-				if (rp->type != REDIS_REPLY_STRING) {
-					rc = fn(r, ids.v[i], NULL, 0, arg);
-					continue;
-				}
-				val = xmalloc(rp->len + 1);
-				memcpy(val, rp->str, rp->len);
-				rc = fn(r, ids.v[i], val, rp->len, arg);
-				free(val);
-			}
-			cluster_reset(r->c);
-		} while (rc == 0 && strcmp(cursor.data, "0") != 0);
-	}
-	buf_free(&pat);
-	buf_free(&cursor);
-	u64vec_free(&ids);
-	return (rc);
-}
-
-/*
- * Decode a scanned value; returns where its text begins, or 0 if it is not
- * a kept document's.
- */
-static size_t
-scan_decode(struct redis *r, const char *v, size_t len, struct docinfo *d)
-{
-	size_t	 n;
-	int	 state;
-
-	if ((n = rval_decode(v, len, r->base.p.perms, r->sig, d,
-	    &state)) == 0)
-		return (0);
-	return (state == ST_KEPT ? n : 0);
-}
-
-/* Append the band keys of the signature last decoded (r->sig) to out. */
-static void
-doc_bands(struct redis *r, struct u64vec *out)
-{
-	uint64_t	 keys[MHF_MAX_PERMS];
-	unsigned	 j;
-
-	lsh_keys(r->sig, r->base.p.bands, r->base.p.rows, r->base.p.seed,
-	    keys);
-	for (j = 0; j < r->base.p.bands; j++)
-		u64vec_push(out, keys[j]);
-}
-
-struct removal {
-	const char	*id;
-	size_t		 idlen;
-	struct u64vec	 found;
-	struct u64vec	 keys;		/* their band keys */
-};
-
-static int
-remove_one(struct redis *r, uint64_t docid, const char *v, size_t len,
-    void *arg)
-{
-	struct removal	*rm = arg;
-	struct docinfo	 d;
-
-	if (scan_decode(r, v, len, &d) == 0 || d.idlen != rm->idlen ||
-	    memcmp(d.id, rm->id, rm->idlen) != 0)
-		return (0);
-	u64vec_push(&rm->found, docid);
-	doc_bands(r, &rm->keys);
-	return (0);
-}
-
-/* Remove every document with this id (a scan: there is no id index). */
-static int
-redis_remove(struct index *base, const char *id, size_t idlen,
-    uint64_t *removed, char **cause)
-{
-	struct redis	*r = (struct redis *)base;
-	struct removal	 rm = { id, idlen, { 0 }, { 0 } };
-	unsigned	 b = r->base.p.bands, j;
-	size_t		 i;
-	char		 num[32];
-	int		 rc;
-
-	*removed = 0;
-	if ((rc = redis_scan(r, 'd', remove_one, &rm, cause)) == 0 &&
-	    rm.found.n != 0) {
-		cluster_reset(r->c);
-		for (i = 0; i < rm.found.n; i++) {
-			doc_key(r, rm.found.v[i], &r->key);
-			q1(r, &r->key, "DEL");
-			for (j = 0; j < b; j++)
-				queue_unlink(r, rm.keys.v[i * b + j],
-				    rm.found.v[i]);
-		}
-		ns_key(r, "docs", &r->key);
-		snprintf(num, sizeof num, "-%zu", rm.found.n);
-		q2(r, &r->key, "INCRBY", num, strlen(num));
-		if (cluster_exec(r->c, cause) != 0)
-			rc = redis_fail(r, cause);
-		else
-			*removed = rm.found.n;
-		cluster_reset(r->c);
-	}
-	u64vec_free(&rm.found);
-	u64vec_free(&rm.keys);
-	return (rc);
-}
-
-/*
- * What --info and --check learn from a scan of the namespace: documents
- * first, then buckets, then the delivery marks.  f is --check's report
- * (NULL for --info).
- */
-struct nsscan {
-	FILE			*f;
-	uint64_t		*problems;
-	struct index_info	*in;
-	uint64_t		 seq;
-	struct u64vec		 pending;	/* those pending */
-	struct u64vec		 ids, keys;	/* kept ones' bands (check) */
-	uint64_t		 entries;	/* bucket entries */
-};
-
-/* A --check problem line (the first 100 are shown). */
-static void
-problem(struct nsscan *ns, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void
-problem(struct nsscan *ns, const char *fmt, ...)
-{
-	va_list	 ap;
-
-	if (ns->f == NULL || ++*ns->problems > 100)
-		return;
-	fputs("problem: ", ns->f);
-	va_start(ap, fmt);
-	vfprintf(ns->f, fmt, ap);
-	va_end(ap);
-	fputc('\n', ns->f);
-}
-
-/* One document of the scan. */
-static int
-scan_doc(struct redis *r, uint64_t docid, const char *v, size_t len,
-    void *arg)
-{
-	struct nsscan		*ns = arg;
-	struct index_info	*in = ns->in;
-	struct docinfo		 d;
-	size_t			 n;
-	int			 state;
-
-	if (docid > ns->seq)
-		problem(ns, "document %" PRIu64 ": numbered past {%s}:seq "
-		    "(%" PRIu64 ")", docid, r->ns, ns->seq);
-	if (v == NULL || (n = rval_decode(v, len, r->base.p.perms, r->sig,
-	    &d, &state)) == 0) {
-		problem(ns, "document %" PRIu64 ": corrupt record", docid);
-		return (0);
-	}
-	if (state == ST_PENDING) {
-		u64vec_push(&ns->pending, docid);
-		return (0);
-	}
-	in->docs++;
-	in->docs_bytes += n;
-	in->texts_bytes += len - n;
-	if (in->oldest == 0 || d.time < in->oldest)
-		in->oldest = d.time;
-	if (d.time > in->newest)
-		in->newest = d.time;
-	if (ns->f != NULL) {
-		doc_bands(r, &ns->keys);
-		for (n = 0; n < r->base.p.bands; n++)
-			u64vec_push(&ns->ids, docid);
-	}
-	return (0);
-}
-
-/* One band bucket of the scan: 8-byte document numbers. */
-static int
-scan_bucket(struct redis *r, uint64_t key, const char *v, size_t len,
-    void *arg)
-{
-	struct nsscan	*ns = arg;
-	uint64_t	 docid;
-	size_t		 e;
-
-	if (v == NULL || len == 0 || len % 8 != 0) {
-		problem(ns, "band bucket %016" PRIx64 ": not a list of 8-byte "
-		    "document numbers", key);
-		return (0);
-	}
-	ns->entries += len / 8;
-	ns->in->bands_bytes += len;
-	for (e = 0; e < len; e += 8) {
-		docid = get_be64((const unsigned char *)v + e);
-		if (docid == 0 || docid > ns->seq) {
-			problem(ns, "band bucket %016" PRIx64 ": document "
-			    "%" PRIu64 " cannot exist (past {%s}:seq)", key,
-			    docid, r->ns);
-			break;
-		}
-	}
-	return (0);
-}
-
-/* Sum used_memory over the masters (INFO memory): *bytes. */
-static int
-masters_memory(struct redis *r, uint64_t *bytes, char **cause)
-{
-	const redisReply	*rp;
-	const char		*argv[2] = { "INFO", "memory" }, *p;
-	size_t			 len[2] = { 4, 6 };
-	unsigned		 m, nm = cluster_masters(r->c);
-
-	*bytes = 0;
-	cluster_reset(r->c);
-	for (m = 0; m < nm; m++)
-		cluster_queue_node(r->c, m, 2, argv, len);
-	if (cluster_exec(r->c, cause) != 0)
-		return (redis_fail(r, cause));
-	for (m = 0; m < nm; m++) {
-		rp = cluster_reply(r->c, m);
-		if (rp->type != REDIS_REPLY_STRING)
-			return (reply_error(r, rp, "INFO memory", cause));
-		if ((p = strstr(rp->str, "used_memory:")) != NULL)
-			*bytes += strtoull(p + 12, NULL, 10);
-	}
-	cluster_reset(r->c);
-	return (0);
-}
-
-/*
- * The undelivered ranges with their scores (ZRANGE WITHSCORES): how many,
- * and with --check, each well formed, scored by its first document, below
- * {NS}:seq and apart from the one before.
- */
-static int
-scan_ranges(struct redis *r, struct nsscan *ns, char **cause)
-{
-	const redisReply	*rp, *m, *sc;
-	uint64_t		 first, end, owner, last = 0;
-	size_t			 i;
-	char			 num[24];
-
-	cluster_reset(r->c);
-	ns_key(r, UD_KEY, &r->key);
-	{
-		const char	*argv[5] = { "ZRANGE", r->key.data, "0", "-1",
-				    "WITHSCORES" };
-		size_t		 len[5] = { 6, r->key.len, 1, 2, 10 };
-
-		cluster_queue(r->c, r->key.data, r->key.len, 5, argv, len);
-	}
-	if (cluster_exec(r->c, cause) != 0)
-		return (redis_fail(r, cause));
-	rp = cluster_reply(r->c, 0);
-	if (rp->type != REDIS_REPLY_ARRAY || rp->elements % 2 != 0) {
-		if (rp->type == REDIS_REPLY_ERROR)
-			problem(ns, "{%s}:" UD_KEY ": %s", r->ns, rp->str);
-		cluster_reset(r->c);
-		return (0);
-	}
-	ns->in->undelivered = rp->elements / 2;
-	for (i = 0; i + 1 < rp->elements; i += 2) {
-		m = rp->element[i];
-		sc = rp->element[i + 1];
-		if (m->type != REDIS_REPLY_STRING || rud_decode(m->str, m->len,
-		    &first, &end, &owner) != 0) {
-			problem(ns, "undelivered range \"%.40s\": malformed",
-			    m->type == REDIS_REPLY_STRING ? m->str : "?");
-			continue;
-		}
-		snprintf(num, sizeof num, "%" PRIu64, first);
-		if (sc->type != REDIS_REPLY_STRING || strcmp(sc->str, num) != 0)
-			problem(ns, "undelivered range [%" PRIu64 ", %" PRIu64
-			    "): scored %s", first, end, sc->type ==
-			    REDIS_REPLY_STRING ? sc->str : "?");
-		else if (end > ns->seq + 1 || owner > ns->seq)
-			problem(ns, "undelivered range [%" PRIu64 ", %" PRIu64
-			    ") of %" PRIu64 ": past {%s}:seq", first, end,
-			    owner, r->ns);
-		else if (first < last)
-			problem(ns, "undelivered range [%" PRIu64 ", %" PRIu64
-			    ") overlaps the one before", first, end);
-		else
-			last = end;
-	}
-	cluster_reset(r->c);
-	return (0);
-}
-
-/*
- * Scan the namespace for --info and --check: counts into ns->in, and with
- * ns->f the problems of the documents, buckets and marks.
- */
-static int
-scan_namespace(struct redis *r, struct nsscan *ns, char **cause)
-{
-	struct index_info *in = ns->in;
-
-	if (get_counter(r, "seq", &ns->seq, cause) != 0 ||
-	    redis_scan(r, 'd', scan_doc, ns, cause) != 0)
-		return (INDEX_ERROR);
-	if (redis_scan(r, 'b', scan_bucket, ns, cause) != 0 ||
-	    scan_ranges(r, ns, cause) != 0 ||
-	    masters_memory(r, &in->memory, cause) != 0)
-		return (INDEX_ERROR);
-	in->pending = ns->pending.n;
-	in->band_entries = ns->entries;
-	in->size = in->docs_bytes + in->texts_bytes + in->bands_bytes;
-	in->remote = 1;
-	return (0);
-}
-
-static void
-nsscan_free(struct nsscan *ns)
-{
-	u64vec_free(&ns->pending);
-	u64vec_free(&ns->ids);
-	u64vec_free(&ns->keys);
-}
-
-/* What --info prints: counted by a scan of the namespace. */
-static int
-redis_info(struct index *base, struct index_info *in, char **cause)
-{
-	struct redis		*r = (struct redis *)base;
-	struct nsscan		 ns = { 0 };
-	const redisReply	*rp;
-	struct metatext		 m;
-	char			 v[32];
-	uint64_t		 created;
-	int			 rc;
-
-	memset(in, 0, sizeof *in);
-	in->p = r->base.p;
-	in->format = r->format;
-	ns_key(r, "meta", &r->key);
-	q1(r, &r->key, "GET");
-	if (cluster_exec(r->c, cause) != 0)
-		return (redis_fail(r, cause));
-	rp = cluster_reply(r->c, 0);
-	if (rp->type == REDIS_REPLY_STRING) {
-		m.s = rp->str;
-		m.len = rp->len;
-		if (metatext_get(&m, "created", v, sizeof v) == 0 &&
-		    meta_number(v, INT64_MAX, &created) == 0)
-			in->created = (int64_t)created;
-	}
-	cluster_reset(r->c);
-	ns.in = in;
-	rc = scan_namespace(r, &ns, cause);
-	in->next_doc = ns.seq + 1;
-	nsscan_free(&ns);
-	return (rc);
-}
-
-/*
- * Pending documents must expire (a writer that dies leaves them for an
- * hour): one without an expiry would hold up every writer that meets it.
- */
-static int
-check_pending(struct redis *r, struct nsscan *ns, char **cause)
-{
-	const redisReply	*rp;
-	size_t			 i, at, n;
-
-	for (at = 0; at < ns->pending.n; at += n) {
-		n = ns->pending.n - at < 4096 ? ns->pending.n - at : 4096;
-		cluster_reset(r->c);
-		for (i = 0; i < n; i++) {
-			doc_key(r, ns->pending.v[at + i], &r->key);
-			q1(r, &r->key, "TTL");
-		}
-		if (cluster_exec(r->c, cause) != 0)
-			return (redis_fail(r, cause));
-		for (i = 0; i < n; i++) {
-			rp = cluster_reply(r->c, i);
-			if (rp->type == REDIS_REPLY_INTEGER &&
-			    rp->integer == -1)
-				problem(ns, "document %" PRIu64 ": pending "
-				    "and without an expiry",
-				    ns->pending.v[at + i]);
-		}
-	}
-	cluster_reset(r->c);
-	return (0);
-}
-
-/* Every kept document's band keys, from its signature, must list it. */
-static int
-check_listed(struct redis *r, struct nsscan *ns, char **cause)
-{
-	const redisReply	*rp;
-	size_t			 i, e, at, n;
-	int			 hit;
-
-	for (at = 0; at < ns->ids.n; at += n) {
-		n = ns->ids.n - at < 4096 ? ns->ids.n - at : 4096;
-		cluster_reset(r->c);
-		for (i = 0; i < n; i++) {
-			band_key(r, ns->keys.v[at + i], &r->key);
-			q1(r, &r->key, "GET");
-		}
-		if (cluster_exec(r->c, cause) != 0)
-			return (redis_fail(r, cause));
-		for (i = 0; i < n; i++) {
-			rp = cluster_reply(r->c, i);
-			hit = 0;
-			for (e = 0; rp->type == REDIS_REPLY_STRING &&
-			    e + 8 <= rp->len && !hit; e += 8)
-				hit = get_be64((unsigned char *)rp->str + e) ==
-				    ns->ids.v[at + i];
-			if (!hit)
-				problem(ns, "document %" PRIu64 ": missing "
-				    "from band bucket %016" PRIx64,
-				    ns->ids.v[at + i], ns->keys.v[at + i]);
-		}
-	}
-	cluster_reset(r->c);
-	return (0);
-}
-
-/*
- * --check: every document record decodes and is numbered below
- * {NS}:seq, a pending one expires, a kept one is in each of its buckets;
- * every bucket is a list of 8-byte numbers below {NS}:seq (entries of
- * documents gone are not problems: lookups remove them); the undelivered
- * ranges are well formed and apart.
- */
-static int
-redis_check(struct index *base, FILE *f, uint64_t *problems, char **cause)
-{
-	struct redis		*r = (struct redis *)base;
-	struct index_info	 in = { 0 };
-	struct nsscan		 ns = { 0 };
-	int			 rc;
-
-	*problems = 0;
-	ns.f = f;
-	ns.problems = problems;
-	ns.in = &in;
-	if ((rc = scan_namespace(r, &ns, cause)) == 0 &&
-	    (rc = check_pending(r, &ns, cause)) == 0)
-		rc = check_listed(r, &ns, cause);
-	nsscan_free(&ns);
-	if (rc != 0)
-		return (rc);
-	if (*problems > 100)
-		fprintf(f, "problems not shown: %" PRIu64 "\n",
-		    *problems - 100);
-	fprintf(f, "documents: %" PRIu64 "\n", in.docs);
-	fprintf(f, "band_entries: %" PRIu64 "\n", in.band_entries);
-	fprintf(f, "pending: %" PRIu64 "\n", in.pending);
-	fprintf(f, "undelivered_ranges: %" PRIu64 "\n", in.undelivered);
-	fprintf(f, "problems: %" PRIu64 "\n", *problems);
-	return (0);
-}
-
-/* What redis_each's scan calls. */
-struct eachscan {
-	index_each_fn	 fn;
-	void		*arg;
-	char		**cause;
-};
-
-/* One document of redis_each: kept ones whose text decodes. */
-static int
-each_one(struct redis *r, uint64_t docid, const char *v, size_t len,
-    void *arg)
-{
-	struct eachscan	*es = arg;
-	struct docinfo	 d;
-	struct buf	 text = { 0 };
-	size_t		 n;
-	int		 rc;
-
-	if ((n = scan_decode(r, v, len, &d)) == 0)
-		return (0);
-	if (r->base.p.texts && text_decode((const unsigned char *)v + n,
-	    len - n, &text) < 0)
-		return (0);
-	d.docid = docid;
-	rc = es->fn(es->arg, &d, r->base.p.texts ? &text : NULL, es->cause);
-	buf_free(&text);
-	return (rc);
-}
-
-/*
- * Call fn for every kept document, in no particular order; stop at its
- * first non-zero return, and return it.
- */
-static int
-redis_each(struct index *base, index_each_fn fn, void *arg, char **cause)
-{
-	struct redis	*r = (struct redis *)base;
-	struct eachscan	 es = { fn, arg, cause };
-
-	return (redis_scan(r, 'd', each_one, &es, cause));
-}
-
-/* Rewrite the parameters of an index that holds no documents yet. */
-static int
-redis_adopt(struct index *base, const struct index_params *want,
-    char **cause)
-{
-	struct redis	*r = (struct redis *)base;
-	struct metatext	 m;
-	struct buf	 text = { 0 };
-	uint64_t	 seq;
-
-	if (get_counter(r, "seq", &seq, cause) != 0)
-		return (INDEX_ERROR);
-	if (seq != 0) {
-		xasprintf(cause, "import: %s already holds documents made "
-		    "with other parameters than the export's", r->base.path);
-		return (INDEX_ERROR);
-	}
-	params_take(&r->base.p, want);
-	m.out = &text;
-	meta_write(&r->base.p, MHF_REDIS_FORMAT, time(NULL), metatext_put,
-	    &m);
-	ns_key(r, "meta", &r->key);
-	q2(r, &r->key, "SET", text.data, text.len);
-	buf_free(&text);
-	if (cluster_exec(r->c, cause) != 0)
-		return (redis_fail(r, cause));
-	cluster_reset(r->c);
-	free(r->sig);
-	r->sig = xcalloc(r->base.p.perms, sizeof *r->sig);
-	return (0);
 }
 
 const struct index_ops redis_ops = {
