@@ -141,15 +141,15 @@ lmdb_upgrade(struct lmdb *ix, int flags, int *format, char **cause)
  *
  * An older index is sealed by its first writable open (lm_seal_all), in
  * transactions of up to --memtable bytes (the memory a writer may take),
- * database after database in
- * SEAL_* order and each in key order; meta's "sealing" record, "STAGE
- * KEY" (decimal), says how far it got: the values of the databases before
- * STAGE, and those of STAGE's under keys below KEY, are sealed.  It goes
- * once all are.  A process that opens the index meanwhile reads both
- * kinds (lm_sealed, the record read again at each transaction), and one
- * that opens it for writing finishes the sealing first, so that nothing
- * unsealed is written after.
+ * database after database in SEAL_* order and each in key order; meta's
+ * "sealing" record, "STAGE KEY" (decimal), says how far it got: the
+ * values of the databases before STAGE, and those of STAGE's under keys
+ * below KEY, are sealed.  It goes once all are.  A process that opens the
+ * index meanwhile reads both kinds (lm_sealed, the record read again at
+ * each transaction), and one that opens it for writing finishes the
+ * sealing first, so that nothing unsealed is written after.
  */
+
 /* Is the value under key in database tag sealed (1)? */
 int
 lm_sealed(const struct lmdb *ix, unsigned tag, uint64_t key)
@@ -212,7 +212,7 @@ lm_seal_load(struct lmdb *ix, char **cause)
 	if (rc != 0 || sscanf(s, "%u %" SCNu64 "%n", &stage, &key, &n) != 2 ||
 	    s[n] != '\0' || stage < SEAL_DOCS || stage >= SEAL_DONE) {
 		xasprintf(cause, "index %s is damaged: meta record \"sealing\" "
-		    "is bad (run --check)", ix->base.path);
+		    "is bad (see mhfilter(1), Damaged indexes)", ix->base.path);
 		return (-1);
 	}
 	ix->seal_stage = stage;
@@ -261,9 +261,9 @@ lm_key_get(const unsigned char *kb, size_t size)
 }
 
 /*
- * One transaction of lm_seal_all: seal up to --memtable bytes of
- * values from where the "sealing" record says, and write where it got to
- * in *stage and *key and in the record (deleted at SEAL_DONE).
+ * One transaction of lm_seal_all: seal up to --memtable bytes of values
+ * from where the "sealing" record says, and write where it got to in
+ * *stage and *key and in the record (deleted at SEAL_DONE).
  */
 static int
 lm_seal_step(struct lmdb *ix, unsigned *stage, uint64_t *key, char **cause)
@@ -308,12 +308,14 @@ lm_seal_step(struct lmdb *ix, unsigned *stage, uint64_t *key, char **cause)
 		}
 		mdb_cursor_close(cur);
 		lm_beat();
-		if (rc == MDB_NOTFOUND) {
+		if (rc != 0 && rc != MDB_NOTFOUND)
+			return (lm_fail(ix, rc, "sealing", cause));
+		/* (The last key there can be: done, not round again.) */
+		if (rc == MDB_NOTFOUND || *key == (keysize == 4 ?
+		    UINT32_MAX : UINT64_MAX)) {
 			(*stage)++;
 			*key = 0;
-		} else if (rc != 0)
-			return (lm_fail(ix, rc, "sealing", cause));
-		else
+		} else
 			(*key)++;
 	}
 	if (*stage == SEAL_DONE) {
