@@ -567,7 +567,6 @@ lmdb_open(struct index **ixp, const char *path, int flags,
 		goto fail;
 
 	rv = INDEX_ERROR;
-	ix->seal_stage = SEAL_DONE;
 	if ((fresh = lm_fresh(ix, cause)) < 0)
 		goto fail;
 	if (fresh && (flags & INDEX_RDONLY)) {

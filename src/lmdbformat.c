@@ -169,15 +169,12 @@ int
 lm_unseal(const struct lmdb *ix, unsigned tag, uint64_t key, MDB_val *v,
     int verify)
 {
-	size_t	 len;
-
 	if (!lm_sealed(ix, tag, key))
 		return (0);
-	if (v->mv_size < SEAL_SIZE || (verify &&
-	    seal_open(v->mv_data, v->mv_size, tag, key, &len) != 0))
+	if (v->mv_size < SEAL_SIZE)
 		return (-1);
 	v->mv_size -= SEAL_SIZE;
-	return (0);
+	return (verify ? lm_seal_check(ix, tag, key, v) : 0);
 }
 
 /*
@@ -195,7 +192,10 @@ lm_seal_check(const struct lmdb *ix, unsigned tag, uint64_t key,
 	return (seal_open(v->mv_data, v->mv_size + SEAL_SIZE, tag, key, &len));
 }
 
-/* Read the "sealing" record (lm_sealed) in the transaction.  0, or -1. */
+/*
+ * Read the "sealing" record (lm_sealed) in the transaction, unless every
+ * value was sealed already: they stay so.  0, or -1.
+ */
 int
 lm_seal_load(struct lmdb *ix, char **cause)
 {
@@ -204,11 +204,14 @@ lm_seal_load(struct lmdb *ix, char **cause)
 	uint64_t	 key;
 	int		 n = 0, rc;
 
-	ix->seal_stage = SEAL_DONE;
-	ix->seal_key = 0;
-	if (ix->format < 9 ||
-	    (rc = lm_meta_get(ix, "sealing", s, sizeof s)) == INDEX_NOTFOUND)
+	if (ix->seal_stage == SEAL_DONE)
 		return (0);
+	if (ix->format < 9 ||
+	    (rc = lm_meta_get(ix, "sealing", s, sizeof s)) == INDEX_NOTFOUND) {
+		ix->seal_stage = SEAL_DONE;
+		ix->seal_key = 0;
+		return (0);
+	}
 	if (rc != 0 || sscanf(s, "%u %" SCNu64 "%n", &stage, &key, &n) != 2 ||
 	    s[n] != '\0' || stage < SEAL_DOCS || stage >= SEAL_DONE) {
 		xasprintf(cause, "index %s is damaged: meta record \"sealing\" "

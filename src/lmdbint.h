@@ -31,8 +31,8 @@ struct lmdb {
 	struct index	 base;		/* first: what index.c sees */
 	int		 format;	/* as opened (3 to 8 read-only, else 9) */
 	unsigned	 seal_stage;	/* sealed: the databases before this
-					   SEAL_* stage, and its keys below */
-	uint64_t	 seal_key;	/* this (lm_sealed) */
+					   SEAL_* stage (0: not read yet), */
+	uint64_t	 seal_key;	/* and its keys below this */
 	MDB_env		*env;
 	MDB_dbi		 meta;
 	MDB_dbi		 docs;
