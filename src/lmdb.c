@@ -1,6 +1,7 @@
 /*
  * The index: an LMDB environment (a directory with data.mdb and lock.mdb).
- * This file and the three below are the only ones that talk to LMDB.
+ * This file and the other five of lmdbint.h are the only ones that talk to
+ * LMDB.
  *
  * Eight named databases, format 9 (groups below):
  *
@@ -102,7 +103,6 @@
 #include "mhfilter.h"
 #include "lmdbint.h"
 
-#define MEMTABLE_DEFAULT (64ULL << 20)
 #define MAP_DEFAULT	(1ULL << 30)
 
 static int	lmdb_open(struct index **, const char *, int,
@@ -117,20 +117,25 @@ static int	lmdb_insert(struct index *, size_t, const uint64_t *,
 static int	lm_meta_create(struct lmdb *, char **);
 static int	lm_meta_check(struct lmdb *, int, int, char **);
 static int	lm_foreign(struct lmdb *);
+static int	lmdb_prepare(struct index *, const struct ixdoc *, size_t,
+		    char **);
+static int	lmdb_candidates(struct index *, size_t, const uint64_t *,
+		    struct u64vec *, char **);
+static int	lm_lsm_save(struct lmdb *, char **);
+static int	lm_first_doc(struct lmdb *, uint64_t *, char **);
 
 /*
  * Is the file system of data.mdb full (less than 1 MB left to this user)?
  * LMDB says EIO of a short write, which is what a full disk gives.
  */
 static int
-lm_disk_full(struct lmdb *ix)
+lm_disk_full(const char *path)
 {
 	struct statvfs	 sv;
 	uint64_t	 left;
 	int		 fd, rc;
 
-	if (ix->base.path == NULL ||
-	    (fd = open(ix->base.path, O_RDONLY | O_DIRECTORY)) == -1)
+	if (path == NULL || (fd = open(path, O_RDONLY | O_DIRECTORY)) == -1)
 		return (0);
 	rc = fstatvfs(fd, &sv);
 	close(fd);
@@ -148,13 +153,13 @@ lm_disk_full(struct lmdb *ix)
  * MDB_KEYEXIST there is damage too: a counter behind its database.
  */
 int
-lm_fail(struct lmdb *ix, int rc, const char *what, char **cause)
+lm_fail(struct lmstore *db, int rc, const char *what, char **cause)
 {
 	if (rc == MDB_MAP_FULL) {
-		ix->map_full = 1;
+		db->map_full = 1;
 		return (INDEX_AGAIN);
 	}
-	if (rc == EIO && lm_disk_full(ix))
+	if (rc == EIO && lm_disk_full(db->path))
 		rc = ENOSPC;
 	if (rc == MDB_TXN_FULL)
 		xasprintf(cause, "%s: %s (use a smaller --batch)", what,
@@ -162,10 +167,10 @@ lm_fail(struct lmdb *ix, int rc, const char *what, char **cause)
 	else if (rc == MDB_CORRUPTED || rc == MDB_PAGE_NOTFOUND ||
 	    rc == MDB_KEYEXIST)
 		xasprintf(cause, "index %s is damaged: %s: %s (run --check; "
-		    "see mhfilter(1), Damaged indexes)", ix->base.path, what,
+		    "see mhfilter(1), Damaged indexes)", db->path, what,
 		    mdb_strerror(rc));
 	else
-		xasprintf(cause, "index %s: %s: %s", ix->base.path, what,
+		xasprintf(cause, "index %s: %s: %s", db->path, what,
 		    mdb_strerror(rc));
 	return (INDEX_ERROR);
 }
@@ -182,7 +187,7 @@ lm_meta_get(struct lmdb *ix, const char *key, char *out, size_t len)
 
 	k.mv_data = (void *)key;
 	k.mv_size = strlen(key);
-	rc = mdb_get(ix->txn, ix->meta, &k, &v);
+	rc = mdb_get(ix->db.txn, ix->meta, &k, &v);
 	if (rc == MDB_NOTFOUND)
 		return (INDEX_NOTFOUND);
 	if (rc != 0 || v.mv_size >= len)
@@ -202,7 +207,7 @@ lm_meta_put(struct lmdb *ix, const char *key, const char *value)
 	k.mv_size = strlen(key);
 	v.mv_data = (void *)value;
 	v.mv_size = strlen(value);
-	return (mdb_put(ix->txn, ix->meta, &k, &v, 0));
+	return (mdb_put(ix->db.txn, ix->meta, &k, &v, 0));
 }
 
 /* lm_meta_put as a meta_put_fn. */
@@ -236,7 +241,7 @@ lm_meta_create(struct lmdb *ix, char **cause)
 		rc = lm_meta_put(ix, "l1_entries", "0");
 	ix->next_doc = 1;
 	if (rc != 0)
-		return (lm_fail(ix, rc, "writing meta", cause));
+		return (lm_fail(&ix->db, rc, "writing meta", cause));
 	return (0);
 }
 
@@ -269,12 +274,12 @@ lm_foreign(struct lmdb *ix)
 	MDB_stat	 st;
 	int		 rc;
 
-	if ((rc = mdb_dbi_open(ix->txn, "meta", 0, &dbi)) == 0)
+	if ((rc = mdb_dbi_open(ix->db.txn, "meta", 0, &dbi)) == 0)
 		return (0);
 	if (rc != MDB_NOTFOUND)
 		return (rc);
-	if (mdb_dbi_open(ix->txn, NULL, 0, &dbi) != 0 ||
-	    mdb_stat(ix->txn, dbi, &st) != 0)
+	if (mdb_dbi_open(ix->db.txn, NULL, 0, &dbi) != 0 ||
+	    mdb_stat(ix->db.txn, dbi, &st) != 0)
 		return (1);
 	return (st.ms_entries != 0);
 }
@@ -345,10 +350,10 @@ lm_size_check(struct lmdb *ix, char **cause)
 	uint64_t	 want;
 	int		 rc;
 
-	if ((rc = mdb_env_info(ix->env, &info)) != 0 ||
-	    (rc = mdb_env_stat(ix->env, &ms)) != 0 ||
-	    (rc = mdb_env_get_fd(ix->env, &fd)) != 0)
-		return (lm_fail(ix, rc, "open", cause));
+	if ((rc = mdb_env_info(ix->db.env, &info)) != 0 ||
+	    (rc = mdb_env_stat(ix->db.env, &ms)) != 0 ||
+	    (rc = mdb_env_get_fd(ix->db.env, &fd)) != 0)
+		return (lm_fail(&ix->db, rc, "open", cause));
 	if (fstat(fd, &sb) == -1) {
 		xasprintf(cause, "index %s: fstat: %s", ix->base.path,
 		    strerror(errno));
@@ -403,18 +408,19 @@ lm_env_open(struct lmdb *ix, const char *path, int flags, uint64_t mapsize,
 		}
 	}
 
+	ix->db.path = ix->base.path;
 	guard_install();
 	fresh = !lmdb_exists(ix->base.path, &size) || size == 0;
 	for (;;) {
-		if ((rc = mdb_env_create(&ix->env)) != 0 ||
-		    (rc = mdb_env_set_assert(ix->env, guard_assert)) != 0 ||
-		    (rc = mdb_env_set_maxdbs(ix->env, 8)) != 0 ||
-		    (rc = mdb_env_set_mapsize(ix->env,
+		if ((rc = mdb_env_create(&ix->db.env)) != 0 ||
+		    (rc = mdb_env_set_assert(ix->db.env, guard_assert)) != 0 ||
+		    (rc = mdb_env_set_maxdbs(ix->db.env, 8)) != 0 ||
+		    (rc = mdb_env_set_mapsize(ix->db.env,
 		    mapsize ? mapsize : MAP_DEFAULT)) != 0) {
-			lm_fail(ix, rc, "create", cause);
+			lm_fail(&ix->db, rc, "create", cause);
 			return (INDEX_ERROR);
 		}
-		rc = mdb_env_open(ix->env, ix->base.path, envflags, 0666);
+		rc = mdb_env_open(ix->db.env, ix->base.path, envflags, 0666);
 		/*
 		 * Reading an index one may not write (a read-only file
 		 * system, another user's): without lock.mdb, which a reader
@@ -424,8 +430,8 @@ lm_env_open(struct lmdb *ix, const char *path, int flags, uint64_t mapsize,
 		if ((rc != EACCES && rc != EROFS) || !(envflags & MDB_RDONLY) ||
 		    (envflags & MDB_NOLOCK))
 			break;
-		mdb_env_close(ix->env);
-		ix->env = NULL;
+		mdb_env_close(ix->db.env);
+		ix->db.env = NULL;
 		envflags |= MDB_NOLOCK;
 	}
 	if (rc != 0) {
@@ -436,7 +442,7 @@ lm_env_open(struct lmdb *ix, const char *path, int flags, uint64_t mapsize,
 		if (fresh && !(envflags & MDB_RDONLY) && rc != ENOENT &&
 		    rc != MDB_INVALID && rc != MDB_VERSION_MISMATCH)
 			lm_unlink_files(ix->base.path);
-		if (rc == EIO && lm_disk_full(ix))
+		if (rc == EIO && lm_disk_full(ix->base.path))
 			rc = ENOSPC;
 		if (rc == ENOENT)
 			xasprintf(cause, "no index at %s", ix->base.path);
@@ -461,12 +467,12 @@ lm_env_open(struct lmdb *ix, const char *path, int flags, uint64_t mapsize,
 	 */
 	if (ix->base.flags & INDEX_TEMP)
 		lmdb_remove_dir(ix->base.path);
-	if (mdb_env_stat(ix->env, &ms) == 0) {
-		ix->inline_max = ms.ms_psize / 2;
-		ix->psize = ms.ms_psize;
+	if (mdb_env_stat(ix->db.env, &ms) == 0) {
+		ix->db.inline_max = ms.ms_psize / 2;
+		ix->db.psize = ms.ms_psize;
 	}
 	/* Forget readers left by processes that died (kill -9). */
-	mdb_reader_check(ix->env, &dead);
+	mdb_reader_check(ix->db.env, &dead);
 	return (0);
 }
 
@@ -481,27 +487,29 @@ lm_dbis_open(struct lmdb *ix, int flags, char **cause)
 	unsigned	 dbflags = (flags & INDEX_RDONLY) ? 0 : MDB_CREATE;
 	int		 rc;
 
-	rc = lm_txn(ix, 0, &ix->txn);
+	rc = lm_txn(ix, 0, &ix->db.txn);
 	if (rc == 0 && (rc = lm_foreign(ix)) == 1) {
 		xasprintf(cause, "%s is an LMDB environment but not an "
 		    "mhfilter index", ix->base.path);
 		return (INDEX_MISMATCH);
 	}
 	if (rc == 0 &&
-	    (rc = mdb_dbi_open(ix->txn, "meta", dbflags, &ix->meta)) == 0 &&
-	    (rc = mdb_dbi_open(ix->txn, "docs", dbflags, &ix->docs)) == 0 &&
-	    (rc = mdb_dbi_open(ix->txn, "texts", dbflags, &ix->texts)) == 0 &&
-	    (rc = mdb_dbi_open(ix->txn, "times", dbflags, &ix->times)) == 0 &&
-	    (rc = mdb_dbi_open(ix->txn, "l0", dbflags, &ix->l0)) == 0 &&
-	    (rc = mdb_dbi_open(ix->txn, "l1", dbflags, &ix->l1)) == 0) {
-		rc = mdb_dbi_open(ix->txn, "groups", dbflags, &ix->groups);
+	    (rc = mdb_dbi_open(ix->db.txn, "meta", dbflags, &ix->meta)) == 0 &&
+	    (rc = mdb_dbi_open(ix->db.txn, "docs", dbflags, &ix->docs)) == 0 &&
+	    (rc = mdb_dbi_open(ix->db.txn, "texts", dbflags,
+	    &ix->texts)) == 0 &&
+	    (rc = mdb_dbi_open(ix->db.txn, "times", dbflags,
+	    &ix->times)) == 0 &&
+	    (rc = mdb_dbi_open(ix->db.txn, "l0", dbflags, &ix->db.l0)) == 0 &&
+	    (rc = mdb_dbi_open(ix->db.txn, "l1", dbflags, &ix->db.l1)) == 0) {
+		rc = mdb_dbi_open(ix->db.txn, "groups", dbflags, &ix->groups);
 		ix->have_groups = rc == 0;
 		if (rc == MDB_NOTFOUND && !(dbflags & MDB_CREATE))
 			rc = 0;		/* older, read-only: no duplicates */
 	}
 	if (rc == 0) {
-		rc = mdb_dbi_open(ix->txn, "l1y", dbflags, &ix->l1y);
-		ix->have_l1y = rc == 0;
+		rc = mdb_dbi_open(ix->db.txn, "l1y", dbflags, &ix->db.l1y);
+		ix->db.have_l1y = rc == 0;
 		if (rc == MDB_NOTFOUND && !(dbflags & MDB_CREATE))
 			rc = 0;		/* format 4 or older, read-only */
 	}
@@ -510,7 +518,7 @@ lm_dbis_open(struct lmdb *ix, int flags, char **cause)
 		return (INDEX_MISMATCH);
 	}
 	if (rc != 0) {
-		lm_fail(ix, rc, "open", cause);
+		lm_fail(&ix->db, rc, "open", cause);
 		return (INDEX_ERROR);
 	}
 	return (0);
@@ -530,16 +538,16 @@ lm_fresh(struct lmdb *ix, char **cause)
 
 	k.mv_data = (void *)"format";
 	k.mv_size = strlen("format");
-	if ((rc = mdb_get(ix->txn, ix->meta, &k, &v)) == 0)
+	if ((rc = mdb_get(ix->db.txn, ix->meta, &k, &v)) == 0)
 		return (0);
 	if (rc == MDB_NOTFOUND &&
-	    (rc = mdb_stat(ix->txn, ix->meta, &meta)) == 0 &&
-	    (rc = mdb_stat(ix->txn, ix->docs, &docs)) == 0) {
+	    (rc = mdb_stat(ix->db.txn, ix->meta, &meta)) == 0 &&
+	    (rc = mdb_stat(ix->db.txn, ix->docs, &docs)) == 0) {
 		if (meta.ms_entries == 0 && docs.ms_entries == 0)
 			return (1);
 		rc = MDB_CORRUPTED;	/* (lm_fail: "damaged") */
 	}
-	lm_fail(ix, rc, "reading the format record", cause);
+	lm_fail(&ix->db, rc, "reading the format record", cause);
 	return (-1);
 }
 
@@ -558,8 +566,8 @@ lmdb_open(struct index **ixp, const char *path, int flags,
 
 	ix = xcalloc(1, sizeof *ix);
 	ix->ofd = -1;
-	ix->format = MHF_INDEX_FORMAT;
-	ix->snap_sweep = UINT64_MAX;
+	ix->db.format = MHF_INDEX_FORMAT;
+	ix->db.fd = -1;
 	ix->base.flags = flags;
 	ix->base.p = *p;
 	if ((rv = lm_env_open(ix, path, flags, p->mapsize, cause)) != 0 ||
@@ -576,13 +584,14 @@ lmdb_open(struct index **ixp, const char *path, int flags,
 	if (fresh) {
 		if ((rc = lm_meta_create(ix, cause)) != 0)
 			goto fail;
-	} else if ((rv = lmdb_upgrade(ix, flags, &ix->format, cause)) != 0 ||
-	    (rv = lm_meta_check(ix, ix->format, given, cause)) != 0)
+	} else if ((rv = lmdb_upgrade(ix, flags, &ix->db.format, cause)) != 0 ||
+	    (rv = lm_meta_check(ix, ix->db.format, given, cause)) != 0)
 		goto fail;
 	if ((rv = lm_seal_load(ix, cause)) != 0)
 		goto fail;
-	ix->mt = memtable_create(!(flags & INDEX_RDONLY));
-	if (lsm_load(ix, cause) != 0) {
+	lsm_init(&ix->lsm, &ix->db, ix->base.p.bands, flags & INDEX_RDONLY,
+	    p->memtable);
+	if (lm_lsm_load(ix, cause) != 0) {
 		rv = INDEX_ERROR;
 		goto fail;
 	}
@@ -591,41 +600,30 @@ lmdb_open(struct index **ixp, const char *path, int flags,
 	 * handles opened in a transaction that is aborted.
 	 */
 	lm_long(1);
-	rc = mdb_txn_commit(ix->txn);
+	rc = mdb_txn_commit(ix->db.txn);
 	lm_long(0);
 	if (rc != 0) {
-		ix->txn = NULL;
+		ix->db.txn = NULL;
 		rv = INDEX_ERROR;
-		lm_fail(ix, rc, "commit", cause);
+		lm_fail(&ix->db, rc, "commit", cause);
 		goto fail;
 	}
-	ix->txn = NULL;
-	ix->mt_max = (p->memtable ? p->memtable : MEMTABLE_DEFAULT) /
-	    sizeof(struct bentry);
-	if (ix->mt_max < 1024)
-		ix->mt_max = 1024;
-	if (!(flags & INDEX_RDONLY) && ix->seal_stage != SEAL_DONE &&
+	ix->db.txn = NULL;
+	if (!(flags & INDEX_RDONLY) && ix->db.seal_stage != SEAL_DONE &&
 	    (rv = lm_seal_all(ix, cause)) != 0)
 		goto fail;
 	ix->base.run_doc = ix->next_doc;
 
 	ix->sig = xcalloc(ix->base.p.perms, sizeof *ix->sig);
-	/*
-	 * Eight times what a sweep adds to a chunk (see run_young), and
-	 * a run out of its leaf page: rewriting one in a leaf costs little.
-	 */
-	ix->young_min = (size_t)(8 * (ix->mt_max / 2) / BAND_CHUNKS);
-	if (ix->young_min < ix->inline_max / L1E_SIZE)
-		ix->young_min = ix->inline_max / L1E_SIZE;
 	ix->enc = textenc_create();
 	*p = ix->base.p;
 	*ixp = &ix->base;
 	return (0);
 
 fail:
-	if (ix->txn != NULL)
-		mdb_txn_abort(ix->txn);
-	ix->txn = NULL;
+	if (ix->db.txn != NULL)
+		mdb_txn_abort(ix->db.txn);
+	ix->db.txn = NULL;
 	lmdb_close(&ix->base);
 	return (rv);
 }
@@ -635,38 +633,20 @@ static void
 lmdb_close(struct index *base)
 {
 	struct lmdb	*ix = (struct lmdb *)base;
+
 	if (ix == NULL)
 		return;
-	if (ix->txn != NULL)
-		mdb_txn_abort(ix->txn);
-	snap_end(ix);
-	if (ix->env != NULL)
-		mdb_env_close(ix->env);
+	if (ix->db.txn != NULL)
+		mdb_txn_abort(ix->db.txn);
+	lsm_free(&ix->lsm);		/* (ends its snapshot) */
+	if (ix->db.env != NULL)
+		mdb_env_close(ix->db.env);
 	/* (Gone already unless lm_env_open failed.) */
 	if ((ix->base.flags & INDEX_TEMP) && ix->base.path != NULL)
 		lmdb_remove_dir(ix->base.path);
 	textenc_free(ix->enc);
 	buf_free(&ix->rec);
-	buf_free(&ix->chunk);
-	buf_free(&ix->ychunk);
-	free(ix->ysorted);
-	memtable_free(ix->mt);
-	free(ix->held);
-	u64vec_free(&ix->keyset);
-	u64vec_free(&ix->keysort);
-	free(ix->keybits);
-	free(ix->rbuf);
-	free(ix->wholes);
-	free(ix->bruns);
-	u64vec_free(&ix->bchunks);
-	free(ix->probe);
-	free(ix->fbuf);
-	free(ix->pend);
-	free(ix->l0count);
-	free(ix->merged);
-	free(ix->sorted);
 	free(ix->sig);
-	free(ix->l1map);
 	u64vec_free(&ix->dranges);
 	u64vec_free(&ix->dreplays);
 	u64vec_free(&ix->aranges);
@@ -675,6 +655,20 @@ lmdb_close(struct index *base)
 		close(ix->ofd);		/* (releases its owner lock) */
 	free(ix->base.path);
 	free(ix);
+}
+
+/*
+ * Set the map's size (0: adopt the size another process gave it).  No
+ * transaction of this process may be open: the band index's snapshot is
+ * ended, and the map's address is to be found again (lm_findmap): it may
+ * move.  Returns an LMDB code.
+ */
+int
+lm_resize(struct lmdb *ix, size_t size)
+{
+	lsm_snap_end(&ix->lsm);
+	ix->db.map = NULL;
+	return (mdb_env_set_mapsize(ix->db.env, size));
 }
 
 /*
@@ -689,13 +683,76 @@ lm_txn(struct lmdb *ix, unsigned flags, MDB_txn **txn)
 	if (ix->base.flags & INDEX_RDONLY)
 		flags |= MDB_RDONLY;
 	for (;;) {
-		rc = mdb_txn_begin(ix->env, NULL, flags, txn);
+		rc = mdb_txn_begin(ix->db.env, NULL, flags, txn);
 		if (rc != MDB_MAP_RESIZED)
 			return (rc);
-		snap_end(ix);	/* no transaction may be open for this */
-		if ((rc = mdb_env_set_mapsize(ix->env, 0)) != 0)
+		if ((rc = lm_resize(ix, 0)) != 0)
 			return (rc);
 	}
+}
+
+/*
+ * The band index's position, from meta (lsm_load), with next_doc as read
+ * for the transaction.
+ */
+int
+lm_lsm_load(struct lmdb *ix, char **cause)
+{
+	struct lsmstate	 at;
+
+	memset(&at, 0, sizeof at);
+	if (lm_meta_u64(ix, "sweep", &at.sweep, cause) != 0 ||
+	    lm_meta_u64(ix, "l0_next", &at.l0_next, cause) != 0 ||
+	    lm_meta_u64(ix, "l1_entries", &at.l1_entries, cause) != 0)
+		return (INDEX_ERROR);
+	return (lsm_load(&ix->lsm, &at, ix->next_doc, cause));
+}
+
+/* Record in meta what the transaction changed of the band's position. */
+static int
+lm_lsm_save(struct lmdb *ix, char **cause)
+{
+	struct lsmstate	 was, now;
+	const char	*keys[] = { "sweep", "l0_next", "l1_entries" };
+	uint64_t	 a[3], b[3];
+	char		 num[32];
+	size_t		 i;
+	int		 rc;
+
+	lsm_position(&ix->lsm, &was, &now);
+	a[0] = was.sweep, a[1] = was.l0_next, a[2] = was.l1_entries;
+	b[0] = now.sweep, b[1] = now.l0_next, b[2] = now.l1_entries;
+	for (i = 0; i < 3; i++) {
+		if (a[i] == b[i])
+			continue;
+		snprintf(num, sizeof num, "%" PRIu64, b[i]);
+		if ((rc = lm_meta_put(ix, keys[i], num)) != 0)
+			return (lm_fail(&ix->db, rc, "writing meta", cause));
+	}
+	return (0);
+}
+
+/* The oldest document held (next_doc when there is none). */
+static int
+lm_first_doc(struct lmdb *ix, uint64_t *docid, char **cause)
+{
+	MDB_cursor	*cur;
+	MDB_val		 k, v;
+	int		 rc;
+
+	if ((rc = mdb_cursor_open(ix->db.txn, ix->docs, &cur)) != 0)
+		return (lm_fail(&ix->db, rc, "reading docs", cause));
+	rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+	mdb_cursor_close(cur);
+	if (rc == MDB_NOTFOUND) {
+		*docid = ix->next_doc;
+		return (0);
+	}
+	if (rc != 0 || k.mv_size != 8)
+		return (lm_fail(&ix->db, rc ? rc : MDB_CORRUPTED,
+		    "reading docs", cause));
+	*docid = get_be64(k.mv_data);
+	return (0);
 }
 
 /* Start a batch's transaction: a write one unless the index is read-only. */
@@ -705,32 +762,17 @@ lmdb_begin(struct index *base, char **cause)
 	struct lmdb	*ix = (struct lmdb *)base;
 	int		 rc;
 
-	if ((rc = lm_txn(ix, 0, &ix->txn)) != 0) {
-		ix->txn = NULL;
-		return (lm_fail(ix, rc, "begin", cause));
+	if ((rc = lm_txn(ix, 0, &ix->db.txn)) != 0) {
+		ix->db.txn = NULL;
+		return (lm_fail(&ix->db, rc, "begin", cause));
 	}
-	ix->npend = ix->nmerged = 0;
-	ix->l1valid = ix->bvalid = 0;
-	ix->batch = NULL;		/* until lmdb_prepare */
-	ix->nbatch = 0;
 	/*
 	 * Another writer may have added documents since; a reader needs
 	 * next_doc too, to tell a removed document from a corrupt index,
 	 * and so does lsm_load, to tell an l0 entry from a damaged one.
 	 */
 	if (lm_meta_u64(ix, "next_doc", &ix->next_doc, cause) != 0 ||
-	    lm_seal_load(ix, cause) != 0) {
-		lmdb_abort(&ix->base);
-		return (INDEX_ERROR);
-	}
-	if ((rc = lsm_load(ix, cause)) != 0) {
-		lmdb_abort(&ix->base);
-		return (rc);
-	}
-	if (ix->l0_bad > 0) {
-		xasprintf(cause, "index %s is damaged: %" PRIu64 " band "
-		    "entries in l0 are not of a document below next_doc (run "
-		    "--check)", ix->base.path, ix->l0_bad);
+	    lm_seal_load(ix, cause) != 0 || lm_lsm_load(ix, cause) != 0) {
 		lmdb_abort(&ix->base);
 		return (INDEX_ERROR);
 	}
@@ -749,22 +791,24 @@ static int
 lmdb_commit(struct index *base, char **cause)
 {
 	struct lmdb	*ix = (struct lmdb *)base;
-	char	 v[32];
-	int	 rc;
+	uint64_t	 live = 0;
+	char		 v[32];
+	int		 rc;
 
 	if (ix->base.flags & INDEX_RDONLY) {
 		lmdb_abort(&ix->base);
 		return (0);
 	}
-	ix->l1valid = ix->bvalid = 0;	/* the sweep rewrites l1 */
-	if ((rc = lsm_flush(ix, cause)) != 0) {
+	if ((rc = lm_first_doc(ix, &live, cause)) != 0 ||
+	    (rc = lsm_flush(&ix->lsm, live, cause)) != 0 ||
+	    (rc = lm_lsm_save(ix, cause)) != 0) {
 		lmdb_abort(&ix->base);
 		return (rc);
 	}
 	if (ix->next_doc != ix->start_doc) {
 		snprintf(v, sizeof v, "%" PRIu64, ix->next_doc);
 		if ((rc = lm_meta_put(ix, "next_doc", v)) != 0) {
-			rc = lm_fail(ix, rc, "writing meta", cause);
+			rc = lm_fail(&ix->db, rc, "writing meta", cause);
 			lmdb_abort(&ix->base);
 			return (rc);
 		}
@@ -774,11 +818,11 @@ lmdb_commit(struct index *base, char **cause)
 		return (rc);
 	}
 	lm_long(1);
-	rc = mdb_txn_commit(ix->txn);
+	rc = mdb_txn_commit(ix->db.txn);
 	lm_long(0);
-	ix->txn = NULL;
+	ix->db.txn = NULL;
 	if (rc != 0) {
-		rc = lm_fail(ix, rc, "commit", cause);
+		rc = lm_fail(&ix->db, rc, "commit", cause);
 		lmdb_abort(&ix->base);
 		return (rc);
 	}
@@ -787,13 +831,7 @@ lmdb_commit(struct index *base, char **cause)
 	ix->base.batch_end = ix->next_doc;
 	lm_own_add(ix);
 	ix->owner_new = 0;
-	/* Durable: keep the additions, forget what the sweep merged. */
-	memtable_commit(ix->mt);
-	ix->undo_stale = 0;
-	while (ix->nmerged > 0)
-		memtable_drop(ix->mt, ix->merged[--ix->nmerged]);
-	ix->npend = 0;
-	ix->lsm = ix->tx;
+	lsm_commit(&ix->lsm);
 	return (0);
 }
 
@@ -804,25 +842,17 @@ lmdb_abort(struct index *base)
 	struct lmdb	*ix = (struct lmdb *)base;
 	MDB_envinfo	 info;
 
-	if (ix->txn != NULL)
-		mdb_txn_abort(ix->txn);
-	ix->txn = NULL;
-	ix->l1valid = ix->bvalid = 0;
+	if (ix->db.txn != NULL)
+		mdb_txn_abort(ix->db.txn);
+	ix->db.txn = NULL;
 	ix->next_doc = ix->start_doc;
 	if (ix->owner_new)
 		lm_owner_release(ix);	/* its first range was not kept */
-	if (ix->mt != NULL && ix->undo_stale)
-		lsm_forget(ix);		/* lsm_unkey */
-	else if (ix->mt != NULL)
-		memtable_rollback(ix->mt);
-	ix->undo_stale = 0;
-	ix->npend = ix->nmerged = 0;
-	ix->tx = ix->lsm;
-	if (ix->map_full) {
-		ix->map_full = 0;
-		snap_end(ix);
-		mdb_env_info(ix->env, &info);
-		if (mdb_env_set_mapsize(ix->env, info.me_mapsize * 2) != 0)
+	lsm_abort(&ix->lsm);
+	if (ix->db.map_full) {
+		ix->db.map_full = 0;
+		mdb_env_info(ix->db.env, &info);
+		if (lm_resize(ix, info.me_mapsize * 2) != 0)
 			fatalx("cannot grow the index map to %zu bytes",
 			    info.me_mapsize * 2);
 	}
@@ -859,7 +889,7 @@ lm_get(struct lmdb *ix, MDB_dbi dbi, uint64_t docid, MDB_val *v)
 	put_be64(kb, docid);
 	k.mv_data = kb;
 	k.mv_size = sizeof kb;
-	return (mdb_get(ix->txn, dbi, &k, v));
+	return (mdb_get(ix->db.txn, dbi, &k, v));
 }
 
 /* Read a document's record.  The signature stays valid until the next call. */
@@ -881,7 +911,7 @@ lmdb_doc(struct index *base, uint64_t docid, struct docinfo *d, char **cause)
 			return (INDEX_GONE);
 		if (rc == MDB_NOTFOUND && docid != 0 && docid < ix->next_doc)
 			goto corrupt;
-		return (lm_fail(ix, rc, "document lookup", cause));
+		return (lm_fail(&ix->db, rc, "document lookup", cause));
 	}
 	if ((rc = lm_docrec(ix, docid, &v, ix->sig, d)) != 0)
 		goto corrupt;
@@ -907,8 +937,8 @@ lmdb_text(struct index *base, uint64_t docid, struct buf *out, char **cause)
 	/* (Asked for a document whose record was found: it has a text.) */
 	if ((rc = lm_get(ix, ix->texts, docid, &v)) != 0 &&
 	    rc != MDB_NOTFOUND)
-		return (lm_fail(ix, rc, "text lookup", cause));
-	if (rc == 0 && lm_unseal(ix, SEAL_TEXTS, docid, &v, 1) != 0)
+		return (lm_fail(&ix->db, rc, "text lookup", cause));
+	if (rc == 0 && lm_unseal(&ix->db, SEAL_TEXTS, docid, &v, 1) != 0)
 		rc = -2;
 	else if (rc == 0 && (rc = text_decode(v.mv_data, v.mv_size, out)) >= 0)
 		return (rc);
@@ -931,7 +961,6 @@ lmdb_insert(struct index *base, size_t slot, const uint64_t *keys,
 	struct lmdb	*ix = (struct lmdb *)base;
 	MDB_val		 k, v;
 	unsigned char	 kb[8], tk[TIMEKEY_SIZE];
-	unsigned	 j;
 	uint64_t	 docid;
 	int		 rc;
 
@@ -944,7 +973,7 @@ lmdb_insert(struct index *base, size_t slot, const uint64_t *keys,
 		    ix->base.path);
 		return (INDEX_ERROR);
 	}
-	if ((rc = lsm_hold_keys(ix, slot, keys, cause)) != 0)
+	if ((rc = lsm_hold_keys(&ix->lsm, slot, keys, cause)) != 0)
 		return (rc);
 	docid = ix->next_doc++;
 	ix->base.last_doc = docid;
@@ -955,17 +984,17 @@ lmdb_insert(struct index *base, size_t slot, const uint64_t *keys,
 	docrec_encode(&ix->rec, ix->base.p.perms, sig, id, idlen, flags, when);
 	k.mv_data = kb;
 	k.mv_size = sizeof kb;
-	if ((rc = lm_put_sealed(ix, ix->docs, SEAL_DOCS, &k, ix->rec.data,
+	if ((rc = lm_put_sealed(&ix->db, ix->docs, SEAL_DOCS, &k, ix->rec.data,
 	    ix->rec.len)) != 0)
-		return (lm_fail(ix, rc, "insert document", cause));
+		return (lm_fail(&ix->db, rc, "insert document", cause));
 
 	timekey_put(tk, when, docid);
 	k.mv_data = tk;
 	k.mv_size = sizeof tk;
 	v.mv_data = tk;
 	v.mv_size = 0;
-	if ((rc = mdb_put(ix->txn, ix->times, &k, &v, 0)) != 0)
-		return (lm_fail(ix, rc, "insert time", cause));
+	if ((rc = mdb_put(ix->db.txn, ix->times, &k, &v, 0)) != 0)
+		return (lm_fail(&ix->db, rc, "insert time", cause));
 	k.mv_data = kb;
 	k.mv_size = sizeof kb;
 
@@ -975,21 +1004,12 @@ lmdb_insert(struct index *base, size_t slot, const uint64_t *keys,
 			enc = ix->rec.data;
 			enclen = ix->rec.len;
 		}
-		if ((rc = lm_put_sealed(ix, ix->texts, SEAL_TEXTS, &k, enc,
+		if ((rc = lm_put_sealed(&ix->db, ix->texts, SEAL_TEXTS, &k, enc,
 		    enclen)) != 0)
-			return (lm_fail(ix, rc, "insert text", cause));
+			return (lm_fail(&ix->db, rc, "insert text", cause));
 	}
 
-	if (ix->npend + ix->base.p.bands > ix->pendsize) {
-		ix->pendsize = 2 * (ix->npend + ix->base.p.bands);
-		ix->pend = xreallocarray(ix->pend, ix->pendsize,
-		    sizeof *ix->pend);
-	}
-	for (j = 0; j < ix->base.p.bands; j++) {
-		memtable_add(ix->mt, keys[j], docid);
-		ix->pend[ix->npend].key = keys[j];
-		ix->pend[ix->npend++].docid = docid;
-	}
+	lsm_add(&ix->lsm, keys, docid);
 	return (0);
 }
 
@@ -1001,27 +1021,27 @@ lmdb_stats(struct index *base, struct index_stats *st, char **cause)
 	MDB_txn		*txn;
 	MDB_stat	 ms;
 	MDB_envinfo	 info;
+	struct lsmstate	 at, tx;
 	uint64_t	 n;
 	int		 rc;
 
 	memset(st, 0, sizeof *st);
 	if ((rc = lm_txn(ix, MDB_RDONLY, &txn)) != 0)
-		return (lm_fail(ix, rc, "stats", cause));
+		return (lm_fail(&ix->db, rc, "stats", cause));
 	if (mdb_stat(txn, ix->docs, &ms) == 0)
 		st->docs = ms.ms_entries;
-	if (ix->held != NULL && ix->unheld == UNCOUNTED)
-		n = memtable_entries(ix->mt) + lsm_estimate(ix, txn);
-	else if ((rc = lsm_entries(ix, txn, &n, cause)) != 0) {
+	if ((rc = lsm_estimate(&ix->lsm, txn, &n, cause)) != 0) {
 		mdb_txn_abort(txn);
 		return (rc);
 	}
-	st->band_entries = ix->lsm.l1_entries + n;
-	if ((rc = mdb_env_stat(ix->env, &ms)) == 0 &&
-	    (rc = mdb_env_info(ix->env, &info)) == 0)
+	lsm_position(&ix->lsm, &at, &tx);
+	st->band_entries = at.l1_entries + n;
+	if ((rc = mdb_env_stat(ix->db.env, &ms)) == 0 &&
+	    (rc = mdb_env_info(ix->db.env, &info)) == 0)
 		st->size = (uint64_t)(info.me_last_pgno + 1) * ms.ms_psize;
 	mdb_txn_abort(txn);
 	if (rc != 0)
-		return (lm_fail(ix, rc, "stats", cause));
+		return (lm_fail(&ix->db, rc, "stats", cause));
 	return (0);
 }
 
@@ -1035,28 +1055,29 @@ lm_delete(struct lmdb *ix, uint64_t docid, int64_t t, char **cause)
 
 	/* (Overflow pages are freed as their header says: check it.) */
 	if (((rc = lm_get(ix, ix->texts, docid, &v)) == 0 &&
-	    !lm_ovf_ok(ix, &v)) ||
-	    ((rc = lm_get(ix, ix->docs, docid, &v)) == 0 && !lm_ovf_ok(ix, &v)))
-		return (lm_fail(ix, MDB_CORRUPTED, "removing a document",
+	    !lm_ovf_ok(&ix->db, &v)) ||
+	    ((rc = lm_get(ix, ix->docs, docid, &v)) == 0 &&
+	    !lm_ovf_ok(&ix->db, &v)))
+		return (lm_fail(&ix->db, MDB_CORRUPTED, "removing a document",
 		    cause));
 	put_be64(kb, docid);
 	k.mv_data = kb;
 	k.mv_size = sizeof kb;
-	if ((rc = mdb_del(ix->txn, ix->docs, &k, NULL)) != 0 &&
+	if ((rc = mdb_del(ix->db.txn, ix->docs, &k, NULL)) != 0 &&
 	    rc != MDB_NOTFOUND)
-		return (lm_fail(ix, rc, "removing a document", cause));
-	if ((rc = mdb_del(ix->txn, ix->texts, &k, NULL)) != 0 &&
+		return (lm_fail(&ix->db, rc, "removing a document", cause));
+	if ((rc = mdb_del(ix->db.txn, ix->texts, &k, NULL)) != 0 &&
 	    rc != MDB_NOTFOUND)
-		return (lm_fail(ix, rc, "removing a text", cause));
-	if (ix->have_groups && (rc = mdb_del(ix->txn, ix->groups, &k,
+		return (lm_fail(&ix->db, rc, "removing a text", cause));
+	if (ix->have_groups && (rc = mdb_del(ix->db.txn, ix->groups, &k,
 	    NULL)) != 0 && rc != MDB_NOTFOUND)
-		return (lm_fail(ix, rc, "removing a group", cause));
+		return (lm_fail(&ix->db, rc, "removing a group", cause));
 	timekey_put(tk, t, docid);
 	k.mv_data = tk;
 	k.mv_size = sizeof tk;
-	if ((rc = mdb_del(ix->txn, ix->times, &k, NULL)) != 0 &&
+	if ((rc = mdb_del(ix->db.txn, ix->times, &k, NULL)) != 0 &&
 	    rc != MDB_NOTFOUND)
-		return (lm_fail(ix, rc, "removing a time", cause));
+		return (lm_fail(&ix->db, rc, "removing a time", cause));
 	return (0);
 }
 
@@ -1080,11 +1101,11 @@ lmdb_expire(struct index *base, const struct retention *ret, int64_t now,
 	*removed = 0;
 	if (ret->max_age == 0 && ret->max_docs == 0)
 		return (0);
-	if ((rc = mdb_stat(ix->txn, ix->docs, &st)) != 0)
-		return (lm_fail(ix, rc, "expire", cause));
+	if ((rc = mdb_stat(ix->db.txn, ix->docs, &st)) != 0)
+		return (lm_fail(&ix->db, rc, "expire", cause));
 	count = st.ms_entries;
-	if ((rc = mdb_cursor_open(ix->txn, ix->times, &cur)) != 0)
-		return (lm_fail(ix, rc, "expire", cause));
+	if ((rc = mdb_cursor_open(ix->db.txn, ix->times, &cur)) != 0)
+		return (lm_fail(&ix->db, rc, "expire", cause));
 	while (*removed < budget) {
 		rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
 		if (rc != 0 || k.mv_size != TIMEKEY_SIZE)
@@ -1104,7 +1125,7 @@ lmdb_expire(struct index *base, const struct retention *ret, int64_t now,
 	}
 	mdb_cursor_close(cur);
 	if (rc != 0 && rc != MDB_NOTFOUND)
-		return (lm_fail(ix, rc, "expire", cause));
+		return (lm_fail(&ix->db, rc, "expire", cause));
 	if (rc == 0 && k.mv_size != TIMEKEY_SIZE) {
 		xasprintf(cause, "index %s is damaged: a times key is corrupt "
 		    "(run --check)", ix->base.path);
@@ -1131,8 +1152,8 @@ lmdb_remove(struct index *base, const char *id, size_t idlen,
 	int		 rc;
 
 	*removed = 0;
-	if ((rc = mdb_cursor_open(ix->txn, ix->docs, &cur)) != 0)
-		return (lm_fail(ix, rc, "remove", cause));
+	if ((rc = mdb_cursor_open(ix->db.txn, ix->docs, &cur)) != 0)
+		return (lm_fail(&ix->db, rc, "remove", cause));
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		lm_beat();
@@ -1148,7 +1169,7 @@ lmdb_remove(struct index *base, const char *id, size_t idlen,
 	if (rc != MDB_NOTFOUND) {
 		u64vec_free(&found);
 		u64vec_free(&times);
-		return (lm_fail(ix, rc, "remove", cause));
+		return (lm_fail(&ix->db, rc, "remove", cause));
 	}
 	for (i = 0, rc = 0; i < found.n && rc == 0; i++)
 		rc = lm_delete(ix, found.v[i], (int64_t)times.v[i], cause);
@@ -1176,19 +1197,19 @@ lmdb_each(struct index *base, index_each_fn fn, void *arg, char **cause)
 	char			*bad = NULL;
 	int			 rc, rv = 0;
 
-	if ((rc = lm_txn(ix, MDB_RDONLY, &ix->txn)) != 0) {
-		ix->txn = NULL;
-		return (lm_fail(ix, rc, "export", cause));
+	if ((rc = lm_txn(ix, MDB_RDONLY, &ix->db.txn)) != 0) {
+		ix->db.txn = NULL;
+		return (lm_fail(&ix->db, rc, "export", cause));
 	}
 	if (lm_seal_load(ix, cause) != 0) {
-		mdb_txn_abort(ix->txn);
-		ix->txn = NULL;
+		mdb_txn_abort(ix->db.txn);
+		ix->db.txn = NULL;
 		return (INDEX_ERROR);
 	}
-	if ((rc = mdb_cursor_open(ix->txn, ix->docs, &cur)) != 0) {
-		mdb_txn_abort(ix->txn);
-		ix->txn = NULL;
-		return (lm_fail(ix, rc, "export", cause));
+	if ((rc = mdb_cursor_open(ix->db.txn, ix->docs, &cur)) != 0) {
+		mdb_txn_abort(ix->db.txn);
+		ix->db.txn = NULL;
+		return (lm_fail(&ix->db, rc, "export", cause));
 	}
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0 && rv == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
@@ -1209,11 +1230,11 @@ lmdb_each(struct index *base, index_each_fn fn, void *arg, char **cause)
 		rv = fn(arg, &d, ix->base.p.texts ? &text : NULL, cause);
 	}
 	mdb_cursor_close(cur);
-	mdb_txn_abort(ix->txn);
-	ix->txn = NULL;
+	mdb_txn_abort(ix->db.txn);
+	ix->db.txn = NULL;
 	buf_free(&text);
 	if (rv == 0 && rc != MDB_NOTFOUND)
-		return (lm_fail(ix, rc, "export", cause));
+		return (lm_fail(&ix->db, rc, "export", cause));
 	if (rv == 0 && skipped > 0) {
 		xasprintf(cause, "index %s: %" PRIu64 " corrupt document%s "
 		    "left out (run --check)", ix->base.path, skipped,
@@ -1252,6 +1273,7 @@ lmdb_adopt(struct index *base, const struct index_params *want,
 		ix->base.p = saved;
 		return (rc);
 	}
+	lsm_set_bands(&ix->lsm, ix->base.p.bands);
 	free(ix->sig);
 	ix->sig = xcalloc(ix->base.p.perms, sizeof *ix->sig);
 	return (0);
@@ -1271,7 +1293,7 @@ lmdb_group(struct index *base, uint64_t docid, uint64_t *group, char **cause)
 	if ((rc = lm_get(ix, ix->groups, docid, &v)) == MDB_NOTFOUND)
 		return (0);
 	if (rc != 0)
-		return (lm_fail(ix, rc, "reading a group", cause));
+		return (lm_fail(&ix->db, rc, "reading a group", cause));
 	if (v.mv_size != 8 || (*group = get_be64(v.mv_data)) > docid) {
 		xasprintf(cause, "%s: the group of document %" PRIu64 " is "
 		    "damaged", ix->base.path, docid);
@@ -1299,9 +1321,26 @@ lmdb_set_group(struct index *base, uint64_t group, char **cause)
 	k.mv_size = sizeof kb;
 	v.mv_data = vb;
 	v.mv_size = sizeof vb;
-	if ((rc = mdb_put(ix->txn, ix->groups, &k, &v, MDB_APPEND)) != 0)
-		return (lm_fail(ix, rc, "insert group", cause));
+	if ((rc = mdb_put(ix->db.txn, ix->groups, &k, &v, MDB_APPEND)) != 0)
+		return (lm_fail(&ix->db, rc, "insert group", cause));
 	return (0);
+}
+
+/* A batch's lookups, announced (the band index's: lsm_prepare). */
+static int
+lmdb_prepare(struct index *base, const struct ixdoc *docs, size_t n,
+    char **cause)
+{
+	return (lsm_prepare(&((struct lmdb *)base)->lsm, docs, n, cause));
+}
+
+/* The documents sharing a band with keys (lsm_candidates). */
+static int
+lmdb_candidates(struct index *base, size_t slot, const uint64_t *keys,
+    struct u64vec *out, char **cause)
+{
+	return (lsm_candidates(&((struct lmdb *)base)->lsm, slot, keys, out,
+	    cause));
 }
 
 const struct index_ops lmdb_ops = {

@@ -36,17 +36,17 @@ static void	check_undelivered(struct lmdb *, struct checking *);
  * its first page, where no value on a leaf page can (see lm_ovf_ok).
  */
 int
-lm_overflow(struct lmdb *ix, const MDB_val *v)
+lm_overflow(struct lmstore *db, const MDB_val *v)
 {
 	const unsigned char	*p = v->mv_data;
 	size_t			 off;
 
-	lm_findmap(ix, p);
-	if (ix->map == NULL || ix->map == MAP_NONE || ix->psize == 0 ||
-	    p < ix->map)
+	lm_findmap(db, p);
+	if (db->map == NULL || db->map == MAP_NONE || db->psize == 0 ||
+	    p < db->map)
 		return (0);
-	off = (size_t)(p - (const unsigned char *)ix->map);
-	return (off < ix->mapsize && off % ix->psize == 16);
+	off = (size_t)(p - (const unsigned char *)db->map);
+	return (off < db->mapsize && off % db->psize == 16);
 }
 
 /*
@@ -60,7 +60,7 @@ lm_overflow(struct lmdb *ix, const MDB_val *v)
  * dirty pages are outside the map, and not checked.
  */
 int
-lm_ovf_ok(struct lmdb *ix, const MDB_val *v)
+lm_ovf_ok(struct lmstore *db, const MDB_val *v)
 {
 	const unsigned char	*p = v->mv_data;
 	uint64_t		 pgno;
@@ -69,15 +69,15 @@ lm_ovf_ok(struct lmdb *ix, const MDB_val *v)
 	size_t			 off;
 
 	/* (A dirty page may lie past the map, at any offset.) */
-	if (!lm_overflow(ix, v))
+	if (!lm_overflow(db, v))
 		return (1);
-	off = (size_t)(p - (const unsigned char *)ix->map);
+	off = (size_t)(p - (const unsigned char *)db->map);
 	p -= 16;
 	memcpy(&pgno, p, sizeof pgno);
 	memcpy(&flags, p + 10, sizeof flags);
 	memcpy(&pages, p + 12, sizeof pages);
-	return (pgno == off / ix->psize && (flags & 0x04) &&
-	    pages == (16 + v->mv_size + ix->psize - 1) / ix->psize);
+	return (pgno == off / db->psize && (flags & 0x04) &&
+	    pages == (16 + v->mv_size + db->psize - 1) / db->psize);
 }
 
 /*
@@ -350,8 +350,8 @@ lm_pages(struct lmdb *ix, MDB_txn *txn, char *why, size_t whysize)
 	int		 rc = -1;
 
 	memset(&pw, 0, sizeof pw);
-	if (mdb_env_stat(ix->env, &ms) != 0 ||
-	    mdb_env_get_fd(ix->env, &pw.fd) != 0 || fstat(pw.fd, &sb) != 0) {
+	if (mdb_env_stat(ix->db.env, &ms) != 0 ||
+	    mdb_env_get_fd(ix->db.env, &pw.fd) != 0 || fstat(pw.fd, &sb) != 0) {
 		snprintf(why, whysize, "its data file cannot be read");
 		return (-1);
 	}
@@ -413,7 +413,7 @@ int
 lm_walk(struct lmdb *ix, char **cause)
 {
 	MDB_dbi		 dbis[] = { 0, ix->meta, ix->docs, ix->texts, ix->times,
-			    ix->l0, ix->l1, ix->l1y };
+			    ix->db.l0, ix->db.l1, ix->db.l1y };
 	MDB_txn		*txn;
 	MDB_cursor	*cur;
 	MDB_val		 k, v, prev;
@@ -423,15 +423,15 @@ lm_walk(struct lmdb *ix, char **cause)
 	int		 rc;
 
 	/* (A read transaction: LMDB walks its free list in no other.) */
-	if ((rc = mdb_txn_begin(ix->env, NULL, MDB_RDONLY, &txn)) != 0)
-		return (lm_fail(ix, rc, "walking the index", cause));
+	if ((rc = mdb_txn_begin(ix->db.env, NULL, MDB_RDONLY, &txn)) != 0)
+		return (lm_fail(&ix->db, rc, "walking the index", cause));
 	if (lm_pages(ix, txn, why, sizeof why) != 0) {
 		mdb_txn_abort(txn);
 		xasprintf(cause, "index %s is damaged: %s (run --check; see "
 		    "mhfilter(1), Damaged indexes)", ix->base.path, why);
 		return (INDEX_ERROR);
 	}
-	for (i = 0; i < sizeof dbis / sizeof dbis[0] - !ix->have_l1y; i++) {
+	for (i = 0; i < sizeof dbis / sizeof dbis[0] - !ix->db.have_l1y; i++) {
 		if ((rc = mdb_cursor_open(txn, dbis[i], &cur)) != 0)
 			break;
 		prev.mv_data = NULL;
@@ -439,7 +439,7 @@ lm_walk(struct lmdb *ix, char **cause)
 		    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 			lm_beat();
 			/* (A leaf of random bytes: its keys are in no order.) */
-			if (!lm_ovf_ok(ix, &v) || (prev.mv_data != NULL &&
+			if (!lm_ovf_ok(&ix->db, &v) || (prev.mv_data != NULL &&
 			    mdb_cmp(txn, dbis[i], &prev, &k) >= 0)) {
 				rc = MDB_CORRUPTED;
 				break;
@@ -507,39 +507,39 @@ lmdb_info(struct index *base, struct index_info *in, char **cause)
 
 	memset(in, 0, sizeof *in);
 	in->p = ix->base.p;
-	in->format = ix->format;
-	if ((rc = lm_txn(ix, MDB_RDONLY, &ix->txn)) != 0) {
-		ix->txn = NULL;
-		return (lm_fail(ix, rc, "info", cause));
+	in->format = ix->db.format;
+	if ((rc = lm_txn(ix, MDB_RDONLY, &ix->db.txn)) != 0) {
+		ix->db.txn = NULL;
+		return (lm_fail(&ix->db, rc, "info", cause));
 	}
-	if (mdb_stat(ix->txn, ix->docs, &st) == 0)
+	if (mdb_stat(ix->db.txn, ix->docs, &st) == 0)
 		in->docs = st.ms_entries;
 	if (lm_meta_u64(ix, "next_doc", &in->next_doc, cause) != 0 ||
 	    lm_meta_u64(ix, "l1_entries", &u, cause) != 0 ||
-	    lsm_entries(ix, ix->txn, &in->band_entries, cause) != 0) {
-		mdb_txn_abort(ix->txn);
-		ix->txn = NULL;
+	    lsm_entries(&ix->lsm, ix->db.txn, &in->band_entries, cause) != 0) {
+		mdb_txn_abort(ix->db.txn);
+		ix->db.txn = NULL;
 		return (INDEX_ERROR);
 	}
 	in->band_entries += u;
 	if (lm_meta_get(ix, "created", v, sizeof v) == 0 &&
 	    meta_number(v, INT64_MAX, &u) == 0)
 		in->created = (int64_t)u;
-	in->oldest = edge_time(ix->txn, ix->times, MDB_FIRST);
-	in->newest = edge_time(ix->txn, ix->times, MDB_LAST);
-	in->bands_bytes = dbi_bytes(ix->txn, ix->l1) +
-	    dbi_bytes(ix->txn, ix->l0) +
-	    (ix->have_l1y ? dbi_bytes(ix->txn, ix->l1y) : 0);
-	in->docs_bytes = dbi_bytes(ix->txn, ix->docs) +
-	    dbi_bytes(ix->txn, ix->times);
-	in->texts_bytes = dbi_bytes(ix->txn, ix->texts);
-	if ((rc = mdb_env_stat(ix->env, &st)) == 0 &&
-	    (rc = mdb_env_info(ix->env, &info)) == 0)
+	in->oldest = edge_time(ix->db.txn, ix->times, MDB_FIRST);
+	in->newest = edge_time(ix->db.txn, ix->times, MDB_LAST);
+	in->bands_bytes = dbi_bytes(ix->db.txn, ix->db.l1) +
+	    dbi_bytes(ix->db.txn, ix->db.l0) +
+	    (ix->db.have_l1y ? dbi_bytes(ix->db.txn, ix->db.l1y) : 0);
+	in->docs_bytes = dbi_bytes(ix->db.txn, ix->docs) +
+	    dbi_bytes(ix->db.txn, ix->times);
+	in->texts_bytes = dbi_bytes(ix->db.txn, ix->texts);
+	if ((rc = mdb_env_stat(ix->db.env, &st)) == 0 &&
+	    (rc = mdb_env_info(ix->db.env, &info)) == 0)
 		in->size = (uint64_t)(info.me_last_pgno + 1) * st.ms_psize;
-	mdb_txn_abort(ix->txn);
-	ix->txn = NULL;
+	mdb_txn_abort(ix->db.txn);
+	ix->db.txn = NULL;
 	if (rc != 0)
-		return (lm_fail(ix, rc, "info", cause));
+		return (lm_fail(&ix->db, rc, "info", cause));
 	lmdb_exists(ix->base.path, &in->file_size);
 	return (0);
 }
@@ -611,7 +611,7 @@ check_doc(struct lmdb *ix, struct checking *ck, const MDB_val *k,
 	timekey_put(tk, d.time, docid);
 	k2.mv_data = tk;
 	k2.mv_size = sizeof tk;
-	if ((rc = mdb_get(ix->txn, ix->times, &k2, &v2)) == MDB_NOTFOUND)
+	if ((rc = mdb_get(ix->db.txn, ix->times, &k2, &v2)) == MDB_NOTFOUND)
 		problem(ck->f, ck->problems, "document %" PRIu64 " has no "
 		    "times entry", docid);
 	else if (rc != 0)
@@ -633,7 +633,7 @@ check_doc(struct lmdb *ix, struct checking *ck, const MDB_val *k,
 	lsh_keys(ix->sig, b, ix->base.p.rows, ix->base.p.seed, ck->keys);
 	for (j = 0; j < b; j++) {
 		ck->found.n = 0;
-		if ((rc = lm_bucket(ix, ck->keys[j], &ck->found,
+		if ((rc = lsm_bucket(&ix->lsm, ck->keys[j], &ck->found,
 		    SIZE_MAX)) != 0) {
 			problem(ck->f, ck->problems, "document %" PRIu64 ": "
 			    "band %u: %s", docid, j, mdb_strerror(rc));
@@ -673,7 +673,7 @@ check_orphans(struct lmdb *ix, struct checking *ck, MDB_dbi dbi,
 	uint64_t	 docid = 0;
 	int		 rc;
 
-	if ((rc = mdb_cursor_open(ix->txn, dbi, &cur)) != 0) {
+	if ((rc = mdb_cursor_open(ix->db.txn, dbi, &cur)) != 0) {
 		check_walked(ck, what, rc);
 		return;
 	}
@@ -701,12 +701,15 @@ static void	check_runs(struct lmdb *, struct checking *, MDB_dbi,
 static void
 check_l1(struct lmdb *ix, struct checking *ck)
 {
-	check_runs(ix, ck, ix->l1, "l1");
-	if (ix->have_l1y)
-		check_runs(ix, ck, ix->l1y, "l1y");
-	if (ck->l1 != ix->lsm.l1_entries)
+	struct lsmstate	 at, tx;
+
+	check_runs(ix, ck, ix->db.l1, "l1");
+	if (ix->db.have_l1y)
+		check_runs(ix, ck, ix->db.l1y, "l1y");
+	lsm_position(&ix->lsm, &at, &tx);
+	if (ck->l1 != at.l1_entries)
 		problem(ck->f, ck->problems, "l1 holds %" PRIu64 " entries; "
-		    "meta says %" PRIu64, ck->l1, ix->lsm.l1_entries);
+		    "meta says %" PRIu64, ck->l1, at.l1_entries);
 }
 
 /* check_l1 of one database, l1 or l1y (what). */
@@ -722,7 +725,7 @@ check_runs(struct lmdb *ix, struct checking *ck, MDB_dbi dbi,
 	unsigned		 c;
 	int			 rc;
 
-	if ((rc = mdb_cursor_open(ix->txn, dbi, &cur)) != 0) {
+	if ((rc = mdb_cursor_open(ix->db.txn, dbi, &cur)) != 0) {
 		check_walked(ck, what, rc);
 		return;
 	}
@@ -741,18 +744,18 @@ check_runs(struct lmdb *ix, struct checking *ck, MDB_dbi dbi,
 			    c);
 			continue;
 		}
-		if (!lm_ovf_ok(ix, &v)) {
+		if (!lm_ovf_ok(&ix->db, &v)) {
 			problem(ck->f, ck->problems, "%s chunk %u: its "
 			    "overflow page header is damaged", what, c);
 			continue;
 		}
-		if (lm_unseal(ix, dbi == ix->l1 ? SEAL_L1 : SEAL_L1Y, c, &v,
-		    1) != 0) {
+		if (lm_unseal(&ix->db, dbi == ix->db.l1 ? SEAL_L1 : SEAL_L1Y,
+		    c, &v, 1) != 0) {
 			problem(ck->f, ck->problems, "%s chunk %u fails its "
 			    "checksum", what, c);
 			continue;
 		}
-		if (lm_run_count(ix, dbi, v.mv_size, &n) != 0) {
+		if (lm_run_count(&ix->db, dbi, v.mv_size, &n) != 0) {
 			problem(ck->f, ck->problems, "%s chunk %u is "
 			    "malformed", what, c);
 			continue;
@@ -788,22 +791,22 @@ check_runs(struct lmdb *ix, struct checking *ck, MDB_dbi dbi,
  * and compared.
  */
 static int
-check_l0_filter(struct lmdb *ix, const unsigned char *rec,
-    const struct l0layout *l, uint64_t written)
+check_l0_filter(const unsigned char *rec, const struct l0layout *l,
+    uint64_t written)
 {
 	struct bentry	*e;
 	unsigned char	*again;
-	size_t		 i;
+	size_t		*count, i;
 	int		 same;
 
-	if (ix->l0count == NULL)
-		ix->l0count = xcalloc(BAND_CHUNKS + 1, sizeof *ix->l0count);
+	count = xcalloc(BAND_CHUNKS + 1, sizeof *count);
 	e = xreallocarray(NULL, l->n, sizeof *e);
 	for (i = 0; i < l->n; i++)
 		run_get(rec + l->entries, i, &e[i]);
 	again = xmalloc(l->size);
-	l0f_write(e, written, ix->l0count, l, again);
+	l0f_write(e, written, count, l, again);
 	same = memcmp(again, rec, l->entries) == 0;
+	free(count);
 	free(again);
 	free(e);
 	return (same);
@@ -821,24 +824,24 @@ check_l0(struct lmdb *ix, struct checking *ck, uint64_t sweep,
 	uint64_t		 bad = 0, h;
 	int			 rc, sorted;
 
-	if ((rc = mdb_cursor_open(ix->txn, ix->l0, &cur)) != 0) {
+	if ((rc = mdb_cursor_open(ix->db.txn, ix->db.l0, &cur)) != 0) {
 		check_walked(ck, "l0", rc);
 		return;
 	}
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		lm_beat();
-		if (!lm_ovf_ok(ix, &v))
+		if (!lm_ovf_ok(&ix->db, &v))
 			continue;	/* (check_walked) */
-		if (k.mv_size == 8 && lm_unseal(ix, SEAL_L0,
+		if (k.mv_size == 8 && lm_unseal(&ix->db, SEAL_L0,
 		    get_be64(k.mv_data), &v, 1) != 0) {
 			problem(ck->f, ck->problems, "l0 record %" PRIu64
 			    " fails its checksum", get_be64(k.mv_data));
 			continue;
 		}
 		if (k.mv_size != 8 || get_be64(k.mv_data) >= l0_next ||
-		    l0_record(ix, v.mv_data, v.mv_size, &l, &h, &sorted) != 0 ||
-		    h > sweep) {
+		    l0_record(&ix->lsm, v.mv_data, v.mv_size, &l, &h,
+		    &sorted) != 0 || h > sweep) {
 			problem(ck->f, ck->problems, "an l0 record is "
 			    "malformed");
 			continue;
@@ -848,7 +851,7 @@ check_l0(struct lmdb *ix, struct checking *ck, uint64_t sweep,
 		if (sorted && !l0_in_order(e, l.n, (unsigned)(h % BAND_CHUNKS)))
 			problem(ck->f, ck->problems, "l0 record %" PRIu64 " is "
 			    "out of order", get_be64(k.mv_data));
-		else if (l.nb > 0 && !check_l0_filter(ix, v.mv_data, &l, h))
+		else if (l.nb > 0 && !check_l0_filter(v.mv_data, &l, h))
 			problem(ck->f, ck->problems, "l0 record %" PRIu64 ": "
 			    "its directory or filter does not match its "
 			    "entries", get_be64(k.mv_data));
@@ -868,7 +871,7 @@ check_free(struct lmdb *ix, struct checking *ck)
 	MDB_val		 k, v;
 	int		 rc;
 
-	if ((rc = mdb_cursor_open(ix->txn, 0, &cur)) == 0) {
+	if ((rc = mdb_cursor_open(ix->db.txn, 0, &cur)) == 0) {
 		for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 		    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
 			lm_beat();
@@ -897,17 +900,17 @@ lmdb_check(struct index *base, FILE *f, uint64_t *problems, char **cause)
 	int			 rc;
 
 	*problems = 0;
-	if ((rc = lm_txn(ix, MDB_RDONLY, &ix->txn)) != 0) {
-		ix->txn = NULL;
-		return (lm_fail(ix, rc, "check", cause));
+	if ((rc = lm_txn(ix, MDB_RDONLY, &ix->db.txn)) != 0) {
+		ix->db.txn = NULL;
+		return (lm_fail(&ix->db, rc, "check", cause));
 	}
-	ix->loaded = 0;		/* rebuild the memtable from this snapshot */
+	lsm_unload(&ix->lsm);	/* the memtable: from this snapshot */
 	if (lm_meta_u64(ix, "next_doc", &ix->next_doc, cause) != 0 ||
-	    lm_seal_load(ix, cause) != 0 || lsm_load(ix, cause) != 0 ||
+	    lm_seal_load(ix, cause) != 0 || lm_lsm_load(ix, cause) != 0 ||
 	    lm_meta_u64(ix, "sweep", &sweep, cause) != 0 ||
 	    lm_meta_u64(ix, "l0_next", &l0_next, cause) != 0) {
-		mdb_txn_abort(ix->txn);
-		ix->txn = NULL;
+		mdb_txn_abort(ix->db.txn);
+		ix->db.txn = NULL;
 		return (INDEX_ERROR);
 	}
 	ck.keys = xcalloc(ix->base.p.bands, sizeof *ck.keys);
@@ -916,14 +919,14 @@ lmdb_check(struct index *base, FILE *f, uint64_t *problems, char **cause)
 	 * the memtable, which the documents' bands are checked against.
 	 */
 	check_l0(ix, &ck, sweep, l0_next);
-	if (lsm_hold(ix, 0, 1, &held) != 0) {
+	if (lsm_hold(&ix->lsm, 0, 1, &held) != 0) {
 		problem(f, problems, "the band entries of l0 cannot be read "
 		    "back (%s): the documents' bands are not checked", held);
 		free(held);
 		ck.nobands = 1;
 	}
 
-	if ((rc = mdb_cursor_open(ix->txn, ix->docs, &cur)) == 0) {
+	if ((rc = mdb_cursor_open(ix->db.txn, ix->docs, &cur)) == 0) {
 		for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 		    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 			lm_beat();
@@ -937,12 +940,12 @@ lmdb_check(struct index *base, FILE *f, uint64_t *problems, char **cause)
 	check_l1(ix, &ck);
 	check_undelivered(ix, &ck);
 	check_free(ix, &ck);
-	if (lm_pages(ix, ix->txn, why, sizeof why) != 0)
+	if (lm_pages(ix, ix->db.txn, why, sizeof why) != 0)
 		problem(f, problems, "LMDB's pages: %s", why);
 
-	mdb_txn_abort(ix->txn);
-	ix->txn = NULL;
-	ix->loaded = 0;
+	mdb_txn_abort(ix->db.txn);
+	ix->db.txn = NULL;
+	lsm_unload(&ix->lsm);
 	free(ck.keys);
 	u64vec_free(&ck.found);
 	buf_free(&ck.text);
@@ -951,7 +954,7 @@ lmdb_check(struct index *base, FILE *f, uint64_t *problems, char **cause)
 		    *problems - 100);
 	fprintf(f, "documents: %" PRIu64 "\n", ck.docs);
 	fprintf(f, "band_entries: %" PRIu64 "\n",
-	    ck.l1 + memtable_entries(ix->mt));
+	    ck.l1 + lsm_held_entries(&ix->lsm));
 	fprintf(f, "problems: %" PRIu64 "\n", *problems);
 	return (0);
 }
@@ -990,7 +993,7 @@ lmdb_compact(struct index *base, const char *dest, char **cause)
 		return (INDEX_ERROR);
 	}
 	lm_long(1);
-	rc = mdb_env_copy2(ix->env, dest, MDB_CP_COMPACT);
+	rc = mdb_env_copy2(ix->db.env, dest, MDB_CP_COMPACT);
 	lm_long(0);
 	if (rc != 0) {
 		xasprintf(cause, "copy %s to %s: %s", ix->base.path, dest,
@@ -1027,7 +1030,7 @@ check_undelivered(struct lmdb *ix, struct checking *ck)
 	uint64_t	 end, first, owner, last = 0;
 	int		 rc;
 
-	if ((rc = mdb_cursor_open(ix->txn, ix->meta, &cur)) != 0) {
+	if ((rc = mdb_cursor_open(ix->db.txn, ix->meta, &cur)) != 0) {
 		check_walked(ck, "meta", rc);
 		return;
 	}

@@ -37,7 +37,8 @@ l1_upgrade(struct lmdb *ix, char **cause)
 
 	for (c = 0; c < BAND_CHUNKS && rc == 0; c++) {
 		chunk_key(kb, c, &k);
-		if ((rc = mdb_get(ix->txn, ix->l1, &k, &v)) == MDB_NOTFOUND) {
+		rc = mdb_get(ix->db.txn, ix->db.l1, &k, &v);
+		if (rc == MDB_NOTFOUND) {
 			rc = 0;
 			continue;
 		}
@@ -63,12 +64,12 @@ l1_upgrade(struct lmdb *ix, char **cause)
 		n = run_merge(c, NULL, 0, e, n, 0, (unsigned char *)out.data);
 		v.mv_data = out.data;
 		v.mv_size = n * L1E_SIZE;
-		rc = mdb_put(ix->txn, ix->l1, &k, &v, 0);
+		rc = mdb_put(ix->db.txn, ix->db.l1, &k, &v, 0);
 	}
 	free(e);
 	buf_free(&out);
 	if (rc != 0)
-		return (lm_fail(ix, rc, "upgrading l1", cause));
+		return (lm_fail(&ix->db, rc, "upgrading l1", cause));
 	return (0);
 }
 
@@ -123,7 +124,7 @@ lmdb_upgrade(struct lmdb *ix, int flags, int *format, char **cause)
 	snprintf(stored, sizeof stored, "%d", MHF_INDEX_FORMAT);
 	if ((rc = lm_meta_put(ix, "format", stored)) != 0 ||
 	    (rc = lm_meta_put(ix, "sealing", "1 0")) != 0)
-		return (lm_fail(ix, rc, "upgrading meta", cause));
+		return (lm_fail(&ix->db, rc, "upgrading meta", cause));
 	return (0);
 }
 
@@ -152,12 +153,12 @@ lmdb_upgrade(struct lmdb *ix, int flags, int *format, char **cause)
 
 /* Is the value under key in database tag sealed (1)? */
 int
-lm_sealed(const struct lmdb *ix, unsigned tag, uint64_t key)
+lm_sealed(const struct lmstore *db, unsigned tag, uint64_t key)
 {
-	if (ix->format < 9)
+	if (db->format < 9)
 		return (0);
-	return (tag < ix->seal_stage ||
-	    (tag == ix->seal_stage && key < ix->seal_key));
+	return (tag < db->seal_stage ||
+	    (tag == db->seal_stage && key < db->seal_key));
 }
 
 /*
@@ -166,15 +167,15 @@ lm_sealed(const struct lmdb *ix, unsigned tag, uint64_t key)
  * (or the value is too short to have one).
  */
 int
-lm_unseal(const struct lmdb *ix, unsigned tag, uint64_t key, MDB_val *v,
+lm_unseal(const struct lmstore *db, unsigned tag, uint64_t key, MDB_val *v,
     int verify)
 {
-	if (!lm_sealed(ix, tag, key))
+	if (!lm_sealed(db, tag, key))
 		return (0);
 	if (v->mv_size < SEAL_SIZE)
 		return (-1);
 	v->mv_size -= SEAL_SIZE;
-	return (verify ? lm_seal_check(ix, tag, key, v) : 0);
+	return (verify ? lm_seal_check(db, tag, key, v) : 0);
 }
 
 /*
@@ -182,12 +183,12 @@ lm_unseal(const struct lmdb *ix, unsigned tag, uint64_t key, MDB_val *v,
  * took off without checking it: 0, or -1 if it does not match.
  */
 int
-lm_seal_check(const struct lmdb *ix, unsigned tag, uint64_t key,
+lm_seal_check(const struct lmstore *db, unsigned tag, uint64_t key,
     const MDB_val *v)
 {
 	size_t	 len;
 
-	if (!lm_sealed(ix, tag, key))
+	if (!lm_sealed(db, tag, key))
 		return (0);
 	return (seal_open(v->mv_data, v->mv_size + SEAL_SIZE, tag, key, &len));
 }
@@ -204,12 +205,12 @@ lm_seal_load(struct lmdb *ix, char **cause)
 	uint64_t	 key;
 	int		 n = 0, rc;
 
-	if (ix->seal_stage == SEAL_DONE)
+	if (ix->db.seal_stage == SEAL_DONE)
 		return (0);
-	if (ix->format < 9 ||
+	if (ix->db.format < 9 ||
 	    (rc = lm_meta_get(ix, "sealing", s, sizeof s)) == INDEX_NOTFOUND) {
-		ix->seal_stage = SEAL_DONE;
-		ix->seal_key = 0;
+		ix->db.seal_stage = SEAL_DONE;
+		ix->db.seal_key = 0;
 		return (0);
 	}
 	if (rc != 0 || sscanf(s, "%u %" SCNu64 "%n", &stage, &key, &n) != 2 ||
@@ -218,8 +219,8 @@ lm_seal_load(struct lmdb *ix, char **cause)
 		    "is bad (see mhfilter(1), Damaged indexes)", ix->base.path);
 		return (-1);
 	}
-	ix->seal_stage = stage;
-	ix->seal_key = key;
+	ix->db.seal_stage = stage;
+	ix->db.seal_key = key;
 	return (0);
 }
 
@@ -234,11 +235,11 @@ lm_seal_dbi(const struct lmdb *ix, unsigned stage, size_t *keysize)
 	case SEAL_TEXTS:
 		return (ix->texts);
 	case SEAL_L0:
-		return (ix->l0);
+		return (ix->db.l0);
 	case SEAL_L1:
-		return (ix->l1);
+		return (ix->db.l1);
 	default:
-		return (ix->l1y);
+		return (ix->db.l1y);
 	}
 }
 
@@ -279,22 +280,23 @@ lm_seal_step(struct lmdb *ix, unsigned *stage, uint64_t *key, char **cause)
 	char		 s[64];
 	int		 rc = 0;
 
-	*stage = ix->seal_stage;
-	*key = ix->seal_key;
-	budget = ix->mt_max * sizeof(struct bentry);
+	*stage = ix->db.seal_stage;
+	*key = ix->db.seal_key;
+	budget = lsm_budget(&ix->lsm);
 	while (*stage != SEAL_DONE && done < budget) {
-		if (*stage == SEAL_L1Y && !ix->have_l1y) {
+		if (*stage == SEAL_L1Y && !ix->db.have_l1y) {
 			*stage = SEAL_DONE;
 			break;
 		}
 		dbi = lm_seal_dbi(ix, *stage, &keysize);
-		if ((rc = mdb_cursor_open(ix->txn, dbi, &cur)) != 0)
-			return (lm_fail(ix, rc, "sealing", cause));
+		if ((rc = mdb_cursor_open(ix->db.txn, dbi, &cur)) != 0)
+			return (lm_fail(&ix->db, rc, "sealing", cause));
 		lm_key_put(kb, keysize, *key);
 		k.mv_data = kb;
 		k.mv_size = keysize;
 		rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-		if (rc == 0 && (k.mv_size != keysize || !lm_ovf_ok(ix, &v)))
+		if (rc == 0 && (k.mv_size != keysize ||
+		    !lm_ovf_ok(&ix->db, &v)))
 			rc = MDB_CORRUPTED;
 		if (rc == 0) {
 			*key = lm_key_get(k.mv_data, keysize);
@@ -312,7 +314,7 @@ lm_seal_step(struct lmdb *ix, unsigned *stage, uint64_t *key, char **cause)
 		mdb_cursor_close(cur);
 		lm_beat();
 		if (rc != 0 && rc != MDB_NOTFOUND)
-			return (lm_fail(ix, rc, "sealing", cause));
+			return (lm_fail(&ix->db, rc, "sealing", cause));
 		/* (The last key there can be: done, not round again.) */
 		if (rc == MDB_NOTFOUND || *key == (keysize == 4 ?
 		    UINT32_MAX : UINT64_MAX)) {
@@ -324,13 +326,13 @@ lm_seal_step(struct lmdb *ix, unsigned *stage, uint64_t *key, char **cause)
 	if (*stage == SEAL_DONE) {
 		k.mv_data = (void *)"sealing";
 		k.mv_size = strlen("sealing");
-		rc = mdb_del(ix->txn, ix->meta, &k, NULL);
+		rc = mdb_del(ix->db.txn, ix->meta, &k, NULL);
 	} else {
 		snprintf(s, sizeof s, "%u %" PRIu64, *stage, *key);
 		rc = lm_meta_put(ix, "sealing", s);
 	}
 	if (rc != 0)
-		return (lm_fail(ix, rc, "sealing", cause));
+		return (lm_fail(&ix->db, rc, "sealing", cause));
 	return (0);
 }
 
@@ -346,48 +348,46 @@ lm_seal_all(struct lmdb *ix, char **cause)
 	uint64_t	 key;
 	int		 rc, steps = 0;
 
-	while (ix->seal_stage != SEAL_DONE) {
-		if ((rc = lm_txn(ix, 0, &ix->txn)) != 0) {
-			ix->txn = NULL;
-			return (lm_fail(ix, rc, "begin", cause));
+	while (ix->db.seal_stage != SEAL_DONE) {
+		if ((rc = lm_txn(ix, 0, &ix->db.txn)) != 0) {
+			ix->db.txn = NULL;
+			return (lm_fail(&ix->db, rc, "begin", cause));
 		}
 		/* (Another process may be sealing it too.) */
 		if (lm_seal_load(ix, cause) != 0)
 			rc = INDEX_ERROR;
-		else if (ix->seal_stage == SEAL_DONE)
+		else if (ix->db.seal_stage == SEAL_DONE)
 			break;
 		else if ((rc = lm_seal_step(ix, &stage, &key, cause)) == 0) {
 			lm_long(1);
-			rc = mdb_txn_commit(ix->txn);
+			rc = mdb_txn_commit(ix->db.txn);
 			lm_long(0);
-			ix->txn = NULL;
+			ix->db.txn = NULL;
 			if (rc != 0)
-				rc = lm_fail(ix, rc, "commit", cause);
+				rc = lm_fail(&ix->db, rc, "commit", cause);
 		}
-		if (ix->txn != NULL)
-			mdb_txn_abort(ix->txn);
-		ix->txn = NULL;
+		if (ix->db.txn != NULL)
+			mdb_txn_abort(ix->db.txn);
+		ix->db.txn = NULL;
 		if (rc == INDEX_AGAIN) {	/* the map is full: grow it */
-			ix->map_full = 0;
-			snap_end(ix);
-			mdb_env_info(ix->env, &info);
-			if ((rc = mdb_env_set_mapsize(ix->env,
-			    info.me_mapsize * 2)) != 0)
-				return (lm_fail(ix, rc, "growing the map",
+			ix->db.map_full = 0;
+			mdb_env_info(ix->db.env, &info);
+			if ((rc = lm_resize(ix, info.me_mapsize * 2)) != 0)
+				return (lm_fail(&ix->db, rc, "growing the map",
 				    cause));
 			continue;
 		}
 		if (rc != 0)
 			return (rc);
-		ix->seal_stage = stage;
-		ix->seal_key = key;
+		ix->db.seal_stage = stage;
+		ix->db.seal_key = key;
 		steps++;
 		log_debug("%s: sealed up to database %u, key %" PRIu64,
 		    ix->base.path, stage, key);
 	}
-	if (ix->txn != NULL)
-		mdb_txn_abort(ix->txn);
-	ix->txn = NULL;
+	if (ix->db.txn != NULL)
+		mdb_txn_abort(ix->db.txn);
+	ix->db.txn = NULL;
 	if (steps > 0)
 		log_info("%s: every value sealed (index format %d)",
 		    ix->base.path, MHF_INDEX_FORMAT);
@@ -399,7 +399,7 @@ lm_seal_all(struct lmdb *ix, char **cause)
  * document order), sealed as database tag's.  Returns an LMDB code.
  */
 int
-lm_put_sealed(struct lmdb *ix, MDB_dbi dbi, unsigned tag, MDB_val *k,
+lm_put_sealed(struct lmstore *db, MDB_dbi dbi, unsigned tag, MDB_val *k,
     const void *data, size_t len)
 {
 	MDB_val	 v;
@@ -407,7 +407,7 @@ lm_put_sealed(struct lmdb *ix, MDB_dbi dbi, unsigned tag, MDB_val *k,
 
 	v.mv_data = NULL;
 	v.mv_size = len + SEAL_SIZE;
-	if ((rc = mdb_put(ix->txn, dbi, k, &v, MDB_APPEND | MDB_RESERVE)) != 0)
+	if ((rc = mdb_put(db->txn, dbi, k, &v, MDB_APPEND | MDB_RESERVE)) != 0)
 		return (rc);
 	memcpy(v.mv_data, data, len);
 	seal_put(v.mv_data, len, tag, lm_key_get(k->mv_data, k->mv_size));
@@ -425,7 +425,7 @@ lm_docrec(struct lmdb *ix, uint64_t docid, const MDB_val *v, uint32_t *sig,
 {
 	MDB_val	 r = *v;
 
-	if (lm_unseal(ix, SEAL_DOCS, docid, &r, 1) != 0)
+	if (lm_unseal(&ix->db, SEAL_DOCS, docid, &r, 1) != 0)
 		return (-2);
 	if (docrec_decode(r.mv_data, r.mv_size, ix->base.p.perms, sig, d) !=
 	    r.mv_size)

@@ -216,9 +216,8 @@ lmdb_guard_caught(struct index *base, const char *path, sigjmp_buf *prev,
 	(void)lmdb_guard_arm(prev);
 	if (ix != NULL) {
 		ix->base.flags |= INDEX_DAMAGED;
-		ix->txn = NULL;
-		ix->snap = NULL;
-		ix->l1valid = ix->bvalid = 0;
+		ix->db.txn = NULL;
+		lsm_lost(&ix->lsm);
 	}
 	xasprintf(cause, "index %s is damaged (%s): see what --check says, "
 	    "then rebuild it: --export what can be read and --import that "

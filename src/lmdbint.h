@@ -2,13 +2,15 @@
  * The LMDB backend's own header, shared by its six files only (lmdb.c,
  * lsm.c, lmdbcheck.c, lmdbmarks.c, lmdbformat.c, lmdbguard.c) and not by
  * the rest of the program.
- * Why a second header: the backend's handle, struct lmdb, is one object
- * that its band index, its delivery marks, its checks and the rest all
- * read and write (its transaction, its databases, its memtable), and its
- * types are LMDB's; in mhfilter.h they would be every file's to see, and
- * would need <lmdb.h> in every file.  What is here is that struct and the
- * calls between the six files, nothing else.  Include it after
- * <lmdb.h> and mhfilter.h.
+ * Why a second header: the backend's types are LMDB's; in mhfilter.h they
+ * would be every file's to see, and would need <lmdb.h> in every file.
+ * Three structs, one inside the next: struct lmstore, the LMDB side that
+ * every file works through (environment, transaction, map, seals); struct
+ * lsm, the band index's state, lsm.c's alone; and struct lmdb, the
+ * backend's handle, which holds both and what the documents, texts,
+ * groups and delivery marks need.  The band index is given only the
+ * first, so what it depends on is what struct lmstore lists.  Include it
+ * after <lmdb.h> and mhfilter.h.
  */
 
 #include <stdatomic.h>
@@ -19,6 +21,36 @@
 
 #define OWNERS_FILE	"owners.lock"	/* see "Several writers" */
 
+/*
+ * The LMDB side of the backend, which all six files work through: the
+ * environment, the transaction open, the band index's databases, the map
+ * (where the data file is mapped, to read it with pread and to check the
+ * header of an overflow page), and how far the values are sealed.  The
+ * band index (lsm.c) is lent this and nothing else of the backend: it
+ * calls mdb_* on it, and the calls below that take it (lm_fail, the seals,
+ * the map's), and nothing that takes struct lmdb.
+ */
+struct lmstore {
+	MDB_env		*env;
+	MDB_txn		*txn;		/* the open transaction, or NULL */
+	const char	*path;		/* the index's, for messages */
+	int		 format;	/* as opened (3-8 read-only, else 9) */
+	unsigned	 seal_stage;	/* sealed: the databases before this
+					   SEAL_* stage (0: not read yet), */
+	uint64_t	 seal_key;	/* and its keys below this */
+	MDB_dbi		 l0;
+	MDB_dbi		 l1;
+	MDB_dbi		 l1y;
+	int		 have_l1y;	/* l1y exists (read-only: may not) */
+	size_t		 inline_max;	/* larger values go to overflow pages */
+	size_t		 psize;		/* the page size */
+	int		 map_full;	/* grow the map on abort */
+	const unsigned char *map;	/* the map's address: NULL not known
+					   yet, MAP_NONE not found */
+	size_t		 mapsize;
+	int		 fd;		/* of the data file, or -1 */
+};
+
 /* The band index's position, in meta; committed, and a transaction's. */
 struct lsmstate {
 	uint64_t	 sweep;		/* chunks merged, ever */
@@ -27,34 +59,24 @@ struct lsmstate {
 	double		 quota;		/* chunks owed to the sweep */
 };
 
-struct lmdb {
-	struct index	 base;		/* first: what index.c sees */
-	int		 format;	/* as opened (3 to 8 read-only, else 9) */
-	unsigned	 seal_stage;	/* sealed: the databases before this
-					   SEAL_* stage (0: not read yet), */
-	uint64_t	 seal_key;	/* and its keys below this */
-	MDB_env		*env;
-	MDB_dbi		 meta;
-	MDB_dbi		 docs;
-	MDB_dbi		 texts;
-	MDB_dbi		 times;
-	MDB_dbi		 l0;
-	MDB_dbi		 l1;
-	MDB_dbi		 l1y;
-	int		 have_l1y;	/* l1y exists (read-only: may not) */
-	MDB_dbi		 groups;
-	int		 have_groups;	/* groups exists (read-only: may not) */
-	size_t		 inline_max;	/* larger values go to overflow pages */
-	MDB_txn		*txn;
-	uint64_t	 next_doc;
-	uint64_t	 start_doc;	/* next_doc when the txn began */
-	int		 map_full;	/* grow the map on abort */
-	int64_t		 now;
-	uint32_t	*sig;		/* decoded signature for index_doc */
-	struct buf	 rec;		/* scratch for records */
-	struct textenc	*enc;
+struct brun;
+struct l1ref;
 
-	/* The band index: committed state, and the transaction's. */
+/*
+ * The band index (lsm.c): its state, which only lsm.c reads and writes;
+ * the rest of the backend calls the lsm_* functions below.
+ */
+struct lsm {
+	struct lmstore	*db;		/* lent by the backend */
+	unsigned	 bands;		/* per document */
+	int		 rdonly;
+	uint64_t	 next_doc;	/* l0's entries are of documents
+					   below (lsm_load, lsm_add) */
+	uint64_t	 mt_max;	/* memtable budget, entries */
+	size_t		 young_min;	/* run_young's min */
+	struct lsmstate	 committed;	/* as committed */
+	struct lsmstate	 tx;		/* as the transaction has it */
+
 	struct memtable	*mt;
 	int		 loaded;	/* mt matches the committed state */
 	unsigned char	*held;		/* by chunk (MT_*); NULL: all held */
@@ -78,16 +100,10 @@ struct lmdb {
 	size_t		 fbufsize;
 	uint32_t	 dir[(1U << L0F_GBITS_MAX) + 1];	/* its directory */
 	unsigned char	 gmark[(1U << L0F_GBITS_MAX) / 8 + 1];
-	const unsigned char *map;	/* the map's address: NULL not known
-					   yet, MAP_NONE not found */
-	size_t		 mapsize;
-	int		 fd;		/* of the data file, or -1 */
-	struct lsmstate	 lsm;		/* as committed */
-	struct lsmstate	 tx;		/* as the transaction has it */
-	uint64_t	 mt_max;	/* memtable budget, entries */
 	struct bentry	*pend;		/* entries added in this txn */
 	size_t		 npend, pendsize;
 	size_t		*l0count;	/* l0_sort's scratch */
+	struct buf	 rec;		/* an l0 record, written */
 	unsigned	*merged;	/* chunks merged in this txn */
 	size_t		 nmerged, mergedsize;
 	struct bentry	*sorted;	/* scratch for merges */
@@ -96,11 +112,10 @@ struct lmdb {
 	struct buf	 ychunk;	/* a young run merged, encoded */
 	struct bentry	*ysorted;	/* and decoded */
 	size_t		 ysortedsize;
-	size_t		 young_min;	/* run_young's min */
-	struct l1ref	*l1map;		/* BAND_CHUNKS, from lmdb_prepare */
+	struct l1ref	*l1map;		/* BAND_CHUNKS, from lsm_prepare */
 	int		 l1valid;	/* l1map is this txn's l1 */
 	struct u64vec	 bchunks;	/* a small batch's chunks, sorted, */
-	struct brun	*bruns;		/* and their runs (lmdb_prepare) */
+	struct brun	*bruns;		/* and their runs (lsm_prepare) */
 	size_t		 brunsize;
 	int		 bvalid;	/* bruns are this batch's */
 	MDB_txn		*snap;		/* read-only: where l1map points */
@@ -109,9 +124,26 @@ struct lmdb {
 	size_t		 nbatch;
 	size_t		 ahead;		/* its slot whose loads are started */
 	uint64_t	 l0_bad;	/* damaged l0 entries read (lsm_read) */
-	int		 walked;	/* lm_walk found every page sound */
-	size_t		 psize;		/* the page size, for lm_ovf_ok */
 	uint64_t	 repack_at;	/* sweep of lsm_repack's next look */
+};
+
+struct lmdb {
+	struct index	 base;		/* first: what index.c sees */
+	struct lmstore	 db;		/* its LMDB side */
+	struct lsm	 lsm;		/* its band index */
+	MDB_dbi		 meta;
+	MDB_dbi		 docs;
+	MDB_dbi		 texts;
+	MDB_dbi		 times;
+	MDB_dbi		 groups;
+	int		 have_groups;	/* groups exists (read-only: may not) */
+	uint64_t	 next_doc;
+	uint64_t	 start_doc;	/* next_doc when the txn began */
+	int64_t		 now;
+	uint32_t	*sig;		/* decoded signature for index_doc */
+	struct buf	 rec;		/* scratch for records */
+	struct textenc	*enc;
+	int		 walked;	/* lm_walk found every page sound */
 
 	/* Delivery marks for the next commit (lm_undelivered_apply). */
 	struct u64vec	 dranges;	/* [first, end) pairs delivered */
@@ -131,11 +163,13 @@ struct lmdb {
 #define UO_KEYLEN	(sizeof UO_PREFIX - 1 + 16)
 
 /* lmdb.c */
-int		 lm_fail(struct lmdb *, int, const char *, char **);
+int		 lm_fail(struct lmstore *, int, const char *, char **);
 int		 lm_meta_get(struct lmdb *, const char *, char *, size_t);
 int		 lm_meta_put(struct lmdb *, const char *, const char *);
 int		 lmdb_exists(const char *, uint64_t *);
 int		 lm_txn(struct lmdb *, unsigned, MDB_txn **);
+int		 lm_resize(struct lmdb *, size_t);
+int		 lm_lsm_load(struct lmdb *, char **);
 int		 lm_meta_u64(struct lmdb *, const char *, uint64_t *, char **);
 int		 lm_get(struct lmdb *, MDB_dbi, uint64_t, MDB_val *);
 int		 lmdb_text(struct index *, uint64_t, struct buf *, char **);
@@ -143,13 +177,13 @@ int		 lmdb_text(struct index *, uint64_t, struct buf *, char **);
 /* lmdbformat.c */
 int		 lmdb_upgrade(struct lmdb *, int, int *, char **);
 int		 lm_seal_all(struct lmdb *, char **);
-int		 lm_sealed(const struct lmdb *, unsigned, uint64_t);
-int		 lm_unseal(const struct lmdb *, unsigned, uint64_t, MDB_val *,
-		    int);
-int		 lm_seal_check(const struct lmdb *, unsigned, uint64_t,
+int		 lm_sealed(const struct lmstore *, unsigned, uint64_t);
+int		 lm_unseal(const struct lmstore *, unsigned, uint64_t,
+		    MDB_val *, int);
+int		 lm_seal_check(const struct lmstore *, unsigned, uint64_t,
 		    const MDB_val *);
 int		 lm_seal_load(struct lmdb *, char **);
-int		 lm_put_sealed(struct lmdb *, MDB_dbi, unsigned, MDB_val *,
+int		 lm_put_sealed(struct lmstore *, MDB_dbi, unsigned, MDB_val *,
 		    const void *, size_t);
 int		 lm_docrec(struct lmdb *, uint64_t, const MDB_val *, uint32_t *,
 		    struct docinfo *);
@@ -159,33 +193,45 @@ extern const struct index_guard lmdb_guard;
 void		 guard_install(void);
 void		 guard_assert(MDB_env *, const char *);
 
-/* lsm.c */
-int		 lsm_load(struct lmdb *, char **);
-void		 lsm_forget(struct lmdb *);
-void		 lsm_unkey(struct lmdb *);
-uint64_t	 l0_bad_entries(const unsigned char *, size_t, uint64_t);
-int		 l0_record(struct lmdb *, const unsigned char *, size_t,
-		    struct l0layout *, uint64_t *, int *);
-void		 lm_findmap(struct lmdb *, const unsigned char *);
-uint64_t	 lsm_estimate(struct lmdb *, MDB_txn *);
-int		 lsm_hold(struct lmdb *, uint64_t, int, char **);
-int		 lsm_hold_keys(struct lmdb *, size_t, const uint64_t *,
-		    char **);
-int		 lsm_entries(struct lmdb *, MDB_txn *, uint64_t *, char **);
-int		 lm_run_count(const struct lmdb *, MDB_dbi, size_t, size_t *);
-int		 lsm_flush(struct lmdb *, char **);
-int		 lmdb_candidates(struct index *, size_t, const uint64_t *,
-		    struct u64vec *, char **);
-int		 lm_bucket(struct lmdb *, uint64_t, struct u64vec *,
+/* lsm.c: the band index */
+void		 lsm_init(struct lsm *, struct lmstore *, unsigned, int,
 		    size_t);
-int		 lmdb_prepare(struct index *, const struct ixdoc *, size_t,
+void		 lsm_set_bands(struct lsm *, unsigned);
+void		 lsm_free(struct lsm *);
+int		 lsm_load(struct lsm *, const struct lsmstate *, uint64_t,
 		    char **);
-void		 snap_end(struct lmdb *);
+void		 lsm_unload(struct lsm *);
+void		 lsm_position(const struct lsm *, struct lsmstate *,
+		    struct lsmstate *);
+int		 lsm_prepare(struct lsm *, const struct ixdoc *, size_t,
+		    char **);
+int		 lsm_candidates(struct lsm *, size_t, const uint64_t *,
+		    struct u64vec *, char **);
+int		 lsm_bucket(struct lsm *, uint64_t, struct u64vec *, size_t);
+int		 lsm_hold(struct lsm *, uint64_t, int, char **);
+int		 lsm_hold_keys(struct lsm *, size_t, const uint64_t *,
+		    char **);
+void		 lsm_add(struct lsm *, const uint64_t *, uint64_t);
+int		 lsm_flush(struct lsm *, uint64_t, char **);
+void		 lsm_commit(struct lsm *);
+void		 lsm_abort(struct lsm *);
+void		 lsm_snap_end(struct lsm *);
+void		 lsm_lost(struct lsm *);
+int		 lsm_entries(struct lsm *, MDB_txn *, uint64_t *, char **);
+int		 lsm_estimate(struct lsm *, MDB_txn *, uint64_t *, char **);
+uint64_t	 lsm_held_entries(const struct lsm *);
+size_t		 lsm_budget(const struct lsm *);
+int		 l0_record(struct lsm *, const unsigned char *, size_t,
+		    struct l0layout *, uint64_t *, int *);
+uint64_t	 l0_bad_entries(const unsigned char *, size_t, uint64_t);
+void		 lm_findmap(struct lmstore *, const unsigned char *);
+int		 lm_run_count(const struct lmstore *, MDB_dbi, size_t,
+		    size_t *);
 void		 chunk_key(unsigned char *, unsigned, MDB_val *);
 
 /* lmdbcheck.c */
-int		 lm_overflow(struct lmdb *, const MDB_val *);
-int		 lm_ovf_ok(struct lmdb *, const MDB_val *);
+int		 lm_overflow(struct lmstore *, const MDB_val *);
+int		 lm_ovf_ok(struct lmstore *, const MDB_val *);
 int		 lm_walk(struct lmdb *, char **);
 int		 lmdb_info(struct index *, struct index_info *, char **);
 int		 lmdb_check(struct index *, FILE *, uint64_t *, char **);

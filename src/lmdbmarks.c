@@ -143,15 +143,15 @@ ud_put(struct lmdb *ix, uint64_t first, uint64_t end, uint64_t owner)
 	ud_key(kb, end, &k);
 	v.mv_size = (size_t)snprintf(num, sizeof num, "%" PRIu64, first);
 	v.mv_data = num;
-	if ((rc = mdb_put(ix->txn, ix->meta, &k, &v, 0)) != 0)
+	if ((rc = mdb_put(ix->db.txn, ix->meta, &k, &v, 0)) != 0)
 		return (rc);
 	uo_key(kb, end, &k);
 	if (owner == 0) {
-		rc = mdb_del(ix->txn, ix->meta, &k, NULL);
+		rc = mdb_del(ix->db.txn, ix->meta, &k, NULL);
 		return (rc == MDB_NOTFOUND ? 0 : rc);
 	}
 	v.mv_size = (size_t)snprintf(num, sizeof num, "%" PRIu64, owner);
-	return (mdb_put(ix->txn, ix->meta, &k, &v, 0));
+	return (mdb_put(ix->db.txn, ix->meta, &k, &v, 0));
 }
 
 /* Delete the undelivered range that ends at end, and its owner; LMDB's. */
@@ -163,11 +163,11 @@ ud_del(struct lmdb *ix, uint64_t end)
 	int	 rc;
 
 	ud_key(kb, end, &k);
-	if ((rc = mdb_del(ix->txn, ix->meta, &k, NULL)) != 0 &&
+	if ((rc = mdb_del(ix->db.txn, ix->meta, &k, NULL)) != 0 &&
 	    rc != MDB_NOTFOUND)
 		return (rc);
 	uo_key(kb, end, &k);
-	rc = mdb_del(ix->txn, ix->meta, &k, NULL);
+	rc = mdb_del(ix->db.txn, ix->meta, &k, NULL);
 	return (rc == MDB_NOTFOUND ? 0 : rc);
 }
 
@@ -186,8 +186,8 @@ lm_undelivered_find(struct lmdb *ix, uint64_t docid, uint64_t *first,
 	int		 rc;
 
 	*owner = 0;
-	if ((rc = mdb_cursor_open(ix->txn, ix->meta, &c)) != 0)
-		return (lm_fail(ix, rc, "cursor", cause));
+	if ((rc = mdb_cursor_open(ix->db.txn, ix->meta, &c)) != 0)
+		return (lm_fail(&ix->db, rc, "cursor", cause));
 	ud_key(kb, docid + 1, &k);	/* the first range ending after docid */
 	rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
 	mdb_cursor_close(c);
@@ -195,7 +195,7 @@ lm_undelivered_find(struct lmdb *ix, uint64_t docid, uint64_t *first,
 	    1 || memcmp(k.mv_data, UD_PREFIX, sizeof UD_PREFIX - 1) != 0)))
 		return (0);
 	if (rc != 0)
-		return (lm_fail(ix, rc, "reading meta", cause));
+		return (lm_fail(&ix->db, rc, "reading meta", cause));
 	snprintf(kb, sizeof kb, "%.*s", (int)(k.mv_size < UD_KEYLEN ?
 	    k.mv_size : UD_KEYLEN), (const char *)k.mv_data);
 	if ((*end = ud_key_end(&k, UD_PREFIX, UD_KEYLEN)) == 0 ||
@@ -204,10 +204,10 @@ lm_undelivered_find(struct lmdb *ix, uint64_t docid, uint64_t *first,
 	if (*first > docid)
 		return (0);
 	uo_key(kb, *end, &k);
-	if ((rc = mdb_get(ix->txn, ix->meta, &k, &v)) == MDB_NOTFOUND)
+	if ((rc = mdb_get(ix->db.txn, ix->meta, &k, &v)) == MDB_NOTFOUND)
 		return (1);
 	if (rc != 0)
-		return (lm_fail(ix, rc, "reading meta", cause));
+		return (lm_fail(&ix->db, rc, "reading meta", cause));
 	if (ud_value(&v, UINT64_MAX, owner) != 0 || *owner == 0)
 		goto corrupt;
 	return (1);
@@ -224,7 +224,8 @@ lmdb_own(struct index *base, uint64_t docid)
 	struct lmdb	*ix = (struct lmdb *)base;
 	size_t		 lo = 0, hi = ix->mine.n / 2, mid;
 
-	if (ix->txn != NULL && docid >= ix->start_doc && docid < ix->next_doc)
+	if (ix->db.txn != NULL && docid >= ix->start_doc &&
+	    docid < ix->next_doc)
 		return (1);		/* the open transaction's */
 	while (lo < hi) {		/* the last range starting <= docid */
 		mid = lo + (hi - lo) / 2;
@@ -411,8 +412,8 @@ lm_undelivered_forget(struct lmdb *ix, uint64_t first, uint64_t end,
 	size_t		 i;
 	int		 rc;
 
-	if ((rc = mdb_cursor_open(ix->txn, ix->meta, &c)) != 0)
-		return (lm_fail(ix, rc, "cursor", cause));
+	if ((rc = mdb_cursor_open(ix->db.txn, ix->meta, &c)) != 0)
+		return (lm_fail(&ix->db, rc, "cursor", cause));
 	ud_key(kb, first + 1, &k);
 	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); rc == 0;
 	    rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
@@ -424,7 +425,7 @@ lm_undelivered_forget(struct lmdb *ix, uint64_t first, uint64_t end,
 	mdb_cursor_close(c);
 	if (rc != 0 && rc != MDB_NOTFOUND) {
 		u64vec_free(&ends);
-		return (lm_fail(ix, rc, "reading meta", cause));
+		return (lm_fail(&ix->db, rc, "reading meta", cause));
 	}
 	for (i = 0, rc = 0; i < ends.n && rc == 0; i++) {
 		if (!disown) {
@@ -432,12 +433,12 @@ lm_undelivered_forget(struct lmdb *ix, uint64_t first, uint64_t end,
 			continue;
 		}
 		uo_key(kb, ends.v[i], &k);
-		if ((rc = mdb_del(ix->txn, ix->meta, &k, NULL)) ==
+		if ((rc = mdb_del(ix->db.txn, ix->meta, &k, NULL)) ==
 		    MDB_NOTFOUND)
 			rc = 0;
 	}
 	u64vec_free(&ends);
-	return (rc == 0 ? 0 : lm_fail(ix, rc, "writing meta", cause));
+	return (rc == 0 ? 0 : lm_fail(&ix->db, rc, "writing meta", cause));
 }
 
 /*
@@ -458,7 +459,7 @@ lm_undelivered_apply(struct lmdb *ix, char **cause)
 			lm_owner_take(ix);
 		if ((rc = ud_put(ix, ix->start_doc, ix->next_doc,
 		    ix->owner)) != 0)
-			return (lm_fail(ix, rc, "writing meta", cause));
+			return (lm_fail(&ix->db, rc, "writing meta", cause));
 	}
 	for (i = 0; i + 1 < ix->dranges.n; i += 2) {
 		if ((rc = lm_undelivered_forget(ix, ix->dranges.v[i],
@@ -481,7 +482,7 @@ lm_undelivered_apply(struct lmdb *ix, char **cause)
 		if ((rc = ud_del(ix, end)) != 0 ||
 		    (first < d && (rc = ud_put(ix, first, d, owner)) != 0) ||
 		    (d + 1 < end && (rc = ud_put(ix, d + 1, end, owner)) != 0))
-			return (lm_fail(ix, rc, "writing meta", cause));
+			return (lm_fail(&ix->db, rc, "writing meta", cause));
 	}
 	return (0);
 }

@@ -4,9 +4,18 @@
  * log of the memtable (bandrun.c), and each chunk's runs in l1 and l1y.
  * Here: reading l0 back into the memtable, the sweep that merges it into
  * the runs at each commit (lsm_flush), the repacking of l1's tree, and a
- * batch's lookups (lmdb_prepare, lmdb_candidates).
+ * batch's lookups (lsm_prepare, lsm_candidates).
  *
- * A batch's lookups: lmdb_prepare finds where every chunk's l1 run is (a
+ * Its interface (lmdbint.h).  Its state, struct lsm, is its own.  Of the
+ * backend it is lent struct lmstore: the environment, the transaction the
+ * backend has open, the three databases, the map and the seals; it knows
+ * nothing of documents, texts or meta.  The backend begins a transaction
+ * and hands over meta's band position with lsm_load; adds a document's
+ * keys with lsm_add; at commit calls lsm_flush with the oldest document
+ * held, writes the new position (lsm_position) to meta, and after the
+ * commit calls lsm_commit (or lsm_abort).
+ *
+ * A batch's lookups: lsm_prepare finds where every chunk's l1 run is (a
  * batch of 1,000 touches most chunks), so a lookup is a search of the
  * memtable's short bucket and an interpolation search of one run.  Finding
  * them is a cursor pass over 16,384 runs, a tenth of the writer's time when
@@ -20,8 +29,8 @@
  * and when another process's commits moved l1 (their merges are in the
  * range too, the sweep position being shared, but ending it costs little).
  *
- * Each lookup is then a few cache misses, so lmdb_candidates starts the
- * loads of the next records' lookups (lmdb_prefetch) while the caller
+ * Each lookup is then a few cache misses, so lsm_candidates starts the
+ * loads of the next records' lookups (lsm_prefetch) while the caller
  * verifies this one's candidates: a pipeline two records deep, bucket
  * headers first, then the buckets and the lines of each run where the key
  * should be.
@@ -94,8 +103,9 @@
 #include "mhfilter.h"
 #include "lmdbint.h"
 
+#define MEMTABLE_DEFAULT (64ULL << 20)	/* --memtable */
 #define BUCKET_MAX	1024	/* entries read from one band bucket */
-#define SNAP_CHUNKS	(BAND_CHUNKS / 16)	/* see lmdb_prepare */
+#define SNAP_CHUNKS	(BAND_CHUNKS / 16)	/* see lsm_prepare */
 #define L0_READS	8	/* partial reads of l0, then a whole one */
 #define L0_WINDOW	4096	/* l0 entries read at a time (lsm_read) */
 #define RUN_WINDOW	4096	/* l1 entries read for a lookup, at most */
@@ -104,7 +114,7 @@
 #define L1_NODE		22	/* a leaf's pointer to an overflow run */
 
 /*
- * What the memtable holds of a chunk's l0 entries (lmdb's held).  A batch
+ * What the memtable holds of a chunk's l0 entries (struct lsm's held).  A batch
  * needs only the entries of its own keys: holding whole chunks (a tenth of
  * l0 for 100 records) cost a read-only batch 6.5 MB of its 8 MB of heap,
  * and a writer's, at a million documents, a sixth of its time.  Only the
@@ -132,57 +142,225 @@ struct l1ref {
 	size_t			 yn;
 };
 
-static int	lsm_read(struct lmdb *, MDB_txn *, int, char **);
-static const unsigned char *lm_pread(struct lmdb *, const unsigned char *,
+static void	lsm_forget(struct lsm *);
+static void	lsm_unkey(struct lsm *);
+static int	lsm_read(struct lsm *, MDB_txn *, int, char **);
+static uint64_t	l0_estimate(struct lsm *, MDB_txn *);
+static const unsigned char *lm_pread(struct lsm *, const unsigned char *,
 		    size_t);
-static const unsigned char *lm_pread_to(struct lmdb *,
+static const unsigned char *lm_pread_to(struct lmstore *,
 		    const unsigned char *, size_t, unsigned char *);
-static size_t	lm_run_find(struct lmdb *, const MDB_val *, size_t, uint64_t,
+static size_t	lm_run_find(struct lsm *, const MDB_val *, size_t, uint64_t,
 		    struct u64vec *, size_t);
-static int	lm_run_get(struct lmdb *, MDB_dbi, unsigned, int, MDB_val *,
+static int	lm_run_get(struct lsm *, MDB_dbi, unsigned, int, MDB_val *,
 		    size_t *, char **);
-static int	lm_run_put(struct lmdb *, MDB_dbi, unsigned, size_t,
+static int	lm_run_put(struct lsm *, MDB_dbi, unsigned, size_t,
 		    const unsigned char *, size_t, char **);
-static int	lsm_merge(struct lmdb *, unsigned, uint64_t, char **);
-static int	lsm_repack(struct lmdb *, char **);
-static int	lm_first_doc(struct lmdb *, uint64_t *, char **);
-static void	lmdb_prefetch(struct lmdb *, const uint64_t *, int);
-static int	lm_batch_runs(struct lmdb *, const struct ixdoc *, size_t,
+static int	lsm_merge(struct lsm *, unsigned, uint64_t, char **);
+static int	lsm_repack(struct lsm *, char **);
+static void	lsm_prefetch(struct lsm *, const uint64_t *, int);
+static int	lm_batch_runs(struct lsm *, const struct ixdoc *, size_t,
 		    char **);
-static const struct brun *lm_brun(const struct lmdb *, unsigned);
-static int	l1_read(struct lmdb *, MDB_txn *, unsigned, unsigned,
+static const struct brun *lm_brun(const struct lsm *, unsigned);
+static int	l1_read(struct lsm *, MDB_txn *, unsigned, unsigned,
 		    char **);
-static int	l1_read_runs(struct lmdb *, MDB_txn *, MDB_dbi, unsigned,
+static int	l1_read_runs(struct lsm *, MDB_txn *, MDB_dbi, unsigned,
 		    unsigned, int, char **);
-static size_t	next_pending(const struct lmdb *, size_t);
+static size_t	next_pending(const struct lsm *, size_t);
 
 
 /*
- * At the start of a transaction: take the band state from meta, and empty
- * the memtable if another process (or none yet) made it; lsm_hold reads
- * l0 back as batches need it.
+ * Set up the band index of an index opened (its LMDB side db), with its
+ * documents' bands, read-only or not, and a memtable budget of memtable
+ * bytes (0: the default).
+ */
+void
+lsm_init(struct lsm *ls, struct lmstore *db, unsigned bands, int rdonly,
+    size_t memtable)
+{
+	ls->db = db;
+	ls->bands = bands;
+	ls->rdonly = rdonly;
+	ls->snap_sweep = UINT64_MAX;
+	ls->mt = memtable_create(!rdonly);
+	ls->mt_max = (memtable ? memtable : MEMTABLE_DEFAULT) /
+	    sizeof(struct bentry);
+	if (ls->mt_max < 1024)
+		ls->mt_max = 1024;
+	/*
+	 * Eight times what a sweep adds to a chunk (see run_young), and
+	 * a run out of its leaf page: rewriting one in a leaf costs little.
+	 */
+	ls->young_min = (size_t)(8 * (ls->mt_max / 2) / BAND_CHUNKS);
+	if (ls->young_min < db->inline_max / L1E_SIZE)
+		ls->young_min = db->inline_max / L1E_SIZE;
+}
+
+/*
+ * Documents have another number of bands from now on: an index with none
+ * yet, given an export's parameters (lmdb_adopt).
+ */
+void
+lsm_set_bands(struct lsm *ls, unsigned bands)
+{
+	ls->bands = bands;
+}
+
+/* Free what lsm_init and the batches since allocated. */
+void
+lsm_free(struct lsm *ls)
+{
+	if (ls->db == NULL)
+		return;			/* never set up */
+	lsm_snap_end(ls);
+	buf_free(&ls->rec);
+	buf_free(&ls->chunk);
+	buf_free(&ls->ychunk);
+	free(ls->ysorted);
+	memtable_free(ls->mt);
+	free(ls->held);
+	u64vec_free(&ls->keyset);
+	u64vec_free(&ls->keysort);
+	free(ls->keybits);
+	free(ls->rbuf);
+	free(ls->wholes);
+	free(ls->bruns);
+	u64vec_free(&ls->bchunks);
+	free(ls->probe);
+	free(ls->fbuf);
+	free(ls->pend);
+	free(ls->l0count);
+	free(ls->merged);
+	free(ls->sorted);
+	free(ls->l1map);
+}
+
+/*
+ * At the start of a transaction (the backend's, in db): take the band
+ * state at, as meta has it, and the next document number next_doc, and
+ * empty the memtable if another process (or none yet) made it; lsm_hold
+ * reads l0 back as batches need it.  INDEX_ERROR if an earlier read of l0
+ * in this process found entries of no document.
  */
 int
-lsm_load(struct lmdb *ix, char **cause)
+lsm_load(struct lsm *ls, const struct lsmstate *at, uint64_t next_doc,
+    char **cause)
 {
-	uint64_t	 sweep, l0_next, l1_entries;
-
-	if (lm_meta_u64(ix, "sweep", &sweep, cause) != 0 ||
-	    lm_meta_u64(ix, "l0_next", &l0_next, cause) != 0 ||
-	    lm_meta_u64(ix, "l1_entries", &l1_entries, cause) != 0)
-		return (INDEX_ERROR);
-	if (!ix->loaded || sweep != ix->lsm.sweep ||
-	    l0_next != ix->lsm.l0_next) {
-		snap_end(ix);		/* l1 moved under it */
-		ix->lsm.sweep = sweep;
-		ix->lsm.l0_next = l0_next;
-		lsm_forget(ix);
-		ix->loaded = 1;
+	ls->npend = ls->nmerged = 0;
+	ls->l1valid = ls->bvalid = 0;
+	ls->batch = NULL;		/* until lsm_prepare */
+	ls->nbatch = 0;
+	ls->next_doc = next_doc;
+	if (!ls->loaded || at->sweep != ls->committed.sweep ||
+	    at->l0_next != ls->committed.l0_next) {
+		lsm_snap_end(ls);		/* l1 moved under it */
+		ls->committed.sweep = at->sweep;
+		ls->committed.l0_next = at->l0_next;
+		lsm_forget(ls);
+		ls->loaded = 1;
 	} else
-		lsm_unkey(ix);		/* the last batch's keys */
-	ix->lsm.l1_entries = l1_entries;
-	ix->tx = ix->lsm;
+		lsm_unkey(ls);		/* the last batch's keys */
+	ls->committed.l1_entries = at->l1_entries;
+	ls->tx = ls->committed;
+	if (ls->l0_bad > 0) {
+		xasprintf(cause, "index %s is damaged: %" PRIu64 " band "
+		    "entries in l0 are not of a document below next_doc (run "
+		    "--check)", ls->db->path, ls->l0_bad);
+		return (INDEX_ERROR);
+	}
 	return (0);
+}
+
+/* Have the next lsm_load empty the memtable: read it again from l0. */
+void
+lsm_unload(struct lsm *ls)
+{
+	ls->loaded = 0;
+}
+
+/* The band state, as committed and as the transaction has it. */
+void
+lsm_position(const struct lsm *ls, struct lsmstate *committed,
+    struct lsmstate *tx)
+{
+	*committed = ls->committed;
+	*tx = ls->tx;
+}
+
+/*
+ * A document's band keys, added by the transaction: to the memtable now,
+ * and to l0 at its commit (lsm_flush).
+ */
+void
+lsm_add(struct lsm *ls, const uint64_t *keys, uint64_t docid)
+{
+	unsigned	 j;
+
+	if (ls->npend + ls->bands > ls->pendsize) {
+		ls->pendsize = 2 * (ls->npend + ls->bands);
+		ls->pend = xreallocarray(ls->pend, ls->pendsize,
+		    sizeof *ls->pend);
+	}
+	for (j = 0; j < ls->bands; j++) {
+		memtable_add(ls->mt, keys[j], docid);
+		ls->pend[ls->npend].key = keys[j];
+		ls->pend[ls->npend++].docid = docid;
+	}	if (docid >= ls->next_doc)
+		ls->next_doc = docid + 1;
+}
+
+/*
+ * The transaction committed (durable): keep its additions, and forget
+ * what the sweep merged.
+ */
+void
+lsm_commit(struct lsm *ls)
+{
+	memtable_commit(ls->mt);
+	ls->undo_stale = 0;
+	while (ls->nmerged > 0)
+		memtable_drop(ls->mt, ls->merged[--ls->nmerged]);
+	ls->npend = 0;
+	ls->committed = ls->tx;
+}
+
+/* The transaction aborted: take its additions back. */
+void
+lsm_abort(struct lsm *ls)
+{
+	ls->l1valid = ls->bvalid = 0;
+	if (ls->mt != NULL && ls->undo_stale)
+		lsm_forget(ls);		/* lsm_unkey */
+	else if (ls->mt != NULL)
+		memtable_rollback(ls->mt);
+	ls->undo_stale = 0;
+	ls->npend = ls->nmerged = 0;
+	ls->tx = ls->committed;
+}
+
+/*
+ * The backend's transactions were given up unended (the fault guard
+ * caught a fault in one): forget the snapshot too, unended.
+ */
+void
+lsm_lost(struct lsm *ls)
+{
+	ls->snap = NULL;
+	ls->l1valid = ls->bvalid = 0;
+}
+
+/* The memtable's budget in bytes (--memtable, at least 1,024 entries). */
+size_t
+lsm_budget(const struct lsm *ls)
+{
+	return (ls->mt_max * sizeof(struct bentry));
+}
+
+/* The entries the memtable holds. */
+uint64_t
+lsm_held_entries(const struct lsm *ls)
+{
+	return (memtable_entries(ls->mt));
 }
 
 /*
@@ -192,18 +370,18 @@ lsm_load(struct lmdb *ix, char **cause)
  * records touch 1,600 chunks of 16,384), and so would an undo record for
  * each entry.
  */
-void
-lsm_forget(struct lmdb *ix)
+static void
+lsm_forget(struct lsm *ls)
 {
-	if (memtable_entries(ix->mt) > 0)
-		memtable_clear(ix->mt);	/* a new one is empty: leave it */
-	if (ix->held == NULL)
-		ix->held = xmalloc(BAND_CHUNKS);
-	memset(ix->held, 0, BAND_CHUNKS);
-	ix->unheld = UNCOUNTED;
-	ix->reads = 0;
-	ix->nwant = 0;
-	ix->keyset.n = 0;
+	if (memtable_entries(ls->mt) > 0)
+		memtable_clear(ls->mt);	/* a new one is empty: leave it */
+	if (ls->held == NULL)
+		ls->held = xmalloc(BAND_CHUNKS);
+	memset(ls->held, 0, BAND_CHUNKS);
+	ls->unheld = UNCOUNTED;
+	ls->reads = 0;
+	ls->nwant = 0;
+	ls->keyset.n = 0;
 }
 
 /*
@@ -216,32 +394,32 @@ lsm_forget(struct lmdb *ix)
  * longer take back exactly the additions, an abort empties the memtable
  * (undo_stale).  At the start of a transaction there are none.
  */
-void
-lsm_unkey(struct lmdb *ix)
+static void
+lsm_unkey(struct lsm *ls)
 {
 	size_t		 i, before;
 	unsigned	 c;
 
-	if (ix->held == NULL || ix->keyset.n == 0)
+	if (ls->held == NULL || ls->keyset.n == 0)
 		return;
-	before = memtable_entries(ix->mt);
+	before = memtable_entries(ls->mt);
 	for (c = 0; c < BAND_CHUNKS; c++) {
-		if (ix->held[c] == MT_KEYS)
-			memtable_drop(ix->mt, c);
-		if (ix->held[c] == MT_WANTKEYS)
-			ix->nwant--;
-		if (ix->held[c] >= MT_KEYS)
-			ix->held[c] = MT_NONE;
+		if (ls->held[c] == MT_KEYS)
+			memtable_drop(ls->mt, c);
+		if (ls->held[c] == MT_WANTKEYS)
+			ls->nwant--;
+		if (ls->held[c] >= MT_KEYS)
+			ls->held[c] = MT_NONE;
 	}
-	for (i = 0; i < ix->npend; i++) {
-		if (ix->held[band_chunk(ix->pend[i].key)] != MT_NONE)
+	for (i = 0; i < ls->npend; i++) {
+		if (ls->held[band_chunk(ls->pend[i].key)] != MT_NONE)
 			continue;	/* its chunk is held whole */
-		memtable_load(ix->mt, ix->pend[i].key, ix->pend[i].docid);
-		ix->undo_stale = 1;
+		memtable_load(ls->mt, ls->pend[i].key, ls->pend[i].docid);
+		ls->undo_stale = 1;
 	}
-	if (ix->unheld != UNCOUNTED)
-		ix->unheld += before - memtable_entries(ix->mt);
-	ix->keyset.n = 0;
+	if (ls->unheld != UNCOUNTED)
+		ls->unheld += before - memtable_entries(ls->mt);
+	ls->keyset.n = 0;
 }
 
 /*
@@ -282,14 +460,14 @@ l0_written(const unsigned char *h, int *sorted)
  * *sorted (l0_written).  0, or -1 if its sizes do not agree (damage).
  */
 int
-l0_record(struct lmdb *ix, const unsigned char *p, size_t size,
+l0_record(struct lsm *ls, const unsigned char *p, size_t size,
     struct l0layout *l, uint64_t *written, int *sorted)
 {
 	const unsigned char	*h;
 
 	if (size < L0_HEADER)
 		return (-1);
-	h = lm_pread(ix, p, size < L0F_HEADER ? L0_HEADER : L0F_HEADER);
+	h = lm_pread(ls, p, size < L0F_HEADER ? L0_HEADER : L0F_HEADER);
 	*written = l0_written(h, sorted);
 	if (get_le64(h) & L0_FILTERED)
 		return (*sorted && size >= L0F_HEADER ? l0f_parse(h, size, l) :
@@ -310,19 +488,19 @@ l0_record(struct lmdb *ix, const unsigned char *p, size_t size,
  * of a small run's preads.
  */
 static size_t
-l0_live_from(struct lmdb *ix, const unsigned char *p, size_t n, unsigned wm,
+l0_live_from(struct lsm *ls, const unsigned char *p, size_t n, unsigned wm,
     uint64_t passed)
 {
 	const unsigned char	*w;
 	size_t			 lo = 0, hi = n, mid, from, m, at;
 
 	m = l0_window(n, passed, run_window_len(n, L0_WINDOW), &from);
-	w = lm_pread(ix, p + from * BENTRY_SIZE, m * BENTRY_SIZE);
+	w = lm_pread(ls, p + from * BENTRY_SIZE, m * BENTRY_SIZE);
 	if (l0_live_window(w, from, m, n, wm, passed, &at))
 		return (at);
 	while (lo < hi) {
 		mid = lo + (hi - lo) / 2;
-		if (l0_offset(get_le64(lm_pread(ix, p + mid * BENTRY_SIZE, 8)),
+		if (l0_offset(get_le64(lm_pread(ls, p + mid * BENTRY_SIZE, 8)),
 		    wm) < passed)
 			lo = mid + 1;
 		else
@@ -336,7 +514,7 @@ l0_live_from(struct lmdb *ix, const unsigned char *p, size_t n, unsigned wm,
  * memtable (memtable_read_log), L0_WINDOW at a time.
  */
 static void
-l0_read_entries(struct lmdb *ix, const unsigned char *e, size_t i, size_t n,
+l0_read_entries(struct lsm *ls, const unsigned char *e, size_t i, size_t n,
     struct l0read *r)
 {
 	const unsigned char	*w;
@@ -344,8 +522,8 @@ l0_read_entries(struct lmdb *ix, const unsigned char *e, size_t i, size_t n,
 
 	for (; i < n; i += m) {
 		m = n - i < L0_WINDOW ? n - i : L0_WINDOW;
-		w = lm_pread(ix, e + i * BENTRY_SIZE, m * BENTRY_SIZE);
-		memtable_read_log(ix->mt, w, m, r);
+		w = lm_pread(ls, e + i * BENTRY_SIZE, m * BENTRY_SIZE);
+		memtable_read_log(ls->mt, w, m, r);
 	}
 }
 
@@ -357,40 +535,40 @@ l0_read_entries(struct lmdb *ix, const unsigned char *e, size_t i, size_t n,
  * groups would be read anyway.
  */
 static int
-l0_filter_setup(struct lmdb *ix)
+l0_filter_setup(struct lsm *ls)
 {
 	size_t		 i;
 	unsigned	 c;
 
-	ix->nwholes = 0;
+	ls->nwholes = 0;
 	for (c = 0; c < BAND_CHUNKS; c++) {
-		if (ix->held[c] != MT_ALL && ix->held[c] != MT_WANT)
+		if (ls->held[c] != MT_ALL && ls->held[c] != MT_WANT)
 			continue;
-		if (ix->nwholes == L0_WHOLES_MAX)
+		if (ls->nwholes == L0_WHOLES_MAX)
 			return (0);
-		if (ix->wholes == NULL)
-			ix->wholes = xreallocarray(NULL, L0_WHOLES_MAX,
-			    sizeof *ix->wholes);
-		ix->wholes[ix->nwholes++] = c;
+		if (ls->wholes == NULL)
+			ls->wholes = xreallocarray(NULL, L0_WHOLES_MAX,
+			    sizeof *ls->wholes);
+		ls->wholes[ls->nwholes++] = c;
 	}
-	if (ix->keyset.n > ix->probesize) {
-		ix->probesize = ix->keyset.n;
-		ix->probe = xreallocarray(ix->probe, ix->probesize,
-		    sizeof *ix->probe);
+	if (ls->keyset.n > ls->probesize) {
+		ls->probesize = ls->keyset.n;
+		ls->probe = xreallocarray(ls->probe, ls->probesize,
+		    sizeof *ls->probe);
 	}
-	ix->nprobe = 0;
-	for (i = 0; i < ix->keyset.n; i++) {
-		c = band_chunk(ix->keyset.v[i]);
-		if (ix->held[c] != MT_KEYS && ix->held[c] != MT_WANTKEYS)
+	ls->nprobe = 0;
+	for (i = 0; i < ls->keyset.n; i++) {
+		c = band_chunk(ls->keyset.v[i]);
+		if (ls->held[c] != MT_KEYS && ls->held[c] != MT_WANTKEYS)
 			continue;
-		ix->probe[ix->nprobe].key = ix->keyset.v[i];
-		l0f_mask(ix->keyset.v[i], ix->probe[ix->nprobe++].m);
+		ls->probe[ls->nprobe].key = ls->keyset.v[i];
+		l0f_mask(ls->keyset.v[i], ls->probe[ls->nprobe++].m);
 	}
 	return (1);
 }
 
-#define GMARK(g)	(ix->gmark[(g) / 8] |= 1U << ((g) % 8))
-#define GMARKED(g)	(ix->gmark[(g) / 8] >> ((g) % 8) & 1)
+#define GMARK(g)	(ls->gmark[(g) / 8] |= 1U << ((g) % 8))
+#define GMARKED(g)	(ls->gmark[(g) / 8] >> ((g) % 8) & 1)
 
 /*
  * lsm_read's pass over a filtered l0 record p of layout l (index format
@@ -405,44 +583,44 @@ l0_filter_setup(struct lmdb *ix)
  * damaged.
  */
 static int
-l0_read_filtered(struct lmdb *ix, const unsigned char *p,
+l0_read_filtered(struct lsm *ls, const unsigned char *p,
     const struct l0layout *l, struct l0read *r)
 {
 	const unsigned char	*f;
 	size_t			 G = (size_t)1 << l->gbits, g, b, i, b0, len;
 	unsigned		 shift = BAND_CHUNK_BITS - l->gbits, o;
 
-	if (l0f_dir_read(lm_pread(ix, p + l->dir, 4 * (G + 1)), l,
-	    ix->dir) != 0)
+	if (l0f_dir_read(lm_pread(ls, p + l->dir, 4 * (G + 1)), l,
+	    ls->dir) != 0)
 		return (-1);
-	memset(ix->gmark, 0, G / 8 + 1);
+	memset(ls->gmark, 0, G / 8 + 1);
 	GMARK(r->passed >> shift);
-	for (i = 0; i < ix->nwholes; i++) {
-		o = (ix->wholes[i] - r->wm) & (BAND_CHUNKS - 1);
+	for (i = 0; i < ls->nwholes; i++) {
+		o = (ls->wholes[i] - r->wm) & (BAND_CHUNKS - 1);
 		if (o >= r->passed)
 			GMARK(o >> shift);
 	}
-	if (ix->nprobe > 0) {
+	if (ls->nprobe > 0) {
 		b0 = l0f_first_block(r->passed, l->nb);
 		len = (l->nb - b0) * L0F_BLOCK;
-		if (len > ix->fbufsize) {
-			ix->fbufsize = len;
-			ix->fbuf = xreallocarray(ix->fbuf, len, 1);
+		if (len > ls->fbufsize) {
+			ls->fbufsize = len;
+			ls->fbuf = xreallocarray(ls->fbuf, len, 1);
 		}
-		f = lm_pread_to(ix, p + l->filter + b0 * L0F_BLOCK, len,
-		    ix->fbuf);
-		l0f_probe(f, b0, l, r->wm, r->passed, ix->probe, ix->nprobe,
-		    ix->gmark);
+		f = lm_pread_to(ls->db, p + l->filter + b0 * L0F_BLOCK, len,
+		    ls->fbuf);
+		l0f_probe(f, b0, l, r->wm, r->passed, ls->probe, ls->nprobe,
+		    ls->gmark);
 	}
 	for (g = r->passed >> shift; g < G; g = b) {
 		for (b = g; b < G && GMARKED(b); b++)
 			;
 		if (b > g) {
-			l0_read_entries(ix, p + l->entries, ix->dir[g],
-			    ix->dir[b], r);
+			l0_read_entries(ls, p + l->entries, ls->dir[g],
+			    ls->dir[b], r);
 			continue;
 		}
-		r->others += ix->dir[g + 1] - ix->dir[g];
+		r->others += ls->dir[g + 1] - ls->dir[g];
 		b = g + 1;
 	}
 	return (0);
@@ -458,7 +636,7 @@ l0_read_filtered(struct lmdb *ix, const unsigned char *p,
  * the transaction's additions.
  */
 static int
-lsm_read(struct lmdb *ix, MDB_txn *txn, int all, char **cause)
+lsm_read(struct lsm *ls, MDB_txn *txn, int all, char **cause)
 {
 	MDB_cursor		*cur;
 	MDB_val			 k, v;
@@ -471,86 +649,87 @@ lsm_read(struct lmdb *ix, MDB_txn *txn, int all, char **cause)
 	int			 rc, sorted, filtered;
 
 	memset(&r, 0, sizeof r);
-	r.state = ix->held;
-	r.keys = ix->keyset.v;
-	r.nkeys = ix->keyset.n;
-	r.bits = ix->keybits;
+	r.state = ls->held;
+	r.keys = ls->keyset.v;
+	r.nkeys = ls->keyset.n;
+	r.bits = ls->keybits;
 	r.all = all;
-	r.next_doc = ix->next_doc;
-	ix->l0_bad = 0;
-	filtered = !all && l0_filter_setup(ix);
-	if ((rc = mdb_cursor_open(txn, ix->l0, &cur)) != 0)
-		return (lm_fail(ix, rc, "reading l0", cause));
+	r.next_doc = ls->next_doc;
+	ls->l0_bad = 0;
+	filtered = !all && l0_filter_setup(ls);
+	if ((rc = mdb_cursor_open(txn, ls->db->l0, &cur)) != 0)
+		return (lm_fail(ls->db, rc, "reading l0", cause));
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		lm_beat();
 		p = v.mv_data;
-		if (k.mv_size == 8 && get_be64(k.mv_data) >= ix->lsm.l0_next) {
+		if (k.mv_size == 8 &&
+		    get_be64(k.mv_data) >= ls->committed.l0_next) {
 			rc = MDB_NOTFOUND;
 			break;
 		}
-		lm_findmap(ix, p);
+		lm_findmap(ls->db, p);
 		/* Read whole (a writer's first read): its seal checked. */
-		if (k.mv_size != 8 || lm_unseal(ix, SEAL_L0,
+		if (k.mv_size != 8 || lm_unseal(ls->db, SEAL_L0,
 		    get_be64(k.mv_data), &v, all) != 0 ||
-		    l0_record(ix, p, v.mv_size, &l, &written, &sorted) != 0)
+		    l0_record(ls, p, v.mv_size, &l, &written, &sorted) != 0)
 			goto damaged;
-		if (written > ix->lsm.sweep)
-			written = ix->lsm.sweep;
-		r.passed = ix->lsm.sweep - written;
+		if (written > ls->committed.sweep)
+			written = ls->committed.sweep;
+		r.passed = ls->committed.sweep - written;
 		if (r.passed >= BAND_CHUNKS)
 			continue;
 		r.wm = (unsigned)(written % BAND_CHUNKS);
 		if (l.nb > 0 && filtered) {
-			if (l0_read_filtered(ix, p, &l, &r) != 0)
+			if (l0_read_filtered(ls, p, &l, &r) != 0)
 				goto damaged;
 			continue;
 		}
 		n = l.n;
-		i = sorted ? l0_live_from(ix, p + l.entries, n, r.wm,
+		i = sorted ? l0_live_from(ls, p + l.entries, n, r.wm,
 		    r.passed) : 0;
-		l0_read_entries(ix, p + l.entries, i, n, &r);
+		l0_read_entries(ls, p + l.entries, i, n, &r);
 	}
 	mdb_cursor_close(cur);
-	ix->l0_bad = r.bad;
+	ls->l0_bad = r.bad;
 	if (rc != MDB_NOTFOUND) {
-		ix->loaded = 0;
-		return (lm_fail(ix, rc, "reading l0", cause));
+		ls->loaded = 0;
+		return (lm_fail(ls->db, rc, "reading l0", cause));
 	}
-	if (ix->l0_bad > 0) {
-		ix->loaded = 0;
+	if (ls->l0_bad > 0) {
+		ls->loaded = 0;
 		xasprintf(cause, "index %s is damaged: %" PRIu64 " band "
 		    "entries in l0 are not of a document below next_doc (run "
-		    "--check)", ix->base.path, ix->l0_bad);
+		    "--check)", ls->db->path, ls->l0_bad);
 		return (INDEX_ERROR);
 	}
 	if (all) {
-		free(ix->held);
-		ix->held = NULL;
-		ix->unheld = 0;
+		free(ls->held);
+		ls->held = NULL;
+		ls->unheld = 0;
 		return (0);
 	}
-	for (c = 0; c < BAND_CHUNKS && ix->nwant > 0; c++) {
-		if (ix->held[c] == MT_WANT || ix->held[c] == MT_WANTKEYS) {
-			ix->held[c] = ix->held[c] == MT_WANT ? MT_ALL :
+	for (c = 0; c < BAND_CHUNKS && ls->nwant > 0; c++) {
+		if (ls->held[c] == MT_WANT || ls->held[c] == MT_WANTKEYS) {
+			ls->held[c] = ls->held[c] == MT_WANT ? MT_ALL :
 			    MT_KEYS;
-			ix->nwant--;
+			ls->nwant--;
 		}
 	}
-	ix->unheld = r.others;
-	ix->reads++;
+	ls->unheld = r.others;
+	ls->reads++;
 	return (0);
 
 damaged:
 	mdb_cursor_close(cur);
-	ix->loaded = 0;			/* half read: empty it next time */
+	ls->loaded = 0;			/* half read: empty it next time */
 	if (k.mv_size == 8)
 		xasprintf(cause, "index %s is damaged: l0 record %" PRIu64
-		    " is corrupt (run --check)", ix->base.path,
+		    " is corrupt (run --check)", ls->db->path,
 		    get_be64(k.mv_data));
 	else
 		xasprintf(cause, "index %s is damaged: an l0 key is corrupt "
-		    "(run --check)", ix->base.path);
+		    "(run --check)", ls->db->path);
 	return (INDEX_ERROR);
 }
 
@@ -569,7 +748,7 @@ damaged:
  * address found is checked against the file.
  */
 void
-lm_findmap(struct lmdb *ix, const unsigned char *v)
+lm_findmap(struct lmstore *db, const unsigned char *v)
 {
 	const unsigned char	*page = v - 16;
 	unsigned char		 head[64];
@@ -577,31 +756,43 @@ lm_findmap(struct lmdb *ix, const unsigned char *v)
 	MDB_stat		 ms;
 	size_t			 pgno;
 
-	if (ix->map != NULL || mdb_env_stat(ix->env, &ms) != 0 ||
+	if (db->map != NULL || mdb_env_stat(db->env, &ms) != 0 ||
 	    (uintptr_t)page % ms.ms_psize != 0)
 		return;		/* known, or v not in an overflow page */
-	ix->map = MAP_NONE;
+	db->map = MAP_NONE;
 	memcpy(&pgno, page, sizeof pgno);
-	if (mdb_env_get_fd(ix->env, &ix->fd) != 0 ||
-	    mdb_env_info(ix->env, &info) != 0 ||
+	if (mdb_env_get_fd(db->env, &db->fd) != 0 ||
+	    mdb_env_info(db->env, &info) != 0 ||
 	    pgno == 0 || pgno > (uintptr_t)page / ms.ms_psize ||
-	    pread(ix->fd, head, sizeof head, (off_t)(pgno * ms.ms_psize)) !=
+	    pread(db->fd, head, sizeof head, (off_t)(pgno * ms.ms_psize)) !=
 	    (ssize_t)sizeof head || memcmp(head, page, sizeof head) != 0)
 		return;
-	ix->map = page - pgno * ms.ms_psize;
-	ix->mapsize = info.me_mapsize;
+	db->map = page - pgno * ms.ms_psize;
+	db->mapsize = info.me_mapsize;
 }
 
 /*
- * The entries of l0 the sweep has not passed, estimated from its records'
- * headers alone: band keys are uniform hashes, so of a record's n entries
- * written passed chunks ago, about n * (BAND_CHUNKS - passed) / BAND_CHUNKS
- * are in chunks not passed since.  For the statistics a process takes on
- * start-up (pipeline_create), before a batch has read l0 (lsm_read then
- * counts them): counting would read all of l0, up to --memtable.
+ * The band entries not yet merged (lsm_entries), in txn, estimated from
+ * the headers of l0's records while the memtable holds only some chunks
+ * and the others were never counted: band keys are uniform hashes, so of a
+ * record's n entries written passed chunks ago, about n * (BAND_CHUNKS -
+ * passed) / BAND_CHUNKS are in chunks not passed since.  For the
+ * statistics a process takes on start-up (pipeline_create), before a
+ * batch has read l0 (lsm_read then counts them): counting would read all
+ * of l0, up to --memtable.
  */
-uint64_t
-lsm_estimate(struct lmdb *ix, MDB_txn *txn)
+int
+lsm_estimate(struct lsm *ls, MDB_txn *txn, uint64_t *n, char **cause)
+{
+	if (ls->held == NULL || ls->unheld != UNCOUNTED)
+		return (lsm_entries(ls, txn, n, cause));
+	*n = memtable_entries(ls->mt) + l0_estimate(ls, txn);
+	return (0);
+}
+
+/* lsm_estimate's estimate of l0's entries not passed. */
+static uint64_t
+l0_estimate(struct lsm *ls, MDB_txn *txn)
 {
 	MDB_cursor		*cur;
 	MDB_val			 k, v;
@@ -609,18 +800,19 @@ lsm_estimate(struct lmdb *ix, MDB_txn *txn)
 	uint64_t		 written, passed, sum = 0;
 	int			 rc, sorted;
 
-	if (mdb_cursor_open(txn, ix->l0, &cur) != 0)
+	if (mdb_cursor_open(txn, ls->db->l0, &cur) != 0)
 		return (0);
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		lm_beat();
-		lm_findmap(ix, v.mv_data);
-		if (k.mv_size != 8 || lm_unseal(ix, SEAL_L0,
-		    get_be64(k.mv_data), &v, 0) != 0 || l0_record(ix,
+		lm_findmap(ls->db, v.mv_data);
+		if (k.mv_size != 8 || lm_unseal(ls->db, SEAL_L0,
+		    get_be64(k.mv_data), &v, 0) != 0 || l0_record(ls,
 		    v.mv_data, v.mv_size, &l, &written, &sorted) != 0)
 			continue;
-		passed = ix->lsm.sweep - (written < ix->lsm.sweep ? written :
-		    ix->lsm.sweep);
+		if (written > ls->committed.sweep)
+			written = ls->committed.sweep;
+		passed = ls->committed.sweep - written;
 		if (passed < BAND_CHUNKS)
 			sum += l.n * (BAND_CHUNKS - passed) / BAND_CHUNKS;
 	}
@@ -630,11 +822,11 @@ lsm_estimate(struct lmdb *ix, MDB_txn *txn)
 
 /* Are the len bytes at p in the map (lm_findmap)? */
 static int
-lm_inmap(const struct lmdb *ix, const unsigned char *p, size_t len)
+lm_inmap(const struct lmstore *db, const unsigned char *p, size_t len)
 {
-	return (ix->map != NULL && ix->map != MAP_NONE && p >= ix->map &&
-	    (size_t)(p - ix->map) <= ix->mapsize &&
-	    len <= ix->mapsize - (size_t)(p - ix->map));
+	return (db->map != NULL && db->map != MAP_NONE && p >= db->map &&
+	    (size_t)(p - db->map) <= db->mapsize &&
+	    len <= db->mapsize - (size_t)(p - db->map));
 }
 
 /*
@@ -642,22 +834,22 @@ lm_inmap(const struct lmdb *ix, const unsigned char *p, size_t len)
  * else (a page of a write transaction's, or no map address) p itself.
  */
 static const unsigned char *
-lm_pread(struct lmdb *ix, const unsigned char *p, size_t len)
+lm_pread(struct lsm *ls, const unsigned char *p, size_t len)
 {
 	if (len > L0_WINDOW * BENTRY_SIZE)
 		return (p);
-	if (ix->rbuf == NULL)
-		ix->rbuf = xmalloc(L0_WINDOW * BENTRY_SIZE);
-	return (lm_pread_to(ix, p, len, ix->rbuf));
+	if (ls->rbuf == NULL)
+		ls->rbuf = xmalloc(L0_WINDOW * BENTRY_SIZE);
+	return (lm_pread_to(ls->db, p, len, ls->rbuf));
 }
 
 /* The same into buf, of len bytes or more. */
 static const unsigned char *
-lm_pread_to(struct lmdb *ix, const unsigned char *p, size_t len,
+lm_pread_to(struct lmstore *db, const unsigned char *p, size_t len,
     unsigned char *buf)
 {
-	if (!lm_inmap(ix, p, len) ||
-	    pread(ix->fd, buf, len, p - ix->map) != (ssize_t)len)
+	if (!lm_inmap(db, p, len) ||
+	    pread(db->fd, buf, len, p - db->map) != (ssize_t)len)
 		return (p);
 	return (buf);
 }
@@ -670,20 +862,20 @@ lm_pread_to(struct lmdb *ix, const unsigned char *p, size_t len,
  * unless they may not hold all of its entries.
  */
 static size_t
-lm_run_find(struct lmdb *ix, const MDB_val *v, size_t n, uint64_t key,
+lm_run_find(struct lsm *ls, const MDB_val *v, size_t n, uint64_t key,
     struct u64vec *out, size_t max)
 {
 	const unsigned char	*w, *run = v->mv_data;
 	size_t			 from, m, had = out->n;
 	int			 wide;
 
-	for (wide = 0; v->mv_size >= ix->inline_max && wide < 2; wide++) {
-		lm_findmap(ix, run);
+	for (wide = 0; v->mv_size >= ls->db->inline_max && wide < 2; wide++) {
+		lm_findmap(ls->db, run);
 		m = run_window(n, key, wide ? run_window_len(n, RUN_WINDOW) :
 		    run_window_short(n, RUN_WINDOW), &from);
-		w = lm_pread(ix, run + from * L1E_SIZE, m * L1E_SIZE);
+		w = lm_pread(ls, run + from * L1E_SIZE, m * L1E_SIZE);
 		if (w == run + from * L1E_SIZE)
-			break;		/* not read: the map's address unknown */
+			break;	/* not read: the map's address unknown */
 		if (run_find_window(w, from, m, n, key, out, max) == 0)
 			return (out->n - had);
 	}
@@ -697,61 +889,61 @@ lm_run_find(struct lmdb *ix, const MDB_val *v, size_t n, uint64_t key,
  * open before: a daemon's small batches would read l0 again and again.
  */
 int
-lsm_hold(struct lmdb *ix, uint64_t q, int all, char **cause)
+lsm_hold(struct lsm *ls, uint64_t q, int all, char **cause)
 {
 	uint64_t	 i;
 	unsigned	 c;
 
-	if (ix->held == NULL)
+	if (ls->held == NULL)
 		return (0);
-	if (all || q >= BAND_CHUNKS / 4 || ix->nwant >= BAND_CHUNKS / 4 ||
-	    ix->reads >= L0_READS) {
-		lsm_unkey(ix);
-		return (lsm_read(ix, ix->txn, 1, cause));
+	if (all || q >= BAND_CHUNKS / 4 || ls->nwant >= BAND_CHUNKS / 4 ||
+	    ls->reads >= L0_READS) {
+		lsm_unkey(ls);
+		return (lsm_read(ls, ls->db->txn, 1, cause));
 	}
 	for (i = 0; i < q; i++) {
-		c = (unsigned)((ix->tx.sweep + i) % BAND_CHUNKS);
+		c = (unsigned)((ls->tx.sweep + i) % BAND_CHUNKS);
 		/*
 		 * A merge takes a chunk whole.  One held by keys (which the
-		 * quota of lmdb_prepare leaves out) has all of l0 read.
+		 * quota of lsm_prepare leaves out) has all of l0 read.
 		 */
-		if (ix->held[c] == MT_KEYS) {
-			lsm_unkey(ix);
-			return (lsm_read(ix, ix->txn, 1, cause));
+		if (ls->held[c] == MT_KEYS) {
+			lsm_unkey(ls);
+			return (lsm_read(ls, ls->db->txn, 1, cause));
 		}
-		if (ix->held[c] == MT_WANTKEYS)
-			ix->held[c] = MT_WANT;
-		else if (ix->held[c] == MT_NONE) {
-			ix->held[c] = MT_WANT;
-			ix->nwant++;
+		if (ls->held[c] == MT_WANTKEYS)
+			ls->held[c] = MT_WANT;
+		else if (ls->held[c] == MT_NONE) {
+			ls->held[c] = MT_WANT;
+			ls->nwant++;
 		}
 	}
-	if (ix->nwant == 0 && ix->unheld != UNCOUNTED)
+	if (ls->nwant == 0 && ls->unheld != UNCOUNTED)
 		return (0);
-	return (lsm_read(ix, ix->txn, 0, cause));
+	return (lsm_read(ls, ls->db->txn, 0, cause));
 }
 
 /*
  * Have the memtable hold the chunks of one record's band keys: all of
- * them if one is missing (a lookup or an insert that no lmdb_prepare
+ * them if one is missing (a lookup or an insert that no lsm_prepare
  * announced: an import).  The keys of the prepared batch's record in slot
- * are held since lmdb_prepare, and need no search of the key set.
+ * are held since lsm_prepare, and need no search of the key set.
  */
 int
-lsm_hold_keys(struct lmdb *ix, size_t slot, const uint64_t *keys,
+lsm_hold_keys(struct lsm *ls, size_t slot, const uint64_t *keys,
     char **cause)
 {
 	unsigned	 j, h;
 
-	if (ix->held == NULL || (slot < ix->nbatch &&
-	    ix->batch[slot].pending && memcmp(ix->batch[slot].keys, keys,
-	    ix->base.p.bands * sizeof *keys) == 0))
+	if (ls->held == NULL || (slot < ls->nbatch &&
+	    ls->batch[slot].pending && memcmp(ls->batch[slot].keys, keys,
+	    ls->bands * sizeof *keys) == 0))
 		return (0);
-	for (j = 0; j < ix->base.p.bands; j++) {
-		h = ix->held[band_chunk(keys[j])];
+	for (j = 0; j < ls->bands; j++) {
+		h = ls->held[band_chunk(keys[j])];
 		if (h != MT_ALL && (h != MT_KEYS ||
-		    !u64_sorted_has(ix->keyset.v, ix->keyset.n, keys[j])))
-			return (lsm_hold(ix, 0, 1, cause));
+		    !u64_sorted_has(ls->keyset.v, ls->keyset.n, keys[j])))
+			return (lsm_hold(ls, 0, 1, cause));
 	}
 	return (0);
 }
@@ -762,37 +954,14 @@ lsm_hold_keys(struct lmdb *ix, size_t slot, const uint64_t *keys,
  * never were).
  */
 int
-lsm_entries(struct lmdb *ix, MDB_txn *txn, uint64_t *n, char **cause)
+lsm_entries(struct lsm *ls, MDB_txn *txn, uint64_t *n, char **cause)
 {
 	int	 rc;
 
-	if (ix->held != NULL && ix->unheld == UNCOUNTED &&
-	    (rc = lsm_read(ix, txn, 0, cause)) != 0)
+	if (ls->held != NULL && ls->unheld == UNCOUNTED &&
+	    (rc = lsm_read(ls, txn, 0, cause)) != 0)
 		return (rc);
-	*n = memtable_entries(ix->mt) + (ix->held != NULL ? ix->unheld : 0);
-	return (0);
-}
-
-/* The oldest document held (next_doc when there is none). */
-static int
-lm_first_doc(struct lmdb *ix, uint64_t *docid, char **cause)
-{
-	MDB_cursor	*cur;
-	MDB_val		 k, v;
-	int		 rc;
-
-	if ((rc = mdb_cursor_open(ix->txn, ix->docs, &cur)) != 0)
-		return (lm_fail(ix, rc, "reading docs", cause));
-	rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
-	mdb_cursor_close(cur);
-	if (rc == MDB_NOTFOUND) {
-		*docid = ix->next_doc;
-		return (0);
-	}
-	if (rc != 0 || k.mv_size != 8)
-		return (lm_fail(ix, rc ? rc : MDB_CORRUPTED, "reading docs",
-		    cause));
-	*docid = get_be64(k.mv_data);
+	*n = memtable_entries(ls->mt) + (ls->held != NULL ? ls->unheld : 0);
 	return (0);
 }
 
@@ -802,9 +971,9 @@ lm_first_doc(struct lmdb *ix, uint64_t *docid, char **cause)
  * l1 of an older index (read-only).  0, or -1 for a length no run has.
  */
 int
-lm_run_count(const struct lmdb *ix, MDB_dbi dbi, size_t size, size_t *n)
+lm_run_count(const struct lmstore *db, MDB_dbi dbi, size_t size, size_t *n)
 {
-	if ((ix->have_l1y && dbi == ix->l1y) || ix->format >= 7)
+	if ((db->have_l1y && dbi == db->l1y) || db->format >= 7)
 		return (yrun_count(size, n));
 	*n = size / L1E_SIZE;
 	return (size % L1E_SIZE == 0 ? 0 : -1);
@@ -816,7 +985,7 @@ lm_run_count(const struct lmdb *ix, MDB_dbi dbi, size_t size, size_t *n)
  * entries in *n.
  */
 static int
-lm_run_get(struct lmdb *ix, MDB_dbi dbi, unsigned c, int verify, MDB_val *v,
+lm_run_get(struct lsm *ls, MDB_dbi dbi, unsigned c, int verify, MDB_val *v,
     size_t *n, char **cause)
 {
 	MDB_val		 k;
@@ -824,7 +993,7 @@ lm_run_get(struct lmdb *ix, MDB_dbi dbi, unsigned c, int verify, MDB_val *v,
 	int		 rc;
 
 	chunk_key(kb, c, &k);
-	rc = mdb_get(ix->txn, dbi, &k, v);
+	rc = mdb_get(ls->db->txn, dbi, &k, v);
 	if (rc == MDB_NOTFOUND) {
 		v->mv_data = NULL;
 		v->mv_size = 0;
@@ -832,13 +1001,13 @@ lm_run_get(struct lmdb *ix, MDB_dbi dbi, unsigned c, int verify, MDB_val *v,
 		return (0);
 	}
 	if (rc != 0)
-		return (lm_fail(ix, rc, "reading l1", cause));
-	if (!lm_ovf_ok(ix, v) || lm_unseal(ix, dbi == ix->l1 ? SEAL_L1 :
-	    SEAL_L1Y, c, v, verify) != 0 || lm_run_count(ix, dbi, v->mv_size,
-	    n) != 0) {
+		return (lm_fail(ls->db, rc, "reading l1", cause));
+	if (!lm_ovf_ok(ls->db, v) || lm_unseal(ls->db, dbi == ls->db->l1 ?
+	    SEAL_L1 : SEAL_L1Y, c, v, verify) != 0 || lm_run_count(ls->db,
+	    dbi, v->mv_size, n) != 0) {
 		xasprintf(cause, "index %s is damaged: band chunk %u's %s "
-		    "run is corrupt (run --check)", ix->base.path, c,
-		    dbi == ix->l1 ? "old" : "young");
+		    "run is corrupt (run --check)", ls->db->path, c,
+		    dbi == ls->db->l1 ? "old" : "young");
 		return (INDEX_ERROR);
 	}
 	return (0);
@@ -850,7 +1019,7 @@ lm_run_get(struct lmdb *ix, MDB_dbi dbi, unsigned c, int verify, MDB_val *v,
  * says, and sealed.
  */
 static int
-lm_run_put(struct lmdb *ix, MDB_dbi dbi, unsigned c, size_t oldsize,
+lm_run_put(struct lsm *ls, MDB_dbi dbi, unsigned c, size_t oldsize,
     const unsigned char *run, size_t n, char **cause)
 {
 	MDB_val		 k, v;
@@ -866,22 +1035,23 @@ lm_run_put(struct lmdb *ix, MDB_dbi dbi, unsigned c, size_t oldsize,
 	 * pages the l1 tree kept the leaves they had filled, nearly empty,
 	 * for good: 8,000 pages, 33 bytes per document at a million.
 	 */
-	if (oldsize > 0 && (n == 0 || oldsize < ix->inline_max))
-		rc = mdb_del(ix->txn, dbi, &k, NULL);
+	if (oldsize > 0 && (n == 0 || oldsize < ls->db->inline_max))
+		rc = mdb_del(ls->db->txn, dbi, &k, NULL);
 	if (rc == 0 && n > 0) {
 		v.mv_data = NULL;
-		v.mv_size = (ix->have_l1y && dbi == ix->l1y ? yrun_size(n) :
-		    orun_size(n)) + SEAL_SIZE;
-		if ((rc = mdb_put(ix->txn, dbi, &k, &v, MDB_RESERVE)) == 0) {
+		v.mv_size = (ls->db->have_l1y && dbi == ls->db->l1y ?
+		    yrun_size(n) : orun_size(n)) + SEAL_SIZE;
+		if ((rc = mdb_put(ls->db->txn, dbi, &k, &v,
+		    MDB_RESERVE)) == 0) {
 			memcpy(v.mv_data, run, size);
 			memset((unsigned char *)v.mv_data + size, 0,
 			    v.mv_size - SEAL_SIZE - size);
 			seal_put(v.mv_data, v.mv_size - SEAL_SIZE, dbi ==
-			    ix->l1 ? SEAL_L1 : SEAL_L1Y, c);
+			    ls->db->l1 ? SEAL_L1 : SEAL_L1Y, c);
 		}
 	}
 	if (rc != 0)
-		return (lm_fail(ix, rc, "writing l1", cause));
+		return (lm_fail(ls->db, rc, "writing l1", cause));
 	return (0);
 }
 
@@ -892,7 +1062,7 @@ lm_run_put(struct lmdb *ix, MDB_dbi dbi, unsigned c, size_t oldsize,
  * written: a write may move the pages the runs were read from.
  */
 static int
-lsm_merge(struct lmdb *ix, unsigned c, uint64_t live, char **cause)
+lsm_merge(struct lsm *ls, unsigned c, uint64_t live, char **cause)
 {
 	MDB_val			 v, yv = { 0, NULL };
 	const struct bentry	*add;
@@ -900,7 +1070,7 @@ lsm_merge(struct lmdb *ix, unsigned c, uint64_t live, char **cause)
 	int			 rc;
 
 	lm_beat();
-	nadd = memtable_sorted(ix->mt, c, &ix->sorted, &ix->sortedsize);
+	nadd = memtable_sorted(ls->mt, c, &ls->sorted, &ls->sortedsize);
 	if (nadd == 0)
 		return (0);
 	ny = 0;
@@ -910,138 +1080,138 @@ lsm_merge(struct lmdb *ix, unsigned c, uint64_t live, char **cause)
 	 * documents, checking l1 whole at each turn of the sweep would read
 	 * 1.6 GB for every 125,000 documents added).
 	 */
-	if ((rc = lm_run_get(ix, ix->l1, c, 0, &v, &nold, cause)) != 0 ||
-	    (ix->have_l1y && (rc = lm_run_get(ix, ix->l1y, c, 1, &yv, &ny,
-	    cause)) != 0))
+	if ((rc = lm_run_get(ls, ls->db->l1, c, 0, &v, &nold, cause)) != 0 ||
+	    (ls->db->have_l1y && (rc = lm_run_get(ls, ls->db->l1y, c, 1, &yv,
+	    &ny, cause)) != 0))
 		return (rc);
-	ix->chunk.len = 0;
-	if (ix->have_l1y && run_young(nold, ny, nadd, ix->young_min)) {
-		buf_reserve(&ix->chunk, (ny + nadd) * L1E_SIZE);
-		n = run_merge(c, yv.mv_data, ny, ix->sorted, nadd, live,
-		    (unsigned char *)ix->chunk.data);
-		if ((rc = lm_run_put(ix, ix->l1y, c, yv.mv_size,
-		    (unsigned char *)ix->chunk.data, n, cause)) != 0)
+	ls->chunk.len = 0;
+	if (ls->db->have_l1y && run_young(nold, ny, nadd, ls->young_min)) {
+		buf_reserve(&ls->chunk, (ny + nadd) * L1E_SIZE);
+		n = run_merge(c, yv.mv_data, ny, ls->sorted, nadd, live,
+		    (unsigned char *)ls->chunk.data);
+		if ((rc = lm_run_put(ls, ls->db->l1y, c, yv.mv_size,
+		    (unsigned char *)ls->chunk.data, n, cause)) != 0)
 			return (rc);
 		nold = ny;
 	} else {
-		if (nold > 0 && lm_seal_check(ix, SEAL_L1, c, &v) != 0) {
+		if (nold > 0 && lm_seal_check(ls->db, SEAL_L1, c, &v) != 0) {
 			xasprintf(cause, "index %s is damaged: band chunk %u's "
-			    "old run is corrupt (run --check)", ix->base.path,
+			    "old run is corrupt (run --check)", ls->db->path,
 			    c);
 			return (INDEX_ERROR);
 		}
-		add = ix->sorted;
+		add = ls->sorted;
 		if (ny > 0) {
 			/* The young run and the new entries, as one list. */
-			buf_reserve(&ix->ychunk, (ny + nadd) * L1E_SIZE);
-			nadd = run_merge(c, yv.mv_data, ny, ix->sorted, nadd,
-			    live, (unsigned char *)ix->ychunk.data);
-			if (nadd > ix->ysortedsize) {
-				ix->ysortedsize = nadd;
-				ix->ysorted = xreallocarray(ix->ysorted, nadd,
-				    sizeof *ix->ysorted);
+			buf_reserve(&ls->ychunk, (ny + nadd) * L1E_SIZE);
+			nadd = run_merge(c, yv.mv_data, ny, ls->sorted, nadd,
+			    live, (unsigned char *)ls->ychunk.data);
+			if (nadd > ls->ysortedsize) {
+				ls->ysortedsize = nadd;
+				ls->ysorted = xreallocarray(ls->ysorted, nadd,
+				    sizeof *ls->ysorted);
 			}
 			for (i = 0; i < nadd; i++)
-				l1_get((unsigned char *)ix->ychunk.data, i, c,
-				    &ix->ysorted[i]);
-			add = ix->ysorted;
+				l1_get((unsigned char *)ls->ychunk.data, i, c,
+				    &ls->ysorted[i]);
+			add = ls->ysorted;
 		}
-		buf_reserve(&ix->chunk, (nold + nadd) * L1E_SIZE);
+		buf_reserve(&ls->chunk, (nold + nadd) * L1E_SIZE);
 		n = run_merge(c, nold ? v.mv_data : NULL, nold, add, nadd,
-		    live, (unsigned char *)ix->chunk.data);
-		if ((ny > 0 && (rc = lm_run_put(ix, ix->l1y, c, yv.mv_size,
-		    NULL, 0, cause)) != 0) || (rc = lm_run_put(ix, ix->l1, c,
-		    v.mv_size, (unsigned char *)ix->chunk.data, n,
+		    live, (unsigned char *)ls->chunk.data);
+		if ((ny > 0 && (rc = lm_run_put(ls, ls->db->l1y, c, yv.mv_size,
+		    NULL, 0, cause)) != 0) || (rc = lm_run_put(ls, ls->db->l1,
+		    c, v.mv_size, (unsigned char *)ls->chunk.data, n,
 		    cause)) != 0)
 			return (rc);
 		nold += ny;
 	}
-	ix->tx.l1_entries += n;
-	ix->tx.l1_entries -= nold < ix->tx.l1_entries ? nold :
-	    ix->tx.l1_entries;
+	ls->tx.l1_entries += n;
+	ls->tx.l1_entries -= nold < ls->tx.l1_entries ? nold :
+	    ls->tx.l1_entries;
 	return (0);
 }
 
 /*
  * At commit: log the transaction's entries to l0, advance the sweep by the
- * chunks it is owed, delete the l0 records it has gone round, and record
- * the state in meta.
+ * chunks it is owed, and delete the l0 records it has gone round.  The
+ * merges leave out the entries of documents below live, the oldest one
+ * held.  The backend then records the new position (lsm_position) in
+ * meta, in the same transaction.
  */
 int
-lsm_flush(struct lmdb *ix, char **cause)
+lsm_flush(struct lsm *ls, uint64_t live, char **cause)
 {
 	MDB_cursor	*cur;
 	MDB_val		 k, v;
 	struct l0layout	 l;
 	unsigned char	 kb[8];
-	uint64_t	 q, live = 0, i;
-	char		 num[32];
+	uint64_t	 q, i;
 	int		 rc;
 
-	if ((rc = lsm_repack(ix, cause)) != 0)
+	ls->l1valid = ls->bvalid = 0;	/* the sweep rewrites l1 */
+	if ((rc = lsm_repack(ls, cause)) != 0)
 		return (rc);
-	if (ix->npend > 0) {
-		if (ix->l0count == NULL)
-			ix->l0count = xcalloc(BAND_CHUNKS + 1,
-			    sizeof *ix->l0count);
-		ix->rec.len = 0;
-		l0f_layout(ix->npend, &l);
-		buf_reserve(&ix->rec, l.size);
-		l0f_write(ix->pend, ix->tx.sweep, ix->l0count, &l,
-		    (unsigned char *)ix->rec.data);
-		put_be64(kb, ix->tx.l0_next);
+	if (ls->npend > 0) {
+		if (ls->l0count == NULL)
+			ls->l0count = xcalloc(BAND_CHUNKS + 1,
+			    sizeof *ls->l0count);
+		ls->rec.len = 0;
+		l0f_layout(ls->npend, &l);
+		buf_reserve(&ls->rec, l.size);
+		l0f_write(ls->pend, ls->tx.sweep, ls->l0count, &l,
+		    (unsigned char *)ls->rec.data);
+		put_be64(kb, ls->tx.l0_next);
 		k.mv_data = kb;
 		k.mv_size = sizeof kb;
-		if ((rc = lm_put_sealed(ix, ix->l0, SEAL_L0, &k, ix->rec.data,
-		    l.size)) != 0)
-			return (lm_fail(ix, rc, "writing l0", cause));
-		ix->tx.l0_next++;
+		if ((rc = lm_put_sealed(ls->db, ls->db->l0, SEAL_L0, &k,
+		    ls->rec.data, l.size)) != 0)
+			return (lm_fail(ls->db, rc, "writing l0", cause));
+		ls->tx.l0_next++;
 		/* A whole sweep per half budget of new entries. */
-		ix->tx.quota += (double)BAND_CHUNKS * ix->npend /
-		    (ix->mt_max / 2);
+		ls->tx.quota += (double)BAND_CHUNKS * ls->npend /
+		    (ls->mt_max / 2);
 	}
-	q = (uint64_t)ix->tx.quota;
-	ix->tx.quota -= q;
-	if ((rc = lsm_hold(ix, q, 0, cause)) != 0)
+	q = (uint64_t)ls->tx.quota;
+	ls->tx.quota -= q;
+	if ((rc = lsm_hold(ls, q, 0, cause)) != 0)
 		return (rc);
-	if (memtable_entries(ix->mt) + (ix->held ? ix->unheld : 0) >
-	    ix->mt_max)
+	if (memtable_entries(ls->mt) + (ls->held ? ls->unheld : 0) >
+	    ls->mt_max)
 		q += BAND_CHUNKS / 64;	/* over budget: catch up */
 	if (q > BAND_CHUNKS)
 		q = BAND_CHUNKS;
-	if ((rc = lsm_hold(ix, q, 0, cause)) != 0)
+	if ((rc = lsm_hold(ls, q, 0, cause)) != 0)
 		return (rc);
 	if (q > 0) {
-		if (lm_first_doc(ix, &live, cause) != 0)
-			return (INDEX_ERROR);
 		/*
 		 * Document numbers start at 1: below 1 nothing is removed,
 		 * and with live 0 run_merge copies runs in spans.
 		 */
 		if (live <= 1)
 			live = 0;
-		if (ix->nmerged + q > ix->mergedsize) {
-			ix->mergedsize = ix->nmerged + q;
-			ix->merged = xreallocarray(ix->merged, ix->mergedsize,
-			    sizeof *ix->merged);
+		if (ls->nmerged + q > ls->mergedsize) {
+			ls->mergedsize = ls->nmerged + q;
+			ls->merged = xreallocarray(ls->merged, ls->mergedsize,
+			    sizeof *ls->merged);
 		}
 		for (i = 0; i < q; i++) {
-			unsigned c = ix->tx.sweep % BAND_CHUNKS;
+			unsigned c = ls->tx.sweep % BAND_CHUNKS;
 
-			if ((rc = lsm_merge(ix, c, live, cause)) != 0)
+			if ((rc = lsm_merge(ls, c, live, cause)) != 0)
 				return (rc);
-			ix->merged[ix->nmerged++] = c;
-			ix->tx.sweep++;
+			ls->merged[ls->nmerged++] = c;
+			ls->tx.sweep++;
 		}
 		/* l0 records the sweep has gone all the way round. */
-		if ((rc = mdb_cursor_open(ix->txn, ix->l0, &cur)) != 0)
-			return (lm_fail(ix, rc, "reading l0", cause));
+		if ((rc = mdb_cursor_open(ls->db->txn, ls->db->l0, &cur)) != 0)
+			return (lm_fail(ls->db, rc, "reading l0", cause));
 		while ((rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST)) == 0) {
-			if (!lm_ovf_ok(ix, &v)) {
+			if (!lm_ovf_ok(ls->db, &v)) {
 				rc = MDB_CORRUPTED;
 				break;
 			}
-			if (v.mv_size < L0_HEADER || ix->tx.sweep -
+			if (v.mv_size < L0_HEADER || ls->tx.sweep -
 			    l0_written(v.mv_data, NULL) < BAND_CHUNKS)
 				break;
 			if ((rc = mdb_cursor_del(cur, 0)) != 0)
@@ -1049,20 +1219,8 @@ lsm_flush(struct lmdb *ix, char **cause)
 		}
 		mdb_cursor_close(cur);
 		if (rc != 0 && rc != MDB_NOTFOUND)
-			return (lm_fail(ix, rc, "trimming l0", cause));
+			return (lm_fail(ls->db, rc, "trimming l0", cause));
 	}
-#define PUTNUM(key, val) do {						\
-	snprintf(num, sizeof num, "%" PRIu64, (uint64_t)(val));	\
-	if ((rc = lm_meta_put(ix, key, num)) != 0)				\
-		return (lm_fail(ix, rc, "writing meta", cause));	\
-} while (0)
-	if (ix->tx.sweep != ix->lsm.sweep)
-		PUTNUM("sweep", ix->tx.sweep);
-	if (ix->tx.l0_next != ix->lsm.l0_next)
-		PUTNUM("l0_next", ix->tx.l0_next);
-	if (ix->tx.l1_entries != ix->lsm.l1_entries)
-		PUTNUM("l1_entries", ix->tx.l1_entries);
-#undef PUTNUM
 	return (0);
 }
 
@@ -1096,7 +1254,7 @@ lsm_flush(struct lmdb *ix, char **cause)
  * not made again until the sweep has passed a sixteenth of the chunks.
  */
 static int
-lsm_repack(struct lmdb *ix, char **cause)
+lsm_repack(struct lsm *ls, char **cause)
 {
 	MDB_stat	 st;
 	MDB_cursor	*cur;
@@ -1104,29 +1262,29 @@ lsm_repack(struct lmdb *ix, char **cause)
 	size_t		 per, dense, n = 0, i;
 	int		 rc;
 
-	if (ix->tx.sweep < ix->repack_at || ix->psize <= 16)
+	if (ls->tx.sweep < ls->repack_at || ls->db->psize <= 16)
 		return (0);
-	if ((rc = mdb_stat(ix->txn, ix->l1, &st)) != 0)
-		return (lm_fail(ix, rc, "reading l1", cause));
-	per = (ix->psize - 16) / L1_NODE;
+	if ((rc = mdb_stat(ls->db->txn, ls->db->l1, &st)) != 0)
+		return (lm_fail(ls->db, rc, "reading l1", cause));
+	per = (ls->db->psize - 16) / L1_NODE;
 	dense = (st.ms_entries + per - 1) / per;
 	/* (Fewer overflow pages than runs: some still in a leaf.) */
 	if (st.ms_leaf_pages <= 2 * dense + 1 ||
 	    st.ms_overflow_pages < st.ms_entries ||
-	    (uint64_t)st.ms_overflow_pages * ix->psize > L1_REPACK_MAX)
+	    (uint64_t)st.ms_overflow_pages * ls->db->psize > L1_REPACK_MAX)
 		return (0);
-	ix->repack_at = ix->tx.sweep + BAND_CHUNKS / 16;
+	ls->repack_at = ls->tx.sweep + BAND_CHUNKS / 16;
 	runs = xreallocarray(NULL, st.ms_entries, 2 * sizeof *runs);
-	if ((rc = mdb_cursor_open(ix->txn, ix->l1, &cur)) != 0) {
+	if ((rc = mdb_cursor_open(ls->db->txn, ls->db->l1, &cur)) != 0) {
 		free(runs);
-		return (lm_fail(ix, rc, "reading l1", cause));
+		return (lm_fail(ls->db, rc, "reading l1", cause));
 	}
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		lm_beat();
 		/* A run still in its leaf, or damage: not now. */
 		if (n == st.ms_entries || k.mv_size != 4 ||
-		    !lm_overflow(ix, &v) || !lm_ovf_ok(ix, &v))
+		    !lm_overflow(ls->db, &v) || !lm_ovf_ok(ls->db, &v))
 			break;
 		runs[2 * n] = k;
 		runs[2 * n++ + 1] = v;
@@ -1135,27 +1293,27 @@ lsm_repack(struct lmdb *ix, char **cause)
 	if (rc != MDB_NOTFOUND || n != st.ms_entries) {
 		free(runs);
 		return (rc == 0 || rc == MDB_NOTFOUND ? 0 :
-		    lm_fail(ix, rc, "reading l1", cause));
+		    lm_fail(ls->db, rc, "reading l1", cause));
 	}
 	lm_long(1);
-	rc = mdb_drop(ix->txn, ix->l1, 0);
+	rc = mdb_drop(ls->db->txn, ls->db->l1, 0);
 	lm_long(0);
 	for (i = 0; rc == 0 && i < n; i++) {
 		v.mv_size = runs[2 * i + 1].mv_size;
-		rc = mdb_put(ix->txn, ix->l1, &runs[2 * i], &v,
+		rc = mdb_put(ls->db->txn, ls->db->l1, &runs[2 * i], &v,
 		    MDB_APPEND | MDB_RESERVE);
 		if (rc == 0)
 			memcpy(v.mv_data, runs[2 * i + 1].mv_data, v.mv_size);
 	}
 	free(runs);
 	if (rc != 0)
-		return (lm_fail(ix, rc, "repacking l1", cause));
+		return (lm_fail(ls->db, rc, "repacking l1", cause));
 	log_debug("index %s: l1 repacked at document %" PRIu64 ": %zu runs "
 	    "in %zu overflow pages, from %zu leaf pages into %zu",
-	    ix->base.path, ix->next_doc, n, (size_t)st.ms_overflow_pages,
+	    ls->db->path, ls->next_doc, n, (size_t)st.ms_overflow_pages,
 	    (size_t)st.ms_leaf_pages, dense);
 	/* The snapshot would hold the old pages back from reuse. */
-	snap_end(ix);
+	lsm_snap_end(ls);
 	return (0);
 }
 
@@ -1165,36 +1323,35 @@ lsm_repack(struct lmdb *ix, char **cause)
  * number of shared bands), at most BUCKET_MAX per band.
  */
 int
-lmdb_candidates(struct index *base, size_t slot, const uint64_t *keys,
+lsm_candidates(struct lsm *ls, size_t slot, const uint64_t *keys,
     struct u64vec *out, char **cause)
 {
-	struct lmdb	*ix = (struct lmdb *)base;
 	size_t		 next;
 	unsigned	 j;
 	int		 rc;
 
-	if ((rc = lsm_hold_keys(ix, slot, keys, cause)) != 0)
+	if ((rc = lsm_hold_keys(ls, slot, keys, cause)) != 0)
 		return (rc);
 	/*
 	 * A lookup is a few cache misses (see run_prefetch), started early
 	 * so that they overlap: all of this record's at once, and those of
 	 * the next records of the batch while this one is verified.
 	 */
-	if (ix->l1valid && (slot == INDEX_NOSLOT || slot != ix->ahead)) {
-		lmdb_prefetch(ix, keys, 0);
-		lmdb_prefetch(ix, keys, 1);
+	if (ls->l1valid && (slot == INDEX_NOSLOT || slot != ls->ahead)) {
+		lsm_prefetch(ls, keys, 0);
+		lsm_prefetch(ls, keys, 1);
 	}
-	for (j = 0; j < ix->base.p.bands; j++) {
-		if ((rc = lm_bucket(ix, keys[j], out,
+	for (j = 0; j < ls->bands; j++) {
+		if ((rc = lsm_bucket(ls, keys[j], out,
 		    BUCKET_MAX)) != 0)
-			return (lm_fail(ix, rc, "band lookup", cause));
+			return (lm_fail(ls->db, rc, "band lookup", cause));
 	}
-	if (ix->l1valid && slot != INDEX_NOSLOT && slot < ix->nbatch) {
-		if ((next = next_pending(ix, slot)) < ix->nbatch) {
-			lmdb_prefetch(ix, ix->batch[next].keys, 1);
-			ix->ahead = next;
-			if ((next = next_pending(ix, next)) < ix->nbatch)
-				lmdb_prefetch(ix, ix->batch[next].keys, 0);
+	if (ls->l1valid && slot != INDEX_NOSLOT && slot < ls->nbatch) {
+		if ((next = next_pending(ls, slot)) < ls->nbatch) {
+			lsm_prefetch(ls, ls->batch[next].keys, 1);
+			ls->ahead = next;
+			if ((next = next_pending(ls, next)) < ls->nbatch)
+				lsm_prefetch(ls, ls->batch[next].keys, 0);
 		}
 	}
 	return (0);
@@ -1206,14 +1363,14 @@ lmdb_candidates(struct index *base, size_t slot, const uint64_t *keys,
  * to (see run_prefetch).
  */
 static void
-lmdb_prefetch(struct lmdb *ix, const uint64_t *keys, int stage)
+lsm_prefetch(struct lsm *ls, const uint64_t *keys, int stage)
 {
 	const struct l1ref	*l;
 	unsigned		 j;
 
-	for (j = 0; j < ix->base.p.bands; j++) {
-		memtable_prefetch(ix->mt, keys[j], stage);
-		l = &ix->l1map[band_chunk(keys[j])];
+	for (j = 0; j < ls->bands; j++) {
+		memtable_prefetch(ls->mt, keys[j], stage);
+		l = &ls->l1map[band_chunk(keys[j])];
 		if (stage == 0)
 			MHF_PREFETCH(l);
 		else {
@@ -1225,9 +1382,9 @@ lmdb_prefetch(struct lmdb *ix, const uint64_t *keys, int stage)
 
 /* The prepared batch's first record looked up after slot, or nbatch. */
 static size_t
-next_pending(const struct lmdb *ix, size_t slot)
+next_pending(const struct lsm *ls, size_t slot)
 {
-	for (slot++; slot < ix->nbatch && !ix->batch[slot].pending; slot++)
+	for (slot++; slot < ls->nbatch && !ls->batch[slot].pending; slot++)
 		;
 	return (slot);
 }
@@ -1238,51 +1395,52 @@ next_pending(const struct lmdb *ix, size_t slot)
  * them.  Returns an LMDB error.
  */
 int
-lm_bucket(struct lmdb *ix, uint64_t key, struct u64vec *out,
+lsm_bucket(struct lsm *ls, uint64_t key, struct u64vec *out,
     size_t max)
 {
 	const struct brun *b;
+	MDB_dbi		 dbi;
 	MDB_val		 k, v;
 	unsigned char	 kb[4];
 	unsigned	 c;
 	size_t		 got, n;
 	int		 rc, i;
 
-	got = memtable_find(ix->mt, key, out, max);
+	got = memtable_find(ls->mt, key, out, max);
 	c = band_chunk(key);
-	if (ix->l1valid) {
-		got += run_find(ix->l1map[c].run, ix->l1map[c].n, key, out,
+	if (ls->l1valid) {
+		got += run_find(ls->l1map[c].run, ls->l1map[c].n, key, out,
 		    max - got);
-		run_find(ix->l1map[c].yrun, ix->l1map[c].yn, key, out,
+		run_find(ls->l1map[c].yrun, ls->l1map[c].yn, key, out,
 		    max - got);
 		return (0);
 	}
-	if (ix->bvalid && (b = lm_brun(ix, c)) != NULL) {
+	if (ls->bvalid && (b = lm_brun(ls, c)) != NULL) {
 		if (b->run.mv_data != NULL)
-			got += lm_run_find(ix, &b->run, b->n, key, out,
+			got += lm_run_find(ls, &b->run, b->n, key, out,
 			    max - got);
 		if (b->yrun.mv_data != NULL)
-			lm_run_find(ix, &b->yrun, b->yn, key, out, max - got);
+			lm_run_find(ls, &b->yrun, b->yn, key, out, max - got);
 		return (0);
 	}
 	chunk_key(kb, c, &k);
-	for (i = 0; i < 1 + ix->have_l1y; i++) {
-		rc = mdb_get(ix->txn, i == 0 ? ix->l1 : ix->l1y, &k, &v);
+	for (i = 0; i < 1 + ls->db->have_l1y; i++) {
+		dbi = i == 0 ? ls->db->l1 : ls->db->l1y;
+		rc = mdb_get(ls->db->txn, dbi, &k, &v);
 		if (rc == MDB_NOTFOUND)
 			continue;
 		if (rc != 0)
 			return (rc);
-		if (lm_unseal(ix, i == 0 ? SEAL_L1 : SEAL_L1Y, c, &v, 0) != 0 ||
-		    lm_run_count(ix, i == 0 ? ix->l1 : ix->l1y, v.mv_size,
-		    &n) != 0)
+		if (lm_unseal(ls->db, i == 0 ? SEAL_L1 : SEAL_L1Y, c, &v,
+		    0) != 0 || lm_run_count(ls->db, dbi, v.mv_size, &n) != 0)
 			return (MDB_CORRUPTED);
-		got += lm_run_find(ix, &v, n, key, out, max - got);
+		got += lm_run_find(ls, &v, n, key, out, max - got);
 	}
 	return (0);
 }
 
 /*
- * Find the runs of a small batch's chunks (lmdb_prepare) with one cursor
+ * Find the runs of a small batch's chunks (lsm_prepare) with one cursor
  * a database, in chunk order: LMDB looks for a key in the leaf the cursor
  * is on before it searches from the root, and the 1,500 chunks of 100
  * records fall in some 90 leaves at a million documents, whose lines are
@@ -1291,75 +1449,77 @@ lm_bucket(struct lmdb *ix, uint64_t key, struct u64vec *out,
  * spent in the index.
  */
 static int
-lm_batch_runs(struct lmdb *ix, const struct ixdoc *docs, size_t n,
+lm_batch_runs(struct lsm *ls, const struct ixdoc *docs, size_t n,
     char **cause)
 {
 	MDB_cursor	*cur;
+	MDB_dbi		 dbi;
 	MDB_val		 k, v;
 	unsigned char	 kb[4];
 	size_t		 i, cnt;
 	unsigned	 j, y;
 	int		 rc;
 
-	ix->bchunks.n = 0;
+	ls->bchunks.n = 0;
 	for (i = 0; i < n; i++)
-		for (j = 0; docs[i].pending && j < ix->base.p.bands; j++)
-			u64vec_push(&ix->bchunks, band_chunk(docs[i].keys[j]));
-	u64_sort_unique(&ix->bchunks, &ix->keysort);
-	if (ix->bchunks.n > ix->brunsize) {
-		ix->brunsize = ix->bchunks.n;
-		ix->bruns = xreallocarray(ix->bruns, ix->brunsize,
-		    sizeof *ix->bruns);
+		for (j = 0; docs[i].pending && j < ls->bands; j++)
+			u64vec_push(&ls->bchunks, band_chunk(docs[i].keys[j]));
+	u64_sort_unique(&ls->bchunks, &ls->keysort);
+	if (ls->bchunks.n > ls->brunsize) {
+		ls->brunsize = ls->bchunks.n;
+		ls->bruns = xreallocarray(ls->bruns, ls->brunsize,
+		    sizeof *ls->bruns);
 	}
-	if (ix->bchunks.n == 0)
+	if (ls->bchunks.n == 0)
 		return (0);		/* nothing to look up: none pending */
-	memset(ix->bruns, 0, ix->bchunks.n * sizeof *ix->bruns);
-	for (y = 0; y < 1U + ix->have_l1y; y++) {
-		if ((rc = mdb_cursor_open(ix->txn, y ? ix->l1y : ix->l1,
-		    &cur)) != 0)
-			return (lm_fail(ix, rc, "reading l1", cause));
-		for (i = 0; i < ix->bchunks.n; i++) {
-			chunk_key(kb, (unsigned)ix->bchunks.v[i], &k);
+	memset(ls->bruns, 0, ls->bchunks.n * sizeof *ls->bruns);
+	for (y = 0; y < 1U + ls->db->have_l1y; y++) {
+		dbi = y ? ls->db->l1y : ls->db->l1;
+		if ((rc = mdb_cursor_open(ls->db->txn, dbi, &cur)) != 0)
+			return (lm_fail(ls->db, rc, "reading l1", cause));
+		for (i = 0; i < ls->bchunks.n; i++) {
+			chunk_key(kb, (unsigned)ls->bchunks.v[i], &k);
 			rc = mdb_cursor_get(cur, &k, &v, MDB_SET_KEY);
 			if (rc == MDB_NOTFOUND)
 				continue;
-			if (rc == 0 && (lm_unseal(ix, y ? SEAL_L1Y : SEAL_L1,
-			    ix->bchunks.v[i], &v, 0) != 0 || lm_run_count(ix,
-			    y ? ix->l1y : ix->l1, v.mv_size, &cnt) != 0))
+			if (rc == 0 && (lm_unseal(ls->db, y ? SEAL_L1Y :
+			    SEAL_L1, ls->bchunks.v[i], &v, 0) != 0 ||
+			    lm_run_count(ls->db, dbi, v.mv_size, &cnt) != 0))
 				rc = MDB_CORRUPTED;
 			if (rc != 0) {
 				mdb_cursor_close(cur);
-				return (lm_fail(ix, rc, "reading l1", cause));
+				return (lm_fail(ls->db, rc, "reading l1",
+				    cause));
 			}
 			if (y) {
-				ix->bruns[i].yrun = v;
-				ix->bruns[i].yn = cnt;
+				ls->bruns[i].yrun = v;
+				ls->bruns[i].yn = cnt;
 			} else {
-				ix->bruns[i].run = v;
-				ix->bruns[i].n = cnt;
+				ls->bruns[i].run = v;
+				ls->bruns[i].n = cnt;
 			}
 		}
 		mdb_cursor_close(cur);
 	}
-	ix->bvalid = 1;
+	ls->bvalid = 1;
 	return (0);
 }
 
 /* The runs of chunk c of the prepared small batch, or NULL if not one. */
 static const struct brun *
-lm_brun(const struct lmdb *ix, unsigned c)
+lm_brun(const struct lsm *ls, unsigned c)
 {
-	size_t	 lo = 0, hi = ix->bchunks.n, mid;
+	size_t	 lo = 0, hi = ls->bchunks.n, mid;
 
 	while (lo < hi) {
 		mid = lo + (hi - lo) / 2;
-		if (ix->bchunks.v[mid] < c)
+		if (ls->bchunks.v[mid] < c)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	return (lo < ix->bchunks.n && ix->bchunks.v[lo] == c ?
-	    &ix->bruns[lo] : NULL);
+	return (lo < ls->bchunks.n && ls->bchunks.v[lo] == c ?
+	    &ls->bruns[lo] : NULL);
 }
 
 /*
@@ -1370,104 +1530,104 @@ lm_brun(const struct lmdb *ix, unsigned c)
  * stay where they are until then.
  */
 int
-lmdb_prepare(struct index *base, const struct ixdoc *docs, size_t n,
+lsm_prepare(struct lsm *ls, const struct ixdoc *docs, size_t n,
     char **cause)
 {
-	struct lmdb	*ix = (struct lmdb *)base;
 	size_t		 i, keys = 0;
 	uint64_t	 q = 0;
 	unsigned	 c, j;
 	int		 rc, whole;
 
 	for (i = 0; i < n; i++)
-		keys += docs[i].pending ? ix->base.p.bands : 0;
+		keys += docs[i].pending ? ls->bands : 0;
 	/* So many keys touch most chunks: lsm_hold reads all of l0. */
 	whole = keys >= BAND_CHUNKS / 4;
 	for (i = 0; i < n && !whole; i++) {
 		if (!docs[i].pending)
 			continue;
-		for (j = 0; ix->held != NULL && j < ix->base.p.bands; j++) {
+		for (j = 0; ls->held != NULL && j < ls->bands; j++) {
 			c = band_chunk(docs[i].keys[j]);
-			if (ix->held[c] == MT_NONE) {
-				ix->held[c] = MT_WANTKEYS;
-				ix->nwant++;
+			if (ls->held[c] == MT_NONE) {
+				ls->held[c] = MT_WANTKEYS;
+				ls->nwant++;
 			}
-			if (ix->held[c] == MT_WANTKEYS)
-				u64vec_push(&ix->keyset, docs[i].keys[j]);
+			if (ls->held[c] == MT_WANTKEYS)
+				u64vec_push(&ls->keyset, docs[i].keys[j]);
 		}
 	}
-	u64_sort_unique(&ix->keyset, &ix->keysort);
-	if (ix->keyset.n > 0) {
-		if (ix->keybits == NULL)
-			ix->keybits = xcalloc(KEYSET_BITS / 64,
-			    sizeof *ix->keybits);
-		memset(ix->keybits, 0, KEYSET_BITS / 8);
-		for (i = 0; i < ix->keyset.n; i++)
-			ix->keybits[KEYSET_BIT(ix->keyset.v[i]) / 64] |=
-			    1ULL << KEYSET_BIT(ix->keyset.v[i]) % 64;
+	u64_sort_unique(&ls->keyset, &ls->keysort);
+	if (ls->keyset.n > 0) {
+		if (ls->keybits == NULL)
+			ls->keybits = xcalloc(KEYSET_BITS / 64,
+			    sizeof *ls->keybits);
+		memset(ls->keybits, 0, KEYSET_BITS / 8);
+		for (i = 0; i < ls->keyset.n; i++)
+			ls->keybits[KEYSET_BIT(ls->keyset.v[i]) / 64] |=
+			    1ULL << KEYSET_BIT(ls->keyset.v[i]) % 64;
 	}
-	ix->batch = docs;
-	ix->nbatch = n;
-	ix->ahead = INDEX_NOSLOT;
-	ix->l1valid = ix->bvalid = 0;
+	ls->batch = docs;
+	ls->nbatch = n;
+	ls->ahead = INDEX_NOSLOT;
+	ls->l1valid = ls->bvalid = 0;
 	/*
 	 * The entries of the batch's keys, and (a writer's) the chunks its
 	 * commit merges, whole: the sweep's quota for every key the batch
 	 * may insert, and its catch-up should the memtable go over budget
 	 * (lsm_flush), or should it be unknown yet.
 	 */
-	if (!(ix->base.flags & INDEX_RDONLY)) {
-		q = (uint64_t)(ix->tx.quota + (double)BAND_CHUNKS * keys /
-		    (ix->mt_max / 2));
-		if (ix->held != NULL && (ix->unheld == UNCOUNTED ||
-		    memtable_entries(ix->mt) + ix->unheld + keys >
-		    ix->mt_max))
+	if (!(ls->rdonly)) {
+		q = (uint64_t)(ls->tx.quota + (double)BAND_CHUNKS * keys /
+		    (ls->mt_max / 2));
+		if (ls->held != NULL && (ls->unheld == UNCOUNTED ||
+		    memtable_entries(ls->mt) + ls->unheld + keys >
+		    ls->mt_max))
 			q += BAND_CHUNKS / 64;
 	}
-	if ((rc = lsm_hold(ix, q, whole, cause)) != 0)
+	if ((rc = lsm_hold(ls, q, whole, cause)) != 0)
 		return (rc);
 	if (!whole)
-		return (lm_batch_runs(ix, docs, n, cause));
-	if (ix->l1map == NULL)
-		ix->l1map = xcalloc(BAND_CHUNKS, sizeof *ix->l1map);
+		return (lm_batch_runs(ls, docs, n, cause));
+	if (ls->l1map == NULL)
+		ls->l1map = xcalloc(BAND_CHUNKS, sizeof *ls->l1map);
 	/*
 	 * A new snapshot when the sweep has rewritten too much of the old.
 	 * A read-only run's own transaction is one already; and should a
 	 * snapshot not begin (no reader slot free), read this transaction's
 	 * l1 whole, as before snapshots.
 	 */
-	if (ix->base.flags & INDEX_RDONLY ||
-	    (ix->snap != NULL && ix->lsm.sweep - ix->snap_sweep > SNAP_CHUNKS))
-		snap_end(ix);
-	if (ix->snap == NULL && !(ix->base.flags & INDEX_RDONLY) &&
-	    mdb_txn_begin(ix->env, NULL, MDB_RDONLY, &ix->snap) != 0)
-		ix->snap = NULL;
-	if (ix->snap == NULL) {
-		if ((rc = l1_read(ix, ix->txn, 0, BAND_CHUNKS, cause)) != 0)
+	if (ls->rdonly ||
+	    (ls->snap != NULL &&
+	    ls->committed.sweep - ls->snap_sweep > SNAP_CHUNKS))
+		lsm_snap_end(ls);
+	if (ls->snap == NULL && !(ls->rdonly) &&
+	    mdb_txn_begin(ls->db->env, NULL, MDB_RDONLY, &ls->snap) != 0)
+		ls->snap = NULL;
+	if (ls->snap == NULL) {
+		if ((rc = l1_read(ls, ls->db->txn, 0, BAND_CHUNKS, cause)) != 0)
 			return (rc);
-		ix->l1valid = 1;
+		ls->l1valid = 1;
 		return (0);
 	}
-	if (ix->snap_sweep == UINT64_MAX) {	/* a new snapshot */
-		ix->snap_sweep = ix->lsm.sweep;
-		if ((rc = l1_read(ix, ix->snap, 0, BAND_CHUNKS, cause)) != 0) {
-			snap_end(ix);
+	if (ls->snap_sweep == UINT64_MAX) {	/* a new snapshot */
+		ls->snap_sweep = ls->committed.sweep;
+		if ((rc = l1_read(ls, ls->snap, 0, BAND_CHUNKS, cause)) != 0) {
+			lsm_snap_end(ls);
 			return (rc);
 		}
 	}
 	/* The chunks merged since, as this transaction has them. */
-	c = (unsigned)(ix->snap_sweep % BAND_CHUNKS);
-	i = (size_t)(ix->lsm.sweep - ix->snap_sweep);
+	c = (unsigned)(ls->snap_sweep % BAND_CHUNKS);
+	i = (size_t)(ls->committed.sweep - ls->snap_sweep);
 	if (c + i > BAND_CHUNKS) {
-		rc = l1_read(ix, ix->txn, c, BAND_CHUNKS, cause);
+		rc = l1_read(ls, ls->db->txn, c, BAND_CHUNKS, cause);
 		if (rc == 0)
-			rc = l1_read(ix, ix->txn, 0, c + i - BAND_CHUNKS,
+			rc = l1_read(ls, ls->db->txn, 0, c + i - BAND_CHUNKS,
 			    cause);
 	} else
-		rc = l1_read(ix, ix->txn, c, c + i, cause);
+		rc = l1_read(ls, ls->db->txn, c, c + i, cause);
 	if (rc != 0)
 		return (rc);
-	ix->l1valid = 1;
+	ls->l1valid = 1;
 	return (0);
 }
 
@@ -1477,23 +1637,23 @@ lmdb_prepare(struct index *base, const struct ixdoc *docs, size_t n,
  * gets none).
  */
 static int
-l1_read(struct lmdb *ix, MDB_txn *txn, unsigned from, unsigned to,
+l1_read(struct lsm *ls, MDB_txn *txn, unsigned from, unsigned to,
     char **cause)
 {
 	int	 rc;
 
 	if (from >= to)
 		return (0);
-	memset(ix->l1map + from, 0, (to - from) * sizeof *ix->l1map);
-	rc = l1_read_runs(ix, txn, ix->l1, from, to, 0, cause);
-	if (rc == 0 && ix->have_l1y)
-		rc = l1_read_runs(ix, txn, ix->l1y, from, to, 1, cause);
+	memset(ls->l1map + from, 0, (to - from) * sizeof *ls->l1map);
+	rc = l1_read_runs(ls, txn, ls->db->l1, from, to, 0, cause);
+	if (rc == 0 && ls->db->have_l1y)
+		rc = l1_read_runs(ls, txn, ls->db->l1y, from, to, 1, cause);
 	return (rc);
 }
 
 /* l1_read's pass over one database: l1 (young 0) or l1y (1). */
 static int
-l1_read_runs(struct lmdb *ix, MDB_txn *txn, MDB_dbi dbi, unsigned from,
+l1_read_runs(struct lsm *ls, MDB_txn *txn, MDB_dbi dbi, unsigned from,
     unsigned to, int young, char **cause)
 {
 	MDB_cursor	*cur;
@@ -1505,7 +1665,7 @@ l1_read_runs(struct lmdb *ix, MDB_txn *txn, MDB_dbi dbi, unsigned from,
 	int		 rc;
 
 	if ((rc = mdb_cursor_open(txn, dbi, &cur)) != 0)
-		return (lm_fail(ix, rc, "reading l1", cause));
+		return (lm_fail(ls->db, rc, "reading l1", cause));
 	chunk_key(fb, from, &k);
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0;
 	    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
@@ -1514,8 +1674,8 @@ l1_read_runs(struct lmdb *ix, MDB_txn *txn, MDB_dbi dbi, unsigned from,
 			break;
 		kb = k.mv_data;
 		c = (unsigned)kb[0] << 24 | kb[1] << 16 | kb[2] << 8 | kb[3];
-		if (c >= BAND_CHUNKS || lm_unseal(ix, young ? SEAL_L1Y :
-		    SEAL_L1, c, &v, 0) != 0 || lm_run_count(ix, dbi,
+		if (c >= BAND_CHUNKS || lm_unseal(ls->db, young ? SEAL_L1Y :
+		    SEAL_L1, c, &v, 0) != 0 || lm_run_count(ls->db, dbi,
 		    v.mv_size, &n) != 0)
 			break;
 		if (c >= to) {
@@ -1523,39 +1683,38 @@ l1_read_runs(struct lmdb *ix, MDB_txn *txn, MDB_dbi dbi, unsigned from,
 			break;
 		}
 		if (young) {
-			ix->l1map[c].yrun = v.mv_data;
-			ix->l1map[c].yn = n;
+			ls->l1map[c].yrun = v.mv_data;
+			ls->l1map[c].yn = n;
 		} else {
-			ix->l1map[c].run = v.mv_data;
-			ix->l1map[c].n = n;
+			ls->l1map[c].run = v.mv_data;
+			ls->l1map[c].n = n;
 		}
 	}
 	mdb_cursor_close(cur);
 	if (rc != MDB_NOTFOUND) {
 		if (rc == 0) {
 			xasprintf(cause, "index %s is damaged: l1 is corrupt "
-			    "(run --check)", ix->base.path);
+			    "(run --check)", ls->db->path);
 			return (INDEX_ERROR);
 		}
-		return (lm_fail(ix, rc, "reading l1", cause));
+		return (lm_fail(ls->db, rc, "reading l1", cause));
 	}
 	return (0);
 }
 
 /*
  * End the l1 snapshot.  Before anything that needs no transaction of this
- * process open (a map resize), and when l1 changed otherwise than by this
- * process's sweep (another process's commits).
+ * process open (a map resize: lm_resize), and when l1 changed otherwise
+ * than by this process's sweep (another process's commits).
  */
 void
-snap_end(struct lmdb *ix)
+lsm_snap_end(struct lsm *ls)
 {
-	if (ix->snap != NULL)
-		mdb_txn_abort(ix->snap);
-	ix->snap = NULL;
-	ix->snap_sweep = UINT64_MAX;	/* l1map holds nothing of it */
-	ix->l1valid = ix->bvalid = 0;
-	ix->map = NULL;			/* a resize may move the map */
+	if (ls->snap != NULL)
+		mdb_txn_abort(ls->snap);
+	ls->snap = NULL;
+	ls->snap_sweep = UINT64_MAX;	/* l1map holds nothing of it */
+	ls->l1valid = ls->bvalid = 0;
 }
 
 /* The l1 key of chunk c, in kb. */

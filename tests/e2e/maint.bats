@@ -507,14 +507,18 @@ for line in open(sys.argv[1]):
 @test "--export/--import move an index with its own parameters" {
 	A='Storm damage closed the coastal road for two days'
 	B='Storm damage closed the coastal highway for three days'
-	printf 'a\t%s\n' "$A" | mhf -f tsv -d db -n 3 -t 0.5 >/dev/null
+	printf 'a\t%s\n' "$A" | mhf -f tsv -d db -n 3 -t 0.5 -b 40 -r 3 \
+	    >/dev/null
 	mhf -d db --export dump.jsonl
-	# No options: the parameters come with the export.
+	# No options: the parameters come with the export, the bands too.
 	mhrun -d moved --import dump.jsonl
 	assert_status 0
 	mhrun -d moved --info
 	assert_info shingle 3
 	assert_info threshold 0.5
+	assert_info bands 40
+	mhrun -d moved --check
+	assert_status 0
 	printf 'b\t%s\n' "$B" >q
 	mhrun -f tsv -d moved -a q
 	assert_status 0
