@@ -12,7 +12,8 @@
  *   offset  size  field
  *        0     1  version, DOC_VERSION (2)
  *        1     1  flags, DOC_UNIQUE | DOC_BYTES
- *        2     2  zero
+ *        2     2  the document's distinct shingle count, as a code
+ *                 (shcount_encode; little-endian), or 0: not known
  *        4     4  id length (little-endian)
  *        8     8  document time (big-endian, seconds since the epoch,
  *                 two's complement)
@@ -76,8 +77,55 @@
 #define TEXT_LZ4	2
 
 /*
- * A document record, appended to out.  The caller checks that the id
- * length fits 32 bits.
+ * A document's distinct shingle count n in 16 bits, for containment's
+ * bounds (filter.c): below 2048, n itself; above, 11 bits of it and where
+ * they are, rounded down, so that the code stands for a range of counts
+ * at most 1/2048 of n wide (shcount_range).  0 for 0: not known.  Written
+ * from index format 9 on in the two bytes of the document record that
+ * were zero before (every earlier record reads as not known, and a reader
+ * of format 9 that ignores them reads the record as before).
+ */
+unsigned
+shcount_encode(uint64_t n)
+{
+	unsigned	 e = 0;
+
+	if (n < 2048)
+		return ((unsigned)n);
+	while ((n >> e) >= 4096)
+		e++;
+	if (e >= 30)
+		return (0xffff);		/* 2^41 or more */
+	return ((e + 1) << 11 | (unsigned)((n >> e) - 2048));
+}
+
+/*
+ * The counts that code c stands for, [*lo, *hi]; 0 and UINT64_MAX for 0,
+ * not known.
+ */
+void
+shcount_range(unsigned c, uint64_t *lo, uint64_t *hi)
+{
+	unsigned	 e = c >> 11;
+
+	if (c == 0) {
+		*lo = 0;
+		*hi = UINT64_MAX;
+	} else if (e == 0)
+		*lo = *hi = c;
+	else if (e == 31) {
+		*lo = (uint64_t)1 << 41;
+		*hi = UINT64_MAX;
+	} else {
+		*lo = (uint64_t)(2048 + (c & 2047)) << (e - 1);
+		*hi = *lo + ((uint64_t)1 << (e - 1)) - 1;
+	}
+}
+
+/*
+ * A document record, appended to out: flags holds the DOC_* bits and,
+ * from bit 16 (DOC_SHINGLES), the code of its shingle count.  The caller
+ * checks that the id length fits 32 bits.
  */
 void
 docrec_append(struct buf *out, unsigned K, const uint32_t *sig,
@@ -88,8 +136,9 @@ docrec_append(struct buf *out, unsigned K, const uint32_t *sig,
 	buf_reserve(out, out->len + DOC_HEADER + 2 * (size_t)K + idlen);
 	p = (unsigned char *)out->data + out->len;
 	p[0] = DOC_VERSION;
-	p[1] = flags;
-	p[2] = p[3] = 0;
+	p[1] = flags & DOC_FLAGS;
+	p[2] = ((unsigned)flags >> 16) & 0xff;
+	p[3] = ((unsigned)flags >> 24) & 0xff;
 	put_le32(p + 4, idlen);
 	put_be64(p + 8, (uint64_t)when);
 	sig_encode16(sig, K, p + DOC_HEADER);
@@ -126,6 +175,7 @@ docrec_decode(const unsigned char *p, size_t len, unsigned K, uint32_t *sig,
 	if (sig != NULL)
 		sig_decode16(p + DOC_HEADER, K, sig);
 	d->flags = p[1];
+	d->shingles = p[2] | (unsigned)p[3] << 8;
 	d->time = (int64_t)get_be64(p + 8);
 	d->sig = sig;
 	d->id = (const char *)p + DOC_HEADER + 2 * K;
@@ -137,7 +187,7 @@ docrec_decode(const unsigned char *p, size_t len, unsigned K, uint32_t *sig,
 void
 docrec_set_flags(unsigned char *p, int flags)
 {
-	p[1] = flags;
+	p[1] = flags & DOC_FLAGS;
 }
 
 /* K stored 16-bit little-endian signature values into sig. */

@@ -56,6 +56,7 @@ struct cand {
 	uint64_t	 docid;
 	unsigned	 hits;		/* bands shared with the record */
 	double		 est;		/* similarity from the signatures */
+	unsigned	 shingles;	/* its shingle count's code, or 0 */
 };
 
 struct slot {
@@ -63,6 +64,7 @@ struct slot {
 	struct buf	 enc;		/* as the index keeps it (texts) */
 	int		 bytes;		/* not UTF-8: shingled by bytes */
 	int		 pending;	/* decided by phase 2 */
+	uint64_t	 shingles;	/* distinct (containment only) */
 };
 
 /*
@@ -107,6 +109,7 @@ struct prep {
 	struct buf		 norm;		/* scratch: normalised */
 	struct buf		 enc;		/* scratch: compressed */
 	struct u64vec		 hashes;	/* scratch: shingle hashes */
+	struct u64vec		 distinct;	/* scratch: counts them */
 	uint32_t		*part;		/* scratch: a part's signature */
 	struct textenc		*te;		/* compresses texts to keep */
 	uint64_t		 invalid_utf8;
@@ -183,6 +186,7 @@ filter_free(struct filter *f)
 		buf_free(&f->preps[i].norm);
 		buf_free(&f->preps[i].enc);
 		u64vec_free(&f->preps[i].hashes);
+		u64vec_free(&f->preps[i].distinct);
 		free(f->preps[i].part);
 		textenc_free(f->preps[i].te);
 	}
@@ -399,6 +403,12 @@ prep_one(struct prep *w, size_t i)
 		w->part = xcalloc(K, sizeof *w->part);
 	lsh_doc_keys(&f->o.p, w->hashes.v, w->hashes.n, r->scope,
 	    fb->sigs + i * K, w->part, fb->keys + i * b);
+	/*
+	 * Containment's bounds need the record's size, and later records'
+	 * bounds its size as a candidate: kept with it (filter_one).
+	 */
+	s->shingles = f->o.p.measure == MEASURE_CONTAINMENT ?
+	    shingle_distinct(w->hashes.v, w->hashes.n, &w->distinct) : 0;
 	/* Compression is the costliest part of an insertion. */
 	if (enc) {
 		if (w->te == NULL)
@@ -427,6 +437,7 @@ prep_share(struct prep *w)
 			prep_one(w, i);
 	}
 	u64vec_trim(&w->hashes);
+	u64vec_trim(&w->distinct);
 	buf_trim(&w->norm);
 	buf_trim(&w->enc);
 }
@@ -702,6 +713,29 @@ filter_exact(struct filter *f, struct index *ix, const struct slot *s,
 }
 
 /*
+ * Under containment, may candidate cd, of signature estimate est, hold
+ * `in' or more of the record in slot s, or the record `out' or more of it
+ * (0 if surely not)?  Its Jaccard similarity is taken to be at most est
+ * plus the margin (whose miss rate mhfilter(1) gives), and its size what
+ * the index keeps of it (contain_bounds); one stored without a size
+ * (before the index kept them) may.
+ */
+static int
+contain_may(const struct filter *f, const struct slot *s,
+    const struct cand *cd, double in, double out)
+{
+	uint64_t	 lo, hi;
+	double		 bin, bout;
+
+	if (cd->shingles == 0)
+		return (1);
+	shcount_range(cd->shingles, &lo, &hi);
+	contain_bounds(fmin(1.0, cd->est + f->margin), s->shingles, lo, hi,
+	    &bin, &bout);
+	return (bin >= in || bout >= out);
+}
+
+/*
  * The group of a duplicate of docid: the first document of docid's group
  * into *group, and its id into v->group unless that is docid itself (the
  * caller has its id).  A group whose first document was removed is
@@ -850,6 +884,7 @@ filter_one(struct filter *f, struct index *ix, struct fbatch *fb, size_t i,
 		if (rc != 0)
 			return (rc);
 		f->cands[c].est = minhash_similarity(sig, d.sig, K);
+		f->cands[c].shingles = d.shingles;
 		if (self == 0 && f->cands[c].est >= 1.0) {
 			if ((rc = filter_self(f, ix, r, &d, cause)) < 0)
 				return (rc);
@@ -895,6 +930,9 @@ filter_one(struct filter *f, struct index *ix, struct fbatch *fb, size_t i,
 			cut = (pairs ? t : fmax(t, best)) - f->margin;
 			if (!contain && cd->est < cut)
 				break;
+			if (contain && !contain_may(f, s, cd, pairs ? t :
+			    fmax(t, best), best < 0 ? fmax(t, held) : 2.0))
+				continue;
 			if (filter_exact(f, ix, s, cd->docid, ex, cause) != 0)
 				return (-1);
 			sim = ex[contain ? SIM_IN : SIM_J];
@@ -923,6 +961,8 @@ filter_one(struct filter *f, struct index *ix, struct fbatch *fb, size_t i,
 	}
 
 	flags = s->bytes ? DOC_BYTES : 0;
+	if (contain)
+		flags |= DOC_SHINGLES(shcount_encode(s->shingles));
 	if (best < 0) {
 		v->kind = V_UNIQUE;
 		flags |= DOC_UNIQUE;

@@ -572,12 +572,39 @@ struct checking {
 	struct u64vec	 found;		/* scratch: a bucket */
 	struct buf	 text;		/* scratch */
 	int		 nobands;	/* l0 unread: bands not checked */
+	struct u64vec	 hashes;	/* scratch: the text's shingles */
+	struct u64vec	 table;		/* scratch: shingle_distinct's */
 };
 
 /*
+ * Document docid's shingle count, as its record keeps it (code), against
+ * its text in ck->text (bytes: not UTF-8): a count out of the code's
+ * range would let containment's bounds pass over a match.
+ */
+static void
+check_shingles(struct lmdb *ix, struct checking *ck, uint64_t docid,
+    int bytes, unsigned code)
+{
+	struct shingler	 sh;
+	uint64_t	 lo, hi, n;
+
+	sh.unit = ix->base.p.unit;
+	sh.n = ix->base.p.shingle;
+	sh.seed = ix->base.p.seed;
+	shingle_hash(&sh, ck->text.data, ck->text.len, bytes, &ck->hashes);
+	n = shingle_distinct(ck->hashes.v, ck->hashes.n, &ck->table);
+	shcount_range(code, &lo, &hi);
+	if (n < lo || n > hi)
+		problem(ck->f, ck->problems, "document %" PRIu64 ": its "
+		    "record counts %" PRIu64 " to %" PRIu64 " distinct "
+		    "shingles, its text %" PRIu64, docid, lo, hi, n);
+}
+
+/*
  * One document of lmdb_check: its record parses, it has its time and (when
- * texts are kept) its text, and it is under each of its band keys,
- * recomputed from its stored signature.
+ * texts are kept) its text, whose distinct shingles are as many as the
+ * record says (when it says: containment's), and it is under each of its
+ * band keys, recomputed from its stored signature.
  */
 static void
 check_doc(struct lmdb *ix, struct checking *ck, const MDB_val *k,
@@ -617,12 +644,13 @@ check_doc(struct lmdb *ix, struct checking *ck, const MDB_val *k,
 	else if (rc != 0)
 		problem(ck->f, ck->problems, "document %" PRIu64 ": reading "
 		    "its times entry: %s", docid, mdb_strerror(rc));
-	if (ix->base.p.texts && lmdb_text(&ix->base, docid, &ck->text,
-	    &cause) < 0) {
+	if (ix->base.p.texts && (rc = lmdb_text(&ix->base, docid, &ck->text,
+	    &cause)) < 0) {
 		problem(ck->f, ck->problems, "document %" PRIu64 ": %s",
 		    docid, cause);
 		free(cause);
-	}
+	} else if (ix->base.p.texts && d.shingles != 0)
+		check_shingles(ix, ck, docid, rc, d.shingles);
 	/*
 	 * The bands of the stored signature; under containment, the parts'
 	 * bands, made from the text, are not checked.
@@ -891,8 +919,7 @@ int
 lmdb_check(struct index *base, FILE *f, uint64_t *problems, char **cause)
 {
 	struct lmdb		*ix = (struct lmdb *)base;
-	struct checking		 ck = { f, problems, 0, 0, NULL, { 0 }, { 0 },
-				    0 };
+	struct checking		 ck;
 	MDB_cursor		*cur;
 	MDB_val			 k, v;
 	uint64_t		 sweep, l0_next;
@@ -900,6 +927,9 @@ lmdb_check(struct index *base, FILE *f, uint64_t *problems, char **cause)
 	int			 rc;
 
 	*problems = 0;
+	memset(&ck, 0, sizeof ck);
+	ck.f = f;
+	ck.problems = problems;
 	if ((rc = lm_txn(ix, MDB_RDONLY, &ix->db.txn)) != 0) {
 		ix->db.txn = NULL;
 		return (lm_fail(&ix->db, rc, "check", cause));
@@ -949,6 +979,8 @@ lmdb_check(struct index *base, FILE *f, uint64_t *problems, char **cause)
 	free(ck.keys);
 	u64vec_free(&ck.found);
 	buf_free(&ck.text);
+	u64vec_free(&ck.hashes);
+	u64vec_free(&ck.table);
 	if (*problems > 100)
 		fprintf(f, "problems not shown: %" PRIu64 "\n",
 		    *problems - 100);

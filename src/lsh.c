@@ -64,6 +64,29 @@ lsh_bound(int measure, double t)
 	return (measure == MEASURE_CONTAINMENT ? t / (2 - t) : t);
 }
 
+/*
+ * Upper bounds on the containment of a record of a distinct shingles in
+ * an earlier document of b_lo to b_hi, and of that document in the
+ * record, when their Jaccard similarity is at most j (filter.c skips the
+ * exact verification of a candidate whose bounds are below what could
+ * matter).  |A & B| = J (|A| + |B|) / (1 + J), and at most the smaller of
+ * the two: into *in, min(1, j (a + b) / ((1 + j) a), b / a), largest at
+ * b_hi; into *out, min(1, j (a + b) / ((1 + j) b), a / b), largest at b_lo.
+ * With a or b_lo 0 (not known), 1 and 1.
+ */
+void
+contain_bounds(double j, uint64_t a, uint64_t b_lo, uint64_t b_hi,
+    double *in, double *out)
+{
+	double	 da = (double)a, lo = (double)b_lo, hi = (double)b_hi;
+
+	*in = *out = 1.0;
+	if (a == 0 || b_lo == 0 || b_hi < b_lo)
+		return;
+	*in = fmin(1.0, fmin(j * (da + hi) / ((1 + j) * da), hi / da));
+	*out = fmin(1.0, fmin(j * (da + lo) / ((1 + j) * lo), da / lo));
+}
+
 /* The similarity at which the false-positive bound is taken. */
 static double
 fp_point(double t)

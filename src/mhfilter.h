@@ -244,6 +244,7 @@ struct shset {
 void		 shset_free(struct shset *);
 void		 shset_trim(struct shset *);
 size_t		 shset_build(struct shset *, const uint64_t *, size_t);
+size_t		 shingle_distinct(const uint64_t *, size_t, struct u64vec *);
 int		 shset_has(const struct shset *, uint64_t);
 double		 shset_jaccard(struct shset *, struct shset *,
 		    const uint64_t *, size_t);
@@ -279,6 +280,8 @@ void		 lsh_explain(FILE *, unsigned, double, const struct lsh_choice *);
 const char	*measure_name(int);
 int		 measure_parse(const char *);
 double		 lsh_bound(int, double);
+void		 contain_bounds(double, uint64_t, uint64_t, uint64_t,
+		    double *, double *);
 #define LSH_PARTS	3	/* containment: the whole, 1/2, 1/4 */
 unsigned	 lsh_parts(int);
 size_t		 lsh_part_len(size_t, unsigned);
@@ -565,9 +568,14 @@ struct docinfo {
 	size_t		 idlen;
 	int64_t		 time;
 	int		 flags;
+	unsigned	 shingles;	/* its distinct shingle count's code
+					   (shcount_encode), 0: not known */
 };
 #define DOC_UNIQUE	0x1	/* it was reported unique when inserted */
 #define DOC_BYTES	0x2	/* its text is not UTF-8: shingled by bytes */
+#define DOC_FLAGS	0xff	/* the flags stored */
+/* An insert's flags may carry the shingle count's code, from bit 16. */
+#define DOC_SHINGLES(c)	((int)((unsigned)(c) << 16))
 
 struct index_stats {
 	uint64_t	 docs;
@@ -926,6 +934,8 @@ void		 docrec_append(struct buf *, unsigned, const uint32_t *,
 size_t		 docrec_decode(const unsigned char *, size_t, unsigned,
 		    uint32_t *, struct docinfo *);
 void		 docrec_set_flags(unsigned char *, int);
+unsigned	 shcount_encode(uint64_t);
+void		 shcount_range(unsigned, uint64_t *, uint64_t *);
 void		 sig_decode16(const unsigned char *, unsigned, uint32_t *);
 void		 sig_encode16(const uint32_t *, unsigned, unsigned char *);
 #define TIMEKEY_SIZE	16

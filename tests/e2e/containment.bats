@@ -203,3 +203,93 @@ for line in open(sys.argv[1]):
 	assert_same want got
 	grep -q '^unique	o1[12]	1.0000	append-11	' got || fail "no contains"
 }
+
+# Set bytes 2-3 of document records of unsealed index $1 (format 8, made by
+# unseal) to a code: of every record with $2 "zero", or of the record of id
+# $3 to the code of its count less one with $2 "less".
+set_codes() {
+	mdb_dump -s docs "$1" | python3 -c '
+import sys
+how, want = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else ""
+K = 128
+body = False
+for line in sys.stdin:
+    if line.startswith("HEADER=END"):
+        body, n = True, 0
+    elif line.startswith("DATA=END"):
+        body = False
+    elif body:
+        n += 1
+        if n % 2 == 0:
+            v = bytearray.fromhex(line.strip())
+            idlen = int.from_bytes(v[4:8], "little")
+            rid = v[16 + 2 * K:16 + 2 * K + idlen].decode()
+            code = v[2] | v[3] << 8
+            if how == "zero":
+                v[2] = v[3] = 0
+            elif rid == want:
+                assert 1 < code < 2048
+                v[2], v[3] = (code - 1) & 0xff, (code - 1) >> 8
+            line = " " + v.hex() + "\n"
+    sys.stdout.write(line)' "$2" "${3:-}" >"$1.docs" ||
+	    fail "set_codes $*"
+	mdb_load -s docs "$1" <"$1.docs" 2>/dev/null || fail "mdb_load docs"
+}
+
+@test "containment: each document keeps its shingle count, --check compares it with the text, and records without one (before) give the same verdicts" {
+	make_stream >in
+	mhrun -f tsv --measure containment -d db in
+	assert_status 0
+	mhrun --info -d db
+	grep -qx 'perms: 128' "$T/out" || fail "$(cat "$T/out")"
+	# Bytes 2-3 of each record: its text's distinct 5-grams, counted here
+	# apart (under 2,048 the count itself, else a range that holds it).
+	dump_values db docs | python3 -c '
+import sys
+texts = dict(l.rstrip("\n").split("\t", 1) for l in open("in"))
+n = 0
+for line in sys.stdin:
+    v = bytes.fromhex(line.strip())
+    idlen = int.from_bytes(v[4:8], "little")
+    rid = v[16 + 256:16 + 256 + idlen].decode()
+    t = texts[rid]
+    want = len({t[i:i + 5] for i in range(len(t) - 4)})
+    c, e = v[2] | v[3] << 8, (v[3] << 8) >> 11
+    lo = c if e == 0 else (2048 + (c & 2047)) << (e - 1)
+    hi = lo if e == 0 else lo + (1 << (e - 1)) - 1
+    assert lo <= want <= hi, (rid, want, c)
+    n += 1
+assert n >= 40, n' || fail "the records' shingle counts"
+	# A Jaccard index keeps none: its records as before.
+	mhrun -f tsv -d jdb in
+	assert_status 0
+	[ -z "$(dump_values jdb docs | cut -c6-9 | grep -v 0000)" ] ||
+	    fail "a Jaccard record keeps a count"
+	mhrun --check -d db
+	assert_status 0
+
+	# One count off by one: --check names the document and both counts.
+	unseal db u
+	cp -r u z
+	set_codes u less o3
+	mhrun --check -d u
+	assert_status 1
+	grep -q '^problem: document 3: its record counts [0-9]* to [0-9]* distinct shingles, its text [0-9]*$' \
+	    "$T/out" || fail "$(cat "$T/out")"
+
+	# Without counts, as an index of before: the same verdicts and pairs.
+	set_codes z zero
+	grep -v '^o[0-9]' in >later
+	mhrun --check -d z
+	assert_status 0
+	for opt in -a -p; do
+		mhrun -Q -f tsv $opt -d z later
+		assert_status 0
+		cp "$T/out" without
+		mhrun -Q -f tsv $opt -d db later
+		assert_status 0
+		cmp -s without "$T/out" || fail "$opt differs" "$(diff without "$T/out")"
+		[ "$(grep -c '^duplicate	.*	trunc50-\|^o[0-9]*	trunc50-' \
+		    without)" -ge 10 ] || fail "too few with $opt"
+	done
+}

@@ -182,34 +182,6 @@ assert_query_leaves() {
 	assert_upgraded
 }
 
-# The values of database $2 of index $1 as mdb_dump writes them (hex, a
-# line each), in key order.
-dump_values() {
-	mdb_dump -s "$2" "$1" |
-	    awk '/^HEADER=END/ { b = 1; n = 0; next } /^DATA=END/ { b = 0 }
-		b { if (++n % 2 == 0) print }'
-}
-
-# Index $1 made format 8 again in directory $2: the seals taken off every
-# value (the last 8 bytes, 16 hex digits of mdb_dump's), format "8".
-unseal() {
-	local d
-
-	mkdir "$2"
-	for d in docs texts l0 l1 l1y times groups meta; do
-		mdb_dump -s "$d" "$1" | awk -v d="$d" '
-		    /^HEADER=END/ { print; b = 1; n = 0; next }
-		    /^DATA=END/ { print; b = 0; next }
-		    !b || ++n % 2 == 1 { if (b) key = $0; print; next }
-		    d ~ /^(docs|texts|l0|l1|l1y)$/ {
-			print substr($0, 1, length($0) - 16); next }
-		    d == "meta" && key == " 666f726d6174" { print " 38"; next }
-		    { print }' |
-		    mdb_load -s "$d" "$2" 2>/dev/null ||
-		    fail "mdb_load $d failed"
-	done
-}
-
 # A format 8 index of 1,500 documents of 60 words (docs.txt) in db/,
 # made by unseal: a data.mdb of 1.8 MB, as full as mdb_load leaves it.
 big_old() {

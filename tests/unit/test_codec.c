@@ -624,11 +624,81 @@ test_exit_status(void **state)
 	assert_int_equal(index_exit_status(INDEX_MISMATCH), EXIT_MISMATCH);
 }
 
+/*
+ * The shingle count's 16-bit code: exact below 2048, then a range at most
+ * 1/2048 of the count wide that holds it, 0 for not known; known answers,
+ * every code's range against its neighbours', and the document record's
+ * bytes 2-3.
+ */
+static void
+test_shcount(void **state)
+{
+	static const struct {
+		uint64_t	 n;
+		unsigned	 code;
+	} kat[] = {
+		{ 0, 0 }, { 1, 1 }, { 2047, 2047 }, { 2048, 0x0800 },
+		{ 2049, 0x0801 }, { 4095, 0x0fff }, { 4096, 0x1000 },
+		{ 4097, 0x1000 }, { 4098, 0x1001 }, { 1000000, 0x4f42 },
+		{ (uint64_t)1 << 41, 0xffff }, { UINT64_MAX, 0xffff },
+	};
+	struct buf	 b = { 0 };
+	struct docinfo	 d;
+	uint64_t	 lo, hi, prev_hi = 0, n;
+	unsigned	 c, i;
+
+	(void)state;
+	for (i = 0; i < sizeof kat / sizeof kat[0]; i++) {
+		assert_int_equal(shcount_encode(kat[i].n), kat[i].code);
+		shcount_range(kat[i].code, &lo, &hi);
+		if (kat[i].n != 0)
+			assert_true(lo <= kat[i].n && kat[i].n <= hi);
+	}
+	shcount_range(0, &lo, &hi);
+	assert_true(lo == 0 && hi == UINT64_MAX);
+	/*
+	 * The codes' ranges tile the counts, in order, each one narrow;
+	 * 0xf800 to 0xfffe are never written.
+	 */
+	for (c = 1; c < 0xf800; c++) {
+		shcount_range(c, &lo, &hi);
+		assert_true(lo == prev_hi + 1);
+		assert_true(hi >= lo && (hi - lo) * 2048 <= lo);
+		assert_int_equal(shcount_encode(lo), c);
+		assert_int_equal(shcount_encode(hi), c);
+		prev_hi = hi;
+	}
+	shcount_range(0xffff, &lo, &hi);
+	assert_true(lo == prev_hi + 1 && hi == UINT64_MAX);
+	for (n = 1; n < 100000000; n = n * 3 + 1) {
+		shcount_range(shcount_encode(n), &lo, &hi);
+		assert_true(lo <= n && n <= hi);
+	}
+
+	/* In the record: bytes 2-3, little-endian; the flags apart. */
+	docrec_encode(&b, 8, sig8, "doc-1", 5, DOC_UNIQUE |
+	    DOC_SHINGLES(0x5e84), 1700000000);
+	assert_int_equal(b.len, sizeof docrec1);
+	assert_int_equal((unsigned char)b.data[1], DOC_UNIQUE);
+	assert_int_equal((unsigned char)b.data[2], 0x84);
+	assert_int_equal((unsigned char)b.data[3], 0x5e);
+	assert_int_equal(docrec_decode((unsigned char *)b.data, b.len, 8,
+	    NULL, &d), sizeof docrec1);
+	assert_int_equal(d.flags, DOC_UNIQUE);
+	assert_int_equal(d.shingles, 0x5e84);
+	/* A record of before: not known. */
+	assert_int_equal(docrec_decode(docrec1, sizeof docrec1, 8, NULL, &d),
+	    sizeof docrec1);
+	assert_int_equal(d.shingles, 0);
+	free(b.data);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_docrec),
+		cmocka_unit_test(test_shcount),
 		cmocka_unit_test(test_text),
 		cmocka_unit_test(test_timekey),
 		cmocka_unit_test(test_seal),

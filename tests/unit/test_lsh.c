@@ -558,12 +558,58 @@ test_bound(void **state)
 	assert_string_equal(measure_name(MEASURE_CONTAINMENT), "containment");
 }
 
+/*
+ * contain_bounds against brute force: sets A and B of a and b values
+ * sharing k, for many a, b, k; with their exact Jaccard similarity, the
+ * bounds are never below the exact containments either way, and with b
+ * known exactly they are the exact containments (the identity |A & B| =
+ * J (a + b) / (1 + J)).  A b range around the true b keeps them bounds; a
+ * bound on J below the true J is the only way to get under them.  Sizes
+ * not known give 1.
+ */
+static void
+test_contain_bounds(void **state)
+{
+	uint64_t	 a, b, k;
+	double		 j, in, out, cin, cout;
+
+	(void)state;
+	for (a = 1; a <= 60; a += 7)
+		for (b = 1; b <= 80; b += 9)
+			for (k = 0; k <= (a < b ? a : b); k++) {
+				j = (double)k / (double)(a + b - k);
+				cin = (double)k / (double)a;
+				cout = (double)k / (double)b;
+				contain_bounds(j, a, b, b, &in, &out);
+				assert_true(fabs(in - cin) < 1e-9);
+				assert_true(fabs(out - cout) < 1e-9);
+				contain_bounds(j, a, b > 3 ? b - 3 : 1, b + 5,
+				    &in, &out);
+				assert_true(in >= cin - 1e-12);
+				assert_true(out >= cout - 1e-12);
+				contain_bounds(fmin(1, j + 0.2), a, b, b, &in,
+				    &out);
+				assert_true(in >= cin && out >= cout);
+			}
+	/* Only an estimate too low misses: J 0.5 taken for 0.3. */
+	contain_bounds(0.3, 100, 100, 100, &in, &out);
+	assert_true(in < 2.0 * 0.5 / 1.5);
+	contain_bounds(0.5, 0, 10, 10, &in, &out);
+	assert_true(in == 1.0 && out == 1.0);
+	contain_bounds(0.5, 10, 0, UINT64_MAX, &in, &out);
+	assert_true(in == 1.0 && out == 1.0);
+	/* A small document cannot hold most of a large record. */
+	contain_bounds(1.0, 1000, 100, 100, &in, &out);
+	assert_true(fabs(in - 0.1) < 1e-12 && out == 1.0);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_prob),
 		cmocka_unit_test(test_bound),
+		cmocka_unit_test(test_contain_bounds),
 		cmocka_unit_test(test_choose_known),
 		cmocka_unit_test(test_choose_fn_bound),
 		cmocka_unit_test(test_choose_looser),

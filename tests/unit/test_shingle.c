@@ -1150,6 +1150,44 @@ test_known_answers(void **state)
 }
 
 /* Run the tests, each bounded by an alarm as in memcached's testapp. */
+static int
+cmp_u64(const void *a, const void *b)
+{
+	uint64_t	 x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x < y ? -1 : x > y);
+}
+
+/*
+ * shingle_distinct against sort-and-count: repeats, 0 among the values,
+ * collisions in the table's low bits, and an empty list.
+ */
+static void
+test_distinct(void **state)
+{
+	struct u64vec	 table = { 0 };
+	uint64_t	 h[3000] = { 0 }, sorted[3000], x = 88172645463325252ULL;
+	size_t		 n, i, want;
+
+	(void)state;
+	assert_int_equal(shingle_distinct(h, 0, &table), 0);
+	for (n = 1; n <= 3000; n = n * 2 + 7) {
+		for (i = 0; i < n; i++) {
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+			/* Few values, many repeats; and low bits alike. */
+			h[i] = i % 5 == 0 ? 0 : (x % (n / 2 + 1)) << 20;
+		}
+		memcpy(sorted, h, n * sizeof *h);
+		qsort(sorted, n, sizeof *sorted, cmp_u64);
+		for (i = want = 0; i < n; i++)
+			want += i == 0 || sorted[i] != sorted[i - 1];
+		assert_int_equal(shingle_distinct(h, n, &table), want);
+	}
+	u64vec_free(&table);
+}
+
 int
 main(void)
 {
@@ -1171,6 +1209,7 @@ main(void)
 		cmocka_unit_test(test_shset_texts),
 		cmocka_unit_test(test_shset_wrap),
 		cmocka_unit_test(test_known_answers),
+		cmocka_unit_test(test_distinct),
 	};
 
 	alarm(60);
