@@ -502,7 +502,8 @@ client_command(struct client *c, const char *name)
 /*
  * The fields of a reply after the fixed ones (a unique record's id, a
  * duplicate's similarity), from f to end: "replay", "seen",
- * "contains=SIM:ID", "group=ID" and "pair=SIM:ID", into v.
+ * "contains=SIM:ID", "group=ID", "pair=SIM:ID" and "pair-held=SIM:ID",
+ * into v.
  */
 static void
 client_extra(struct client *c, struct verdict *v, const char *f,
@@ -537,6 +538,15 @@ client_extra(struct client *c, struct verdict *v, const char *f,
 			unescape(&c->idbuf, e, p - e);
 			client_match(c, &c->idbuf);
 			verdict_pair(v, 0, c->idbuf.data, c->idbuf.len, sim);
+		} else if (p - f >= 10 && memcmp(f, "pair-held=", 10) == 0) {
+			sim = strtod(f + 10, &e);
+			if (e >= p || *e != ':')
+				continue;
+			e++;
+			unescape(&c->idbuf, e, p - e);
+			client_match(c, &c->idbuf);
+			verdict_pair(v, 0, c->idbuf.data, c->idbuf.len, sim);
+			v->pairs[v->npairs - 1].contains = 1;
 		}
 	}
 }

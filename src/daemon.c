@@ -1580,15 +1580,33 @@ reply_error(struct buf *b, const char *id, size_t idlen, const char *code,
 }
 
 /*
- * Append the reply line of a decided record; a duplicate's with the
- * fields its client asked for (want: WANT_*).
+ * Append a record's pairs ("pairs"): "pair=SIM:ID" for each match, and
+ * under containment "pair-held=SIM:ID" for each earlier document the
+ * record holds, in the order --pairs writes them.
+ */
+static void
+reply_pairs(struct buf *b, const struct verdict *v)
+{
+	char	 sim[32];
+	size_t	 i;
+
+	for (i = 0; i < v->npairs; i++) {
+		snprintf(sim, sizeof sim, "\t%s=%.4f:", v->pairs[i].contains ?
+		    "pair-held" : "pair", v->pairs[i].sim);
+		buf_append(b, sim, strlen(sim));
+		output_field(b, v->pairs[i].id.data, v->pairs[i].id.len);
+	}
+}
+
+/*
+ * Append the reply line of a decided record, with the fields its client
+ * asked for (want: WANT_*).
  */
 static void
 reply_verdict(struct buf *b, const struct record *r, const struct verdict *v,
     int want)
 {
 	char	 sim[32];
-	size_t	 i;
 
 	switch (v->kind) {
 	case V_UNIQUE:
@@ -1602,6 +1620,8 @@ reply_verdict(struct buf *b, const struct record *r, const struct verdict *v,
 			buf_append(b, sim, strlen(sim));
 			output_field(b, v->contains.data, v->contains.len);
 		}
+		if (want & WANT_PAIRS)
+			reply_pairs(b, v);
 		break;
 	case V_DUPLICATE:
 		buf_append(b, "duplicate\t", 10);
@@ -1616,13 +1636,8 @@ reply_verdict(struct buf *b, const struct record *r, const struct verdict *v,
 			buf_append(b, "\tgroup=", 7);
 			output_field(b, v->group.data, v->group.len);
 		}
-		for (i = 0; (want & WANT_PAIRS) && i < v->npairs; i++) {
-			snprintf(sim, sizeof sim, "\tpair=%.4f:",
-			    v->pairs[i].sim);
-			buf_append(b, sim, strlen(sim));
-			output_field(b, v->pairs[i].id.data,
-			    v->pairs[i].id.len);
-		}
+		if (want & WANT_PAIRS)
+			reply_pairs(b, v);
 		break;
 	case V_EMPTY:
 		buf_append(b, "empty\t", 6);

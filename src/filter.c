@@ -666,6 +666,7 @@ verdict_pair(struct verdict *v, uint64_t docid, const char *id, size_t idlen,
 	}
 	p = &v->pairs[v->npairs++];
 	p->docid = docid;
+	p->contains = 0;
 	p->id.len = 0;
 	buf_append(&p->id, id, idlen);
 	p->sim = sim;
@@ -923,15 +924,19 @@ filter_one(struct filter *f, struct index *ix, struct fbatch *fb, size_t i,
 		sim = cd->est;
 		if (f->o.verify == VERIFY_EXACT) {
 			/*
-			 * --pairs wants every match, not just the best.  The
-			 * estimate, of Jaccard similarity, bounds no
-			 * containment: then every candidate is verified.
+			 * --pairs wants every match, not just the best, and
+			 * under containment every document the record holds
+			 * too.  Under containment the estimate, of Jaccard
+			 * similarity, bounds a share only with the sizes, and
+			 * in no order: contain_may decides candidate by
+			 * candidate.
 			 */
 			cut = (pairs ? t : fmax(t, best)) - f->margin;
 			if (!contain && cd->est < cut)
 				break;
 			if (contain && !contain_may(f, s, cd, pairs ? t :
-			    fmax(t, best), best < 0 ? fmax(t, held) : 2.0))
+			    fmax(t, best), pairs ? t : best < 0 ?
+			    fmax(t, held) : 2.0))
 				continue;
 			if (filter_exact(f, ix, s, cd->docid, ex, cause) != 0)
 				return (-1);
@@ -940,6 +945,14 @@ filter_one(struct filter *f, struct index *ix, struct fbatch *fb, size_t i,
 			if (contain && ex[SIM_OUT] >= t && ex[SIM_OUT] > held) {
 				held = ex[SIM_OUT];
 				held_doc = cd->docid;
+			}
+			if (contain && pairs && sim < t && ex[SIM_OUT] >= t) {
+				if ((rc = index_doc(ix, cd->docid, &d,
+				    cause)) != 0)
+					return (rc);
+				verdict_pair(v, d.docid, d.id, d.idlen,
+				    ex[SIM_OUT]);
+				v->pairs[v->npairs - 1].contains = 1;
 			}
 			if (sim < t)
 				continue;

@@ -1080,6 +1080,8 @@ struct pair {
 	uint64_t	 docid;
 	struct buf	 id;		/* its external id */
 	double		 sim;
+	int		 contains;	/* the record holds it (containment),
+					   sim its share: not a match */
 };
 struct verdict {
 	int		 kind;		/* V_* */

@@ -720,11 +720,17 @@ output_record(struct output *o, const struct record *r,
 			output_field(&o->b, o->id.data, o->id.len);
 			snprintf(sim, sizeof sim, "\t%.4f", v->pairs[i].sim);
 			buf_append(&o->b, sim, strlen(sim));
-			if (o->group) {
+			/* (A unique record's group is its own.) */
+			if (o->group && v->kind == V_DUPLICATE) {
 				buf_append(&o->b, "\t", 1);
 				output_field(&o->b, v->group.data,
 				    v->group.len);
+			} else if (o->group) {
+				buf_append(&o->b, "\t", 1);
+				output_field(&o->b, o->id.data, o->id.len);
 			}
+			if (v->pairs[i].contains)
+				buf_append(&o->b, "\tcontains", 9);
 			buf_append(&o->b, "\n", 1);
 		}
 		break;

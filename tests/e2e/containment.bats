@@ -197,11 +197,51 @@ for line in open(sys.argv[1]):
 	mhrun -f tsv -a --measure containment -d sdb in
 	assert_status 0
 	cp "$T/out" want
+	mhrun -f tsv -p --measure containment -d pdb in
+	assert_status 0
+	cp "$T/out" wantp
 	start_daemon -f tsv --measure containment -d db --listen "unix:$T/sock"
 	timeout 60 "$MHFILTER" --connect "unix:$T/sock" -f tsv -a <in >got
 	stop_daemon
 	assert_same want got
 	grep -q '^unique	o1[12]	1.0000	append-11	' got || fail "no contains"
+	# -p, its lines of documents held too ("pair-held" in the protocol).
+	start_daemon -f tsv --measure containment -d db2 --listen "unix:$T/sock"
+	timeout 60 "$MHFILTER" --connect "unix:$T/sock" -f tsv -p <in >gotp
+	stop_daemon
+	assert_same wantp gotp
+	grep -q '^o1[12]	append-11	1.0000	contains$' gotp || fail "no contains"
+}
+
+@test "containment: -p lists each match, and each earlier document a record holds, marked contains" {
+	make_stream >in
+	mhrun -f tsv -p --measure containment -d db in
+	assert_status 0
+	cp "$T/out" p
+	# A digest holds its three articles at least once each way found;
+	# an appended article its first, and its second as Jaccard finds it.
+	for i in 21 24 27; do
+		grep -q "^o$i	digest-$i	1.0000	contains$" p ||
+		    fail "digest-$i does not hold o$i" "$(cat p)"
+	done
+	for i in 11 13 15 17 19; do
+		grep -q "^o$i	append-$i	1.0000	contains$" p ||
+		    fail "append-$i does not hold o$i" "$(cat p)"
+	done
+	# A truncation is in its source: a match, not marked.
+	grep -q '^o1	trunc50-1	1.0000$' p || fail "$(cat p)"
+	# Every line: three fields and a match, or four ending in contains.
+	awk -F'\t' '!(NF == 3 || (NF == 4 && $4 == "contains")) { exit 1 }' p ||
+	    fail "a line of another shape" "$(cat p)"
+	# With --group the group comes first, then the mark.
+	mhrun -f tsv -p --group --measure containment -d gdb in
+	assert_status 0
+	grep -q "^o21	digest-21	1.0000	digest-21	contains$" "$T/out" ||
+	    fail "$(cat "$T/out")"
+	# A Jaccard index lists no such lines.
+	mhrun -f tsv -p -t 0.5 -d jdb in
+	assert_status 0
+	! grep -q 'contains' "$T/out" || fail "contains under Jaccard"
 }
 
 # Set bytes 2-3 of document records of unsealed index $1 (format 8, made by
