@@ -512,6 +512,7 @@ client_extra(struct client *c, struct verdict *v, const char *f,
 	const char	*p;
 	char		*e;
 	double		 sim;
+	int		 held;
 
 	for (; f < end; f = p + 1) {
 		if ((p = memchr(f, '\t', end - f)) == NULL)
@@ -530,23 +531,17 @@ client_extra(struct client *c, struct verdict *v, const char *f,
 		} else if (p - f >= 6 && memcmp(f, "group=", 6) == 0) {
 			unescape(&v->group, f + 6, p - f - 6);
 			client_match(c, &v->group);
-		} else if (p - f >= 5 && memcmp(f, "pair=", 5) == 0) {
-			sim = strtod(f + 5, &e);
+		} else if ((held = p - f >= 10 &&
+		    memcmp(f, "pair-held=", 10) == 0) ||
+		    (p - f >= 5 && memcmp(f, "pair=", 5) == 0)) {
+			sim = strtod(f + (held ? 10 : 5), &e);
 			if (e >= p || *e != ':')
 				continue;
 			e++;
 			unescape(&c->idbuf, e, p - e);
 			client_match(c, &c->idbuf);
 			verdict_pair(v, 0, c->idbuf.data, c->idbuf.len, sim);
-		} else if (p - f >= 10 && memcmp(f, "pair-held=", 10) == 0) {
-			sim = strtod(f + 10, &e);
-			if (e >= p || *e != ':')
-				continue;
-			e++;
-			unescape(&c->idbuf, e, p - e);
-			client_match(c, &c->idbuf);
-			verdict_pair(v, 0, c->idbuf.data, c->idbuf.len, sim);
-			v->pairs[v->npairs - 1].contains = 1;
+			v->pairs[v->npairs - 1].contains = held;
 		}
 	}
 }
