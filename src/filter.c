@@ -935,14 +935,15 @@ filter_one(struct filter *f, struct index *ix, struct fbatch *fb, size_t i,
 			if (!contain && cd->est < cut)
 				break;
 			if (contain && !contain_may(f, s, cd, pairs ? t :
-			    fmax(t, best), pairs ? t : best < 0 ?
-			    fmax(t, held) : 2.0))
+			    fmax(t, best), !f->o.want_held ? 2.0 : pairs ?
+			    t : best < 0 ? fmax(t, held) : 2.0))
 				continue;
 			if (filter_exact(f, ix, s, cd->docid, ex, cause) != 0)
 				return (-1);
 			sim = ex[contain ? SIM_IN : SIM_J];
 			/* An earlier document this record holds. */
-			if (contain && ex[SIM_OUT] >= t && ex[SIM_OUT] > held) {
+			if (contain && f->o.want_held && ex[SIM_OUT] >= t &&
+			    ex[SIM_OUT] > held) {
 				held = ex[SIM_OUT];
 				held_doc = cd->docid;
 			}

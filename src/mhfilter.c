@@ -1210,6 +1210,9 @@ run_filter(struct options *o, const struct index_params *asked, int serve,
 		    o->f.p.threshold);
 
 	o->pl.stop_on_error = !serve;
+	o->f.want_held = serve || o->mda ||
+	    (o->pl.mode & OUT_MODE) == OUT_ANNOTATE ||
+	    (o->pl.mode & OUT_MODE) == OUT_PAIRS;
 	p = pipeline_create(&o->pl, &o->f, the_index);
 	if (o->m.socket != NULL) {
 		o->m.batch_delay = o->d.batch_delay;

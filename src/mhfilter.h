@@ -1062,6 +1062,9 @@ struct filter_opts {
 	int		 chain;		/* index duplicates too */
 	int		 query_only;
 	int		 want_pairs;
+	int		 want_held;	/* containment: what an earlier
+					   document a unique record holds
+					   (shown by -a, -p, the servers) */
 	unsigned	 max_candidates;
 	unsigned	 threads;	/* for normalising, shingling, signing */
 	int		 replay;	/* REPLAY_*: which copies are replays */
