@@ -80,10 +80,10 @@
  * A document's distinct shingle count n in 16 bits, for containment's
  * bounds (filter.c): below 2048, n itself; above, 11 bits of it and where
  * they are, rounded down, so that the code stands for a range of counts
- * at most 1/2048 of n wide (shcount_range).  0 for 0: not known.  Written
- * from index format 9 on in the two bytes of the document record that
- * were zero before (every earlier record reads as not known, and a reader
- * of format 9 that ignores them reads the record as before).
+ * at most 1/2048 of n wide (shcount_range).  0 for 0: not known.  Kept
+ * under containment, in the two bytes of the document record that were
+ * zero before, without a format change: every earlier record reads as not
+ * known, and a reader that ignores them reads the record as before.
  */
 unsigned
 shcount_encode(uint64_t n)

@@ -307,6 +307,7 @@ struct import_buf {
 	uint32_t	*whole;		/* made again from its text */
 	uint32_t	*part;		/* a part's */
 	struct u64vec	 hashes;	/* its shingles' */
+	struct u64vec	 table;		/* shingle_distinct's */
 	struct buf	 id;
 	struct buf	 text;
 };
@@ -314,9 +315,10 @@ struct import_buf {
 /*
  * The band keys of a document: from its signature, or under containment
  * (whose parts' signatures are not stored) from its text, as phase 1 makes
- * them (lsh_doc_keys).
+ * them (lsh_doc_keys).  Returns flags, under containment with the code of
+ * the text's distinct shingle count, as phase 1 counts them.
  */
-static void
+static int
 import_keys(struct index *ix, struct import_buf *ib, int flags)
 {
 	struct shingler	 sh;
@@ -324,7 +326,7 @@ import_keys(struct index *ix, struct import_buf *ib, int flags)
 	if (lsh_parts(ix->p.measure) == 1) {
 		lsh_keys(ib->sig, ix->p.bands, ix->p.rows, ix->p.seed,
 		    ib->keys);
-		return;
+		return (flags);
 	}
 	sh.unit = ix->p.unit;
 	sh.n = ix->p.shingle;
@@ -333,6 +335,8 @@ import_keys(struct index *ix, struct import_buf *ib, int flags)
 	    &ib->hashes);
 	lsh_doc_keys(&ix->p, ib->hashes.v, ib->hashes.n, 0, ib->whole,
 	    ib->part, ib->keys);
+	return (flags | DOC_SHINGLES(shcount_encode(shingle_distinct(
+	    ib->hashes.v, ib->hashes.n, &ib->table))));
 }
 
 /*
@@ -374,7 +378,7 @@ import_batch(struct index *ix, char **lines, const size_t *lens, size_t n,
 		sig_decode16(ib->sb, ix->p.perms, ib->sig);
 		flags = json_integer_value(json_object_get(o, "flags")) &
 		    (DOC_UNIQUE | DOC_BYTES);
-		import_keys(ix, ib, flags);
+		flags = import_keys(ix, ib, flags);
 		group = json_integer_value(json_object_get(o, "group"));
 		if (group < 0 || (uint64_t)group > docs->n) {
 			json_decref(o);
@@ -547,6 +551,7 @@ out:
 	free(ib.whole);
 	free(ib.part);
 	u64vec_free(&ib.hashes);
+	u64vec_free(&ib.table);
 	buf_free(&ib.id);
 	buf_free(&ib.text);
 	u64vec_free(&docs);
