@@ -700,19 +700,23 @@ shset_trim(struct shset *s)
  * How many distinct values the n hashes h hold (a text's distinct
  * shingles: the size containment's bounds need, and the index keeps),
  * with table as scratch: an open-addressing table of at least twice n
- * slots, indexed by the hashes' low bits (they are uniform), 0 its empty
- * slot and counted apart.  Lighter than a shset (8 bytes a slot, not 16,
- * at half the load): phase 1 counts every record's.
+ * slots, homed as a shset's (Fibonacci hashing: no pattern in the values'
+ * bits makes long runs), 0 its empty slot and counted apart.  Lighter
+ * than a shset (8 bytes a slot, not 16, at half the load): phase 1
+ * counts every record's.
  */
 size_t
 shingle_distinct(const uint64_t *h, size_t n, struct u64vec *table)
 {
 	size_t		 size = 64, mask, i, j, count = 0;
 	uint64_t	*t;
+	unsigned	 shift = 64 - 6;
 	int		 zero = 0;
 
-	while (size < 2 * n)
+	while (size < 2 * n) {
 		size <<= 1;
+		shift--;
+	}
 	if (table->size < size) {
 		free(table->v);
 		table->v = xreallocarray(NULL, size, sizeof *table->v);
@@ -726,8 +730,8 @@ shingle_distinct(const uint64_t *h, size_t n, struct u64vec *table)
 			zero = 1;
 			continue;
 		}
-		for (j = h[i] & mask; t[j] != 0 && t[j] != h[i];
-		    j = (j + 1) & mask)
+		for (j = (size_t)((h[i] * 0x9e3779b97f4a7c15ULL) >> shift);
+		    t[j] != 0 && t[j] != h[i]; j = (j + 1) & mask)
 			;
 		if (t[j] == 0) {
 			t[j] = h[i];
