@@ -137,6 +137,15 @@ begin(struct fixture *f, unsigned flags)
 	assert_int_equal(lsm_load(&f->ls, &f->meta, f->next_doc, &cause), 0);
 }
 
+/* End the transaction begin started without committing it, as lmdb_abort. */
+static void
+rollback(struct fixture *f)
+{
+	mdb_txn_abort(f->db.txn);
+	f->db.txn = NULL;
+	lsm_abort(&f->ls);
+}
+
 /*
  * Add documents [from, to) in one transaction and commit it, keeping what
  * the oldest held is (live) and the position, as lmdb_commit.
@@ -201,17 +210,15 @@ assert_found(struct fixture *f, uint64_t from, uint64_t to, int want)
 		if (found(f, d) != want)
 			fail_msg("document %" PRIu64 ": found %d, want %d", d,
 			    found(f, d), want);
-	mdb_txn_abort(f->db.txn);
-	f->db.txn = NULL;
-	lsm_abort(&f->ls);
+	rollback(f);
 }
 
 /*
  * Documents added over many commits are found: in the memtable, in the
  * runs the sweep merged them into, and after a restart (a new struct lsm
  * on the same files), through l0 (the last commit's, most of them not
- * merged yet) and the runs.  The entries are counted
- * whole, and the sweep has gone round the chunks several times.
+ * merged yet) and the runs.  The entries are counted whole, and the sweep
+ * has gone round the chunks several times.
  */
 static void
 test_add_find_restart(void **state)
@@ -229,9 +236,7 @@ test_add_find_restart(void **state)
 	begin(f, MDB_RDONLY);
 	assert_int_equal(lsm_entries(&f->ls, f->db.txn, &n, &cause), 0);
 	assert_int_equal(f->meta.l1_entries + n, 3000 * BANDS);
-	mdb_txn_abort(f->db.txn);
-	f->db.txn = NULL;
-	lsm_abort(&f->ls);
+	rollback(f);
 
 	/* Too few for the sweep to go round: most only in l0. */
 	add_commit(f, 3001, 3021, 1);
@@ -263,9 +268,7 @@ test_abort(void **state)
 		lsm_add(&f->ls, keys, d);
 	}
 	assert_int_equal(lsm_flush(&f->ls, 1, &cause), 0);
-	mdb_txn_abort(f->db.txn);
-	f->db.txn = NULL;
-	lsm_abort(&f->ls);
+	rollback(f);
 	lsm_position(&f->ls, &was, &tx);
 	assert_int_equal(was.sweep, f->meta.sweep);
 	assert_int_equal(tx.l0_next, f->meta.l0_next);
@@ -303,9 +306,7 @@ test_live(void **state)
 	assert_int_equal(lsm_entries(&f->ls, f->db.txn, &n, &cause), 0);
 	assert_true(f->meta.l1_entries + n < (d - 1) * BANDS);
 	assert_true(f->meta.l1_entries + n >= (d - 1001) * BANDS);
-	mdb_txn_abort(f->db.txn);
-	f->db.txn = NULL;
-	lsm_abort(&f->ls);
+	rollback(f);
 }
 
 /* The l0 log: a damaged record is an error naming it, not a lookup. */
@@ -343,9 +344,7 @@ test_l0_damage(void **state)
 	assert_non_null(cause);
 	assert_non_null(strstr(cause, "l0 record 0 is corrupt"));
 	free(cause);
-	mdb_txn_abort(f->db.txn);
-	f->db.txn = NULL;
-	lsm_abort(&f->ls);
+	rollback(f);
 }
 
 int
