@@ -73,6 +73,8 @@ struct cnode {
 	double		 tv;		/* the socket timeout set on ctx */
 	int		 replicas;	/* from CLUSTER SLOTS or ROLE */
 	int		 warned;	/* this episode of errors was logged */
+	int		 alone;		/* writes unconfirmed for want of a
+					   replica: logged */
 	unsigned	 mark;		/* scratch for cluster_gc, _masters */
 
 	/* The current attempt. */
@@ -117,6 +119,7 @@ struct cluster {
 	size_t		 cmdsize;
 
 	int		 wait_replicas;	/* cluster_wait */
+	int		 had_replicas;	/* a master had one, in some map */
 	int		 wait_ms;
 	uint64_t	 roundtrips;
 	char		*lasterr;	/* the last transient error */
@@ -150,6 +153,7 @@ static int	 node_denied(struct cluster *, struct cnode *,
 		     const redisReply *);
 static void	 node_push(struct cnode *, size_t);
 static void	 node_unanswer(struct cluster *, struct cnode *);
+static void	 cluster_alone(struct cluster *, struct cnode *, int);
 static int	 cluster_install(struct cluster *, struct cnode *,
 		     const redisReply *);
 static int	 cluster_fetch(struct cluster *, struct cnode *, double);
@@ -869,6 +873,8 @@ cluster_install(struct cluster *c, struct cnode *from, const redisReply *r)
 				replicas++;
 		}
 		n->replicas = replicas;
+		if (replicas > 0)
+			c->had_replicas = 1;
 		start = e->element[0]->integer;
 		end = e->element[1]->integer;
 		for (s = start; s <= end; s++)
@@ -935,9 +941,11 @@ cluster_role(struct cluster *c, struct cnode *n)
 	if (r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
 	    r->element[0]->type == REDIS_REPLY_STRING &&
 	    strcmp(r->element[0]->str, "master") == 0 &&
-	    r->element[2]->type == REDIS_REPLY_ARRAY)
+	    r->element[2]->type == REDIS_REPLY_ARRAY) {
 		n->replicas = (int)r->element[2]->elements;
-	else if (r->type == REDIS_REPLY_ARRAY)
+		if (n->replicas > 0)
+			c->had_replicas = 1;
+	} else if (r->type == REDIS_REPLY_ARRAY)
 		n->replicas = 0;
 	freeReplyObject(r);
 }
@@ -1319,6 +1327,30 @@ fail:
 }
 
 /*
+ * Say once when a master takes writes that cannot be confirmed on a
+ * replica while the cluster has had replicas (its replica failed, or it
+ * took over from its master and has none yet): a failover could lose
+ * them.  Said again, as fixed, when it has a replica again.
+ */
+static void
+cluster_alone(struct cluster *c, struct cnode *n, int writes)
+{
+	if (c->wait_replicas == 0 || !c->had_replicas)
+		return;
+	if (n->replicas > 0 && n->alone) {
+		log_info("redis %s:%d: has a replica again: writes are "
+		    "confirmed on it", n->host, n->port);
+		n->alone = 0;
+	} else if (n->replicas == 0 && writes && !n->alone) {
+		log_warnx("redis %s:%d: has no replica: writes to it are not "
+		    "confirmed on another node, and a failover could lose "
+		    "them (min-replicas-to-write 1 on the masters refuses "
+		    "such writes instead)", n->host, n->port);
+		n->alone = 1;
+	}
+}
+
+/*
  * One attempt: route every pending command, append them to their nodes'
  * contexts (with ASKING and WAIT where needed), write every node's buffer,
  * then read the replies node by node.  Returns the ATT_* flags.
@@ -1375,9 +1407,10 @@ cluster_attempt(struct cluster *c, double deadline, char **waitcause)
 		}
 		w = c->wait_replicas < n->replicas ? c->wait_replicas :
 		    n->replicas;
-		for (j = 0; w > 0 && j < n->nsent; j++)
+		for (j = 0; j < n->nsent; j++)
 			if (!c->cmds[n->sent[j]].reads)
 				break;
+		cluster_alone(c, n, j < n->nsent);
 		if (w > 0 && j < n->nsent) {
 			if (redisAppendCommand(n->ctx, "WAIT %d %d", w,
 			    c->wait_ms) != REDIS_OK)

@@ -50,7 +50,9 @@
  * N (decimal), "NS:b:HEX" for the bucket of band key HEX (16 lowercase hex
  * digits).  A document's value (rval_encode): a state byte (RVAL_PENDING
  * 'P' or RVAL_KEPT 'K'), the document record, then its text when texts are
- * kept.  A bucket is the numbers of its documents, 8 bytes big-endian each.
+ * kept; layout 5 adds RVAL_GROUPED 'G' (rval_keep), a kept document in
+ * the group of an earlier one, whose number follows the state byte (8
+ * bytes, big-endian) before the record.  A bucket is the numbers of its documents, 8 bytes big-endian each.
  * Layout 4 adds {NS}:undelivered, a sorted set of the ranges of documents
  * whose output may not have been written (redis.c, "Delivery marks"):
  * each member "FIRST:END:OWNER" (rud_encode: decimal, the range [FIRST,
@@ -980,30 +982,66 @@ rval_encode(struct buf *out, int state, unsigned K, const uint32_t *sig,
 		buf_append(out, enc, enclen);
 }
 
-/* Set the state and flags of an encoded Redis value. */
+/*
+ * Append to out the kept value of v (len bytes, a value of state
+ * RVAL_PENDING or RVAL_KEPT), with flags (if not negative) and in the
+ * group of document group (0: its own).  Of its own group it is
+ * RVAL_KEPT and the rest of v; in another's, RVAL_GROUPED, the group's
+ * number (8 bytes, big-endian), then the rest of v (layout 5).
+ */
 void
-rval_mark(char *v, int state, int flags)
+rval_keep(struct buf *out, const char *v, size_t len, int flags,
+    uint64_t group)
 {
-	v[0] = state;
-	docrec_set_flags((unsigned char *)v + 1, flags);
+	unsigned char	 g[8];
+	char		 c = group != 0 ? RVAL_GROUPED : RVAL_KEPT;
+	size_t		 at;
+
+	buf_append(out, &c, 1);
+	if (group != 0) {
+		put_be64(g, group);
+		buf_append(out, g, sizeof g);
+	}
+	at = out->len;
+	buf_append(out, v + 1, len - 1);
+	if (flags >= 0)
+		docrec_set_flags((unsigned char *)out->data + at, flags);
 }
 
 /*
- * Decode a document's Redis value of len bytes: its state (RVAL_*) into
- * *state, its record into d and sig (as docrec_decode).  Returns where its
- * text begins, or 0 if it is corrupt.
+ * Decode a document's Redis value of len bytes: its state (RVAL_PENDING
+ * or RVAL_KEPT, which RVAL_GROUPED is too) into *state, the first
+ * document of its group into *group (0: its own; group may be NULL), its
+ * record into d and sig (as docrec_decode).  Returns where its text
+ * begins, or 0 if it is corrupt.
  */
 size_t
 rval_decode(const char *v, size_t len, unsigned K, uint32_t *sig,
-    struct docinfo *d, int *state)
+    struct docinfo *d, int *state, uint64_t *group)
 {
-	size_t	 n;
+	size_t	 h = 1, n;
+	uint64_t g = 0;
 
-	if (len < 1 || (v[0] != RVAL_PENDING && v[0] != RVAL_KEPT))
+	if (len < 1)
 		return (0);
-	*state = v[0];
-	if ((n = docrec_decode((const unsigned char *)v + 1, len - 1, K, sig,
+	switch (v[0]) {
+	case RVAL_PENDING:
+	case RVAL_KEPT:
+		*state = v[0];
+		break;
+	case RVAL_GROUPED:
+		if (len < 9 || (g = get_be64((const unsigned char *)v + 1)) == 0)
+			return (0);
+		*state = RVAL_KEPT;
+		h = 9;
+		break;
+	default:
+		return (0);
+	}
+	if ((n = docrec_decode((const unsigned char *)v + h, len - h, K, sig,
 	    d)) == 0)
 		return (0);
-	return (1 + n);
+	if (group != NULL)
+		*group = g;
+	return (h + n);
 }

@@ -158,6 +158,8 @@ mstats_pipeline(struct mstats *st, struct pipeline *p, double secs)
 			T("index_roundtrips", is.roundtrips, 0);
 			T("roundtrips_per_record", (double)is.roundtrips /
 			    (ct->records ? ct->records : 1), 4);
+			T("index_rereads", is.rereads, 0);
+			T("index_waits", is.waits, 0);
 		}
 	}
 	if (getrusage(RUSAGE_SELF, &ru) == 0)

@@ -114,7 +114,7 @@ enum mhf_error {
  * tests/unit fail loudly when either changes by accident.
  */
 #define MHF_INDEX_FORMAT	9	/* LMDB; 2 to 8 are upgraded on open */
-#define MHF_REDIS_FORMAT	4	/* 2 and 3 are upgraded on open */
+#define MHF_REDIS_FORMAT	5	/* 2 to 4 are upgraded on open */
 #define MHF_SCHEME		2
 #define MHF_SCHEME_NAME		"xxh3-oph16-dens-v2"
 
@@ -582,6 +582,9 @@ struct index_stats {
 	uint64_t	 band_entries;
 	uint64_t	 size;
 	uint64_t	 roundtrips;	/* to a server (Redis), 0 for LMDB */
+	uint64_t	 rereads;	/* batches that read every bucket again
+					   after another's ticket (Redis) */
+	uint64_t	 waits;		/* candidates waited for (Redis) */
 };
 
 /*
@@ -983,6 +986,7 @@ void		 metatext_set_format(const struct metatext *, int,
 		    struct buf *);
 #define RVAL_PENDING	'P'	/* a Redis document not yet decided */
 #define RVAL_KEPT	'K'
+#define RVAL_GROUPED	'G'	/* kept, in an earlier document's group */
 void		 rkey_ns(struct buf *, const char *, const char *);
 void		 rkey_doc(struct buf *, const char *, uint64_t);
 void		 rkey_band(struct buf *, const char *, uint64_t);
@@ -992,9 +996,9 @@ int		 rud_decode(const char *, size_t, uint64_t *, uint64_t *,
 		    uint64_t *);
 void		 rval_encode(struct buf *, int, unsigned, const uint32_t *,
 		    const char *, size_t, int, int64_t, const char *, size_t);
-void		 rval_mark(char *, int, int);
+void		 rval_keep(struct buf *, const char *, size_t, int, uint64_t);
 size_t		 rval_decode(const char *, size_t, unsigned, uint32_t *,
-		    struct docinfo *, int *);
+		    struct docinfo *, int *, uint64_t *);
 
 /*
  * cluster.c: a Redis Cluster client (or a single Redis) over hiredis, for

@@ -31,14 +31,15 @@
  *
  * A batch, in round trips (each one pipelined to every node at once):
  *
- *   1. INCRBY {NS}:seq: the batch's document numbers; GET {NS}:order,
- *      the last ticket given so far;
+ *   1. INCRBY {NS}:seq: the batch's document numbers;
  *   2. SET NS:d:N for each record, state 'P' (pending), with a one-hour
- *      expiry so that a crashed writer's records go away;
- *   3. per band key APPEND our number; then the batch's ticket
- *      (ticket_script); then GET the buckets that held more than our
- *      entry after our APPEND, or every bucket if a ticket was given
- *      between our GET of {NS}:order and ours;
+ *      expiry so that a crashed writer's records go away; GET
+ *      {NS}:order, the last ticket given so far;
+ *   3. per band key APPEND our number; then, in one round trip, the
+ *      batch's ticket (ticket_script) and GET of the buckets that held
+ *      more than our entry after our APPEND; and if a ticket was given
+ *      between our GET of {NS}:order and ours, GET of every bucket, in a
+ *      round trip of its own;
  *   4. GET the candidates' records; the tickets of those still pending;
  *      wait (polling, bounded) for those with a smaller ticket than ours
  *      to be decided;
@@ -102,6 +103,8 @@
 #define BUCKET_MAX	1024	/* entries read from one band bucket */
 #define TICKET_LATER	UINT64_MAX	/* a batch with no ticket yet */
 #define TICKET_AGE	3600		/* seconds a dead writer's ticket stays */
+#define LATER_TOKEN	(1ULL << 63)	/* an unprepared insertion's number,
+					   before it has one (redis_insert) */
 
 /* Remove the 8-byte entries given as ARGV from the bucket KEYS[1]. */
 static const char remove_script[] =
@@ -147,6 +150,7 @@ struct rslot {
 	const uint64_t	*keys;
 	size_t		 first;		/* its entries in found */
 	size_t		 n;
+	uint64_t	 group;		/* its group's first document, or 0 */
 };
 
 /* A document read in this batch (or written by it). */
@@ -170,6 +174,8 @@ struct later {
 	size_t		 off;		/* value (state, record, text) in lbuf */
 	size_t		 len;
 	int64_t		 time;
+	uint64_t	 token;		/* in tokdoc */
+	uint64_t	 group;		/* a number or a token, or 0 */
 	uint64_t	 keys[];
 };
 
@@ -273,9 +279,6 @@ reserve_docs(struct redis *r, size_t n, uint64_t *first, char **cause)
 	snprintf(num, sizeof num, "%zu", n);
 	ns_key(r, "seq", &r->key);
 	q2(r, &r->key, "INCRBY", num, strlen(num));
-	/* The last ticket given, before any of our appends (see the top). */
-	ns_key(r, "order", &r->key);
-	q1(r, &r->key, "GET");
 	if (cluster_exec(r->c, cause) != 0)
 		return (redis_fail(r, cause));
 	rp = cluster_reply(r->c, 0);
@@ -283,12 +286,6 @@ reserve_docs(struct redis *r, size_t n, uint64_t *first, char **cause)
 		return (reply_error(r, rp, "numbering", cause));
 	last = rp->integer;
 	*first = (uint64_t)last - n + 1;
-	rp = cluster_reply(r->c, 1);
-	r->order0 = 0;
-	if (rp->type == REDIS_REPLY_STRING)
-		r->order0 = strtoull(rp->str, NULL, 10);
-	else if (rp->type != REDIS_REPLY_NIL)
-		return (reply_error(r, rp, "reading the tickets", cause));
 	cluster_reset(r->c);
 	/*
 	 * The counter only grows: a number we were given, or saw at open,
@@ -434,6 +431,8 @@ batch_reset(struct redis *r)
 	buf_trim(&r->lbuf);
 	r->uread = r->wread = 0;
 	r->ticket = 0;
+	r->glast = NULL;
+	r->llast = NULL;
 	cache_reset(r);
 	cluster_reset(r->c);
 }
@@ -500,6 +499,9 @@ fetch_docs(struct redis *r, const uint64_t *ids, size_t n, char **cause)
 		else if (rp->type == REDIS_REPLY_STRING && rp->len > 1 &&
 		    (rp->str[0] == ST_PENDING || rp->str[0] == ST_KEPT))
 			cache_add(r, ids[i], rp->str[0], rp->str, rp->len);
+		else if (rp->type == REDIS_REPLY_STRING && rp->len > 9 &&
+		    rp->str[0] == RVAL_GROUPED)
+			cache_add(r, ids[i], ST_KEPT, rp->str, rp->len);
 		else {
 			xasprintf(cause, "index %s: document %" PRIu64 " is "
 			    "corrupt", r->base.path, ids[i]);
@@ -513,12 +515,16 @@ fetch_docs(struct redis *r, const uint64_t *ids, size_t n, char **cause)
 
 /*
  * Round 2: the batch's records, pending, under the numbers from
- * first_doc on (a read-only run only notes its records' keys and times).
+ * first_doc on (a read-only run only notes its records' keys and times),
+ * and the last ticket given (GET {NS}:order), as late as can be before
+ * our first APPEND, so that fewer tickets fall between it and ours (see
+ * the top of the file).
  */
 static int
 write_pending(struct redis *r, const struct ixdoc *docs, size_t n,
     char **cause)
 {
+	const redisReply *rp;
 	struct rslot	*s;
 	uint64_t	 docid = r->first_doc;
 	size_t		 i;
@@ -551,10 +557,18 @@ write_pending(struct redis *r, const struct ixdoc *docs, size_t n,
 	}
 	if (rdonly)
 		return (0);
+	ns_key(r, "order", &r->key);
+	q1(r, &r->key, "GET");
 	if (cluster_exec(r->c, cause) != 0)
 		return (redis_fail(r, cause));
 	if (replies_ok(r, 0, r->nown, "writing documents", cause) != 0)
 		return (INDEX_ERROR);
+	rp = cluster_reply(r->c, r->nown);
+	r->order0 = 0;
+	if (rp->type == REDIS_REPLY_STRING)
+		r->order0 = strtoull(rp->str, NULL, 10);
+	else if (rp->type != REDIS_REPLY_NIL)
+		return (reply_error(r, rp, "reading the tickets", cause));
 	cluster_reset(r->c);
 	return (0);
 }
@@ -592,18 +606,17 @@ take_bucket(struct redis *r, const struct rslot *s, const redisReply *rp,
 }
 
 /*
- * Round 3b: the batch's ticket, once every entry of it is appended
- * (ticket_script): r->ticket.
+ * Round 3b: queue the batch's ticket (ticket_script), to be sent once
+ * every entry of the batch is appended; ticket_reply reads it.
  */
-static int
-take_ticket(struct redis *r, char **cause)
+static void
+queue_ticket(struct redis *r)
 {
-	const redisReply	*rp;
-	struct buf		 k2 = { 0 };
-	char			 f[24], e[24], now[24], age[24];
-	const char		*argv[9];
-	size_t			 len[9];
-	int			 i;
+	struct buf	 k2 = { 0 };
+	char		 f[24], e[24], now[24], age[24];
+	const char	*argv[9];
+	size_t		 len[9];
+	int		 i;
 
 	ns_key(r, "order", &r->key);
 	rkey_ns(&k2, r->ns, "tickets");
@@ -625,16 +638,17 @@ take_ticket(struct redis *r, char **cause)
 	for (i = 0; i < 9; i++)
 		if (i != 3 && i != 4)
 			len[i] = strlen(argv[i]);
-	cluster_reset(r->c);
 	cluster_queue(r->c, r->key.data, r->key.len, 9, argv, len);
 	buf_free(&k2);
-	if (cluster_exec(r->c, cause) != 0)
-		return (redis_fail(r, cause));
-	rp = cluster_reply(r->c, 0);
-	if (rp->type != REDIS_REPLY_INTEGER || rp->integer <= 0)
+}
+
+/* The reply to queue_ticket: r->ticket. */
+static int
+ticket_reply(struct redis *r, const redisReply *rp, char **cause)
+{
+	if (rp == NULL || rp->type != REDIS_REPLY_INTEGER || rp->integer <= 0)
 		return (reply_error(r, rp, "ticket", cause));
 	r->ticket = (uint64_t)rp->integer;
-	cluster_reset(r->c);
 	return (0);
 }
 
@@ -695,15 +709,37 @@ lookup_tickets(struct redis *r, const uint64_t *ids, size_t n,
 	return (0);
 }
 
+/* Queue a GET of every bucket of the batch whose need is set (all: NULL). */
+static void
+queue_buckets(struct redis *r, size_t n, const unsigned char *need)
+{
+	struct rslot	*s;
+	unsigned	 b = r->base.p.bands, j;
+	size_t		 i, k;
+
+	for (i = k = 0; i < n; i++) {
+		s = &r->slots[i];
+		if (s->docid == 0)
+			continue;
+		for (j = 0; j < b; j++, k++) {
+			if (need != NULL && !need[k])
+				continue;
+			band_key(r, s->keys[j], &r->key);
+			q1(r, &r->key, "GET");
+		}
+	}
+}
+
 /*
  * Round 3: append to each bucket, then read back those that hold more
  * than our own entry (APPEND's reply, the bucket's length after it,
- * says), in a second round trip: a unique document's buckets are mostly
- * its own, and a GET of each would be half of Redis's work.  Of two
- * writers on one bucket the later APPEND sees the earlier entry, which
- * is what the concurrency argument (the top of the file) needs.  A
- * read-only run reads every bucket.  Between the two, the batch takes its
- * ticket (take_ticket).
+ * says), in a second round trip that also takes the batch's ticket: a
+ * unique document's buckets are mostly its own, and a GET of each would
+ * be half of Redis's work.  Of two writers on one bucket the later APPEND
+ * sees the earlier entry, which is what the concurrency argument (the top
+ * of the file) needs.  When a ticket was given between our reading of
+ * the order and our own, every bucket is read again in a third round
+ * trip, after our ticket.  A read-only run reads every bucket.
  */
 static int
 read_buckets(struct redis *r, size_t n, char **cause)
@@ -713,7 +749,7 @@ read_buckets(struct redis *r, size_t n, char **cause)
 	struct u64vec	 scratch = { 0 };
 	unsigned	 b = r->base.p.bands, j;
 	unsigned char	 be[8], *need = NULL;
-	size_t		 i, k, q;
+	size_t		 i, k, q = 0;
 	int		 rdonly = r->base.flags & INDEX_RDONLY, rc = 0;
 
 	if (!rdonly) {
@@ -740,34 +776,45 @@ read_buckets(struct redis *r, size_t n, char **cause)
 			need[k] = rp->integer > 8;
 		}
 		cluster_reset(r->c);
-		if (r->nown != 0 && take_ticket(r, cause) != 0) {
-			free(need);
-			return (INDEX_ERROR);
-		}
 		/*
-		 * Tickets given between our reading of the order and ours:
-		 * those batches may have appended after we did, so every
-		 * bucket is read again, after our ticket.
+		 * The ticket is queued first: the buckets' replies follow
+		 * its.  The reads may run before it on other masters, which
+		 * is right for every batch whose ticket came before our
+		 * reading of the order (its entries were appended before
+		 * ours, and our APPEND's reply showed them).
 		 */
-		if (r->ticket > r->order0 + 1)
-			memset(need, 1, k);
-	}
-	for (i = k = 0; i < n; i++) {
-		s = &r->slots[i];
-		if (s->docid == 0)
-			continue;
-		for (j = 0; j < b; j++, k++) {
-			if (need != NULL && !need[k])
-				continue;
-			band_key(r, s->keys[j], &r->key);
-			q1(r, &r->key, "GET");
+		if (r->nown != 0) {
+			queue_ticket(r);
+			q = 1;
 		}
 	}
+	queue_buckets(r, n, need);
 	if (cluster_queued(r->c) != 0 && cluster_exec(r->c, cause) != 0) {
 		free(need);
 		return (redis_fail(r, cause));
 	}
-	for (i = k = q = 0; i < n && rc == 0; i++) {
+	if (q != 0 && (rc = ticket_reply(r, cluster_reply(r->c, 0),
+	    cause)) != 0) {
+		free(need);
+		return (rc);
+	}
+	/*
+	 * Tickets given between our reading of the order and ours: those
+	 * batches may have appended after we did, and the reads above may
+	 * have run before our ticket, so every bucket is read again, now
+	 * that it is given.
+	 */
+	if (r->ticket > r->order0 + 1) {
+		r->rereads++;
+		cluster_reset(r->c);
+		free(need);
+		need = NULL;
+		q = 0;
+		queue_buckets(r, n, NULL);
+		if (cluster_exec(r->c, cause) != 0)
+			return (redis_fail(r, cause));
+	}
+	for (i = k = 0; i < n && rc == 0; i++) {
 		s = &r->slots[i];
 		if (s->docid == 0)
 			continue;
@@ -801,6 +848,7 @@ wait_pending(struct redis *r, struct u64vec *want, char **cause)
 	struct rdoc	*d;
 	double		 deadline, pause;
 	size_t		 i, k;
+	int		 first = 1;
 
 	if (r->ticket == 0)
 		return (0);		/* read-only: nobody waits for us */
@@ -834,6 +882,9 @@ wait_pending(struct redis *r, struct u64vec *want, char **cause)
 		}
 		if (want->n == 0)
 			return (0);
+		if (first)
+			r->waits += want->n;
+		first = 0;
 		if (now_seconds() > deadline) {
 			/* A writer that died: treat them as gone. */
 			for (k = 0; k < want->n; k++)
@@ -844,7 +895,6 @@ wait_pending(struct redis *r, struct u64vec *want, char **cause)
 			    PENDING_WAIT);
 			return (0);
 		}
-		r->waits += want->n;
 		usleep(pause * 1e6);
 		if (pause < 0.05)
 			pause *= 2;
@@ -979,7 +1029,7 @@ redis_doc(struct index *base, uint64_t docid, struct docinfo *d,
 	} else if (rd->state != ST_KEPT)
 		return (INDEX_GONE);
 	len = rval_decode(r->cache.data + rd->off, rd->len, r->base.p.perms,
-	    r->sig, d, &state);
+	    r->sig, d, &state, NULL);
 	if (len == 0) {
 		xasprintf(cause, "index %s: document %" PRIu64 " is corrupt",
 		    r->base.path, docid);
@@ -1010,7 +1060,7 @@ redis_text(struct index *base, uint64_t docid, struct buf *out,
 	}
 	rd = cache_find(r, docid);
 	len = rval_decode(r->cache.data + rd->off, rd->len, r->base.p.perms,
-	    NULL, &d, &state);
+	    NULL, &d, &state, NULL);
 	if ((rc = text_decode((const unsigned char *)r->cache.data + rd->off +
 	    len, rd->len - len, out)) < 0) {
 		xasprintf(cause, "index %s: text of document %" PRIu64 " is "
@@ -1038,10 +1088,14 @@ redis_insert(struct index *base, size_t slot, const uint64_t *keys,
 		xasprintf(cause, "id too long");
 		return (INDEX_ERROR);
 	}
+	r->glast = NULL;
+	r->llast = NULL;
 	if (slot != INDEX_NOSLOT && slot < r->nslots &&
 	    r->slots[slot].docid != 0 && r->slots[slot].docid != UINT64_MAX) {
 		r->slots[slot].kept = 1;
 		r->slots[slot].flags = flags;
+		r->glast = &r->slots[slot];
+		r->base.last_doc = r->glast->docid;
 		return (0);
 	}
 	if (when == 0)
@@ -1056,6 +1110,11 @@ redis_insert(struct index *base, size_t slot, const uint64_t *keys,
 	l = xmalloc(sizeof *l + r->base.p.bands * sizeof *keys);
 	memcpy(l->keys, keys, r->base.p.bands * sizeof *keys);
 	l->time = when;
+	l->group = 0;
+	l->token = r->tokdoc.n;
+	u64vec_push(&r->tokdoc, 0);
+	r->base.last_doc = LATER_TOKEN | l->token;
+	r->llast = l;
 	l->off = r->lbuf.len;
 	rval_encode(&r->lbuf, ST_KEPT, r->base.p.perms, sig, id, idlen, flags,
 	    when, r->base.p.texts ? enc : NULL, enclen);
@@ -1067,6 +1126,69 @@ redis_insert(struct index *base, size_t slot, const uint64_t *keys,
 	}
 	r->later[r->nlater++] = l;
 	buf_free(&tbuf);
+	return (0);
+}
+
+/*
+ * The first document of docid's group: a document of this batch's from
+ * its slot, the one an export is at from the scan, another from its value
+ * (read by this batch, or now), RVAL_GROUPED's number or its own.
+ */
+static int
+redis_group(struct index *base, uint64_t docid, uint64_t *group,
+    char **cause)
+{
+	struct redis	*r = (struct redis *)base;
+	struct rslot	*s;
+	struct rdoc	*rd;
+	const char	*v;
+
+	*group = docid;
+	if ((s = own_slot(r, docid)) != NULL) {
+		if (s->group != 0)
+			*group = s->group;
+		return (0);
+	}
+	if (docid == r->each_doc) {
+		if (r->each_group != 0)
+			*group = r->each_group;
+		return (0);
+	}
+	if ((rd = cache_find(r, docid)) == NULL) {
+		if (fetch_docs(r, &docid, 1, cause) != 0)
+			return (INDEX_ERROR);
+		rd = cache_find(r, docid);
+	}
+	v = r->cache.data + rd->off;
+	if (rd->state != ST_KEPT || rd->len < 9 || v[0] != RVAL_GROUPED)
+		return (0);
+	if ((*group = get_be64((const unsigned char *)v + 1)) == 0 ||
+	    *group >= docid) {
+		xasprintf(cause, "index %s: the group of document %" PRIu64
+		    " is damaged", r->base.path, docid);
+		return (INDEX_ERROR);
+	}
+	return (0);
+}
+
+/*
+ * The document the last insert added is a duplicate in group (a number,
+ * or an unprepared insertion's token, numbered at commit).
+ */
+static int
+redis_set_group(struct index *base, uint64_t group, char **cause)
+{
+	struct redis	*r = (struct redis *)base;
+
+	(void)cause;
+	if (r->glast != NULL && group < r->glast->docid)
+		r->glast->group = group;
+	else if (r->llast != NULL) {
+		if ((group & LATER_TOKEN) && (group & ~LATER_TOKEN) <
+		    r->tokdoc.n && r->tokdoc.v[group & ~LATER_TOKEN] != 0)
+			group = r->tokdoc.v[group & ~LATER_TOKEN];
+		r->llast->group = group;
+	}
 	return (0);
 }
 
@@ -1128,7 +1250,7 @@ commit_batch(struct index *base, char **cause)
 	unsigned		 b = r->base.p.bands, j;
 	unsigned char		 be[8];
 	size_t			 i, e, nclean = 0;
-	uint64_t		 kept = 0, docid, first = 0, end = 0;
+	uint64_t		 kept = 0, docid, first = 0, end = 0, g;
 	char			 num[32];
 
 	cluster_reset(r->c);
@@ -1146,8 +1268,8 @@ commit_batch(struct index *base, char **cause)
 			 */
 			rd = cache_find(r, s->docid);
 			r->val.len = 0;
-			buf_append(&r->val, r->cache.data + rd->off, rd->len);
-			rval_mark(r->val.data, ST_KEPT, s->flags);
+			rval_keep(&r->val, r->cache.data + rd->off, rd->len,
+			    s->flags, s->group);
 			queue_set(r, &r->key, &r->val, s->time);
 			kept++;
 			first = r->first_doc;
@@ -1191,11 +1313,17 @@ commit_batch(struct index *base, char **cause)
 		cluster_reset(r->c);
 		if (reserve_docs(r, r->nlater, &docid, cause) != 0)
 			return (INDEX_ERROR);
+		for (i = 0; i < r->nlater; i++)
+			r->tokdoc.v[r->later[i]->token] = docid + i;
 		for (i = 0; i < r->nlater; i++, docid++) {
 			l = r->later[i];
 			doc_key(r, docid, &r->key);
+			g = l->group;
+			if (g & LATER_TOKEN)
+				g = r->tokdoc.v[g & ~LATER_TOKEN];
 			r->val.len = 0;
-			buf_append(&r->val, r->lbuf.data + l->off, l->len);
+			rval_keep(&r->val, r->lbuf.data + l->off, l->len, -1,
+			    g < docid ? g : 0);
 			queue_set(r, &r->key, &r->val, l->time);
 		}
 		if (cluster_exec(r->c, cause) != 0)
@@ -1311,6 +1439,8 @@ const struct index_ops redis_ops = {
 	.doc = redis_doc,
 	.text = redis_text,
 	.insert = redis_insert,
+	.group = redis_group,
+	.set_group = redis_set_group,
 	.stats = redis_stats,
 	.expire = redis_expire,
 	.remove = redis_remove,

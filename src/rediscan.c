@@ -26,10 +26,15 @@
 
 #define EXPIRE_ROUND	10000	/* documents expired per round trip */
 
-/* Delete the document KEYS[1] if its state is ARGV[1]; returns 1 if so. */
+/*
+ * Delete the document KEYS[1] if its state is one of the bytes of ARGV[1];
+ * returns 1 if so.
+ */
 static const char expire_script[] =
     "local v = redis.call('GETRANGE', KEYS[1], 0, 0)\n"
-    "if v == ARGV[1] then redis.call('DEL', KEYS[1]) return 1 end\n"
+    "if v ~= '' and string.find(ARGV[1], v, 1, true) then\n"
+    "  redis.call('DEL', KEYS[1]) return 1\n"
+    "end\n"
     "return 0\n";
 
 /* Raise {NS}:floor to ARGV[1] if it is lower; returns the old floor. */
@@ -53,6 +58,8 @@ redis_stats(struct index *base, struct index_stats *st, char **cause)
 		return (INDEX_ERROR);
 	st->docs = docs;
 	st->roundtrips = cluster_roundtrips(r->c);
+	st->rereads = r->rereads;
+	st->waits = r->waits;
 	return (0);
 }
 
@@ -98,7 +105,7 @@ redis_expire(struct index *base, const struct retention *ret, int64_t now,
 		cluster_reset(r->c);
 		for (d = floor; d < end; d++) {
 			doc_key(r, d, &r->key);
-			queue_eval(r, expire_script, &r->key, "K", 1);
+			queue_eval(r, expire_script, &r->key, "KG", 2);
 		}
 		ns_key(r, "floor", &r->key);
 		snprintf(num, sizeof num, "%" PRIu64, end);
@@ -152,10 +159,53 @@ bucket_of(struct redis *r, const char *k, size_t len, uint64_t *key)
 }
 
 /*
- * Call fn for every document record (kind 'd') or band bucket (kind 'b')
- * of the namespace, with its number or band key (a SCAN of every master,
- * then GETs in blocks).  A value that is not a string is given as NULL.
- * fn returns 0 to go on, else stops the scan with that value.
+ * GET the values of ids (document numbers, or band keys for kind 'b') in
+ * one pipeline and call fn for each, as redis_scan does.
+ */
+static int
+scan_get(struct redis *r, int kind, const struct u64vec *ids,
+    int (*fn)(struct redis *, uint64_t, const char *, size_t, void *),
+    void *arg, char **cause)
+{
+	const redisReply	*rp;
+	char			*val;
+	size_t			 i;
+	int			 rc = 0;
+
+	cluster_reset(r->c);
+	for (i = 0; i < ids->n; i++) {
+		if (kind == 'b')
+			band_key(r, ids->v[i], &r->key);
+		else
+			doc_key(r, ids->v[i], &r->key);
+		q1(r, &r->key, "GET");
+	}
+	if (ids->n != 0 && cluster_exec(r->c, cause) != 0)
+		return (redis_fail(r, cause));
+	for (i = 0; i < ids->n && rc == 0; i++) {
+		rp = cluster_reply(r->c, i);
+		if (rp->type == REDIS_REPLY_NIL)
+			continue;	/* gone meanwhile */
+		if (rp->type != REDIS_REPLY_STRING) {
+			rc = fn(r, ids->v[i], NULL, 0, arg);
+			continue;
+		}
+		val = xmalloc(rp->len + 1);
+		memcpy(val, rp->str, rp->len);
+		rc = fn(r, ids->v[i], val, rp->len, arg);
+		free(val);
+	}
+	cluster_reset(r->c);
+	return (rc);
+}
+
+/*
+ * Call fn for every document record (kind 'd', or 'o' for oldest first)
+ * or band bucket (kind 'b') of the namespace, with its number or band key
+ * (a SCAN of every master, then GETs in blocks; in order, the numbers of
+ * all documents first, 8 bytes each).  A value that is not a string is
+ * given as NULL.  fn returns 0 to go on, else stops the scan with that
+ * value.
  */
 static int
 redis_scan(struct redis *r, int kind, int (*fn)(struct redis *, uint64_t,
@@ -163,8 +213,7 @@ redis_scan(struct redis *r, int kind, int (*fn)(struct redis *, uint64_t,
 {
 	const redisReply	*rp, *keys;
 	struct buf		 pat = { 0 }, cursor = { 0 };
-	struct u64vec		 ids = { 0 };
-	char			*val;
+	struct u64vec		 ids = { 0 }, all = { 0 }, block = { 0 };
 	unsigned		 m, nm = cluster_masters(r->c);
 	size_t			 i;
 	uint64_t		 id;
@@ -205,39 +254,25 @@ redis_scan(struct redis *r, int kind, int (*fn)(struct redis *, uint64_t,
 				    keys->element[i]->len, &id) == 0 :
 				    (id = rkey_docid(keys->element[i]->str,
 				    keys->element[i]->len, r->ns)) != 0)
-					u64vec_push(&ids, id);
+					u64vec_push(kind == 'o' ? &all : &ids,
+					    id);
 			}
-			cluster_reset(r->c);
-			for (i = 0; i < ids.n; i++) {
-				if (kind == 'b')
-					band_key(r, ids.v[i], &r->key);
-				else
-					doc_key(r, ids.v[i], &r->key);
-				q1(r, &r->key, "GET");
-			}
-			if (ids.n != 0 && cluster_exec(r->c, cause) != 0) {
-				rc = redis_fail(r, cause);
-				break;
-			}
-			for (i = 0; i < ids.n && rc == 0; i++) {
-				rp = cluster_reply(r->c, i);
-				if (rp->type == REDIS_REPLY_NIL)
-					continue;	/* gone meanwhile */
-				if (rp->type != REDIS_REPLY_STRING) {
-					rc = fn(r, ids.v[i], NULL, 0, arg);
-					continue;
-				}
-				val = xmalloc(rp->len + 1);
-				memcpy(val, rp->str, rp->len);
-				rc = fn(r, ids.v[i], val, rp->len, arg);
-				free(val);
-			}
-			cluster_reset(r->c);
+			if (ids.n != 0)
+				rc = scan_get(r, kind, &ids, fn, arg, cause);
 		} while (rc == 0 && strcmp(cursor.data, "0") != 0);
+	}
+	if (kind == 'o' && rc == 0) {
+		sort_u64(all.v, all.n, &ids);
+		for (i = 0; i < all.n && rc == 0; i += 1000) {
+			block.v = all.v + i;
+			block.n = all.n - i < 1000 ? all.n - i : 1000;
+			rc = scan_get(r, kind, &block, fn, arg, cause);
+		}
 	}
 	buf_free(&pat);
 	buf_free(&cursor);
 	u64vec_free(&ids);
+	u64vec_free(&all);
 	return (rc);
 }
 
@@ -252,7 +287,7 @@ scan_decode(struct redis *r, const char *v, size_t len, struct docinfo *d)
 	int	 state;
 
 	if ((n = rval_decode(v, len, r->base.p.perms, r->sig, d,
-	    &state)) == 0)
+	    &state, &r->each_group)) == 0)
 		return (0);
 	return (state == ST_KEPT ? n : 0);
 }
@@ -370,6 +405,7 @@ scan_doc(struct redis *r, uint64_t docid, const char *v, size_t len,
 	struct nsscan		*ns = arg;
 	struct index_info	*in = ns->in;
 	struct docinfo		 d;
+	uint64_t		 group;
 	size_t			 n;
 	int			 state;
 
@@ -377,10 +413,13 @@ scan_doc(struct redis *r, uint64_t docid, const char *v, size_t len,
 		problem(ns, "document %" PRIu64 ": numbered past {%s}:seq "
 		    "(%" PRIu64 ")", docid, r->ns, ns->seq);
 	if (v == NULL || (n = rval_decode(v, len, r->base.p.perms, r->sig,
-	    &d, &state)) == 0) {
+	    &d, &state, &group)) == 0) {
 		problem(ns, "document %" PRIu64 ": corrupt record", docid);
 		return (0);
 	}
+	if (group >= docid)
+		problem(ns, "document %" PRIu64 ": its group (%" PRIu64 ") is "
+		    "not an earlier document", docid, group);
 	if (state == ST_PENDING) {
 		u64vec_push(&ns->pending, docid);
 		return (0);
@@ -706,14 +745,16 @@ each_one(struct redis *r, uint64_t docid, const char *v, size_t len,
 	    len - n, &text) < 0)
 		return (0);
 	d.docid = docid;
+	r->each_doc = docid;		/* for redis_group */
 	rc = es->fn(es->arg, &d, r->base.p.texts ? &text : NULL, es->cause);
+	r->each_doc = 0;
 	buf_free(&text);
 	return (rc);
 }
 
 /*
- * Call fn for every kept document, in no particular order; stop at its
- * first non-zero return, and return it.
+ * Call fn for every kept document, oldest first (an export's groups name
+ * earlier documents); stop at its first non-zero return, and return it.
  */
 int
 redis_each(struct index *base, index_each_fn fn, void *arg, char **cause)
@@ -721,7 +762,7 @@ redis_each(struct index *base, index_each_fn fn, void *arg, char **cause)
 	struct redis	*r = (struct redis *)base;
 	struct eachscan	 es = { fn, arg, cause };
 
-	return (redis_scan(r, 'd', each_one, &es, cause));
+	return (redis_scan(r, 'o', each_one, &es, cause));
 }
 
 /* Rewrite the parameters of an index that holds no documents yet. */

@@ -50,12 +50,20 @@ struct redis {
 	uint32_t	*sig;
 	struct buf	 key, val;	/* scratch */
 	uint64_t	 waits;		/* pending candidates waited for */
+	uint64_t	 rereads;	/* batches that read every bucket again */
 	uint64_t	 timeouts;	/* ... in vain */
 	uint64_t	 ticket;	/* the batch's place in the order of
 					   appends, or 0 (top of redis.c) */
 	uint64_t	 order0;	/* the last ticket before our appends */
 	uint64_t	 tprev;		/* the first document of our last
 					   ticket's batch, or 0 */
+
+	/* Groups (redis_group, redis_set_group). */
+	struct rslot	*glast;		/* what the last insert added: a */
+	struct later	*llast;		/* prepared slot or an unprepared one */
+	struct u64vec	 tokdoc;	/* unprepared insertions' numbers */
+	uint64_t	 each_doc;	/* the document an export is at */
+	uint64_t	 each_group;	/* ... and its group, or 0 */
 
 	/* Delivery marks (see the top of redismarks.c). */
 	uint64_t	 owner;		/* our ranges', or 0: none yet */

@@ -1,7 +1,7 @@
 /*
  * The Redis backend's open and close: the URL, the password file, the
  * connections, and the parameter records ({NS}:meta), created by the first
- * writer or checked, and a layout 2 or 3 upgraded by a writable open.
+ * writer or checked, and a layout 2, 3 or 4 upgraded by a writable open.
  */
 
 #include "config.h"
@@ -202,15 +202,17 @@ redis_open(struct index **ixp, const char *path, int flags,
 	m.s = rp->str;
 	m.len = rp->len;
 	/*
-	 * Layouts 2 and 3 are read as they are (2 has no LZ4 texts, neither
-	 * has delivery marks, which means everything was delivered), and
-	 * upgraded by a writable open, which rewrites the "format" line
-	 * alone, so that an older mhfilter refuses the index instead of
-	 * finding texts it cannot decode or writing without marks.
+	 * Layouts 2 to 4 are read as they are (2 has no LZ4 texts, 2 and 3
+	 * have no delivery marks, which means everything was delivered, none
+	 * has a document in another's group), and upgraded by a writable
+	 * open, which rewrites the "format" line alone, so that an older
+	 * mhfilter refuses the index instead of finding texts or values it
+	 * cannot decode, or writing without marks.
 	 */
 	old = 0;
 	if (metatext_get(&m, "format", stored, sizeof stored) == 0 &&
-	    (strcmp(stored, "2") == 0 || strcmp(stored, "3") == 0))
+	    (strcmp(stored, "2") == 0 || strcmp(stored, "3") == 0 ||
+	    strcmp(stored, "4") == 0))
 		old = stored[0] - '0';
 	r->format = old && (flags & INDEX_RDONLY) ? old : MHF_REDIS_FORMAT;
 	if ((rc = meta_read(&r->base.p, old ? old : MHF_REDIS_FORMAT, given,
@@ -286,6 +288,7 @@ redis_close(struct index *base)
 	u64vec_free(&r->aranges);
 	u64vec_free(&r->uranges);
 	u64vec_free(&r->writers);
+	u64vec_free(&r->tokdoc);
 	textenc_free(r->te);
 	buf_free(&r->key);
 	buf_free(&r->val);

@@ -43,20 +43,37 @@ teardown_file() {
 }
 
 # A fresh index on backend $1 (lmdb, single, cluster), as a --db value.
+# Called as "$(fresh ...)", in a subshell: the count of those given is
+# kept in a file, so that each call gives a new one.
 fresh() {
-	NS=$((NS + 1))
+	local n
+
+	n=$(($(cat "$T/.fresh" 2>/dev/null || echo 0) + 1))
+	echo "$n" >"$T/.fresh"
 	case "$1" in
-	lmdb)	echo "$T/db$NS" ;;
-	single)	echo "redis://$REDIS_SINGLE/t$$.$BATS_TEST_NUMBER.$NS" ;;
-	cluster) echo "redis://$REDIS_CLUSTER/t$$.$BATS_TEST_NUMBER.$NS" ;;
+	lmdb)	echo "$T/db$n" ;;
+	single)	echo "redis://$REDIS_SINGLE/t$$.$BATS_TEST_NUMBER.$n" ;;
+	cluster) echo "redis://$REDIS_CLUSTER/t$$.$BATS_TEST_NUMBER.$n" ;;
 	esac
 }
-NS=0
 A_TEXT='the quick brown fox jumps over the lazy dog again and again today'
 
 # "key: value" of --stats in $T/err.
 stat_of() {
 	sed -n "s/^mhfilter: $1: //p" "$T/err"
+}
+
+# "ID GROUP-ID" for every document of the export $1 (its own id when it is
+# its own group).
+export_groups() {
+	python3 - "$1" <<'EOF'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])][1:]
+ids = [o["id"] for o in lines]
+for o in lines:
+    g = o.get("group")
+    print(o["id"], ids[g - 1] if g else o["id"])
+EOF
 }
 
 # ------------------------------------------------- the same on every backend
@@ -125,21 +142,22 @@ stat_of() {
 	grep -q "K = 64\|64 permutations\|perms 64\|K=64" "$T/out"
 }
 
-@test "Redis indexes of layouts 2 and 3 are read as they are, and upgraded by the first writable run" {
+@test "Redis indexes of layouts 2, 3 and 4 are read as they are, and upgraded by the first writable run" {
 	set -o pipefail
 	head -n 300 "$BATS_FILE_TMPDIR/stream" >run1
 	awk -F'\t' '{ print "q" NR "\t" $2 }' run1 >copies
 	cli() { redis-cli -h "${REDIS_SINGLE%:*}" -p "${REDIS_SINGLE##*:}" "$@"; }
-	for old in 2 3; do
+	for old in 2 3 4; do
 		db="$(fresh single)"
 		key="{${db##*/}}:meta"
 		mhf -f tsv -d "$db" run1 >/dev/null
-		cli GET "$key" | grep -qx 'format=4'
+		cli GET "$key" | grep -qx 'format=5'
 		mhf -f tsv -d "$db" -Q -a copies >q1
-		# Back to layout $old: its "format" line alone (neither has
-		# delivery marks, and 3 differs from 2 only in LZ4 texts).
+		# Back to layout $old: its "format" line alone (2 and 3 have
+		# no delivery marks, and 3 differs from 2 only in LZ4 texts;
+		# none has grouped documents, and run1's are all unique).
 		meta="$(cli GET "$key")"
-		printf '%s\n' "$meta" | sed "s/^format=4\$/format=$old/" |
+		printf '%s\n' "$meta" | sed "s/^format=5\$/format=$old/" |
 		    cli -x SET "$key" >/dev/null
 		cli GET "$key" | grep -qx "format=$old"
 		# Read-only: the same answers, nothing rewritten.
@@ -153,13 +171,72 @@ stat_of() {
 		mhrun -f tsv -d "$db" -a copies
 		assert_status 0
 		cmp q1 "$T/out"
-		grep -q "upgraded from Redis index format $old to 4" "$T/err"
-		cli GET "$key" | grep -qx 'format=4'
-		mhf -d "$db" --info | grep -x 'format: 4' >/dev/null
+		grep -q "upgraded from Redis index format $old to 5" "$T/err"
+		cli GET "$key" | grep -qx 'format=5'
+		mhf -d "$db" --info | grep -x 'format: 5' >/dev/null
 		[ "$(printf '%s\n' "$meta" | sed 1d)" = "$(cli GET "$key" | sed 1d)" ]
 		mhrun -f tsv -d "$db" run1
 		assert_status 0
 		[ ! -s "$T/out" ] || fail "layout $old: $(wc -l <"$T/out") written again"
+	done
+}
+
+@test "groups on every backend: a chain's last copy names its first document, across writers, runs and an export" {
+	set -o pipefail
+	# Twenty chains a, b, c: b is a with 8 of 200 words changed, c is b
+	# with 8 more; at -t 0.88 b matches a and c matches b, not a.
+	python3 - <<'EOF'
+import random
+rnd = random.Random(11)
+words = ["w%d" % i for i in range(5000)]
+with open("a", "w") as fa, open("b", "w") as fb, open("c", "w") as fc:
+    for g in range(20):
+        a = [rnd.choice(words) for _ in range(200)]
+        b = list(a)
+        for p in rnd.sample(range(200), 8):
+            b[p] = rnd.choice(words)
+        c = list(b)
+        for p in rnd.sample(range(200), 8):
+            c[p] = rnd.choice(words)
+        for f, w, n in ((fa, a, "a"), (fb, b, "b"), (fc, c, "c")):
+            f.write("%s%d\t%s\n" % (n, g, " ".join(w)))
+EOF
+	cat a b c >abc
+	lm="$(fresh lmdb)"
+	mhf -f tsv -d "$lm" -t 0.88 --clusters abc >want
+	# The premise: every c matches its b, not its a, and is in a's group.
+	l2="$(fresh lmdb)"
+	mhf -f tsv -d "$l2" -t 0.88 -a abc |
+	    awk -F'\t' '$4 ~ /^c/ { print $1, substr($2, 1, 1) }' | sort -u >m
+	[ "$(cat m)" = "duplicate b" ] || fail "matches of c:" "$(cat m)"
+	[ "$(awk '$1 ~ /^c/ && $2 ~ /^a/' want | wc -l)" = 20 ] || fail "$(cat want)"
+	for be in single cluster; do
+		# One process, then a process for each of a, b and c.
+		db="$(fresh "$be")"
+		mhrun -f tsv -d "$db" -t 0.88 --clusters abc
+		assert_status 0
+		cmp want "$T/out" || fail "$be, one writer:" "$(diff want "$T/out")"
+		db="$(fresh "$be")"
+		for part in a b c; do
+			mhf -f tsv -d "$db" -t 0.88 --clusters "$part"
+		done >got
+		cmp want got || fail "$be, three writers:" "$(diff want got)"
+		mhrun -d "$db" --check
+		assert_status 0
+		grep -qx 'problems: 0' "$T/out"
+		# The export names each b's and c's group, as LMDB's does,
+		# and an import into either backend keeps them.
+		mhf -d "$db" --export rx
+		mhf -d "$lm" --export lx
+		export_groups rx >rx.groups
+		export_groups lx >lx.groups
+		cmp lx.groups rx.groups || fail "$be export:" "$(diff lx.groups rx.groups)"
+		[ "$(grep -c '^c[0-9]* a' rx.groups)" = 20 ] || fail "$(cat rx.groups)"
+		i2="$(fresh "$be")"
+		mhf -d "$i2" --import rx >/dev/null
+		mhf -d "$i2" --export ix
+		export_groups ix >ix.groups
+		cmp lx.groups ix.groups || fail "$be import:" "$(diff lx.groups ix.groups)"
 	done
 }
 
@@ -234,7 +311,7 @@ stat_of() {
 		[ "$(grep "^$k: " info.lmdb)" = "$(grep "^$k: " info.redis)" ] ||
 		    fail "$k: $(grep "^$k: " info.lmdb) on LMDB, $(grep "^$k: " info.redis) on Redis"
 	done
-	grep -qx 'format: 4' info.redis
+	grep -qx 'format: 5' info.redis
 	grep -qx 'pending: 0' info.redis
 	grep -qx 'undelivered_ranges: 0' info.redis
 	[ "$(sed -n 's/^memory: //p' info.redis)" -gt 100000 ] || fail "$(cat info.redis)"
@@ -687,4 +764,211 @@ EOF
 	assert_status 0
 	[ ! -s "$T/out" ] || fail "$(wc -l <"$T/out") written again"
 	assert_stat seen "$(wc -l <"$S")"
+}
+
+# Every node of the file's cluster running again (a master killed by an
+# earlier test comes back as its replica's replica), every replica in
+# sync and known to every node, none flagged failing, and CLUSTER SLOTS
+# listing each master's replica (a replica is left out of it until its
+# replication offset moves: a write or the master's PING every 10 s), so
+# that a writer started now WAITs for one.
+cluster_whole() {
+	local p
+
+	for p in $REDIS_CLUSTER_PORTS; do
+		redis_pid "$p" >/dev/null && continue
+		redis_start_port "$RDIR" "$p" --cluster-enabled yes \
+		    --cluster-config-file "nodes-$p.conf" \
+		    --cluster-node-timeout 1000 \
+		    --cluster-replica-validity-factor 0 \
+		    --repl-diskless-sync-delay 0 || return 1
+	done
+	redis_wait_ok || return 1
+	redis_wait_synced || return 1
+	redis_until nodes_whole "a node missing, failing or without a replica" \
+	    cluster nodes || return 1
+	redis_until slots_whole "CLUSTER SLOTS without a replica per master" \
+	    cluster slots
+}
+
+# CLUSTER NODES of a node that sees 3 masters and 3 replicas, all
+# connected, none failing.
+nodes_whole() {
+	printf '%s\n' "$1" | awk '
+	    $3 ~ /master/ { m++ } $3 ~ /slave/ { s++ }
+	    $3 ~ /fail/ || $8 != "connected" { bad++ }
+	    END { exit !(m == 3 && s == 3 && bad == 0) }'
+}
+
+# CLUSTER SLOTS (as redis-cli prints it) naming 6 nodes: 3 masters and
+# a replica of each.
+slots_whole() {
+	[ "$(printf '%s\n' "$1" | grep -cE '^[0-9a-f]{40}$')" -eq 6 ]
+}
+
+# Whether the replica of master $1 has acknowledged every write it was
+# given.
+caught_up() {
+	local info off
+
+	info="$(timeout 5 redis-cli -p "$1" info replication | tr -d '\r')"
+	off="$(printf '%s\n' "$info" | sed -n 's/^master_repl_offset://p')"
+	[ -n "$off" ] && [ "$(printf '%s\n' "$info" |
+	    sed -n 's/^slave0:.*,offset=\([0-9]*\),.*/\1/p')" = "$off" ]
+}
+
+# The number of WAITs node $1 has run.
+waits_on() {
+	timeout 10 redis-cli -p "$1" info commandstats | tr -d '\r' |
+	    sed -n 's/^cmdstat_wait:calls=\([0-9]*\),.*/\1/p' | grep . ||
+	    echo 0
+}
+
+# A failover that loses writes: the master of the namespace's own keys
+# is given writes its replica never gets, then dies, and the replica
+# takes over without them.  The writer's WAIT (REPLICA_WAIT_MS) falls
+# short on the first of those, so it stops before reporting anything of
+# that batch.  The writer is already running when the replica is cut
+# off: one that reads the slot map after the cluster has flagged the
+# frozen replica failing (a second or two) sees no replica in CLUSTER
+# SLOTS and does not WAIT at all: a failover like this one then loses
+# records it has reported.
+@test "a failover that loses writes a replica never got: the writer whose WAIT fell short stopped (exit 1) without reporting them; nothing lost, nothing written twice" {
+	local S="$BATS_FILE_TMPDIR/stream" n half db ns master replica rpid
+	local wpid feed cut t0 t1 st1 stuck=0 killed=0 takeover role
+	local w0 w1 seqcut seq1 seq2 repeats i
+
+	cluster_whole
+	n="$(wc -l <"$S")"
+	half=$((n / 2))
+	head -n "$half" "$S" >half1
+	tail -n +"$((half + 1))" "$S" >half2
+	# The second half comes in two parts: 200 records (4 batches of 50)
+	# before the replica is cut off, the rest after.
+	head -n 200 half2 >b1
+	tail -n +201 half2 >b2
+	# The clean run: the whole stream, in the same order, on LMDB; and
+	# what it writes of each part.
+	mhrun -f tsv -d "$(fresh lmdb)" "$S"
+	assert_status 0
+	cp "$T/out" clean
+	part() { awk -F'\t' 'NR == FNR { in1[$1] = 1; next } $1 in in1' "$1" clean; }
+	part half1 >clean1
+	part half2 >clean2
+	part b1 >cleanb1
+	[ -s clean1 ] && [ -s cleanb1 ] || fail "a part with nothing unique"
+	db="$(fresh cluster)"
+	ns="${db##*/}"
+	# The master of the namespace's own keys (the counter, tickets,
+	# delivery marks), and its replica.
+	master="$(redis_master_of_slot "$(redis_cli_any cluster keyslot "{$ns}:seq")")"
+	[ -n "$master" ] || fail "no master for {$ns}:seq"
+	replica="$(timeout 10 redis-cli -p "$master" info replication |
+	    tr -d '\r' | sed -n 's/^slave0:.*,port=\([0-9]*\),.*/\1/p')"
+	[ -n "$replica" ] || fail "master $master has no replica" \
+	    "$(redis_cli_any cluster nodes)"
+	rpid="$(redis_pid "$replica")"
+
+	# The first half, the replica up: written as a clean run writes it,
+	# every batch WAITed for on the master.
+	w0="$(waits_on "$master")"
+	mhrun -f tsv -d "$db" --batch 50 half1
+	assert_status 0
+	cp "$T/out" outA
+	cmp clean1 outA
+	w1="$(waits_on "$master")"
+	[ "$w1" -gt "$w0" ] || fail "no WAIT on master $master ($w0, then $w1)"
+
+	# The second half, fed through a fifo: the first 200 records, then
+	# a wait until their verdicts are all written (the writer is idle,
+	# waiting for input).
+	cluster_whole
+	mkfifo inB
+	"$MHFILTER" -f tsv -d "$db" --batch 50 --stats <inB >outB 2>errB &
+	wpid=$!
+	BG_PIDS+=("$wpid")
+	exec {feed}>inB
+	cat b1 >&"$feed"
+	wait_lines outB 30 "$(wc -l <cleanb1)"
+	# ... and the delivery marks of those written committed (in a
+	# commit of their own, the writer having nothing else to do), and
+	# on the replica: no write of the writer's is in flight.
+	for i in $(seq 200); do
+		[ "$(ranges_of "$db")" = 0 ] && caught_up "$master" && break
+		sleep 0.05
+	done
+	[ "$(ranges_of "$db")" = 0 ] && caught_up "$master" ||
+	    fail "$(ranges_of "$db") ranges undelivered" \
+	    "$(timeout 5 redis-cli -p "$master" info replication)"
+	kill -0 "$wpid" || fail "the writer ended" "$(cat errB)"
+	# The replica frozen, then its link from the master cut, so that it
+	# cannot reconnect (it would at once): nothing the master is given
+	# from here on reaches it (a frozen replica alone would read it all
+	# from its socket when thawed).  Then the rest of the input: the
+	# next batch's first write is not replicated, its WAIT falls short
+	# (2 s), the writer stops.  Nothing here may end the test until the
+	# replica is thawed.
+	kill -STOP "$rpid"
+	cut="$(timeout 5 redis-cli -p "$master" client kill type replica 2>&1)" || true
+	seqcut="$(timeout 5 redis-cli -p "$master" GET "{$ns}:seq" 2>&1)" || true
+	t0="$(date +%s%N)"
+	{ cat b2 >&"$feed"; } 2>/dev/null 3>&- &
+	BG_PIDS+=("$!")
+	exec {feed}>&-
+	wait_exit "$wpid" 30 || stuck=1
+	st1="$status"
+	t1="$(date +%s%N)"
+	seq1="$(timeout 5 redis-cli -p "$master" GET "{$ns}:seq" 2>&1)" || true
+	# The master dies with those writes; the replica, thawed, takes over
+	# without them.
+	redis_kill_port "$master" || killed=1
+	kill -CONT "$rpid"
+	takeover="$(timeout 10 redis-cli -p "$replica" cluster failover takeover 2>&1)" || true
+
+	[ "$cut" = 1 ] || fail "CLIENT KILL TYPE replica on $master: $cut"
+	[ "$stuck" -eq 0 ] || fail "the writer still runs with its replica cut off" "$(cat errB)"
+	[ "$killed" -eq 0 ] || fail "master $master would not die"
+	[ "$st1" -eq 1 ] || fail "the writer cut off from its replica: status $st1" "$(cat errB)"
+	grep -q "redis 127.0.0.1:$master: write reached 0 of 1 replicas" errB ||
+	    fail "$(cat errB)"
+	[ $(((t1 - t0) / 1000000)) -lt 15000 ] ||
+	    fail "it took $(((t1 - t0) / 1000000)) ms to stop"
+	# Nothing of the failed batch was reported: the output is exactly
+	# the clean run's of the first 200 records.
+	cmp cleanb1 outB
+	for i in $(seq 200); do
+		role="$(timeout 5 redis-cli -p "$replica" role 2>/dev/null | head -n 1)"
+		[ "$role" = master ] && break
+		sleep 0.05
+	done
+	[ "$role" = master ] || fail "replica $replica did not take over: $takeover"
+	redis_wait_ok
+	# The writes were lost: the counter is back to what it was when the
+	# replica was cut off.
+	seq2="$(timeout 10 redis-cli -p "$replica" GET "{$ns}:seq")"
+	[ "$seq2" = "$seqcut" ] && [ "$seq1" -gt "$seqcut" ] ||
+	    fail "{$ns}:seq $seqcut when cut off, $seq1 when killed, $seq2 after the takeover"
+	# The second half again, the new master alone (its old master is
+	# dead): everything the failed run did not write, and a warning that
+	# its writes are not confirmed on a replica.
+	mhrun -f tsv -d "$db" --batch 50 --stats half2
+	assert_status 0
+	cp "$T/out" outC
+	grep -q "redis 127.0.0.1:$replica: has no replica: writes to it are not confirmed" "$T/err" ||
+	    fail "no warning of the master alone" "$(cat "$T/err")"
+	# The old master back, as its replica's replica.
+	cluster_whole
+	# Nothing lost: every record of the clean run in some output, and
+	# none other.
+	sort -u outA outB outC | cmp - <(sort clean) ||
+	    fail "$(comm -23 <(sort clean) <(sort -u outA outB outC) | wc -l) records missing," \
+	    "$(comm -13 <(sort clean) <(sort -u outA outB outC) | wc -l) not in the clean run"
+	repeats="$(cat outA outB outC | cut -f1 | sort | uniq -d | wc -l)"
+	echo "# written: $(wc -l <outA) by the first half, $(wc -l <outB) before the WAIT fell short ($(((t1 - t0) / 1000000)) ms to stop), $(wc -l <outC) by the rerun ($(stat_of replayed) replays); $(wc -l <clean) by a clean run; $repeats twice; {$ns}:seq $seqcut when cut off, $seq1 when killed, $seq2 after the takeover" >&3
+	[ "$repeats" -eq 0 ] || fail "$repeats written twice"
+	# Everything is marked: the whole stream again writes nothing.
+	mhrun -f tsv -d "$db" --stats "$S"
+	assert_status 0
+	[ ! -s "$T/out" ] || fail "$(wc -l <"$T/out") written again"
+	assert_stat seen "$n"
 }

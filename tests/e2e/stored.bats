@@ -144,7 +144,7 @@ kat:b:c1fa0215f2309722 "\x00\x00\x00\x00\x00\x00\x00\x02"
 kat:d:1 "K\x02\x01\x00\x00\x05\x00\x00\x00\x00\x00\x00\x00eS\xf1\x00\xbe\n\xbe\n\xbe\n\x92\x1b\xde\x8c\x92\x1b\x92\x1b\xbe\ndoc-1\x00\x00short text"
 kat:d:2 "K\x02\x01\x00\x00\x05\x00\x00\x00\x00\x00\x00\x00eS\xf1\x01\xf5\x04\xb8PH\x17\xf7K\n\x03\x8a\x8d\xad\x04$Mdoc-2\x02\x00n\x00\x00\x00\xf0\x10the quick brown fox jumps over \x1f\x00\x91lazy dog;\x0e\x00\x0f-\x00%P fox."
 {kat}:docs "2"
-{kat}:meta "format=4\nscheme=2 xxh3-oph16-dens-v2\nperms=8\nbands=4\nrows=2\nshingle=5\nunit=char\nnormalize=casefold,nfkc,space\nseed=42\ntexts=1\nverify=0\nthreshold=0.80000000000000004\ncreated=NOW\n"
+{kat}:meta "format=5\nscheme=2 xxh3-oph16-dens-v2\nperms=8\nbands=4\nrows=2\nshingle=5\nunit=char\nnormalize=casefold,nfkc,space\nseed=42\ntexts=1\nverify=0\nthreshold=0.80000000000000004\ncreated=NOW\n"
 {kat}:order "1"
 {kat}:seq "2"
 EOF

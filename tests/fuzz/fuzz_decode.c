@@ -24,7 +24,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct buf	 out = { 0 };
 	struct u64vec	 found = { 0 };
 	struct bentry	 e;
-	uint64_t	 key = 0;
+	uint64_t	 key = 0, group;
 	size_t		 i, n;
 	unsigned	 k;
 	int		 state;
@@ -41,7 +41,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		break;
 	case 2:
 		rval_decode((const char *)data + 2, size - 2, k, sig, &d,
-		    &state);
+		    &state, &group);
 		break;
 	case 3:
 		for (i = 0; i < 8 && i + 2 < size; i++)

@@ -436,8 +436,9 @@ test_redis(void **state)
 	static const uint32_t sig[8] = { 0x0abe, 0x0abe, 0x0abe, 0x1b92,
 	    0x8cde, 0x1b92, 0x1b92, 0x0abe };
 	struct textenc	*te = textenc_create();
-	struct buf	 k = { 0 }, v = { 0 }, enc = { 0 };
+	struct buf	 k = { 0 }, v = { 0 }, enc = { 0 }, kept = { 0 };
 	struct docinfo	 d;
+	uint64_t	 group;
 	uint32_t	 got[8];
 	int		 st;
 
@@ -461,21 +462,46 @@ test_redis(void **state)
 	assert_true(rkey_docid("kit:d:12", 8, "kat") == 0);
 	assert_true(rkey_docid("kat:d:", 6, "kat") == 0);
 
-	/* Written pending, then marked kept with its flags. */
+	/* Written pending, then kept with its flags. */
 	textenc_encode(te, "short text", 10, 0, &enc);
 	rval_encode(&v, RVAL_PENDING, 8, sig, "doc-1", 5, 0, 1700000000,
 	    enc.data, enc.len);
 	assert_int_equal(v.len, sizeof want - 1);
 	assert_int_equal(v.data[0], 'P');
-	rval_mark(v.data, RVAL_KEPT, DOC_UNIQUE);
-	assert_memory_equal(v.data, want, sizeof want - 1);
-	assert_int_equal(rval_decode(want, sizeof want - 1, 8, got, &d, &st),
-	    1 + DOC_HEADER + 16 + 5);
+	kept.len = 0;
+	rval_keep(&kept, v.data, v.len, DOC_UNIQUE, 0);
+	assert_int_equal(kept.len, sizeof want - 1);
+	assert_memory_equal(kept.data, want, sizeof want - 1);
+	assert_int_equal(rval_decode(want, sizeof want - 1, 8, got, &d, &st,
+	    &group), 1 + DOC_HEADER + 16 + 5);
 	assert_int_equal(st, RVAL_KEPT);
+	assert_true(group == 0);
 	assert_memory_equal(got, sig, sizeof sig);
 	assert_int_equal(d.flags, DOC_UNIQUE);
-	assert_int_equal(rval_decode("X", 1, 8, got, &d, &st), 0);
-	assert_int_equal(rval_decode(want, 20, 8, got, &d, &st), 0);
+	assert_int_equal(rval_decode("X", 1, 8, got, &d, &st, NULL), 0);
+	assert_int_equal(rval_decode(want, 20, 8, got, &d, &st, NULL), 0);
+
+	/*
+	 * Kept in the group of document 0x0102030405060708 (layout 5):
+	 * 'G', the number, then the record and text as before; flags -1
+	 * leave the record's as they are.
+	 */
+	kept.len = 0;
+	rval_keep(&kept, want, sizeof want - 1, -1, 0x0102030405060708ULL);
+	assert_int_equal(kept.len, sizeof want - 1 + 8);
+	assert_memory_equal(kept.data, "G\x01\x02\x03\x04\x05\x06\x07\x08", 9);
+	assert_memory_equal(kept.data + 9, want + 1, sizeof want - 2);
+	assert_int_equal(rval_decode(kept.data, kept.len, 8, got, &d, &st,
+	    &group), 9 + DOC_HEADER + 16 + 5);
+	assert_int_equal(st, RVAL_KEPT);
+	assert_true(group == 0x0102030405060708ULL);
+	assert_int_equal(d.flags, DOC_UNIQUE);
+	assert_int_equal(d.idlen, 5);
+	/* Cut inside the number, and a group 0: corrupt. */
+	assert_int_equal(rval_decode(kept.data, 8, 8, got, &d, &st, NULL), 0);
+	memset(kept.data + 1, 0, 8);
+	assert_int_equal(rval_decode(kept.data, kept.len, 8, got, &d, &st,
+	    NULL), 0);
 
 	/* Without a text (--verify signature): the record alone. */
 	v.len = 0;
@@ -486,6 +512,7 @@ test_redis(void **state)
 	textenc_free(te);
 	buf_free(&k);
 	buf_free(&v);
+	buf_free(&kept);
 	buf_free(&enc);
 }
 
