@@ -13,8 +13,10 @@
  *               order of documents;
  *   {NS}:floor  documents below it were expired by --max-docs;
  *   {NS}:docs   documents kept, roughly (see redis_stats);
- *   NS:d:N      document N (rval_encode): a state byte ('P' pending, 'K'
- *               kept), the document record, the encoded text;
+ *   NS:d:N      document N (rval_encode): a state byte ('K' kept, 'G'
+ *               kept in an earlier document's group, whose number
+ *               follows), the document record, the encoded text; or 'P'
+ *               alone, pending (layout 4 wrote the record after it);
  *   NS:b:HEX    a band bucket: the numbers of the documents under band key
  *               HEX, 8 bytes big-endian each, in the order they came.
  *   {NS}:undelivered
@@ -32,8 +34,9 @@
  * A batch, in round trips (each one pipelined to every node at once):
  *
  *   1. INCRBY {NS}:seq: the batch's document numbers;
- *   2. SET NS:d:N for each record, state 'P' (pending), with a one-hour
- *      expiry so that a crashed writer's records go away; GET
+ *   2. SET NS:d:N for each record to 'P' (pending: the state byte
+ *      alone, all that others read of it), with a one-hour expiry so
+ *      that a crashed writer's records go away; GET
  *      {NS}:order, the last ticket given so far;
  *   3. per band key APPEND our number; then, in one round trip, the
  *      batch's ticket (ticket_script) and GET of the buckets that held
@@ -492,13 +495,16 @@ fetch_docs(struct redis *r, const uint64_t *ids, size_t n, char **cause)
 		rp = cluster_reply(r->c, i);
 		if (rp->type == REDIS_REPLY_NIL)
 			cache_add(r, ids[i], ST_GONE, NULL, 0);
-		else if (rp->type == REDIS_REPLY_STRING && rp->len > 1 &&
+		else if (rp->type == REDIS_REPLY_STRING && rp->len >= 1 &&
 		    rp->str[0] == ST_PENDING && (d = cache_find(r,
 		    ids[i])) != NULL && d->state == ST_PENDING)
 			continue;	/* polled again: nothing new */
+		else if (rp->type == REDIS_REPLY_STRING && rp->len >= 1 &&
+		    rp->str[0] == ST_PENDING)
+			cache_add(r, ids[i], ST_PENDING, rp->str, rp->len);
 		else if (rp->type == REDIS_REPLY_STRING && rp->len > 1 &&
-		    (rp->str[0] == ST_PENDING || rp->str[0] == ST_KEPT))
-			cache_add(r, ids[i], rp->str[0], rp->str, rp->len);
+		    rp->str[0] == ST_KEPT)
+			cache_add(r, ids[i], ST_KEPT, rp->str, rp->len);
 		else if (rp->type == REDIS_REPLY_STRING && rp->len > 9 &&
 		    rp->str[0] == RVAL_GROUPED)
 			cache_add(r, ids[i], ST_KEPT, rp->str, rp->len);
@@ -542,14 +548,18 @@ write_pending(struct redis *r, const struct ixdoc *docs, size_t n,
 		}
 		r->own[r->nown++] = i;
 		s->docid = docid++;
+		/*
+		 * The whole value stays in the cache for the commit; Redis
+		 * gets the state byte alone, all that others read of a
+		 * pending document.
+		 */
 		slot_value(r, &docs[i], s->time, &r->val);
 		cache_add(r, s->docid, ST_PENDING, r->val.data, r->val.len);
 		doc_key(r, s->docid, &r->key);
 		{
 			const char	*argv[5] = { "SET", r->key.data,
 					    r->val.data, "EX", "3600" };
-			size_t		 len[5] = { 3, r->key.len, r->val.len,
-					    2, 4 };
+			size_t		 len[5] = { 3, r->key.len, 1, 2, 4 };
 
 			cluster_queue(r->c, r->key.data, r->key.len, 5, argv,
 			    len);

@@ -412,18 +412,19 @@ scan_doc(struct redis *r, uint64_t docid, const char *v, size_t len,
 	if (docid > ns->seq)
 		problem(ns, "document %" PRIu64 ": numbered past {%s}:seq "
 		    "(%" PRIu64 ")", docid, r->ns, ns->seq);
+	/* Pending: the state byte alone (layout 4: and the record). */
+	if (v != NULL && len >= 1 && v[0] == ST_PENDING) {
+		u64vec_push(&ns->pending, docid);
+		return (0);
+	}
 	if (v == NULL || (n = rval_decode(v, len, r->base.p.perms, r->sig,
-	    &d, &state, &group)) == 0) {
+	    &d, &state, &group)) == 0 || state != ST_KEPT) {
 		problem(ns, "document %" PRIu64 ": corrupt record", docid);
 		return (0);
 	}
 	if (group >= docid)
 		problem(ns, "document %" PRIu64 ": its group (%" PRIu64 ") is "
 		    "not an earlier document", docid, group);
-	if (state == ST_PENDING) {
-		u64vec_push(&ns->pending, docid);
-		return (0);
-	}
 	in->docs++;
 	in->docs_bytes += n;
 	in->texts_bytes += len - n;
