@@ -159,6 +159,7 @@ mstats_pipeline(struct mstats *st, struct pipeline *p, double secs)
 			T("roundtrips_per_record", (double)is.roundtrips /
 			    (ct->records ? ct->records : 1), 4);
 			T("index_rereads", is.rereads, 0);
+			T("index_reread_buckets", is.reread, 0);
 			T("index_waits", is.waits, 0);
 		}
 	}

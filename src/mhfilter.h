@@ -582,8 +582,9 @@ struct index_stats {
 	uint64_t	 band_entries;
 	uint64_t	 size;
 	uint64_t	 roundtrips;	/* to a server (Redis), 0 for LMDB */
-	uint64_t	 rereads;	/* batches that read every bucket again
+	uint64_t	 rereads;	/* batches that read buckets again
 					   after another's ticket (Redis) */
+	uint64_t	 reread;	/* ... the buckets they read again */
 	uint64_t	 waits;		/* candidates waited for (Redis) */
 };
 

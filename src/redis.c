@@ -26,7 +26,10 @@
  *   {NS}:order  the last ticket given (layout 4; see Concurrency);
  *   {NS}:tickets
  *               the tickets of recent batches: a sorted set of members
- *               FIRST:END:TICKET:TIME scored by FIRST.
+ *               FIRST:END:TICKET:TIME scored by FIRST;
+ *   {NS}:filters
+ *               the filters of the last FILTER_KEEP tickets' band keys
+ *               (layout 5): a hash, ticket -> Bloom filter.
  *
  * The {NS} keys share one hash slot; documents and buckets spread over all
  * of them, so the work spreads over the masters.
@@ -39,10 +42,12 @@
  *      that a crashed writer's records go away; GET
  *      {NS}:order, the last ticket given so far;
  *   3. per band key APPEND our number; then, in one round trip, the
- *      batch's ticket (ticket_script) and GET of the buckets that held
- *      more than our entry after our APPEND; and if a ticket was given
- *      between our GET of {NS}:order and ours, GET of every bucket, in a
- *      round trip of its own;
+ *      batch's ticket (ticket_script, with a filter of the batch's band
+ *      keys) and GET of the buckets that held more than our entry after
+ *      our APPEND; and if tickets were given between our GET of
+ *      {NS}:order and ours, in a round trip of its own, GET of those
+ *      buckets again and of the ones their filters may hold (every
+ *      bucket, when a filter is missing or there are many);
  *   4. GET the candidates' records; the tickets of those still pending;
  *      wait (polling, bounded) for those with a smaller ticket than ours
  *      to be decided;
@@ -61,7 +66,9 @@
  * Either the other batch's ticket was given before we read {NS}:order,
  * so its APPENDs were done before ours and our APPEND's reply (the
  * bucket's length) shows them; or it was given between that and our
- * ticket, and we read every bucket again after our ticket.  A pending
+ * ticket, and we read again after our ticket every bucket that its
+ * filter (a Bloom filter of its band keys: no false negatives) may hold,
+ * and every one we had read.  A pending
  * candidate with a smaller ticket is waited for (waits go to smaller
  * tickets only, so they cannot form a cycle); one with a larger ticket,
  * or none yet (lookup_tickets; it is read again first, in case it was
@@ -106,6 +113,10 @@
 #define BUCKET_MAX	1024	/* entries read from one band bucket */
 #define TICKET_LATER	UINT64_MAX	/* a batch with no ticket yet */
 #define TICKET_AGE	3600		/* seconds a dead writer's ticket stays */
+#define FILTER_BITS	16	/* a ticket's filter: bits a band key, */
+#define FILTER_MAXBITS	(1U << 22)	/* at most (else none: read all) */
+#define FILTER_KEEP	64	/* tickets whose filters are kept */
+#define FILTER_MAX	32	/* filters read; more tickets: read all */
 #define LATER_TOKEN	(1ULL << 63)	/* an unprepared insertion's number,
 					   before it has one (redis_insert) */
 
@@ -129,7 +140,12 @@ static const char remove_script[] =
  * it the next ticket ({NS}:order, KEYS[1]) and record it in KEYS[2]
  * ({NS}:tickets), member FIRST:END:TICKET:TIME scored FIRST, at once, so
  * that a ticket is visible from the moment it exists.  Tickets older than
- * ARGV[4] (seconds, ARGV[3] being now) go: their writers died.
+ * ARGV[4] (seconds, ARGV[3] being now) go: their writers died.  ARGV[6]
+ * is the filter of the batch's band keys (batch_filter; empty: none),
+ * kept in KEYS[3] ({NS}:filters) under the ticket for the next
+ * FILTER_KEEP tickets.  Returns the ticket, the number of tickets given
+ * since ARGV[5] (the last one the batch read before its appends) and, if
+ * there are FILTER_MAX or fewer, their filters ("" for one not kept).
  */
 static const char ticket_script[] =
     "local t = redis.call('INCRBY', KEYS[1], 1)\n"
@@ -142,7 +158,19 @@ static const char ticket_script[] =
     "redis.call('ZADD', KEYS[2], ARGV[1],\n"
     "  ARGV[1] .. ':' .. ARGV[2] .. ':' .. string.format('%d', t) .. ':' ..\n"
     "  ARGV[3])\n"
-    "return t\n";
+    "if ARGV[6] ~= '' then\n"
+    "  redis.call('HSET', KEYS[3], string.format('%d', t), ARGV[6])\n"
+    "end\n"
+    "redis.call('HDEL', KEYS[3], string.format('%d', t - ARGV[7]))\n"
+    "local o = tonumber(ARGV[5])\n"
+    "local out = { t, t - 1 - o }\n"
+    "if t - 1 - o <= tonumber(ARGV[8]) then\n"
+    "  for i = o + 1, t - 1 do\n"
+    "    out[#out + 1] = redis.call('HGET', KEYS[3],\n"
+    "      string.format('%d', i)) or ''\n"
+    "  end\n"
+    "end\n"
+    "return out\n";
 
 /* A record of the prepared batch. */
 struct rslot {
@@ -615,50 +643,171 @@ take_bucket(struct redis *r, const struct rslot *s, const redisReply *rp,
 	return (0);
 }
 
+/* Bit t (0 to 2) of band key k in a filter of bits bits (a power of 2). */
+static uint64_t
+filter_bit(uint64_t k, unsigned t, uint64_t bits)
+{
+	static const uint64_t	 mul[3] = { 1, 0x9e3779b97f4a7c15ULL,
+				    0xc2b2ae3d27d4eb4fULL };
+
+	return (((k << (21 * t)) | (k >> (64 - 21 * t) % 64)) * mul[t] &
+	    (bits - 1));
+}
+
+static void
+set_bit(struct buf *f, uint64_t i)
+{
+	f->data[i / 8] |= (char)(1 << (i % 8));
+}
+
+static int
+get_bit(const char *f, uint64_t i)
+{
+	return ((f[i / 8] >> (i % 8)) & 1);
+}
+
 /*
- * Round 3b: queue the batch's ticket (ticket_script), to be sent once
- * every entry of the batch is appended; ticket_reply reads it.
+ * The filter of the batch's band keys for its ticket: a Bloom filter of
+ * FILTER_BITS bits a key (a power of two), three bits a key, out of the
+ * key itself (band keys are hashes already).  Another batch that took its
+ * ticket while this one was appending reads again only the buckets whose
+ * keys the filter may hold.  Empty when the batch is too big for one.
  */
 static void
-queue_ticket(struct redis *r)
+batch_filter(struct redis *r, size_t n, struct buf *f)
 {
-	struct buf	 k2 = { 0 };
-	char		 f[24], e[24], now[24], age[24];
-	const char	*argv[9];
-	size_t		 len[9];
+	struct rslot	*s;
+	uint64_t	 bits = 64;
+	unsigned	 b = r->base.p.bands, j, t;
+	size_t		 i;
+
+	f->len = 0;
+	while (bits < (uint64_t)r->nown * b * FILTER_BITS)
+		bits *= 2;
+	if (bits > FILTER_MAXBITS)
+		return;
+	buf_reserve(f, bits / 8);
+	memset(f->data, 0, bits / 8);
+	f->len = bits / 8;
+	for (i = 0; i < n; i++) {
+		s = &r->slots[i];
+		if (s->docid == 0)
+			continue;
+		for (j = 0; j < b; j++)
+			for (t = 0; t < 3; t++)
+				set_bit(f, filter_bit(s->keys[j], t, bits));
+	}
+}
+
+/*
+ * Round 3b: queue the batch's ticket (ticket_script) with its filter, to
+ * be sent once every entry of the batch is appended; ticket_reply reads
+ * it.
+ */
+static void
+queue_ticket(struct redis *r, size_t n)
+{
+	struct buf	 k2 = { 0 }, k3 = { 0 }, f = { 0 };
+	char		 fi[24], e[24], now[24], age[24], o[24], keep[8],
+			 max[8];
+	const char	*argv[14];
+	size_t		 len[14];
 	int		 i;
 
 	ns_key(r, "order", &r->key);
 	rkey_ns(&k2, r->ns, "tickets");
-	snprintf(f, sizeof f, "%" PRIu64, r->first_doc);
+	rkey_ns(&k3, r->ns, "filters");
+	batch_filter(r, n, &f);
+	snprintf(fi, sizeof fi, "%" PRIu64, r->first_doc);
 	snprintf(e, sizeof e, "%" PRIu64, r->first_doc + r->nown);
 	snprintf(now, sizeof now, "%lld", (long long)time(NULL));
 	snprintf(age, sizeof age, "%d", TICKET_AGE);
+	snprintf(o, sizeof o, "%" PRIu64, r->order0);
+	snprintf(keep, sizeof keep, "%d", FILTER_KEEP);
+	snprintf(max, sizeof max, "%d", FILTER_MAX);
 	argv[0] = "EVAL";
 	argv[1] = ticket_script;
-	argv[2] = "2";
+	argv[2] = "3";
 	argv[3] = r->key.data;
 	argv[4] = k2.data;
-	argv[5] = f;
-	argv[6] = e;
-	argv[7] = now;
-	argv[8] = age;
+	argv[5] = k3.data;
+	argv[6] = fi;
+	argv[7] = e;
+	argv[8] = now;
+	argv[9] = age;
+	argv[10] = o;
+	argv[11] = f.data != NULL ? f.data : "";
+	argv[12] = keep;
+	argv[13] = max;
+	for (i = 0; i < 14; i++)
+		len[i] = strlen(argv[i]);
 	len[3] = r->key.len;
 	len[4] = k2.len;
-	for (i = 0; i < 9; i++)
-		if (i != 3 && i != 4)
-			len[i] = strlen(argv[i]);
-	cluster_queue(r->c, r->key.data, r->key.len, 9, argv, len);
+	len[5] = k3.len;
+	len[11] = f.len;
+	cluster_queue(r->c, r->key.data, r->key.len, 14, argv, len);
 	buf_free(&k2);
+	buf_free(&k3);
+	buf_free(&f);
 }
 
-/* The reply to queue_ticket: r->ticket. */
+/*
+ * The reply to queue_ticket: r->ticket, and into need (one byte a bucket
+ * of the batch, as read_buckets numbers them) the buckets to read again
+ * after it: none when no ticket was given since the batch read the
+ * order, those the given tickets' filters may hold, or every one when a
+ * filter is missing or there are too many.  *all says the last.
+ */
 static int
-ticket_reply(struct redis *r, const redisReply *rp, char **cause)
+ticket_reply(struct redis *r, const redisReply *rp, size_t n,
+    unsigned char *need, size_t nneed, int *all, char **cause)
 {
-	if (rp == NULL || rp->type != REDIS_REPLY_INTEGER || rp->integer <= 0)
+	const redisReply *f;
+	struct rslot	*s;
+	uint64_t	 bits;
+	unsigned	 b = r->base.p.bands, j, t;
+	size_t		 i, k, x;
+
+	/* ACL refusals name only the script's line: name its commands. */
+	if (rp != NULL && rp->type == REDIS_REPLY_ERROR &&
+	    strstr(rp->str, "can't run this command") != NULL)
+		return (reply_error(r, rp, "ticket (a script of INCRBY, "
+		    "ZRANGE, ZREM, ZADD, HSET, HGET and HDEL)", cause));
+	if (rp == NULL || rp->type != REDIS_REPLY_ARRAY || rp->elements < 2 ||
+	    rp->element[0]->type != REDIS_REPLY_INTEGER ||
+	    rp->element[0]->integer <= 0 ||
+	    rp->element[1]->type != REDIS_REPLY_INTEGER)
 		return (reply_error(r, rp, "ticket", cause));
-	r->ticket = (uint64_t)rp->integer;
+	r->ticket = (uint64_t)rp->element[0]->integer;
+	*all = 0;
+	if (rp->element[1]->integer <= 0)
+		return (0);
+	*all = rp->elements != 2 + (size_t)rp->element[1]->integer;
+	for (x = 2; x < rp->elements && !*all; x++) {
+		f = rp->element[x];
+		if (f->type != REDIS_REPLY_STRING || f->len < 8 ||
+		    (f->len & (f->len - 1)) != 0)
+			*all = 1;
+	}
+	if (*all)
+		return (0);
+	for (x = 2; x < rp->elements; x++) {
+		f = rp->element[x];
+		bits = (uint64_t)f->len * 8;
+		for (i = k = 0; i < n; i++) {
+			s = &r->slots[i];
+			if (s->docid == 0)
+				continue;
+			for (j = 0; j < b && k < nneed; j++, k++) {
+				for (t = 0; t < 3; t++)
+					if (!get_bit(f->str, filter_bit(
+					    s->keys[j], t, bits)))
+						break;
+				if (t == 3)
+					need[k] = 1;
+			}
+		}
+	}
 	return (0);
 }
 
@@ -758,9 +907,9 @@ read_buckets(struct redis *r, size_t n, char **cause)
 	struct rslot	*s;
 	struct u64vec	 scratch = { 0 };
 	unsigned	 b = r->base.p.bands, j;
-	unsigned char	 be[8], *need = NULL;
-	size_t		 i, k, q = 0;
-	int		 rdonly = r->base.flags & INDEX_RDONLY, rc = 0;
+	unsigned char	 be[8], *need = NULL, *again = NULL;
+	size_t		 i, k, q = 0, nk = 0;
+	int		 rdonly = r->base.flags & INDEX_RDONLY, rc = 0, all = 1;
 
 	if (!rdonly) {
 		for (i = 0; i < n; i++) {
@@ -794,36 +943,52 @@ read_buckets(struct redis *r, size_t n, char **cause)
 		 * ours, and our APPEND's reply showed them).
 		 */
 		if (r->nown != 0) {
-			queue_ticket(r);
+			queue_ticket(r, n);
 			q = 1;
 		}
+		nk = k;
 	}
 	queue_buckets(r, n, need);
 	if (cluster_queued(r->c) != 0 && cluster_exec(r->c, cause) != 0) {
 		free(need);
 		return (redis_fail(r, cause));
 	}
-	if (q != 0 && (rc = ticket_reply(r, cluster_reply(r->c, 0),
-	    cause)) != 0) {
-		free(need);
-		return (rc);
+	if (q != 0) {
+		again = xcalloc(nk + 1, 1);
+		if ((rc = ticket_reply(r, cluster_reply(r->c, 0), n, again, nk,
+		    &all, cause)) != 0) {
+			free(again);
+			free(need);
+			return (rc);
+		}
 	}
 	/*
 	 * Tickets given between our reading of the order and ours: those
 	 * batches may have appended after we did, and the reads above may
-	 * have run before our ticket, so every bucket is read again, now
-	 * that it is given.
+	 * have run before our ticket, so the buckets that their filters
+	 * may hold (or every one, if a filter is missing), and those read
+	 * above, are read again, now that our ticket is given.
 	 */
 	if (r->ticket > r->order0 + 1) {
 		r->rereads++;
 		cluster_reset(r->c);
-		free(need);
-		need = NULL;
+		for (k = 0; k < nk && !all; k++)
+			need[k] |= again[k];
+		if (all) {
+			free(need);
+			need = NULL;
+		}
 		q = 0;
-		queue_buckets(r, n, NULL);
-		if (cluster_exec(r->c, cause) != 0)
+		queue_buckets(r, n, need);
+		r->reread += cluster_queued(r->c);
+		if (cluster_queued(r->c) != 0 &&
+		    cluster_exec(r->c, cause) != 0) {
+			free(again);
+			free(need);
 			return (redis_fail(r, cause));
+		}
 	}
+	free(again);
 	for (i = k = 0; i < n && rc == 0; i++) {
 		s = &r->slots[i];
 		if (s->docid == 0)

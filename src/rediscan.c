@@ -59,6 +59,7 @@ redis_stats(struct index *base, struct index_stats *st, char **cause)
 	st->docs = docs;
 	st->roundtrips = cluster_roundtrips(r->c);
 	st->rereads = r->rereads;
+	st->reread = r->reread;
 	st->waits = r->waits;
 	return (0);
 }

@@ -50,7 +50,8 @@ struct redis {
 	uint32_t	*sig;
 	struct buf	 key, val;	/* scratch */
 	uint64_t	 waits;		/* pending candidates waited for */
-	uint64_t	 rereads;	/* batches that read every bucket again */
+	uint64_t	 rereads;	/* batches that read buckets again */
+	uint64_t	 reread;	/* ... the buckets they read again */
 	uint64_t	 timeouts;	/* ... in vain */
 	uint64_t	 ticket;	/* the batch's place in the order of
 					   appends, or 0 (top of redis.c) */

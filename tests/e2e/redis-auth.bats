@@ -89,14 +89,36 @@ refused() {
 	[ -z "$(keys_of daemon)" ] || fail "keys written:" "$(keys_of daemon)"
 }
 
+# The commands of Redis layout 3 (for an ACL user), and those layout 4
+# added.
+L3_CMDS=(+get +getrange +strlen +exists +ttl +set +append +incrby +del
+    +eval +scan +dbsize +info +ping +role +wait +asking '+cluster|slots')
+L4_CMDS=("${L3_CMDS[@]}" +zadd +zrange +zrem +zremrangebyscore
+    '+client|setname' '+client|list')
+
+# ACL user $1 (password $1-pw, keys of namespace $1) with the commands
+# "${@:2}" runs the stream: its first batch fails (exit 1), nothing is
+# written and no document or bucket is left.  Its stderr is in $T/err.
+refused_layout() {
+	local u="$1"
+
+	shift
+	[ "$(rcli acl setuser "$u" on ">$u-pw" "~$u:*" "~{$u}:*" "$@")" = OK ]
+	printf '%s %s-pw\n' "$u" "$u" >"$u"
+	chmod 600 "$u"
+	mhrun -f tsv -d "redis://$REDIS_SINGLE/$u?timeout=20" \
+	    --redis-password-file "$u" <"$S"
+	assert_status 1
+	[ ! -s "$T/out" ] || fail "records written: $(head -3 "$T/out")"
+	[ -z "$(rcli --scan --pattern "$u:*")" ] ||
+	    fail "keys left:" "$(rcli --scan --pattern "$u:*" | head)"
+}
+
 @test "an ACL user: 'user password' works; a wrong password or a user without the commands fails" {
 	S="$BATS_FILE_TMPDIR/stream"
 	# The commands and keys of mhfilter(1)'s example, namespace acl.
 	[ "$(rcli acl setuser mhf on '>acl-pw-1' '~acl:*' '~{acl}:*' \
-	    +get +getrange +strlen +exists +ttl +set +append +incrby +del \
-	    +eval +scan +dbsize +info +ping +role +wait +asking \
-	    '+cluster|slots' +zadd +zrange +zrem +zremrangebyscore \
-	    '+client|setname' '+client|list')" = OK ]
+	    "${L4_CMDS[@]}" +hset +hget +hdel)" = OK ]
 	[ "$(rcli acl setuser weak on '>acl-pw-2' '~*' '+get')" = OK ]
 	printf 'mhf acl-pw-1\n' >good
 	printf 'mhf acl-pw-9\n' >bad
@@ -110,20 +132,14 @@ refused() {
 	refused aclbad bad acl-pw-9 "authentication failed for user mhf"
 	refused aclweak weak acl-pw-2 NOPERM
 	# The commands of layout 3 alone (no delivery marks): the first
-	# commit fails, naming what is missing; nothing is written or kept.
-	[ "$(rcli acl setuser old on '>acl-pw-3' '~old:*' '~{old}:*' \
-	    +get +getrange +strlen +exists +ttl +set +append +incrby +del \
-	    +eval +scan +dbsize +info +ping +role +wait +asking \
-	    '+cluster|slots')" = OK ]
-	printf 'old acl-pw-3\n' >old
-	chmod 600 old
-	mhrun -f tsv -d "redis://$REDIS_SINGLE/old?timeout=20" \
-	    --redis-password-file old <"$S"
-	assert_status 1
+	# commit fails, naming what is missing.
+	refused_layout old "${L3_CMDS[@]}"
 	assert_err_has "CLIENT SETNAME: NOPERM"
-	[ ! -s "$T/out" ] || fail "records written: $(head -3 "$T/out")"
-	[ -z "$(rcli --scan --pattern 'old:*')" ] ||
-	    fail "documents kept:" "$(rcli --scan --pattern 'old:*')"
+	# The commands of layout 4 (no ticket filters): the first batch
+	# fails when it takes its ticket, naming the script's commands.
+	refused_layout l4 "${L4_CMDS[@]}"
+	assert_err_has "ticket (a script of INCRBY, ZRANGE, ZREM, ZADD, HSET, HGET and HDEL)"
+	assert_err_has "can't run this command"
 }
 
 @test "--redis-password-file: unreadable, empty or malformed is a usage error that never shows the file's line" {

@@ -659,10 +659,22 @@ EOF
 	run judge a0 a1 a2
 	[ "$status" -eq 0 ] || fail "$output"
 	read -r kept pairs <<<"$output"
-	echo "# $kept of $pairs duplicate pairs kept twice" >&3
+	# Batches that read buckets again after another's ticket, and the
+	# buckets they read: those the other batches' filters named, not
+	# all of theirs (16 a record).
+	rr=0
+	rb=0
+	for i in 0 1 2; do
+		rr=$((rr + $(sed -n 's/^mhfilter: index_rereads: //p' "err$i")))
+		rb=$((rb + $(sed -n 's/^mhfilter: index_reread_buckets: //p' "err$i")))
+	done
+	echo "# $kept of $pairs duplicate pairs kept twice; $rr batches read $rb buckets again" >&3
 	# None: of two batches that share a bucket, the one with the larger
 	# ticket sees the other (mhfilter(1), Concurrency).
 	[ "$kept" -eq 0 ] || fail "$kept of $pairs pairs kept twice"
+	[ "$rr" -gt 0 ] || fail "no batch met another's ticket: no race"
+	[ "$rb" -lt $((rr * 100 * 16 / 4)) ] ||
+	    fail "$rr batches read $rb buckets again: the filters did not narrow them"
 	# A restart forgets nothing: the same records again are all
 	# replays or duplicates, none new.
 	for i in 0 1 2; do
