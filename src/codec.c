@@ -52,7 +52,9 @@
  * 'P' or RVAL_KEPT 'K'), the document record, then its text when texts are
  * kept; layout 5 adds RVAL_GROUPED 'G' (rval_keep), a kept document in
  * the group of an earlier one, whose number follows the state byte (8
- * bytes, big-endian) before the record.  A bucket is the numbers of its documents, 8 bytes big-endian each.
+ * bytes, big-endian) before the record, and writes a pending document as
+ * its state byte alone.  A bucket is the numbers of its documents, 8
+ * bytes big-endian each.
  * Layout 4 adds {NS}:undelivered, a sorted set of the ranges of documents
  * whose output may not have been written (redis.c, "Delivery marks"):
  * each member "FIRST:END:OWNER" (rud_encode: decimal, the range [FIRST,

@@ -657,13 +657,13 @@ filter_bit(uint64_t k, unsigned t, uint64_t bits)
 static void
 set_bit(struct buf *f, uint64_t i)
 {
-	f->data[i / 8] |= (char)(1 << (i % 8));
+	((unsigned char *)f->data)[i / 8] |= 1U << (i % 8);
 }
 
 static int
 get_bit(const char *f, uint64_t i)
 {
-	return ((f[i / 8] >> (i % 8)) & 1);
+	return ((((const unsigned char *)f)[i / 8] >> (i % 8)) & 1);
 }
 
 /*
@@ -687,7 +687,7 @@ batch_filter(struct redis *r, size_t n, struct buf *f)
 	if (bits > FILTER_MAXBITS)
 		return;
 	buf_reserve(f, bits / 8);
-	memset(f->data, 0, bits / 8);
+	memset(f->data, 0, bits / 8 + 1);
 	f->len = bits / 8;
 	for (i = 0; i < n; i++) {
 		s = &r->slots[i];
@@ -740,7 +740,8 @@ queue_ticket(struct redis *r, size_t n)
 	argv[12] = keep;
 	argv[13] = max;
 	for (i = 0; i < 14; i++)
-		len[i] = strlen(argv[i]);
+		if (i != 11)		/* the filter is bytes */
+			len[i] = strlen(argv[i]);
 	len[3] = r->key.len;
 	len[4] = k2.len;
 	len[5] = k3.len;
@@ -896,9 +897,10 @@ queue_buckets(struct redis *r, size_t n, const unsigned char *need)
  * unique document's buckets are mostly its own, and a GET of each would
  * be half of Redis's work.  Of two writers on one bucket the later APPEND
  * sees the earlier entry, which is what the concurrency argument (the top
- * of the file) needs.  When a ticket was given between our reading of
- * the order and our own, every bucket is read again in a third round
- * trip, after our ticket.  A read-only run reads every bucket.
+ * of the file) needs.  When tickets were given between our reading of
+ * the order and our own, the buckets their filters may hold are read
+ * again in a third round trip, after our ticket, with those read in the
+ * second.  A read-only run reads every bucket.
  */
 static int
 read_buckets(struct redis *r, size_t n, char **cause)
@@ -1495,7 +1497,8 @@ commit_batch(struct index *base, char **cause)
 			doc_key(r, docid, &r->key);
 			g = l->group;
 			if (g & LATER_TOKEN)
-				g = r->tokdoc.v[g & ~LATER_TOKEN];
+				g = (g & ~LATER_TOKEN) < r->tokdoc.n ?
+				    r->tokdoc.v[g & ~LATER_TOKEN] : 0;
 			r->val.len = 0;
 			rval_keep(&r->val, r->lbuf.data + l->off, l->len, -1,
 			    g < docid ? g : 0);

@@ -843,8 +843,9 @@ waits_on() {
 # that batch.  The writer is already running when the replica is cut
 # off: one that reads the slot map after the cluster has flagged the
 # frozen replica failing (a second or two) sees no replica in CLUSTER
-# SLOTS and does not WAIT at all: a failover like this one then loses
-# records it has reported.
+# SLOTS and cannot WAIT: it says so, as the rerun below does after the
+# takeover (mhfilter(1), Failures: min-replicas-to-write refuses such
+# writes instead).
 @test "a failover that loses writes a replica never got: the writer whose WAIT fell short stopped (exit 1) without reporting them; nothing lost, nothing written twice" {
 	local S="$BATS_FILE_TMPDIR/stream" n half db ns master replica rpid
 	local wpid feed cut t0 t1 st1 stuck=0 killed=0 takeover role
