@@ -278,17 +278,18 @@ redis_scan(struct redis *r, int kind, int (*fn)(struct redis *, uint64_t,
 }
 
 /*
- * Decode a scanned value; returns where its text begins, or 0 if it is not
- * a kept document's.
+ * Decode a scanned value, its group into *group (may be NULL); returns
+ * where its text begins, or 0 if it is not a kept document's.
  */
 static size_t
-scan_decode(struct redis *r, const char *v, size_t len, struct docinfo *d)
+scan_decode(struct redis *r, const char *v, size_t len, struct docinfo *d,
+    uint64_t *group)
 {
 	size_t	 n;
 	int	 state;
 
 	if ((n = rval_decode(v, len, r->base.p.perms, r->sig, d,
-	    &state, &r->each_group)) == 0)
+	    &state, group)) == 0)
 		return (0);
 	return (state == ST_KEPT ? n : 0);
 }
@@ -320,7 +321,7 @@ remove_one(struct redis *r, uint64_t docid, const char *v, size_t len,
 	struct removal	*rm = arg;
 	struct docinfo	 d;
 
-	if (scan_decode(r, v, len, &d) == 0 || d.idlen != rm->idlen ||
+	if (scan_decode(r, v, len, &d, NULL) == 0 || d.idlen != rm->idlen ||
 	    memcmp(d.id, rm->id, rm->idlen) != 0)
 		return (0);
 	u64vec_push(&rm->found, docid);
@@ -741,7 +742,7 @@ each_one(struct redis *r, uint64_t docid, const char *v, size_t len,
 	size_t		 n;
 	int		 rc;
 
-	if ((n = scan_decode(r, v, len, &d)) == 0)
+	if ((n = scan_decode(r, v, len, &d, &r->each_group)) == 0)
 		return (0);
 	if (r->base.p.texts && text_decode((const unsigned char *)v + n,
 	    len - n, &text) < 0)
