@@ -122,6 +122,7 @@ struct filter {
 	struct shingler		 sh;
 	struct shset		 mine;		/* the record's shingle set */
 	int			 have_mine;	/* mine is the record's */
+	const struct buf	*mytext;	/* its text, or NULL (yet) */
 	struct buf		 norm;		/* the record's text, decoded */
 	struct shset		 theirs;	/* a candidate's shingle set */
 	struct u64vec		 hashes;	/* a text's shingle keys */
@@ -682,25 +683,40 @@ static int
 filter_exact(struct filter *f, struct index *ix, const struct slot *s,
     uint64_t docid, double *sim, char **cause)
 {
-	const struct buf	*norm = &s->norm;
+	const struct buf	*norm = f->mytext;
 	size_t			 both, theirs, mine;
 	int			 bytes;
 
-	if (!f->have_mine) {
+	if (norm == NULL) {
 		/* Its text was compressed and not kept (prep_one). */
+		norm = &s->norm;
 		if (f->o.p.texts && !f->o.query_only) {
 			if (text_decode((const unsigned char *)s->enc.data,
 			    s->enc.len, &f->norm) < 0)
 				fatalx("a batch's compressed text is corrupt");
 			norm = &f->norm;
 		}
+		f->mytext = norm;
+	}
+	if ((bytes = index_text(ix, docid, &f->text, cause)) < 0)
+		return (-1);
+	/*
+	 * The same text (a copy sent again, a feed polled again) has the
+	 * same shingles, whatever they are: no set to build.
+	 */
+	if (bytes == s->bytes && f->text.len == norm->len &&
+	    memcmp(f->text.data, norm->data, norm->len) == 0) {
+		sim[SIM_J] = sim[SIM_IN] = sim[SIM_OUT] = 1.0;
+		f->st.verified++;
+		f->st.verified_same++;
+		return (0);
+	}
+	if (!f->have_mine) {
 		shingle_keys(&f->sh, norm->data, norm->len, s->bytes,
 		    &f->hashes);
 		shset_build(&f->mine, f->hashes.v, f->hashes.n);
 		f->have_mine = 1;
 	}
-	if ((bytes = index_text(ix, docid, &f->text, cause)) < 0)
-		return (-1);
 	shingle_keys(&f->sh, f->text.data, f->text.len, bytes, &f->hashes);
 	both = shset_overlap(&f->mine, &f->theirs, f->hashes.v, f->hashes.n,
 	    &theirs);
@@ -873,6 +889,7 @@ filter_one(struct filter *f, struct index *ix, struct fbatch *fb, size_t i,
 
 	f->found.n = 0;
 	f->have_mine = 0;
+	f->mytext = NULL;
 	if ((rc = index_candidates(ix, i, keys, &f->found, cause)) != 0)
 		return (rc);
 	n = filter_gather(f);

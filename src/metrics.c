@@ -136,6 +136,7 @@ mstats_pipeline(struct mstats *st, struct pipeline *p, double secs)
 	T("invalid_utf8", fs.invalid_utf8, 0);
 	S("candidates", 1, fs.candidates, "Candidates examined.");
 	T("verified", fs.verified, 0);
+	T("verified_same", fs.verified_same, 0);
 	S("expired", 1, fs.expired, "Documents expired (--retain, "
 	    "--max-docs).");
 	SL("batches", 1, ct->batches, "Batches committed or failed.");

@@ -1112,6 +1112,7 @@ struct verdict {
 struct filter_stats {
 	uint64_t	 candidates;	/* candidates examined */
 	uint64_t	 verified;	/* exact comparisons made */
+	uint64_t	 verified_same;	/* of which of the same text */
 	uint64_t	 expired;	/* documents removed by retention */
 	uint64_t	 invalid_utf8;
 };

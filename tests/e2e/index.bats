@@ -357,6 +357,36 @@ mismatch() {
 	    assert_out
 }
 
+@test "a candidate of the same text is verified without shingles; one letter changed is not the same" {
+	L='Ferry services between the islands resumed on Monday after the storm'
+	M='The council will vote on the new parking rules at its next meeting'
+	printf 'r1\t%s\nr2\t%s\n' "$L" "$M" >run1
+	mhrun -f tsv -d db --stats run1
+	assert_status 0
+	assert_stat verified_same 0
+	# r1 again (its own copy), r2 with its last letter changed (the
+	# same length: its earlier version is an ordinary candidate), r3
+	# r1's text under another id.
+	N="${M%g}s"
+	printf 'r1\t%s\nr2\t%s\nr3\t%s\n' "$L" "$N" "$L" >run2
+	mhrun -f tsv -d db -a --stats run2
+	assert_status 0
+	s="$(jaccard "$M" "$N")"
+	[ "$s" != 1.0000 ] || fail "the edit must change the shingles"
+	printf 'seen\tr1\t1.0000\tr1\t%s\nduplicate\tr2\t%s\tr2\t%s\nduplicate\tr1\t1.0000\tr3\t%s\n' \
+	    "$L" "$s" "$N" "$L" | assert_out
+	assert_stat verified 3
+	assert_stat verified_same 2
+	# Under containment as well: the shares are 1 both ways.
+	printf 'r4\t%s\n' "$L" >run3
+	mhrun -f tsv -d cdb --measure containment run1
+	assert_status 0
+	mhrun -f tsv -d cdb --measure containment -a --stats run3
+	assert_status 0
+	printf 'duplicate\tr1\t1.0000\tr4\t%s\n' "$L" | assert_out
+	assert_stat verified_same 1
+}
+
 @test "the pairs of a rerun are those of the first run: no self pairs" {
 	printf 'r1\t%s\nr2\t%s!\n' "$A" "$A" >in
 	s="$(jaccard "$A" "$A!")"
