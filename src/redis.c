@@ -26,7 +26,8 @@
  *   {NS}:order  the last ticket given (layout 4; see Concurrency);
  *   {NS}:tickets
  *               the tickets of recent batches: a sorted set of members
- *               FIRST:END:TICKET:TIME scored by FIRST;
+ *               FIRST:END:TICKET:OWNER:TIME scored by FIRST, OWNER the
+ *               writer's (redismarks.c; older writers left it out);
  *   {NS}:filters
  *               the filters of the last FILTER_KEEP tickets' band keys
  *               (layout 5): a hash, ticket -> Bloom filter.
@@ -50,7 +51,7 @@
  *      bucket, when a filter is missing or there are many);
  *   4. GET the candidates' records; the tickets of those still pending;
  *      wait (polling, bounded) for those with a smaller ticket than ours
- *      to be decided;
+ *      to be decided, unless their writer has stopped;
  *   5. at commit: kept records become 'K' (SET whole, with the retention
  *      expiry), the others are deleted and their bucket entries removed
  *      (a small Lua script per bucket), the delivery marks written; then
@@ -72,12 +73,15 @@
  * candidate with a smaller ticket is waited for (waits go to smaller
  * tickets only, so they cannot form a cycle); one with a larger ticket,
  * or none yet (lookup_tickets; it is read again first, in case it was
- * decided meanwhile), is passed over: its batch sees this one.  What can
- * still keep both: a writer that stalls or dies holding pending records
- * for PENDING_WAIT (it is passed over), and a failover that loses writes
- * not yet replicated (the batch's APPENDs, its ticket).  A ticket stays
- * until the writer's next commit (its batch was decided by then), or an
- * hour for a writer that died.  mhfilter(1) documents this and
+ * decided meanwhile), is passed over: its batch sees this one.  A writer
+ * that died (its owner has no connection left: redismarks.c) will never
+ * decide its pending records, so they are passed over as soon as that is
+ * seen.  What can still keep both: a writer that stalls, or is cut off
+ * from Redis, holding pending records for PENDING_WAIT (it is passed
+ * over), and a failover that loses writes not yet replicated (the
+ * batch's APPENDs, its ticket).  A ticket stays until the writer's next
+ * commit (its batch was decided by then), or an hour for a writer that
+ * died.  mhfilter(1) documents this and
  * tests/e2e/redis.bats counts the pairs kept twice with three writers.
  *
  * Opening and closing (the URL, the password file, the parameter
@@ -105,6 +109,8 @@
 #define PENDING_TTL	3600	/* seconds a pending record lives */
 #define PENDING_WAIT	90.0	/* seconds to wait for another's decision:
 				   more than a writer's own retries */
+#define OWNER_CHECK	1.0	/* seconds between looks at whether the
+				   writers waited for still run */
 #define CLEAN_MAX	1024	/* stale bucket entries removed per batch */
 
 #define ST_GONE		0	/* read back missing: its entries go */
@@ -138,12 +144,13 @@ static const char remove_script[] =
 /*
  * The batch [ARGV[1], ARGV[2]) has appended all its bucket entries: give
  * it the next ticket ({NS}:order, KEYS[1]) and record it in KEYS[2]
- * ({NS}:tickets), member FIRST:END:TICKET:TIME scored FIRST, at once, so
- * that a ticket is visible from the moment it exists.  Tickets older than
- * ARGV[4] (seconds, ARGV[3] being now) go: their writers died.  ARGV[6]
- * is the filter of the batch's band keys (batch_filter; empty: none),
- * kept in KEYS[3] ({NS}:filters) under the ticket for the next
- * FILTER_KEEP tickets.  Returns the ticket, the number of tickets given
+ * ({NS}:tickets), member FIRST:END:TICKET:OWNER:TIME scored FIRST (OWNER
+ * is ARGV[9]), at once, so that a ticket is visible from the moment it
+ * exists.  TIME comes last, where writers that wrote no OWNER read it too.
+ * Tickets older than ARGV[4] (seconds, ARGV[3] being now) go: their
+ * writers died.  ARGV[6] is the filter of the batch's band keys
+ * (batch_filter; empty: none), kept in KEYS[3] ({NS}:filters) under the
+ * ticket for the next FILTER_KEEP tickets.  Returns the ticket, the number of tickets given
  * since ARGV[5] (the last one the batch read before its appends) and, if
  * there are FILTER_MAX or fewer, their filters ("" for one not kept).
  */
@@ -157,7 +164,7 @@ static const char ticket_script[] =
     "end\n"
     "redis.call('ZADD', KEYS[2], ARGV[1],\n"
     "  ARGV[1] .. ':' .. ARGV[2] .. ':' .. string.format('%d', t) .. ':' ..\n"
-    "  ARGV[3])\n"
+    "  ARGV[9] .. ':' .. ARGV[3])\n"
     "if ARGV[6] ~= '' then\n"
     "  redis.call('HSET', KEYS[3], string.format('%d', t), ARGV[6])\n"
     "end\n"
@@ -192,6 +199,7 @@ struct rdoc {
 	size_t		 len;
 	uint64_t	 ticket;	/* its batch's, pending: 0 not asked,
 					   TICKET_LATER none (after ours) */
+	uint64_t	 owner;		/* its batch's writer, or 0: unknown */
 };
 
 /* A bucket entry of a document that is gone, to remove. */
@@ -405,6 +413,7 @@ cache_add(struct redis *r, uint64_t docid, int state, const char *v,
 		d = &r->docs[r->ndocs];
 		d->docid = docid;
 		d->ticket = 0;
+		d->owner = 0;
 		cache_insert(r, r->ndocs++);
 	}
 	d->state = state;
@@ -709,9 +718,9 @@ queue_ticket(struct redis *r, size_t n)
 {
 	struct buf	 k2 = { 0 }, k3 = { 0 }, f = { 0 };
 	char		 fi[24], e[24], now[24], age[24], o[24], keep[8],
-			 max[8];
-	const char	*argv[14];
-	size_t		 len[14];
+			 max[8], own[24];
+	const char	*argv[15];
+	size_t		 len[15];
 	int		 i;
 
 	ns_key(r, "order", &r->key);
@@ -725,6 +734,7 @@ queue_ticket(struct redis *r, size_t n)
 	snprintf(o, sizeof o, "%" PRIu64, r->order0);
 	snprintf(keep, sizeof keep, "%d", FILTER_KEEP);
 	snprintf(max, sizeof max, "%d", FILTER_MAX);
+	snprintf(own, sizeof own, "%" PRIu64, r->owner);
 	argv[0] = "EVAL";
 	argv[1] = ticket_script;
 	argv[2] = "3";
@@ -739,14 +749,15 @@ queue_ticket(struct redis *r, size_t n)
 	argv[11] = f.data != NULL ? f.data : "";
 	argv[12] = keep;
 	argv[13] = max;
-	for (i = 0; i < 14; i++)
+	argv[14] = own;
+	for (i = 0; i < 15; i++)
 		if (i != 11)		/* the filter is bytes */
 			len[i] = strlen(argv[i]);
 	len[3] = r->key.len;
 	len[4] = k2.len;
 	len[5] = k3.len;
 	len[11] = f.len;
-	cluster_queue(r->c, r->key.data, r->key.len, 14, argv, len);
+	cluster_queue(r->c, r->key.data, r->key.len, 15, argv, len);
 	buf_free(&k2);
 	buf_free(&k3);
 	buf_free(&f);
@@ -823,7 +834,8 @@ lookup_tickets(struct redis *r, const uint64_t *ids, size_t n,
     char **cause)
 {
 	const redisReply	*rp;
-	uint64_t		 v[4];
+	struct rdoc		*d;
+	uint64_t		 v[5];
 	const char		*p, *end;
 	char			 num[24];
 	size_t			 i, f;
@@ -849,21 +861,26 @@ lookup_tickets(struct redis *r, const uint64_t *ids, size_t n,
 		rp = cluster_reply(r->c, i);
 		if (rp->type != REDIS_REPLY_ARRAY)
 			return (reply_error(r, rp, "ticket lookup", cause));
-		cache_find(r, ids[i])->ticket = TICKET_LATER;
+		d = cache_find(r, ids[i]);
+		d->ticket = TICKET_LATER;
+		d->owner = 0;
 		if (rp->elements == 0 ||
 		    rp->element[0]->type != REDIS_REPLY_STRING)
 			continue;
-		/* FIRST:END:TICKET:TIME */
+		/* FIRST:END:TICKET:OWNER:TIME, or FIRST:END:TICKET:TIME */
 		p = rp->element[0]->str;
 		end = p + rp->element[0]->len;
-		for (f = 0; f < 4 && p < end; f++, p++) {
+		for (f = 0; f < 5 && p < end; f++, p++) {
 			for (v[f] = 0; p < end && *p >= '0' && *p <= '9'; p++)
 				v[f] = v[f] * 10 + (uint64_t)(*p - '0');
 			if (p < end && *p != ':')
 				break;
 		}
-		if (f == 4 && v[0] <= ids[i] && ids[i] < v[1] && v[2] != 0)
-			cache_find(r, ids[i])->ticket = v[2];
+		if (f >= 4 && v[0] <= ids[i] && ids[i] < v[1] && v[2] != 0) {
+			d->ticket = v[2];
+			if (f == 5)
+				d->owner = v[3];
+		}
 	}
 	cluster_reset(r->c);
 	return (0);
@@ -1018,14 +1035,24 @@ read_buckets(struct redis *r, size_t n, char **cause)
  * more, and passed over if still pending (its batch took its ticket
  * after ours, so it will see this batch's entries); one with a larger
  * ticket is passed over.  want is scratch.
+ *
+ * A writer that died never decides: once a wait has lasted OWNER_CHECK,
+ * and every OWNER_CHECK after, the writers waited for are looked for
+ * among those running (redis_running); the pending records of one that
+ * is not, or already was not, are passed over at once.  Records of a
+ * writer that wrote no owner with its ticket are waited for up to
+ * PENDING_WAIT, as are those of one that runs but does not decide
+ * (stalled, or cut off from Redis).
  */
 static int
 wait_pending(struct redis *r, struct u64vec *want, char **cause)
 {
 	struct rdoc	*d;
-	double		 deadline, pause;
+	struct u64vec	 owners = { 0 };
+	double		 deadline, check, pause;
+	uint64_t	 owner;
 	size_t		 i, k;
-	int		 first = 1;
+	int		 first = 1, rc;
 
 	if (r->ticket == 0)
 		return (0);		/* read-only: nobody waits for us */
@@ -1047,37 +1074,58 @@ wait_pending(struct redis *r, struct u64vec *want, char **cause)
 		return (INDEX_ERROR);
 
 	deadline = now_seconds() + PENDING_WAIT;
+	check = deadline - PENDING_WAIT + OWNER_CHECK;
 	pause = 0.001;
-	for (;;) {
+	for (rc = 0; rc == 0;) {
 		want->n = 0;
 		for (i = 0; i < r->ndocs; i++) {
 			d = &r->docs[i];
-			if (d->state == ST_PENDING && d->ticket != 0 &&
-			    d->ticket < r->ticket &&
-			    own_slot(r, d->docid) == NULL)
+			if (d->state != ST_PENDING || d->ticket == 0 ||
+			    d->ticket >= r->ticket ||
+			    own_slot(r, d->docid) != NULL)
+				continue;
+			if (d->owner != 0 && redis_stopped(r, d->owner))
+				d->state = ST_PASSED;	/* never decided */
+			else
 				u64vec_push(want, d->docid);
 		}
 		if (want->n == 0)
-			return (0);
+			break;
 		if (first)
 			r->waits += want->n;
 		first = 0;
 		if (now_seconds() > deadline) {
-			/* A writer that died: treat them as gone. */
+			/* A writer that stalled: treat them as gone. */
 			for (k = 0; k < want->n; k++)
 				cache_find(r, want->v[k])->state = ST_PASSED;
 			r->timeouts += want->n;
 			log_warnx("index %s: %zu candidates still pending "
 			    "after %.0f s; passed over", r->base.path, want->n,
 			    PENDING_WAIT);
-			return (0);
+			break;
+		}
+		if (now_seconds() >= check) {
+			owners.n = 0;
+			for (k = 0; k < want->n; k++)
+				if ((owner = cache_find(r,
+				    want->v[k])->owner) != 0)
+					u64vec_push(&owners, owner);
+			if (owners.n != 0 &&
+			    (rc = find_stopped(r, &owners, cause)) < 0)
+				break;
+			check = now_seconds() + OWNER_CHECK;
+			if (rc > 0) {
+				rc = 0;
+				continue;	/* some of want were theirs */
+			}
 		}
 		usleep(pause * 1e6);
 		if (pause < 0.05)
 			pause *= 2;
-		if (fetch_docs(r, want->v, want->n, cause) != 0)
-			return (INDEX_ERROR);
+		rc = fetch_docs(r, want->v, want->n, cause);
 	}
+	u64vec_free(&owners);
+	return (rc < 0 ? INDEX_ERROR : 0);
 }
 
 /*
@@ -1115,8 +1163,11 @@ redis_prepare(struct index *base, const struct ixdoc *docs, size_t n,
 	r->first_doc = UINT64_MAX;
 	if (!rdonly && reserve_docs(r, np, &r->first_doc, cause) != 0)
 		return (INDEX_ERROR);
-	/* Our connections are named before anything of ours is written. */
-	if (!rdonly && (r->base.flags & INDEX_TRACK) && r->owner == 0 &&
+	/*
+	 * Our connections are named before anything of ours is written:
+	 * the delivery marks' owner, and our tickets' (redismarks.c).
+	 */
+	if (!rdonly && r->owner == 0 &&
 	    take_owner(r, r->first_doc, cause) != 0)
 		return (INDEX_ERROR);
 	if ((rc = write_pending(r, docs, n, cause)) != 0 ||

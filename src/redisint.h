@@ -77,6 +77,8 @@ struct redis {
 	struct u64vec	 uranges;	/* first, end, owner: every range */
 	int		 wread;		/* writers read in this batch */
 	struct u64vec	 writers;	/* the owners running, sorted */
+	struct u64vec	 stopped;	/* owner, until (ms) pairs: writers
+					   seen stopped (find_stopped) */
 };
 
 /* redis.c */
@@ -112,6 +114,8 @@ int		 take_owner(struct redis *, uint64_t, char **);
 int		 queue_marks(struct redis *, uint64_t, uint64_t, char **);
 int		 redis_own(struct index *, uint64_t);
 int		 redis_undelivered(struct index *, uint64_t, char **);
+int		 redis_stopped(struct redis *, uint64_t);
+int		 find_stopped(struct redis *, const struct u64vec *, char **);
 void		 redis_delivered(struct index *, const uint64_t *, size_t,
 		    const uint64_t *, size_t);
 void		 redis_abandoned(struct index *, const uint64_t *, size_t);

@@ -30,6 +30,14 @@
  * whoever meets it next replays it); in a stopped writer's range it is a
  * replay.  Both lists are read once per batch, at the first copy that
  * needs them: a batch of no copies of earlier documents pays nothing.
+ *
+ * Every writer takes an owner, --replay undelivered or not, and writes it
+ * with its batches' tickets: a batch waiting for another's pending
+ * records asks the same question, to pass over at once those of a writer
+ * that died (redis.c, wait_pending).  The answer is kept STOPPED_KEEP
+ * seconds, then asked again: after a failover a running writer may have
+ * no connection to the new master yet, and a wrong answer kept for good
+ * would let it and us keep pairs twice for the rest of the run.
  */
 
 #include "config.h"
@@ -45,6 +53,7 @@
 #include "redisint.h"
 
 #define OWNER_NAME	"mhfilter:"	/* connections: mhfilter:NS:OWNER */
+#define STOPPED_KEEP	60.0	/* seconds a writer is known stopped */
 
 /*
  * Cut each document ARGV[i] out of its range in the sorted set KEYS[1]
@@ -370,6 +379,56 @@ owner_in(const struct u64vec *v, uint64_t owner)
 			hi = mid;
 	}
 	return (0);
+}
+
+/* Is the writer owner known to have stopped (find_stopped)? */
+int
+redis_stopped(struct redis *r, uint64_t owner)
+{
+	double	 now = now_seconds();
+	size_t	 i;
+
+	for (i = 0; i + 1 < r->stopped.n; i += 2)
+		if (r->stopped.v[i] == owner)
+			return ((double)r->stopped.v[i + 1] / 1e3 > now);
+	return (0);
+}
+
+/*
+ * Which of these owners (of pending records waited for) have stopped:
+ * those the master of {NS} has no connection of.  They are kept in
+ * r->stopped, owner and until when (milliseconds), with a warning.
+ * Returns how many were found, or INDEX_ERROR.
+ */
+int
+find_stopped(struct redis *r, const struct u64vec *owners, char **cause)
+{
+	uint64_t	 until;
+	size_t		 i, j, found = 0;
+
+	if (read_writers(r, &r->writers, cause) != 0)
+		return (INDEX_ERROR);
+	r->wread = 1;
+	until = (uint64_t)((now_seconds() + STOPPED_KEEP) * 1e3);
+	for (i = 0; i < owners->n; i++) {
+		if (owner_in(&r->writers, owners->v[i]) ||
+		    redis_stopped(r, owners->v[i]))
+			continue;
+		for (j = 0; j + 1 < r->stopped.n; j += 2)
+			if (r->stopped.v[j] == owners->v[i])
+				break;
+		if (j + 1 < r->stopped.n)
+			r->stopped.v[j + 1] = until;
+		else {
+			u64vec_push(&r->stopped, owners->v[i]);
+			u64vec_push(&r->stopped, until);
+			log_warnx("index %s: writer %" PRIu64 " has stopped; "
+			    "its pending records are passed over",
+			    r->base.path, owners->v[i]);
+		}
+		found++;
+	}
+	return ((int)found);
 }
 
 /*

@@ -288,6 +288,7 @@ redis_close(struct index *base)
 	u64vec_free(&r->aranges);
 	u64vec_free(&r->uranges);
 	u64vec_free(&r->writers);
+	u64vec_free(&r->stopped);
 	u64vec_free(&r->tokdoc);
 	textenc_free(r->te);
 	buf_free(&r->key);

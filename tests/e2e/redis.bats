@@ -742,6 +742,84 @@ EOF
 	assert_stat seen "$n"
 }
 
+# Hold a connection named $1 (a writer's, as redismarks.c names them) to
+# the single Redis until the file $2 exists.
+hold_name() {
+	python3 - "${REDIS_SINGLE##*:}" "$1" "$2" <<'EOF' &
+import os, socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+name = sys.argv[2].encode()
+s.sendall(b"*3\r\n$6\r\nCLIENT\r\n$7\r\nSETNAME\r\n$%d\r\n%s\r\n" %
+          (len(name), name))
+assert s.recv(16).startswith(b"+OK")
+while not os.path.exists(sys.argv[3]):
+    time.sleep(0.05)
+EOF
+	BG_PIDS+=($!)
+}
+
+@test "a candidate pending in a dead writer's batch is passed over at once; one of a running writer, or of a ticket with no owner (older writers), is waited for and its verdict taken" {
+	local db ns key docid port="${REDIS_SINGLE##*:}" now owner pid
+
+	rcli() { timeout 10 redis-cli -p "$port" "$@"; }
+	# Document a, kept; then made pending again, as its writer would
+	# have left it between its batch's ticket and its commit.
+	db="$(fresh single)"
+	ns="${db##*/}"
+	printf 'a\t%s\n' "$A_TEXT" >a
+	mhrun -f tsv -d "$db" a
+	assert_status 0
+	key="$(rcli --scan --pattern "$ns:d:*")"
+	docid="${key##*:}"
+	[ -n "$docid" ] || fail "no document key"
+	[ "$(rcli COPY "$key" "$ns:saved")" = 1 ] || fail "COPY"
+	printf 'b\t%s.\n' "$A_TEXT" >b
+	now="$(date +%s)"
+	for owner in dead running none; do
+		# b, as inserted by an earlier round, goes.
+		rcli --scan --pattern "$ns:d:*" | grep -vx "$key" |
+		    while read -r k; do rcli DEL "$k" >/dev/null; done
+		rcli SET "$key" P >/dev/null
+		rcli DEL "{$ns}:tickets" >/dev/null
+		case "$owner" in
+		dead)	rcli ZADD "{$ns}:tickets" "$docid" \
+			    "$docid:$((docid + 1)):1:999999:$now" >/dev/null ;;
+		running) rcli ZADD "{$ns}:tickets" "$docid" \
+			    "$docid:$((docid + 1)):1:888888:$now" >/dev/null
+			hold_name "mhfilter:$ns:888888" "$T/released" ;;
+		none)	rcli ZADD "{$ns}:tickets" "$docid" \
+			    "$docid:$((docid + 1)):1:$now" >/dev/null ;;
+		esac
+		rm -f "$T/released"
+		"$MHFILTER" -f tsv -d "$db" -a b >"out.$owner" 2>"err.$owner" &
+		pid=$!
+		BG_PIDS+=("$pid")
+		if [ "$owner" = dead ]; then
+			# Not PENDING_WAIT (90 s): no connection has its name.
+			wait_exit "$pid" 30
+			[ "$status" -eq 0 ] || fail "dead: status $status" "$(cat err.dead)"
+			cut -f1,2,4 out.dead | grep -qx "$(printf 'unique\t-\tb')" ||
+			    fail "dead: $(cat out.dead)"
+			grep -q "writer 999999 has stopped" err.dead ||
+			    fail "no word of the stopped writer" "$(cat err.dead)"
+			continue
+		fi
+		# Waited for, past several looks at the writers running; the
+		# document decided meanwhile is b's match.
+		sleep 3
+		kill -0 "$pid" || fail "$owner: did not wait" "$(cat "out.$owner" "err.$owner")"
+		rcli COPY "$ns:saved" "$key" REPLACE >/dev/null
+		touch "$T/released"
+		wait_exit "$pid" 30
+		[ "$status" -eq 0 ] || fail "$owner: status $status" "$(cat "err.$owner")"
+		cut -f1,2,4 "out.$owner" | grep -qx "$(printf 'duplicate\ta\tb')" ||
+		    fail "$owner: $(cat "out.$owner")"
+		if grep -q "has stopped" "err.$owner"; then
+			fail "$owner: $(cat "err.$owner")"
+		fi
+	done
+}
+
 @test "a master killed mid-run: the run goes on after failover, nothing acknowledged is lost" {
 	set -o pipefail
 	S="$BATS_FILE_TMPDIR/stream"
