@@ -75,8 +75,8 @@
  * or none yet (lookup_tickets; it is read again first, in case it was
  * decided meanwhile), is passed over: its batch sees this one.  A writer
  * that died (its owner has no connection left: redismarks.c) will never
- * decide its pending records, so they are passed over as soon as that is
- * seen.  What can still keep both: a writer that stalls, or is cut off
+ * decide its pending records, so they are passed over once that is seen,
+ * in about two seconds.  What can still keep both: a writer that stalls, or is cut off
  * from Redis, holding pending records for PENDING_WAIT (it is passed
  * over), and a failover that loses writes not yet replicated (the
  * batch's APPENDs, its ticket).  A ticket stays until the writer's next
@@ -1038,8 +1038,8 @@ read_buckets(struct redis *r, size_t n, char **cause)
  *
  * A writer that died never decides: once a wait has lasted OWNER_CHECK,
  * and every OWNER_CHECK after, the writers waited for are looked for
- * among those running (redis_running); the pending records of one that
- * is not, or already was not, are passed over at once.  Records of a
+ * among those running (find_stopped); the pending records of one missing
+ * at two looks in a row, or known stopped, are passed over at once.  Records of a
  * writer that wrote no owner with its ticket are waited for up to
  * PENDING_WAIT, as are those of one that runs but does not decide
  * (stalled, or cut off from Redis).
@@ -1048,7 +1048,7 @@ static int
 wait_pending(struct redis *r, struct u64vec *want, char **cause)
 {
 	struct rdoc	*d;
-	struct u64vec	 owners = { 0 };
+	struct u64vec	 owners = { 0 }, suspects = { 0 };
 	double		 deadline, check, pause;
 	uint64_t	 owner;
 	size_t		 i, k;
@@ -1110,8 +1110,8 @@ wait_pending(struct redis *r, struct u64vec *want, char **cause)
 				if ((owner = cache_find(r,
 				    want->v[k])->owner) != 0)
 					u64vec_push(&owners, owner);
-			if (owners.n != 0 &&
-			    (rc = find_stopped(r, &owners, cause)) < 0)
+			if (owners.n != 0 && (rc = find_stopped(r, &owners,
+			    &suspects, cause)) < 0)
 				break;
 			check = now_seconds() + OWNER_CHECK;
 			if (rc > 0) {
@@ -1125,6 +1125,7 @@ wait_pending(struct redis *r, struct u64vec *want, char **cause)
 		rc = fetch_docs(r, want->v, want->n, cause);
 	}
 	u64vec_free(&owners);
+	u64vec_free(&suspects);
 	return (rc < 0 ? INDEX_ERROR : 0);
 }
 

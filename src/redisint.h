@@ -115,7 +115,8 @@ int		 queue_marks(struct redis *, uint64_t, uint64_t, char **);
 int		 redis_own(struct index *, uint64_t);
 int		 redis_undelivered(struct index *, uint64_t, char **);
 int		 redis_stopped(struct redis *, uint64_t);
-int		 find_stopped(struct redis *, const struct u64vec *, char **);
+int		 find_stopped(struct redis *, const struct u64vec *,
+		    struct u64vec *, char **);
 void		 redis_delivered(struct index *, const uint64_t *, size_t,
 		    const uint64_t *, size_t);
 void		 redis_abandoned(struct index *, const uint64_t *, size_t);

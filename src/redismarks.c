@@ -34,10 +34,11 @@
  * Every writer takes an owner, --replay undelivered or not, and writes it
  * with its batches' tickets: a batch waiting for another's pending
  * records asks the same question, to pass over at once those of a writer
- * that died (redis.c, wait_pending).  The answer is kept STOPPED_KEEP
- * seconds, then asked again: after a failover a running writer may have
- * no connection to the new master yet, and a wrong answer kept for good
- * would let it and us keep pairs twice for the rest of the run.
+ * that died (redis.c, wait_pending).  Just after a failover a running
+ * writer may have no connection to the new master yet: a writer is taken
+ * for stopped when two looks a second apart find none, and the answer is
+ * kept STOPPED_KEEP seconds, then asked again, since a wrong one kept for
+ * good would let it and us keep pairs twice for the rest of the run.
  */
 
 #include "config.h"
@@ -396,14 +397,19 @@ redis_stopped(struct redis *r, uint64_t owner)
 
 /*
  * Which of these owners (of pending records waited for) have stopped:
- * those the master of {NS} has no connection of.  They are kept in
- * r->stopped, owner and until when (milliseconds), with a warning.
- * Returns how many were found, or INDEX_ERROR.
+ * those the master of {NS} had no connection of at this look and at the
+ * one before (*suspects, a second earlier: one look could come just
+ * after a failover, before a running writer reconnected).  They are kept
+ * in r->stopped, owner and until when (milliseconds), with a warning;
+ * *suspects becomes those missing at this look alone.  Returns how many
+ * were found stopped, or INDEX_ERROR.
  */
 int
-find_stopped(struct redis *r, const struct u64vec *owners, char **cause)
+find_stopped(struct redis *r, const struct u64vec *owners,
+    struct u64vec *suspects, char **cause)
 {
-	uint64_t	 until;
+	struct u64vec	 missing = { 0 };
+	uint64_t	 until, owner;
 	size_t		 i, j, found = 0;
 
 	if (read_writers(r, &r->writers, cause) != 0)
@@ -411,23 +417,36 @@ find_stopped(struct redis *r, const struct u64vec *owners, char **cause)
 	r->wread = 1;
 	until = (uint64_t)((now_seconds() + STOPPED_KEEP) * 1e3);
 	for (i = 0; i < owners->n; i++) {
-		if (owner_in(&r->writers, owners->v[i]) ||
-		    redis_stopped(r, owners->v[i]))
+		owner = owners->v[i];
+		if (owner_in(&r->writers, owner) || redis_stopped(r, owner))
 			continue;
+		for (j = 0; j < suspects->n; j++)
+			if (suspects->v[j] == owner)
+				break;
+		if (j == suspects->n) {
+			for (j = 0; j < missing.n; j++)
+				if (missing.v[j] == owner)
+					break;
+			if (j == missing.n)
+				u64vec_push(&missing, owner);
+			continue;
+		}
 		for (j = 0; j + 1 < r->stopped.n; j += 2)
-			if (r->stopped.v[j] == owners->v[i])
+			if (r->stopped.v[j] == owner)
 				break;
 		if (j + 1 < r->stopped.n)
 			r->stopped.v[j + 1] = until;
 		else {
-			u64vec_push(&r->stopped, owners->v[i]);
+			u64vec_push(&r->stopped, owner);
 			u64vec_push(&r->stopped, until);
 			log_warnx("index %s: writer %" PRIu64 " has stopped; "
 			    "its pending records are passed over",
-			    r->base.path, owners->v[i]);
+			    r->base.path, owner);
 		}
 		found++;
 	}
+	u64vec_free(suspects);
+	*suspects = missing;
 	return ((int)found);
 }
 

@@ -758,7 +758,7 @@ EOF
 	BG_PIDS+=($!)
 }
 
-@test "a candidate pending in a dead writer's batch is passed over at once; one of a running writer, or of a ticket with no owner (older writers), is waited for and its verdict taken" {
+@test "a candidate pending in a dead writer's batch is passed over in seconds, not 90; one of a running writer, or of a ticket with no owner (older writers), is waited for and its verdict taken" {
 	local db ns key docid port="${REDIS_SINGLE##*:}" now owner pid
 
 	rcli() { timeout 10 redis-cli -p "$port" "$@"; }
@@ -795,7 +795,8 @@ EOF
 		pid=$!
 		BG_PIDS+=("$pid")
 		if [ "$owner" = dead ]; then
-			# Not PENDING_WAIT (90 s): no connection has its name.
+			# Not PENDING_WAIT (90 s): no connection has its name
+			# at two looks a second apart.
 			wait_exit "$pid" 30
 			[ "$status" -eq 0 ] || fail "dead: status $status" "$(cat err.dead)"
 			cut -f1,2,4 out.dead | grep -qx "$(printf 'unique\t-\tb')" ||
