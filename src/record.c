@@ -466,6 +466,9 @@ jfast_string(const unsigned char **pp, const unsigned char *end,
 	uint32_t		 cp;
 	size_t			 n;
 	char			 c;
+#ifdef MHF_AVX2
+	int			 wide = simd_avx2();
+#endif
 
 	if (out != NULL)
 		out->len = 0;
@@ -473,7 +476,7 @@ jfast_string(const unsigned char **pp, const unsigned char *end,
 		run = p;
 		for (;;) {
 #ifdef MHF_AVX2
-			if (end - p >= 32 && simd_avx2())
+			if (wide && end - p >= 32)
 				p += jplain_avx2(p, end - p);
 #endif
 			while (end - p >= 8) {

@@ -1039,17 +1039,17 @@ read_buckets(struct redis *r, size_t n, char **cause)
  * A writer that died never decides: once a wait has lasted OWNER_CHECK,
  * and every OWNER_CHECK after, the writers waited for are looked for
  * among those running (find_stopped); the pending records of one missing
- * at two looks in a row, or known stopped, are passed over at once.  Records of a
- * writer that wrote no owner with its ticket are waited for up to
- * PENDING_WAIT, as are those of one that runs but does not decide
+ * at two looks in a row, or known stopped, are passed over at once.
+ * Records of a writer that wrote no owner with its ticket are waited for
+ * up to PENDING_WAIT, as are those of one that runs but does not decide
  * (stalled, or cut off from Redis).
  */
 static int
 wait_pending(struct redis *r, struct u64vec *want, char **cause)
 {
 	struct rdoc	*d;
-	struct u64vec	 owners = { 0 }, suspects = { 0 };
-	double		 deadline, check, pause;
+	struct u64vec	 owners = { 0 }, suspects = { 0 }, scratch = { 0 };
+	double		 start, deadline, check, pause;
 	uint64_t	 owner;
 	size_t		 i, k;
 	int		 first = 1, rc;
@@ -1073,8 +1073,9 @@ wait_pending(struct redis *r, struct u64vec *want, char **cause)
 	if (k != 0 && fetch_docs(r, want->v, want->n, cause) != 0)
 		return (INDEX_ERROR);
 
-	deadline = now_seconds() + PENDING_WAIT;
-	check = deadline - PENDING_WAIT + OWNER_CHECK;
+	start = now_seconds();
+	deadline = start + PENDING_WAIT;
+	check = start + OWNER_CHECK;
 	pause = 0.001;
 	for (rc = 0; rc == 0;) {
 		want->n = 0;
@@ -1110,6 +1111,7 @@ wait_pending(struct redis *r, struct u64vec *want, char **cause)
 				if ((owner = cache_find(r,
 				    want->v[k])->owner) != 0)
 					u64vec_push(&owners, owner);
+			u64_sort_unique(&owners, &scratch);
 			if (owners.n != 0 && (rc = find_stopped(r, &owners,
 			    &suspects, cause)) < 0)
 				break;
@@ -1126,6 +1128,7 @@ wait_pending(struct redis *r, struct u64vec *want, char **cause)
 	}
 	u64vec_free(&owners);
 	u64vec_free(&suspects);
+	u64vec_free(&scratch);
 	return (rc < 0 ? INDEX_ERROR : 0);
 }
 

@@ -396,13 +396,14 @@ redis_stopped(struct redis *r, uint64_t owner)
 }
 
 /*
- * Which of these owners (of pending records waited for) have stopped:
- * those the master of {NS} had no connection of at this look and at the
- * one before (*suspects, a second earlier: one look could come just
- * after a failover, before a running writer reconnected).  They are kept
- * in r->stopped, owner and until when (milliseconds), with a warning;
- * *suspects becomes those missing at this look alone.  Returns how many
- * were found stopped, or INDEX_ERROR.
+ * Which of these owners (of pending records waited for; sorted, each
+ * once) have stopped: those the master of {NS} had no connection of at
+ * this look and at the one before (*suspects, a second earlier: one look
+ * could come just after a failover, before a running writer
+ * reconnected).  They are kept in r->stopped, owner and until when
+ * (milliseconds), with a warning; *suspects becomes those missing at
+ * this look alone, sorted.  Returns how many were found stopped, or
+ * INDEX_ERROR.
  */
 int
 find_stopped(struct redis *r, const struct u64vec *owners,
@@ -420,17 +421,11 @@ find_stopped(struct redis *r, const struct u64vec *owners,
 		owner = owners->v[i];
 		if (owner_in(&r->writers, owner) || redis_stopped(r, owner))
 			continue;
-		for (j = 0; j < suspects->n; j++)
-			if (suspects->v[j] == owner)
-				break;
-		if (j == suspects->n) {
-			for (j = 0; j < missing.n; j++)
-				if (missing.v[j] == owner)
-					break;
-			if (j == missing.n)
-				u64vec_push(&missing, owner);
+		if (!owner_in(suspects, owner)) {
+			u64vec_push(&missing, owner);
 			continue;
 		}
+		/* Seen stopped before, and its minute over: renewed. */
 		for (j = 0; j + 1 < r->stopped.n; j += 2)
 			if (r->stopped.v[j] == owner)
 				break;
