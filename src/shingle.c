@@ -53,6 +53,8 @@ static void	ascii_hashes(const struct shingler *, const unsigned char *,
 static void	ascii_windows(const struct shingler *, const unsigned char *,
 		    size_t, size_t, int, uint64_t *);
 #ifdef MHF_AVX2
+static size_t	ascii_keys_avx2(const unsigned char *, size_t, size_t,
+		    uint64_t *);
 static size_t	ascii_hashes_avx2(const unsigned char *, size_t, size_t,
 		    uint64_t, uint64_t *);
 static size_t	ascii_hashes_avx512(const unsigned char *, size_t, size_t,
@@ -144,9 +146,13 @@ shingle_add(const struct shingler *sh, const unsigned char *p, size_t len,
 static void
 ascii_keys(const unsigned char *p, size_t len, size_t n, uint64_t *out)
 {
-	size_t	 i;
+	size_t	 i = 0;
 
-	for (i = 0; i + n <= len; i++)
+#ifdef MHF_AVX2
+	if (simd_avx2())
+		i = ascii_keys_avx2(p, len, n, out);
+#endif
+	for (; i + n <= len; i++)
 		out[i] = ascii_key(p + i, n, len - i);
 }
 
@@ -269,6 +275,42 @@ ascii_windows(const struct shingler *sh, const unsigned char *p, size_t len,
 }
 
 #ifdef MHF_AVX2
+/*
+ * ascii_keys' windows 8 at a time while 16 bytes are left: windows i to
+ * i + 7 of up to 7 bytes lie in p[i, i + 16), loaded once into both halves
+ * of a register; a byte shuffle puts window k's bytes in 64-bit lane k
+ * (k + 4 for the second shuffle), zeros above them, and the length goes in
+ * the top byte.  Returns the first window not done.
+ */
+__attribute__((target("avx2"))) static size_t
+ascii_keys_avx2(const unsigned char *p, size_t len, size_t n, uint64_t *out)
+{
+	__m256i		 x, shuf_lo, shuf_hi, tag;
+	signed char	 idx[32];
+	size_t		 i, lane, b;
+
+	/* Shuffle indices are within each 16-byte half; -1 gives a zero. */
+	for (lane = 0; lane < 4; lane++)
+		for (b = 0; b < 8; b++)
+			idx[lane * 8 + b] = b < n ? (signed char)(lane + b) :
+			    -1;
+	shuf_lo = _mm256_loadu_si256((const __m256i *)idx);
+	for (lane = 0; lane < 4; lane++)
+		for (b = 0; b < n; b++)
+			idx[lane * 8 + b] += 4;
+	shuf_hi = _mm256_loadu_si256((const __m256i *)idx);
+	tag = _mm256_set1_epi64x((long long)((uint64_t)n << 56));
+	for (i = 0; i + 16 <= len; i += 8) {
+		x = _mm256_broadcastsi128_si256(
+		    _mm_loadu_si128((const __m128i *)(p + i)));
+		_mm256_storeu_si256((__m256i *)(out + i), _mm256_or_si256(
+		    _mm256_shuffle_epi8(x, shuf_lo), tag));
+		_mm256_storeu_si256((__m256i *)(out + i + 4), _mm256_or_si256(
+		    _mm256_shuffle_epi8(x, shuf_hi), tag));
+	}
+	return (i);
+}
+
 /*
  * xxh3_4to8 in each 64-bit lane.  AVX2 has no 64-bit multiply: a * C mod
  * 2^64 is lo(a) lo(C) + (hi(a) lo(C) + lo(a) hi(C)) << 32, three 32-bit
@@ -635,10 +677,12 @@ shset_reset(struct shset *s, size_t n)
  * A value's home slot: the top bits of its product with 2^64 / phi
  * (Fibonacci hashing), as keys are not uniform in their low bits.
  */
+#define FIB_HOME(x, shift)	((size_t)(((x) * 0x9e3779b97f4a7c15ULL) >> (shift)))
+
 static inline size_t
 shset_home(const struct shset *s, uint64_t x)
 {
-	return ((size_t)((x * 0x9e3779b97f4a7c15ULL) >> s->shift));
+	return (FIB_HOME(x, s->shift));
 }
 
 /* Add a value to a set; returns 1 if it was not there before. */
@@ -745,12 +789,37 @@ shingle_distinct(const uint64_t *h, size_t n, struct u64vec *table)
 size_t
 shset_build(struct shset *s, const uint64_t *h, size_t n)
 {
-	size_t	 i;
+	struct shslot	*slot, *sl;
+	size_t		 i, j, mask, count = 0;
+	unsigned	 shift;
+	uint32_t	 own;
 
+	/*
+	 * The table's fields and the count in locals: through s, every
+	 * store to a slot would make the compiler load them again, and the
+	 * count's store and load chained one insertion to the next.
+	 */
 	shset_reset(s, n);
-	for (i = 0; i < n; i++)
-		shset_add(s, h[i]);
-	return (s->n);
+	slot = s->slot;
+	mask = s->mask;
+	shift = s->shift;
+	own = s->own;
+	for (i = 0; i < n; i++) {
+		for (j = FIB_HOME(h[i], shift);; j = (j + 1) & mask) {
+			sl = &slot[j];
+			if (sl->mark != own) {
+				sl->v = h[i];
+				sl->mark = own;
+				sl->seen = 0;
+				count++;
+				break;
+			}
+			if (sl->v == h[i])
+				break;
+		}
+	}
+	s->n = count;
+	return (count);
 }
 
 /* Is a value in the set? */
@@ -787,9 +856,10 @@ size_t
 shset_overlap(struct shset *mine, struct shset *scratch, const uint64_t *h,
     size_t n, size_t *theirsp)
 {
-	struct shslot	*sl;
-	size_t		 i, j, both = 0, theirs = 0;
-	uint32_t	 g;
+	struct shslot	*slot, *sl;
+	size_t		 i, j, mask, both = 0, theirs = 0;
+	unsigned	 shift;
+	uint32_t	 g, own;
 
 	if (mine->n + n > (mine->mask + 1) / 2) {
 		shset_reset(scratch, n);
@@ -800,11 +870,14 @@ shset_overlap(struct shset *mine, struct shset *scratch, const uint64_t *h,
 		theirs = scratch->n;
 	} else {
 		g = shset_next(mine);
+		slot = mine->slot;	/* in locals, as in shset_build */
+		mask = mine->mask;
+		shift = mine->shift;
+		own = mine->own;
 		for (i = 0; i < n; i++) {
-			for (j = shset_home(mine, h[i]);;
-			    j = (j + 1) & mine->mask) {
-				sl = &mine->slot[j];
-				if (sl->mark == mine->own) {
+			for (j = FIB_HOME(h[i], shift);; j = (j + 1) & mask) {
+				sl = &slot[j];
+				if (sl->mark == own) {
 					if (sl->v != h[i])
 						continue;
 					if (sl->seen != g) {

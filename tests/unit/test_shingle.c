@@ -201,6 +201,23 @@ test_sizes(void **state)
 	u64vec_free(&v);
 }
 
+/* A shingle's key as the top of shingle.c defines it. */
+static uint64_t
+ref_key(const unsigned char *p, size_t len, uint64_t seed)
+{
+	uint64_t	 x = 0;
+	size_t		 i;
+	unsigned char	 any = 0;
+
+	for (i = 0; i < len; i++)
+		any |= p[i];
+	if (len > 7 || any >= 0x80)
+		return (XXH3_64bits_withSeed(p, len, seed) | 1ULL << 63);
+	for (i = 0; i < len; i++)
+		x |= (uint64_t)p[i] << (8 * i);
+	return (x | (uint64_t)len << 56);
+}
+
 /* shingle_hash has the library's value for every window of text. */
 static void
 check_windows(const struct shingler *sh, const unsigned char *text,
@@ -217,6 +234,14 @@ check_windows(const struct shingler *sh, const unsigned char *text,
 			fail_msg("n %u, seed %#llx, len %zu, window %zu",
 			    sh->n, (unsigned long long)sh->seed, len, i);
 	}
+	/* And their keys, as the top of shingle.c defines them. */
+	assert_int_equal(shingle_keys(sh, (const char *)text, len, bytes, v),
+	    want);
+	for (i = 0; i < want; i++) {
+		if (v->v[i] != ref_key(text + i, n, sh->seed))
+			fail_msg("n %u, seed %#llx, len %zu, key %zu",
+			    sh->n, (unsigned long long)sh->seed, len, i);
+	}
 }
 
 /*
@@ -226,7 +251,8 @@ check_windows(const struct shingler *sh, const unsigned char *text,
  * AVX2 one and the AVX-512 one (where the CPU has them) to the library's
  * XXH3_64bits_withSeed on every window of texts of 1 to 100 bytes, ASCII
  * and any bytes, for shingle sizes 1 to 12 and 64 and seeds that stress
- * the seed's part (its halves swapped and subtracted).
+ * the seed's part (its halves swapped and subtracted); and the windows'
+ * keys (AVX2 makes those of ASCII text 8 at a time) to ref_key.
  */
 static void
 test_window_hashes(void **state)
@@ -265,23 +291,6 @@ test_window_hashes(void **state)
 	}
 	simd_allow(SIMD_ALL);
 	u64vec_free(&v);
-}
-
-/* A shingle's key as the top of shingle.c defines it. */
-static uint64_t
-ref_key(const unsigned char *p, size_t len, uint64_t seed)
-{
-	uint64_t	 x = 0;
-	size_t		 i;
-	unsigned char	 any = 0;
-
-	for (i = 0; i < len; i++)
-		any |= p[i];
-	if (len > 7 || any >= 0x80)
-		return (XXH3_64bits_withSeed(p, len, seed) | 1ULL << 63);
-	for (i = 0; i < len; i++)
-		x |= (uint64_t)p[i] << (8 * i);
-	return (x | (uint64_t)len << 56);
 }
 
 /*
