@@ -1172,6 +1172,21 @@ memtable_prefetch(const struct memtable *mt, uint64_t key, int stage)
 		MHF_PREFETCH(ch->v);
 }
 
+/*
+ * The same for memtable_add of key: stage 0 the bucket's header, stage 1
+ * where the entry will go.
+ */
+void
+memtable_prefetch_add(const struct memtable *mt, uint64_t key, int stage)
+{
+	const struct mtchunk	*ch = &mt->chunks[mt_bucket(key)];
+
+	if (stage == 0)
+		MHF_PREFETCH(ch);
+	else if (ch->n < ch->size)
+		MHF_PREFETCH(ch->v + ch->n);
+}
+
 /* Append the document numbers of the entries with this key, up to max. */
 size_t
 memtable_find(struct memtable *mt, uint64_t key, struct u64vec *out,

@@ -67,6 +67,74 @@ struct slot {
 	uint64_t	 shingles;	/* distinct (containment only) */
 };
 
+/* filter_exact's similarities. */
+#define SIM_J		0	/* Jaccard */
+#define SIM_IN		1	/* the record's share in the document */
+#define SIM_OUT		2	/* the document's share in the record */
+#define NSIM		3
+
+/* A thread's scratch for lookups and verification. */
+struct vwork {
+	struct shset	 mine;		/* the record's shingle set */
+	int		 have_mine;	/* mine is the record's */
+	const struct buf *mytext;	/* its text, or NULL (yet) */
+	struct buf	 norm;		/* the record's text, decoded */
+	struct shset	 theirs;	/* a candidate's shingle set */
+	struct u64vec	 hashes;	/* a text's shingle keys */
+	struct u64vec	 found;		/* band bucket contents */
+	struct u64vec	 scratch;	/* for sort_u64 */
+	struct cand	*cands;
+	size_t		 candsize;
+	struct buf	 text;		/* a candidate's text */
+};
+
+/* A similarity the lookahead computed (filter_exact's, ahead of it). */
+struct amemo {
+	uint64_t	 docid;
+	double		 sim[NSIM];
+	int		 same;		/* the same text */
+};
+
+/* What the lookahead found for a record of the batch. */
+struct ahead {
+	int		 ok;		/* looked up: what follows is its */
+	unsigned	 thr;		/* in whose arena (f->athr) */
+	size_t		 most;		/* entries of its fullest key */
+	size_t		 found;		/* its bucket contents: offset */
+	size_t		 nfound;
+	size_t		 memo;		/* its similarities: offset */
+	size_t		 nmemo;
+};
+
+/* A lookahead thread: its reader, scratch and results. */
+struct athr {
+	struct filter	*f;
+	struct fbatch	*fb;
+	struct ixreader	*rd;
+	struct vwork	 w;
+	struct u64vec	 arena;		/* the records' bucket contents */
+	struct amemo	*memo;
+	size_t		 nmemo, memosize;
+	pthread_t	 thread;
+};
+
+/*
+ * The batch's inserts by band key, for the lookups of the records after
+ * them: what the memtable gained since the lookahead looked.
+ */
+struct inbent {
+	uint64_t	 key;
+	uint64_t	 docid;
+	uint32_t	 next;		/* INB_NONE: the last */
+};
+struct inb {
+	uint32_t	*head;		/* mask + 1 */
+	size_t		 mask;
+	struct inbent	*e;
+	size_t		 n, size;
+};
+#define INB_NONE	UINT32_MAX
+
 /*
  * A batch between the phases: what phase 1 made of each record.  Phase 1
  * of one batch may run (filter_prepare_start) while phase 2 of another
@@ -85,6 +153,11 @@ struct fbatch {
 	struct buf		*ids;		/* nslots external ids */
 	uint64_t		 invalid_utf8;
 	atomic_size_t		 next;		/* phase 1: first unclaimed */
+	struct ahead		*ahead;		/* n, when ahead_on */
+	size_t			 aheadsize;
+	int			 ahead_on;
+	atomic_size_t		 anext;		/* lookahead: first unclaimed */
+	atomic_int		 ahead_stop;	/* a reader met damage */
 	pthread_t		 thread;	/* filter_prepare_start */
 	int			 running;
 };
@@ -95,11 +168,6 @@ struct fbatch {
  * (filter_prepare_wait).  Fixed shares left a worker finishing alone while
  * the writer slept.
  */
-/* filter_exact's similarities. */
-#define SIM_J		0	/* Jaccard */
-#define SIM_IN		1	/* the record's share in the document */
-#define SIM_OUT		2	/* the document's share in the record */
-#define NSIM		3
 #define PREP_CHUNK	16
 
 /* A worker's scratch for phase 1. */
@@ -120,18 +188,15 @@ struct filter {
 	struct filter_opts	 o;
 	struct prep		*preps;		/* o.threads, and the writer's */
 	struct shingler		 sh;
-	struct shset		 mine;		/* the record's shingle set */
-	int			 have_mine;	/* mine is the record's */
-	const struct buf	*mytext;	/* its text, or NULL (yet) */
-	struct buf		 norm;		/* the record's text, decoded */
-	struct shset		 theirs;	/* a candidate's shingle set */
-	struct u64vec		 hashes;	/* a text's shingle keys */
-	struct u64vec		 found;		/* band bucket contents */
-	struct u64vec		 scratch;	/* for sort_u64 */
-	struct cand		*cands;
-	size_t			 candsize;
-	struct buf		 text;		/* a candidate's text */
+	struct vwork		 w;		/* the writer's */
 	double			 margin;	/* exact: signature prefilter */
+	/* The lookahead (filter_ahead). */
+	struct athr		*athr;		/* o.threads: the writer's first */
+	struct inb		 inb;
+	const struct amemo	*memo;		/* the record's, in filter_one */
+	size_t			 nmemo;
+	void			 (*started)(void *);	/* filter_on_ahead */
+	void			*started_arg;
 	struct filter_stats	 st;
 	/* The earlier documents this run has replayed: written again once. */
 	uint64_t		*replayed;	/* open addressing, 0 free */
@@ -141,11 +206,19 @@ struct filter {
 
 static void	*prep_run(void *);
 static void	*prepare_run(void *);
+static void	vwork_free(struct vwork *);
+static void	vwork_trim(struct vwork *);
+static void	filter_ahead(struct filter *, struct index *, struct fbatch *);
+static int	filter_ahead_found(struct filter *, struct fbatch *, size_t,
+		    const uint64_t *);
+static int	amemo_cmp(const void *, const void *);
+static void	inb_reset(struct inb *, size_t);
+static void	inb_add(struct inb *, const uint64_t *, unsigned, uint64_t);
 static int	filter_one(struct filter *, struct index *, struct fbatch *,
 		    size_t, char **);
 static int	filter_exact(struct filter *, struct index *,
 		    const struct slot *, uint64_t, double *, char **);
-static size_t	filter_gather(struct filter *);
+static size_t	filter_gather(struct vwork *, uint64_t *, size_t);
 static void	filter_docs(struct fbatch *);
 static int	cand_cmp(const void *, const void *);
 static int	est_cmp(const void *, const void *);
@@ -192,17 +265,55 @@ filter_free(struct filter *f)
 		textenc_free(f->preps[i].te);
 	}
 	free(f->preps);
-	shset_free(&f->mine);
-	shset_free(&f->theirs);
-	buf_free(&f->norm);
-	u64vec_free(&f->hashes);
-	u64vec_free(&f->found);
-	u64vec_free(&f->scratch);
-	free(f->cands);
-	buf_free(&f->text);
+	vwork_free(&f->w);
+	for (i = 0; f->athr != NULL && i < f->o.threads; i++) {
+		vwork_free(&f->athr[i].w);
+		u64vec_free(&f->athr[i].arena);
+		free(f->athr[i].memo);
+	}
+	free(f->athr);
+	free(f->inb.head);
+	free(f->inb.e);
 	free(f->replayed);
 	u64vec_free(&f->replays);
 	free(f);
+}
+
+/* Free a thread's scratch. */
+static void
+vwork_free(struct vwork *w)
+{
+	shset_free(&w->mine);
+	shset_free(&w->theirs);
+	buf_free(&w->norm);
+	u64vec_free(&w->hashes);
+	u64vec_free(&w->found);
+	u64vec_free(&w->scratch);
+	free(w->cands);
+	buf_free(&w->text);
+}
+
+/* Keep the scratch of ordinary records, not of a huge one. */
+static void
+vwork_trim(struct vwork *w)
+{
+	shset_trim(&w->mine);
+	shset_trim(&w->theirs);
+	u64vec_trim(&w->hashes);
+	buf_trim(&w->text);
+	buf_trim(&w->norm);
+}
+
+/*
+ * Run fn(arg) once the lookahead of each batch is done (or known not to
+ * happen), before its decisions: pipeline.c starts the next batch's phase 1
+ * there, so that the lookahead has the cores first.
+ */
+void
+filter_on_ahead(struct filter *f, void (*fn)(void *), void *arg)
+{
+	f->started = fn;
+	f->started_arg = arg;
 }
 
 /* The slot of docid in the set of replayed documents, or a free one. */
@@ -328,6 +439,7 @@ fbatch_free(struct fbatch *fb)
 	free(fb->keys);
 	free(fb->ids);
 	free(fb->docs);
+	free(fb->ahead);
 	free(fb);
 }
 
@@ -623,31 +735,34 @@ est_cmp(const void *a, const void *b)
 	return ((x->docid > y->docid) - (x->docid < y->docid));
 }
 
-/* Turn the bucket contents into candidates with their shared-band counts. */
+/*
+ * Turn bucket contents (found[0..nfound), sorted here) into candidates in
+ * w->cands with their shared-band counts, most shared first.
+ */
 static size_t
-filter_gather(struct filter *f)
+filter_gather(struct vwork *w, uint64_t *found, size_t nfound)
 {
 	size_t	 i, n = 0;
 
-	if (f->found.n == 0)
+	if (nfound == 0)
 		return (0);
-	sort_u64(f->found.v, f->found.n, &f->scratch);
-	if (f->found.n > f->candsize) {
-		f->candsize = f->found.n;
-		f->cands = xreallocarray(f->cands, f->candsize,
-		    sizeof *f->cands);
+	sort_u64(found, nfound, &w->scratch);
+	if (nfound > w->candsize) {
+		w->candsize = nfound;
+		w->cands = xreallocarray(w->cands, w->candsize,
+		    sizeof *w->cands);
 	}
-	for (i = 0; i < f->found.n; i++) {
-		if (n > 0 && f->cands[n - 1].docid == f->found.v[i])
-			f->cands[n - 1].hits++;
+	for (i = 0; i < nfound; i++) {
+		if (n > 0 && w->cands[n - 1].docid == found[i])
+			w->cands[n - 1].hits++;
 		else {
-			f->cands[n].docid = f->found.v[i];
-			f->cands[n].hits = 1;
+			w->cands[n].docid = found[i];
+			w->cands[n].hits = 1;
 			n++;
 		}
 	}
 	if (n > 1)
-		qsort(f->cands, n, sizeof *f->cands, cand_cmp);
+		qsort(w->cands, n, sizeof *w->cands, cand_cmp);
 	return (n);
 }
 
@@ -674,58 +789,84 @@ verdict_pair(struct verdict *v, uint64_t docid, const char *id, size_t idlen,
 }
 
 /*
- * The exact similarity of slot s's text and a document's: into sim[SIM_J]
- * their Jaccard similarity, and into sim[SIM_IN] and sim[SIM_OUT] the
- * share of the record's shingles in the document and of the document's
- * in the record (containment, both ways).
+ * The exact similarity of slot s's text and a document's text (of its
+ * DOC_BYTES flag bytes), with w's scratch: see filter_exact.  1 when the
+ * texts are the same, else 0.
  */
 static int
-filter_exact(struct filter *f, struct index *ix, const struct slot *s,
-    uint64_t docid, double *sim, char **cause)
+filter_similarity(const struct filter *f, struct vwork *w,
+    const struct slot *s, const struct buf *text, int bytes, double *sim)
 {
-	const struct buf	*norm = f->mytext;
+	const struct buf	*norm = w->mytext;
 	size_t			 both, theirs, mine;
-	int			 bytes;
 
 	if (norm == NULL) {
 		/* Its text was compressed and not kept (prep_one). */
 		norm = &s->norm;
 		if (f->o.p.texts && !f->o.query_only) {
 			if (text_decode((const unsigned char *)s->enc.data,
-			    s->enc.len, &f->norm) < 0)
+			    s->enc.len, &w->norm) < 0)
 				fatalx("a batch's compressed text is corrupt");
-			norm = &f->norm;
+			norm = &w->norm;
 		}
-		f->mytext = norm;
+		w->mytext = norm;
 	}
-	if ((bytes = index_text(ix, docid, &f->text, cause)) < 0)
-		return (-1);
 	/*
 	 * The same text (a copy sent again, a feed polled again) has the
 	 * same shingles, whatever they are: no set to build.
 	 */
-	if (bytes == s->bytes && f->text.len == norm->len &&
-	    memcmp(f->text.data, norm->data, norm->len) == 0) {
+	if (bytes == s->bytes && text->len == norm->len &&
+	    memcmp(text->data, norm->data, norm->len) == 0) {
 		sim[SIM_J] = sim[SIM_IN] = sim[SIM_OUT] = 1.0;
-		f->st.verified++;
-		f->st.verified_same++;
-		return (0);
+		return (1);
 	}
-	if (!f->have_mine) {
+	if (!w->have_mine) {
 		shingle_keys(&f->sh, norm->data, norm->len, s->bytes,
-		    &f->hashes);
-		shset_build(&f->mine, f->hashes.v, f->hashes.n);
-		f->have_mine = 1;
+		    &w->hashes);
+		shset_build(&w->mine, w->hashes.v, w->hashes.n);
+		w->have_mine = 1;
 	}
-	shingle_keys(&f->sh, f->text.data, f->text.len, bytes, &f->hashes);
-	both = shset_overlap(&f->mine, &f->theirs, f->hashes.v, f->hashes.n,
+	shingle_keys(&f->sh, text->data, text->len, bytes, &w->hashes);
+	both = shset_overlap(&w->mine, &w->theirs, w->hashes.v, w->hashes.n,
 	    &theirs);
-	mine = f->mine.n;
+	mine = w->mine.n;
 	sim[SIM_J] = mine + theirs == 0 ? 1.0 :
 	    (double)both / (double)(mine + theirs - both);
 	sim[SIM_IN] = mine == 0 ? 1.0 : (double)both / (double)mine;
 	sim[SIM_OUT] = theirs == 0 ? 1.0 : (double)both / (double)theirs;
+	return (0);
+}
+
+/*
+ * The exact similarity of slot s's text and a document's: into sim[SIM_J]
+ * their Jaccard similarity, and into sim[SIM_IN] and sim[SIM_OUT] the
+ * share of the record's shingles in the document and of the document's
+ * in the record (containment, both ways).  The lookahead's, if it computed
+ * it (the same function of the same two texts), else computed here.
+ */
+static int
+filter_exact(struct filter *f, struct index *ix, const struct slot *s,
+    uint64_t docid, double *sim, char **cause)
+{
+	const struct amemo	*m = NULL;
+	struct amemo		 key;
+	int			 bytes, same;
+
+	key.docid = docid;
+	if (f->nmemo > 0)
+		m = bsearch(&key, f->memo, f->nmemo, sizeof *f->memo,
+		    amemo_cmp);
+	if (m != NULL) {
+		memcpy(sim, m->sim, NSIM * sizeof *sim);
+		same = m->same;
+	} else {
+		if ((bytes = index_text(ix, docid, &f->w.text, cause)) < 0)
+			return (-1);
+		same = filter_similarity(f, &f->w, s, &f->w.text, bytes, sim);
+	}
 	f->st.verified++;
+	if (same)
+		f->st.verified_same++;
 	return (0);
 }
 
@@ -854,6 +995,295 @@ filter_copy(struct filter *f, struct index *ix, const struct record *r,
 }
 
 /*
+ * The lookahead.  Of the writer's work on a batch, the lookups and the
+ * verification need not wait for the decisions of the records before:
+ * before any of the batch is inserted, every record is looked up in the
+ * index as committed (index_reader_candidates), and its candidates that
+ * filter_one may verify (an estimate within the margin of the threshold)
+ * are verified, by o.threads threads at once, the writer among them, each
+ * with an index reader of its own.  filter_one then takes a record's
+ * candidates from there and from the batch's own inserts before it (inb:
+ * what the memtable gained since), and a similarity from there when it
+ * has one (filter_exact), so that its verdicts are the same as without:
+ * the same candidates, the same similarities, the same rules, in input
+ * order.  A record whose fullest band bucket could have passed
+ * INDEX_BUCKET_MAX with the batch's inserts (where a lookup leaves some
+ * out), or that the lookahead could not look up, is looked up by the
+ * writer as before.  Containment is looked up ahead, not verified.
+ *
+ * It needs two threads, a backend with readers, and a batch large enough
+ * to be worth a fork and join (AHEAD_MIN records to decide).  The next
+ * batch's phase 1 starts after it (filter_on_ahead), so that the two do
+ * not share the cores while the writer waits.
+ */
+#define AHEAD_MIN	256
+#define AHEAD_CHUNK	16
+#define AHEAD_FOUND_MAX	(1U << 20)	/* bucket entries kept, a batch */
+#define AHEAD_MEMO_MAX	(1U << 18)	/* similarities kept, a batch */
+
+/* Look record i of the batch up ahead, and verify what may be asked. */
+static void
+ahead_one(struct athr *a, size_t i)
+{
+	struct filter	*f = a->f;
+	struct fbatch	*fb = a->fb;
+	struct ahead	*ah = &fb->ahead[i];
+	const struct slot *s = &fb->slots[i];
+	struct vwork	*w = &a->w;
+	struct amemo	*m;
+	struct docinfo	 d;
+	unsigned	 K = f->o.p.perms;
+	const uint32_t	*sig = fb->sigs + i * K;
+	double		 floor = f->o.p.threshold - f->margin;
+	size_t		 c, n, start = a->arena.n;
+	int		 bytes, rc;
+
+	if (!s->pending)
+		return;
+	if ((rc = index_reader_candidates(a->rd, fb->keys +
+	    i * f->o.p.bands, &a->arena, &ah->most)) != 0 ||
+	    a->arena.n > AHEAD_FOUND_MAX / f->o.threads) {
+		/* (Past its share of the budget: the writer looks.) */
+		a->arena.n = start;
+		if (rc < 0)
+			atomic_store(&fb->ahead_stop, 1);
+		return;
+	}
+	ah->thr = (unsigned)(a - f->athr);
+	ah->found = start;
+	ah->nfound = a->arena.n - start;
+	ah->memo = a->nmemo;
+	ah->nmemo = 0;
+	ah->ok = 1;
+	if (f->o.verify != VERIFY_EXACT ||
+	    f->o.p.measure == MEASURE_CONTAINMENT || ah->nfound == 0)
+		return;
+	/* The arena's order does not matter: filter_one gathers again. */
+	n = filter_gather(w, a->arena.v + start, ah->nfound);
+	if (n > f->o.max_candidates)
+		n = f->o.max_candidates;
+	w->have_mine = 0;
+	w->mytext = NULL;
+	for (c = 0; c < n && a->nmemo < AHEAD_MEMO_MAX / f->o.threads; c++) {
+		if ((rc = index_reader_doc(a->rd, w->cands[c].docid,
+		    &d)) == 0 && minhash_similarity(sig, d.sig, K) >= floor)
+			rc = index_reader_text(a->rd, w->cands[c].docid,
+			    &w->text, &bytes);
+		else if (rc == 0)
+			continue;	/* not verified */
+		if (rc < 0) {
+			atomic_store(&fb->ahead_stop, 1);
+			break;
+		}
+		if (rc != 0)
+			continue;
+		if (a->nmemo == a->memosize) {
+			a->memosize = a->memosize ? 2 * a->memosize : 256;
+			a->memo = xreallocarray(a->memo, a->memosize,
+			    sizeof *a->memo);
+		}
+		m = &a->memo[a->nmemo++];
+		m->docid = w->cands[c].docid;
+		m->same = filter_similarity(f, w, s, &w->text, bytes, m->sim);
+		ah->nmemo++;
+	}
+	if (ah->nmemo > 1)
+		qsort(a->memo + ah->memo, ah->nmemo, sizeof *a->memo,
+		    amemo_cmp);
+}
+
+/* Order similarities by document. */
+static int
+amemo_cmp(const void *a, const void *b)
+{
+	const struct amemo	*x = a, *y = b;
+
+	return ((x->docid > y->docid) - (x->docid < y->docid));
+}
+
+/* A lookahead thread: claim records AHEAD_CHUNK at a time. */
+static void *
+ahead_run(void *arg)
+{
+	struct athr	*a = arg;
+	struct fbatch	*fb = a->fb;
+	size_t		 i, end, bands = a->f->o.p.bands;
+
+	for (;;) {
+		i = atomic_fetch_add(&fb->anext, AHEAD_CHUNK);
+		if (i >= fb->n || atomic_load(&fb->ahead_stop))
+			break;
+		end = i + AHEAD_CHUNK < fb->n ? i + AHEAD_CHUNK : fb->n;
+		/*
+		 * A lookup is a few cache misses: those of the next two
+		 * records are started while this one is looked up and
+		 * verified, as index_candidates does for the writer.
+		 */
+		index_reader_prefetch(a->rd, fb->keys + i * bands, 0);
+		index_reader_prefetch(a->rd, fb->keys + i * bands, 1);
+		if (i + 1 < end)
+			index_reader_prefetch(a->rd,
+			    fb->keys + (i + 1) * bands, 0);
+		for (; i < end; i++) {
+			if (i + 1 < end)
+				index_reader_prefetch(a->rd,
+				    fb->keys + (i + 1) * bands, 1);
+			if (i + 2 < end)
+				index_reader_prefetch(a->rd,
+				    fb->keys + (i + 2) * bands, 0);
+			if (!atomic_load_explicit(&fb->ahead_stop,
+			    memory_order_relaxed))
+				ahead_one(a, i);
+		}
+	}
+	vwork_trim(&a->w);
+	return (NULL);
+}
+
+/* The lookahead of a prepared batch, if it is worth one (fb->ahead_on). */
+static void
+filter_ahead(struct filter *f, struct index *ix, struct fbatch *fb)
+{
+	struct athr	*a;
+	size_t		 i, pending = 0, t, nt = f->o.threads;
+
+	fb->ahead_on = 0;
+	if (nt < 2)
+		return;
+	for (i = 0; i < fb->n; i++)
+		pending += fb->slots[i].pending != 0;
+	if (pending < AHEAD_MIN)
+		return;
+	if (f->athr == NULL)
+		f->athr = xcalloc(nt, sizeof *f->athr);
+	for (t = 0; t < nt; t++) {
+		a = &f->athr[t];
+		a->f = f;
+		a->fb = fb;
+		u64vec_trim(&a->arena);
+		a->nmemo = 0;
+		if (a->memosize > AHEAD_MEMO_MAX / 16) {
+			free(a->memo);
+			a->memo = NULL;
+			a->memosize = 0;
+		}
+		if (index_reader_open(ix, &a->rd) != 0)
+			a->rd = NULL;
+	}
+	if (f->athr[0].rd != NULL) {
+		if (fb->n > fb->aheadsize) {
+			fb->aheadsize = fb->n;
+			fb->ahead = xreallocarray(fb->ahead, fb->aheadsize,
+			    sizeof *fb->ahead);
+		}
+		memset(fb->ahead, 0, fb->n * sizeof *fb->ahead);
+		atomic_store(&fb->anext, 0);
+		atomic_store(&fb->ahead_stop, 0);
+		for (t = 1; t < nt; t++) {
+			if (f->athr[t].rd != NULL)
+				thread_start(&f->athr[t].thread, ahead_run,
+				    &f->athr[t]);
+		}
+		ahead_run(&f->athr[0]);
+		for (t = 1; t < nt; t++) {
+			if (f->athr[t].rd != NULL)
+				pthread_join(f->athr[t].thread, NULL);
+		}
+		inb_reset(&f->inb, pending * f->o.p.bands);
+		fb->ahead_on = 1;
+		for (i = 0; i < fb->n; i++)
+			f->st.ahead += fb->ahead[i].ok != 0;
+		for (t = 0; t < nt; t++)
+			f->st.verified_ahead += f->athr[t].nmemo;
+	}
+	for (t = 0; t < nt; t++) {
+		if (f->athr[t].rd != NULL)
+			index_reader_close(f->athr[t].rd);
+		f->athr[t].rd = NULL;
+	}
+}
+
+/* Empty the batch's inserts, with room for n entries. */
+static void
+inb_reset(struct inb *m, size_t n)
+{
+	size_t	 size = 1024;
+
+	while (size < 2 * n)
+		size *= 2;
+	if (size != m->mask + 1 || m->head == NULL) {
+		free(m->head);
+		m->head = xreallocarray(NULL, size, sizeof *m->head);
+		m->mask = size - 1;
+	}
+	memset(m->head, 0xff, size * sizeof *m->head);
+	m->n = 0;
+}
+
+/* An inserted document's band keys. */
+static void
+inb_add(struct inb *m, const uint64_t *keys, unsigned bands, uint64_t docid)
+{
+	size_t		 h;
+	unsigned	 j;
+
+	if (m->n + bands > m->size) {
+		m->size = m->size ? 2 * m->size : 4096;
+		if (m->size < m->n + bands)
+			m->size = m->n + bands;
+		m->e = xreallocarray(m->e, m->size, sizeof *m->e);
+	}
+	for (j = 0; j < bands; j++) {
+		h = (size_t)(keys[j] ^ keys[j] >> 32) & m->mask;
+		m->e[m->n].key = keys[j];
+		m->e[m->n].docid = docid;
+		m->e[m->n].next = m->head[h];
+		m->head[h] = (uint32_t)m->n++;
+	}
+}
+
+/*
+ * Record i's bucket contents from the lookahead and the batch's inserts
+ * since, into f->w.found, and its similarities into f->memo: 1, or 0 when
+ * the writer is to look it up itself.
+ */
+static int
+filter_ahead_found(struct filter *f, struct fbatch *fb, size_t i,
+    const uint64_t *keys)
+{
+	const struct ahead	*ah;
+	const struct athr	*a;
+	struct inb		*m = &f->inb;
+	size_t			 got, h;
+	uint32_t		 x;
+	unsigned		 j;
+
+	if (!fb->ahead_on || !(ah = &fb->ahead[i])->ok)
+		return (0);
+	a = &f->athr[ah->thr];
+	for (j = 0; j < f->o.p.bands; j++) {
+		h = (size_t)(keys[j] ^ keys[j] >> 32) & m->mask;
+		got = 0;
+		for (x = m->head[h]; x != INB_NONE; x = m->e[x].next) {
+			if (m->e[x].key == keys[j]) {
+				u64vec_push(&f->w.found, m->e[x].docid);
+				got++;
+			}
+		}
+		if (ah->most + got >= INDEX_BUCKET_MAX) {
+			f->w.found.n = 0;	/* may have lost some */
+			f->st.ahead_again++;
+			return (0);
+		}
+	}
+	for (got = 0; got < ah->nfound; got++)
+		u64vec_push(&f->w.found, a->arena.v[ah->found + got]);
+	f->memo = a->memo + ah->memo;
+	f->nmemo = ah->nmemo;
+	return (1);
+}
+
+/*
  * Phase 2 for record i: look up, verify, decide, insert.
  *
  * The candidates sharing the most bands (at most max_candidates) get a
@@ -887,23 +1317,25 @@ filter_one(struct filter *f, struct index *ix, struct fbatch *fb, size_t i,
 	int		 pairs = f->o.want_pairs || r->pairs;
 	int		 contain = f->o.p.measure == MEASURE_CONTAINMENT;
 
-	f->found.n = 0;
-	f->have_mine = 0;
-	f->mytext = NULL;
-	if ((rc = index_candidates(ix, i, keys, &f->found, cause)) != 0)
+	f->w.found.n = 0;
+	f->w.have_mine = 0;
+	f->w.mytext = NULL;
+	f->nmemo = 0;
+	if (!filter_ahead_found(f, fb, i, keys) &&
+	    (rc = index_candidates(ix, i, keys, &f->w.found, cause)) != 0)
 		return (rc);
-	n = filter_gather(f);
+	n = filter_gather(&f->w, f->w.found.v, f->w.found.n);
 	if (n > f->o.max_candidates)
 		n = f->o.max_candidates;
 	for (c = kept = 0; c < n; c++) {
-		rc = index_doc(ix, f->cands[c].docid, &d, cause);
+		rc = index_doc(ix, f->w.cands[c].docid, &d, cause);
 		if (rc == INDEX_GONE)
 			continue;	/* removed by retention */
 		if (rc != 0)
 			return (rc);
-		f->cands[c].est = minhash_similarity(sig, d.sig, K);
-		f->cands[c].shingles = d.shingles;
-		if (self == 0 && f->cands[c].est >= 1.0) {
+		f->w.cands[c].est = minhash_similarity(sig, d.sig, K);
+		f->w.cands[c].shingles = d.shingles;
+		if (self == 0 && f->w.cands[c].est >= 1.0) {
 			if ((rc = filter_self(f, ix, r, &d, cause)) < 0)
 				return (rc);
 			if (rc > 0) {
@@ -912,7 +1344,7 @@ filter_one(struct filter *f, struct index *ix, struct fbatch *fb, size_t i,
 				continue;
 			}
 		}
-		f->cands[kept++] = f->cands[c];
+		f->w.cands[kept++] = f->w.cands[c];
 	}
 	f->st.candidates += n;
 
@@ -923,8 +1355,8 @@ filter_one(struct filter *f, struct index *ix, struct fbatch *fb, size_t i,
 			return (-1);
 		if (ex[SIM_J] < 1.0) {
 			/* Same id, other text: an ordinary candidate. */
-			f->cands[kept].docid = self;
-			f->cands[kept++].est = 1.0;
+			f->w.cands[kept].docid = self;
+			f->w.cands[kept++].est = 1.0;
 		} else {
 			if ((rc = filter_copy(f, ix, r, v, self, self_unique,
 			    cause)) != 0)
@@ -935,9 +1367,9 @@ filter_one(struct filter *f, struct index *ix, struct fbatch *fb, size_t i,
 	n = kept;
 
 	if (n > 1)
-		qsort(f->cands, n, sizeof *f->cands, est_cmp);
+		qsort(f->w.cands, n, sizeof *f->w.cands, est_cmp);
 	for (c = 0; c < n; c++) {
-		cd = &f->cands[c];
+		cd = &f->w.cands[c];
 		sim = cd->est;
 		if (f->o.verify == VERIFY_EXACT) {
 			/*
@@ -1021,6 +1453,8 @@ filter_one(struct filter *f, struct index *ix, struct fbatch *fb, size_t i,
 	    fb->ids[i].data, fb->ids[i].len, s->norm.data, s->norm.len,
 	    f->o.p.texts ? s->enc.data : NULL, s->enc.len, flags, r->time,
 	    cause);
+	if (rc == 0 && fb->ahead_on)
+		inb_add(&f->inb, keys, f->o.p.bands, index_last_doc(ix));
 	if (rc == 0 && v->kind == V_DUPLICATE)
 		rc = index_set_group(ix, group, cause);
 	return (rc);
@@ -1037,19 +1471,35 @@ filter_decide(struct fbatch *fb, struct index *ix, char **cause)
 	struct filter_stats	 saved;
 	uint64_t		 expired;
 	size_t			 i, n = fb->n, replays = f->replays.n;
-	int			 rc;
+	int			 rc, started = 0;
 
 	filter_prepare_wait(fb);
 	f->st.invalid_utf8 += fb->invalid_utf8;
 	saved = f->st;
 	for (;;) {
+		fb->ahead_on = 0;
 		if ((rc = index_begin(ix, cause)) != 0)
 			goto again;
 		if ((rc = index_prepare(ix, fb->docs, n, cause)) != 0) {
 			index_abort(ix);
 			goto again;
 		}
+		filter_ahead(f, ix, fb);
+		if (!started && f->started != NULL)
+			f->started(f->started_arg);
+		started = 1;
 		for (i = 0; i < n; i++) {
+			/*
+			 * Looked up ahead, the records' buckets in the
+			 * memtable are not in the cache when they are
+			 * inserted: their loads start two records ahead.
+			 */
+			if (fb->ahead_on && i + 2 < n) {
+				index_insert_prefetch(ix, fb->keys +
+				    (i + 1) * f->o.p.bands, 1);
+				index_insert_prefetch(ix, fb->keys +
+				    (i + 2) * f->o.p.bands, 0);
+			}
 			if (!fb->slots[i].pending)
 				continue;
 			verdict_reset(&fb->vs[i]);
@@ -1073,12 +1523,10 @@ filter_decide(struct fbatch *fb, struct index *ix, char **cause)
 		f->st = saved;		/* the batch is counted once */
 		replayed_truncate(f, replays);
 	}
-	/* Keep the scratch of ordinary records, not of a huge one. */
-	shset_trim(&f->mine);
-	shset_trim(&f->theirs);
-	u64vec_trim(&f->hashes);
-	buf_trim(&f->text);
-	buf_trim(&f->norm);
+	if (!started && f->started != NULL)
+		f->started(f->started_arg);
+	fb->ahead_on = 0;
+	vwork_trim(&f->w);
 	return (rc);
 }
 

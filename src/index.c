@@ -360,6 +360,85 @@ index_path(struct index *ix)
 	return (ix->path);
 }
 
+/*
+ * Return a reader's call's result, or INDEX_ERROR should the call fault:
+ * with the guard armed as GUARDED does, but on the reader's thread and
+ * without marking the index damaged from there (the writer's own calls
+ * meet the damage and report it).
+ */
+#define GUARDED_READER(ops, call) do {				\
+	const struct index_guard *g_ = (ops)->guard;			\
+	sigjmp_buf	 jb_, *prev_;					\
+	int		 rv_;						\
+									\
+	if (g_ == NULL)							\
+		return (call);						\
+	prev_ = g_->arm(&jb_);						\
+	if (sigsetjmp(jb_, 0) != 0) {					\
+		g_->arm(prev_);						\
+		return (INDEX_ERROR);					\
+	}								\
+	rv_ = (call);							\
+	g_->arm(prev_);							\
+	return (rv_);							\
+} while (0)
+
+/* A reader for another thread, between prepare and the first insert. */
+int
+index_reader_open(struct index *ix, struct ixreader **rp)
+{
+	if (ix->ops->reader_open == NULL || (ix->flags & INDEX_DAMAGED))
+		return (1);
+	GUARDED_READER(ix->ops, ix->ops->reader_open(ix, rp));
+}
+
+void
+index_reader_close(struct ixreader *r)
+{
+	r->ix->ops->reader_close(r);
+}
+
+/* index_candidates through a reader; *most: the fullest key's count. */
+int
+index_reader_candidates(struct ixreader *r, const uint64_t *keys,
+    struct u64vec *out, size_t *most)
+{
+	GUARDED_READER(r->ix->ops,
+	    r->ix->ops->reader_candidates(r, keys, out, most));
+}
+
+/* Start loading what a reader's lookup of keys will read (stage 0, 1). */
+void
+index_reader_prefetch(struct ixreader *r, const uint64_t *keys, int stage)
+{
+	if (r->ix->ops->reader_prefetch != NULL)
+		r->ix->ops->reader_prefetch(r, keys, stage);
+}
+
+/* Start loading what an insert of these band keys will write. */
+void
+index_insert_prefetch(struct index *ix, const uint64_t *keys, int stage)
+{
+	if (ix->ops->insert_prefetch != NULL)
+		ix->ops->insert_prefetch(ix, keys, stage);
+}
+
+/* index_doc through a reader. */
+int
+index_reader_doc(struct ixreader *r, uint64_t docid, struct docinfo *d)
+{
+	GUARDED_READER(r->ix->ops, r->ix->ops->reader_doc(r, docid, d));
+}
+
+/* index_text through a reader, its DOC_BYTES flag into *bytes. */
+int
+index_reader_text(struct ixreader *r, uint64_t docid, struct buf *out,
+    int *bytes)
+{
+	GUARDED_READER(r->ix->ops,
+	    r->ix->ops->reader_text(r, docid, out, bytes));
+}
+
 /* The number of the document the last insert added (0: not known). */
 uint64_t
 index_last_doc(struct index *ix)

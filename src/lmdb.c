@@ -878,9 +878,9 @@ lm_meta_u64(struct lmdb *ix, const char *key, uint64_t *out, char **cause)
 	return (0);
 }
 
-/* Look a document number up in one of the databases keyed by it. */
-int
-lm_get(struct lmdb *ix, MDB_dbi dbi, uint64_t docid, MDB_val *v)
+/* Look a document number up in one of the databases keyed by it, in txn. */
+static int
+lm_get_in(MDB_txn *txn, MDB_dbi dbi, uint64_t docid, MDB_val *v)
 {
 	unsigned char	 kb[8];
 	MDB_val		 k;
@@ -889,7 +889,14 @@ lm_get(struct lmdb *ix, MDB_dbi dbi, uint64_t docid, MDB_val *v)
 	put_be64(kb, docid);
 	k.mv_data = kb;
 	k.mv_size = sizeof kb;
-	return (mdb_get(ix->db.txn, dbi, &k, v));
+	return (mdb_get(txn, dbi, &k, v));
+}
+
+/* The same in the index's transaction. */
+int
+lm_get(struct lmdb *ix, MDB_dbi dbi, uint64_t docid, MDB_val *v)
+{
+	return (lm_get_in(ix->db.txn, dbi, docid, v));
 }
 
 /* Read a document's record.  The signature stays valid until the next call. */
@@ -946,6 +953,98 @@ lmdb_text(struct index *base, uint64_t docid, struct buf *out, char **cause)
 	    " %s (run --check)", ix->base.path, docid, rc == MDB_NOTFOUND ?
 	    "is missing" : rc == -2 ? "fails its checksum" : "is corrupt");
 	return (INDEX_ERROR);
+}
+
+/*
+ * A reader (index_reader_open): a read-only transaction of its own, which
+ * between lsm_prepare and the batch's first insert sees what the batch's
+ * write transaction sees of documents and texts, and the band index's
+ * lookups as lsm_prepare left them (lsm_peek).  MDB_NOTLS lets any thread
+ * hold one beside the writer's transaction.
+ */
+struct lmreader {
+	struct ixreader	 base;
+	struct lmdb	*ix;
+	MDB_txn		*txn;
+	uint32_t	*sig;		/* decoded signature for reader_doc */
+};
+
+static int
+lmdb_reader_open(struct index *base, struct ixreader **rp)
+{
+	struct lmdb	*ix = (struct lmdb *)base;
+	struct lmreader	*r;
+	MDB_txn		*txn;
+
+	if (ix->db.txn == NULL ||
+	    mdb_txn_begin(ix->db.env, NULL, MDB_RDONLY, &txn) != 0)
+		return (1);
+	r = xcalloc(1, sizeof *r);
+	r->base.ix = base;
+	r->ix = ix;
+	r->txn = txn;
+	r->sig = xreallocarray(NULL, ix->base.p.perms, sizeof *r->sig);
+	*rp = &r->base;
+	return (0);
+}
+
+static void
+lmdb_reader_close(struct ixreader *base)
+{
+	struct lmreader	*r = (struct lmreader *)base;
+
+	mdb_txn_abort(r->txn);
+	free(r->sig);
+	free(r);
+}
+
+static int
+lmdb_reader_candidates(struct ixreader *base, const uint64_t *keys,
+    struct u64vec *out, size_t *most)
+{
+	struct lmreader	*r = (struct lmreader *)base;
+
+	return (lsm_peek(&r->ix->lsm, keys, out, most));
+}
+
+static void
+lmdb_reader_prefetch(struct ixreader *base, const uint64_t *keys, int stage)
+{
+	struct lmreader	*r = (struct lmreader *)base;
+
+	lsm_peek_prefetch(&r->ix->lsm, keys, stage);
+}
+
+static void
+lmdb_insert_prefetch(struct index *base, const uint64_t *keys, int stage)
+{
+	lsm_add_prefetch(&((struct lmdb *)base)->lsm, keys, stage);
+}
+
+static int
+lmdb_reader_doc(struct ixreader *base, uint64_t docid, struct docinfo *d)
+{
+	struct lmreader	*r = (struct lmreader *)base;
+	MDB_val		 v;
+
+	if (lm_get_in(r->txn, r->ix->docs, docid, &v) != 0 ||
+	    lm_docrec(r->ix, docid, &v, r->sig, d) != 0)
+		return (1);
+	return (0);
+}
+
+static int
+lmdb_reader_text(struct ixreader *base, uint64_t docid, struct buf *out,
+    int *bytes)
+{
+	struct lmreader	*r = (struct lmreader *)base;
+	MDB_val		 v;
+
+	if (lm_get_in(r->txn, r->ix->texts, docid, &v) != 0 ||
+	    lm_unseal(&r->ix->db, SEAL_TEXTS, docid, &v, 1) != 0 ||
+	    (*bytes = text_decode(v.mv_data, v.mv_size, out)) < 0)
+		return (1);
+	return (0);
 }
 
 /*
@@ -1371,4 +1470,11 @@ const struct index_ops lmdb_ops = {
 	.group = lmdb_group,
 	.set_group = lmdb_set_group,
 	.guard = &lmdb_guard,
+	.reader_open = lmdb_reader_open,
+	.reader_close = lmdb_reader_close,
+	.reader_candidates = lmdb_reader_candidates,
+	.reader_prefetch = lmdb_reader_prefetch,
+	.insert_prefetch = lmdb_insert_prefetch,
+	.reader_doc = lmdb_reader_doc,
+	.reader_text = lmdb_reader_text,
 };

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -52,23 +53,60 @@
  * jumps back as a fault does.  Waiting (fsync, a page read from a slow
  * disk) spends no processor time, and the LMDB calls that may rightly run
  * long on their own, a commit and a copy, are let be (lm_long); no single
- * lookup comes near.  One thread uses an index at a time (mhfilter.h), so
- * one watch suffices.
+ * lookup comes near.  Every thread in a guarded call is watched: the writer,
+ * and the readers that look a batch up ahead of it (filter.c), each in a
+ * slot of guard_w it takes at its first guarded call and gives back when
+ * it ends.  A slot names its thread by its kernel id, whose clock and
+ * signal (tgkill) are safe to ask for after it has ended.
  */
 #define GUARD_SPIN	15	/* seconds of processor time without a beat */
+#define GUARD_THREADS	64	/* watched at once; more go unwatched */
+
+/* A thread watched (guard_w). */
+struct gwatch {
+	_Atomic pid_t	 tid;		/* 0: a free slot */
+	_Atomic int	 on;		/* in a guarded call */
+};
 
 _Atomic uint64_t		 lm_beats;
 static __thread sigjmp_buf	*guard_jmp;	/* armed on this thread */
 static __thread char		 guard_what[160];	/* what was caught */
 static struct sigaction		 guard_segv, guard_bus;	/* as they were */
 static pthread_once_t		 guard_once = PTHREAD_ONCE_INIT;
-static _Atomic int		 guard_on;	/* a call is guarded */
-static _Atomic unsigned long	 guard_thread;	/* by this thread */
+static struct gwatch		 guard_w[GUARD_THREADS];
+static __thread struct gwatch	*guard_me;	/* this thread's slot */
+static pthread_key_t		 guard_key;	/* gives it back at exit */
 static _Atomic int		 guard_longcall; /* lm_long */
 static _Atomic int		 guard_kicked;	/* guard_watch's signal */
 
-_Static_assert(sizeof(pthread_t) == sizeof(unsigned long),
-    "pthread_t is kept as an unsigned long");
+/* Take a slot of guard_w for this thread, if one is free. */
+static void
+guard_claim(void)
+{
+	pid_t	 tid = (pid_t)syscall(SYS_gettid), none;
+	int	 i;
+
+	guard_install();		/* guard_key */
+	for (i = 0; i < GUARD_THREADS; i++) {
+		none = 0;
+		if (atomic_compare_exchange_strong(&guard_w[i].tid, &none,
+		    tid)) {
+			guard_me = &guard_w[i];
+			pthread_setspecific(guard_key, guard_me);
+			return;
+		}
+	}
+}
+
+/* A thread that had a slot ends (guard_key's destructor). */
+static void
+guard_release(void *arg)
+{
+	struct gwatch	*w = arg;
+
+	atomic_store(&w->on, 0);
+	atomic_store(&w->tid, 0);
+}
 
 /* Arm the guard with jb (NULL disarms); returns what was armed before. */
 static sigjmp_buf *
@@ -77,10 +115,11 @@ lmdb_guard_arm(sigjmp_buf *jb)
 	sigjmp_buf	*prev = guard_jmp;
 
 	guard_jmp = jb;
-	if (jb != NULL)
-		atomic_store_explicit(&guard_thread,
-		    (unsigned long)pthread_self(), memory_order_relaxed);
-	atomic_store_explicit(&guard_on, jb != NULL, memory_order_release);
+	if (jb != NULL && guard_me == NULL)
+		guard_claim();
+	if (guard_me != NULL)
+		atomic_store_explicit(&guard_me->on, jb != NULL,
+		    memory_order_release);
 	lm_beat();
 	return (prev);
 }
@@ -94,47 +133,68 @@ lm_long(int on)
 }
 
 /*
- * The watchdog: once a second, the processor time of the thread in a
- * guarded call since its last beat; past GUARD_SPIN, a SIGSEGV for it.
+ * The processor clock of the thread of kernel id tid (Linux's encoding of
+ * a thread's CPU clock, as pthread_getcpuclockid makes it): a thread that
+ * has ended makes clock_gettime fail, not fault.
+ */
+static clockid_t
+guard_clock(pid_t tid)
+{
+	return ((clockid_t)((~(unsigned)tid << 3) | 6));
+}
+
+/*
+ * The watchdog: once a second, the processor time of each thread in a
+ * guarded call since the last beat; past GUARD_SPIN, a SIGSEGV for it.
+ * The beats are the process's: a thread looping is seen once the others
+ * stop making progress too (a writer waits for its readers).
  */
 static void *
 guard_watch(void *arg)
 {
 	struct timespec	 ts;
-	clockid_t	 clk;
-	pthread_t	 t;
-	uint64_t	 beat, seen = 0;
-	double		 cpu, from = -1;
+	pid_t		 tid, was[GUARD_THREADS] = { 0 };
+	uint64_t	 beat, seen[GUARD_THREADS] = { 0 };
+	double		 cpu, from[GUARD_THREADS];
+	int		 i;
 
 	(void)arg;
+	for (i = 0; i < GUARD_THREADS; i++)
+		from[i] = -1;
 	for (;;) {
 		sleep(1);
-		if (!atomic_load_explicit(&guard_on, memory_order_acquire) ||
-		    atomic_load(&guard_longcall)) {
-			from = -1;
-			continue;
+		for (i = 0; i < GUARD_THREADS; i++) {
+			tid = atomic_load(&guard_w[i].tid);
+			if (tid == 0 || tid != was[i] ||
+			    !atomic_load_explicit(&guard_w[i].on,
+			    memory_order_acquire) ||
+			    atomic_load(&guard_longcall)) {
+				was[i] = tid;
+				from[i] = -1;
+				continue;
+			}
+			beat = atomic_load_explicit(&lm_beats,
+			    memory_order_relaxed);
+			if (clock_gettime(guard_clock(tid), &ts) != 0) {
+				from[i] = -1;
+				continue;
+			}
+			cpu = ts.tv_sec + ts.tv_nsec / 1e9;
+			if (from[i] < 0 || beat != seen[i]) {
+				seen[i] = beat;
+				from[i] = cpu;
+				continue;
+			}
+			if (cpu - from[i] < GUARD_SPIN ||
+			    atomic_load_explicit(&lm_beats,
+			    memory_order_relaxed) != seen[i] ||
+			    !atomic_load(&guard_w[i].on) ||
+			    atomic_load(&guard_w[i].tid) != tid)
+				continue;
+			atomic_store(&guard_kicked, 1);
+			syscall(SYS_tgkill, getpid(), tid, SIGSEGV);
+			from[i] = -1;
 		}
-		t = (pthread_t)atomic_load_explicit(&guard_thread,
-		    memory_order_relaxed);
-		beat = atomic_load_explicit(&lm_beats, memory_order_relaxed);
-		if (pthread_getcpuclockid(t, &clk) != 0 ||
-		    clock_gettime(clk, &ts) != 0) {
-			from = -1;
-			continue;
-		}
-		cpu = ts.tv_sec + ts.tv_nsec / 1e9;
-		if (from < 0 || beat != seen) {
-			seen = beat;
-			from = cpu;
-			continue;
-		}
-		if (cpu - from < GUARD_SPIN ||
-		    atomic_load_explicit(&lm_beats, memory_order_relaxed) !=
-		    seen || !atomic_load(&guard_on))
-			continue;
-		atomic_store(&guard_kicked, 1);
-		pthread_kill(t, SIGSEGV);
-		from = -1;
 	}
 	return (NULL);
 }
@@ -190,6 +250,8 @@ guard_init(void)
 	if (sigaction(SIGSEGV, &sa, &guard_segv) == -1 ||
 	    sigaction(SIGBUS, &sa, &guard_bus) == -1)
 		fatal("sigaction");
+	if (pthread_key_create(&guard_key, guard_release) != 0)
+		fatalx("cannot make a thread key");
 	thread_start(&t, guard_watch, NULL);
 	pthread_detach(t);
 }

@@ -208,6 +208,10 @@ int		 lsm_prepare(struct lsm *, const struct ixdoc *, size_t,
 int		 lsm_candidates(struct lsm *, size_t, const uint64_t *,
 		    struct u64vec *, char **);
 int		 lsm_bucket(struct lsm *, uint64_t, struct u64vec *, size_t);
+int		 lsm_peek(const struct lsm *, const uint64_t *, struct u64vec *,
+		    size_t *);
+void		 lsm_peek_prefetch(const struct lsm *, const uint64_t *, int);
+void		 lsm_add_prefetch(const struct lsm *, const uint64_t *, int);
 int		 lsm_hold(struct lsm *, uint64_t, int, char **);
 int		 lsm_hold_keys(struct lsm *, size_t, const uint64_t *,
 		    char **);

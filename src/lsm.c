@@ -104,7 +104,7 @@
 #include "lmdbint.h"
 
 #define MEMTABLE_DEFAULT (64ULL << 20)	/* --memtable */
-#define BUCKET_MAX	1024	/* entries read from one band bucket */
+#define BUCKET_MAX	INDEX_BUCKET_MAX	/* entries read from one band bucket */
 #define SNAP_CHUNKS	(BAND_CHUNKS / 16)	/* see lsm_prepare */
 #define L0_READS	8	/* partial reads of l0, then a whole one */
 #define L0_WINDOW	4096	/* l0 entries read at a time (lsm_read) */
@@ -158,7 +158,7 @@ static int	lm_run_put(struct lsm *, MDB_dbi, unsigned, size_t,
 		    const unsigned char *, size_t, char **);
 static int	lsm_merge(struct lsm *, unsigned, uint64_t, char **);
 static int	lsm_repack(struct lsm *, char **);
-static void	lsm_prefetch(struct lsm *, const uint64_t *, int);
+static void	lsm_prefetch(const struct lsm *, const uint64_t *, int);
 static int	lm_batch_runs(struct lsm *, const struct ixdoc *, size_t,
 		    char **);
 static const struct brun *lm_brun(const struct lsm *, unsigned);
@@ -1358,12 +1358,68 @@ lsm_candidates(struct lsm *ls, size_t slot, const uint64_t *keys,
 }
 
 /*
+ * lsm_candidates for another thread, which may run beside others between
+ * lsm_prepare and the batch's first lsm_add: the memtable and the l1 runs
+ * as lsm_prepare left them are only read.  Into *most the most entries one
+ * key had (BUCKET_MAX: some left out).  0, or 1 when this batch's lookups
+ * are not all in memory (a small batch reads its runs with pread into the
+ * lsm's buffer; keys not held have l0 read): the caller then looks up in
+ * its own thread.
+ */
+int
+lsm_peek(const struct lsm *ls, const uint64_t *keys, struct u64vec *out,
+    size_t *most)
+{
+	const struct l1ref	*l;
+	size_t			 got;
+	unsigned		 h, j;
+
+	if (!ls->l1valid)
+		return (1);
+	for (j = 0; ls->held != NULL && j < ls->bands; j++) {
+		h = ls->held[band_chunk(keys[j])];
+		if (h != MT_ALL && (h != MT_KEYS ||
+		    !u64_sorted_has(ls->keyset.v, ls->keyset.n, keys[j])))
+			return (1);
+	}
+	*most = 0;
+	for (j = 0; j < ls->bands; j++) {
+		got = memtable_find(ls->mt, keys[j], out, BUCKET_MAX);
+		l = &ls->l1map[band_chunk(keys[j])];
+		got += run_find(l->run, l->n, keys[j], out, BUCKET_MAX - got);
+		got += run_find(l->yrun, l->yn, keys[j], out,
+		    BUCKET_MAX - got);
+		if (got > *most)
+			*most = got;
+	}
+	return (0);
+}
+
+/* lsm_prefetch for lsm_peek's caller: the lookups it will make next. */
+void
+lsm_peek_prefetch(const struct lsm *ls, const uint64_t *keys, int stage)
+{
+	if (ls->l1valid)
+		lsm_prefetch(ls, keys, stage);
+}
+
+/* The same for lsm_add of these keys: where their entries go. */
+void
+lsm_add_prefetch(const struct lsm *ls, const uint64_t *keys, int stage)
+{
+	unsigned	 j;
+
+	for (j = 0; j < ls->bands; j++)
+		memtable_prefetch_add(ls->mt, keys[j], stage);
+}
+
+/*
  * Start loading what the lookups of these band keys will read: stage 0
  * the memtable bucket headers and l1map entries, stage 1 what they point
  * to (see run_prefetch).
  */
 static void
-lsm_prefetch(struct lsm *ls, const uint64_t *keys, int stage)
+lsm_prefetch(const struct lsm *ls, const uint64_t *keys, int stage)
 {
 	const struct l1ref	*l;
 	unsigned		 j;

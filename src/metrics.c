@@ -137,6 +137,9 @@ mstats_pipeline(struct mstats *st, struct pipeline *p, double secs)
 	S("candidates", 1, fs.candidates, "Candidates examined.");
 	T("verified", fs.verified, 0);
 	T("verified_same", fs.verified_same, 0);
+	T("looked_ahead", fs.ahead, 0);
+	T("looked_again", fs.ahead_again, 0);
+	T("verified_ahead", fs.verified_ahead, 0);
 	S("expired", 1, fs.expired, "Documents expired (--retain, "
 	    "--max-docs).");
 	SL("batches", 1, ct->batches, "Batches committed or failed.");

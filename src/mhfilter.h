@@ -495,6 +495,7 @@ void		 u64_sort_unique(struct u64vec *, struct u64vec *);
 void		 memtable_commit(struct memtable *);
 void		 memtable_rollback(struct memtable *);
 void		 memtable_prefetch(const struct memtable *, uint64_t, int);
+void		 memtable_prefetch_add(const struct memtable *, uint64_t, int);
 size_t		 memtable_find(struct memtable *, uint64_t, struct u64vec *,
 		    size_t);
 size_t		 memtable_sorted(struct memtable *, unsigned, struct bentry **,
@@ -515,9 +516,12 @@ size_t		 memtable_entries(struct memtable *);
  * then the pipeline's writer thread alone (lookups, inserts, commits,
  * delivery marks, statistics) until pipeline_exit; then the opener again,
  * which closes it.  Phase 1 (normalise, sign) in the worker threads never
- * touches it.  The LMDB backend's fault guard (a SIGSEGV or SIGBUS on a
- * damaged map becomes INDEX_ERROR) is armed per call, in the calling
- * thread.
+ * touches it.  The one exception: between a batch's index_prepare and its
+ * first insert the writer may lend readers (index_reader_open) to other
+ * threads, which look up and read through them while it waits, and ends
+ * them before it writes (filter.c's lookahead).  The LMDB backend's fault
+ * guard (a SIGSEGV or SIGBUS on a damaged map becomes INDEX_ERROR) is
+ * armed per call, in the calling thread.
  */
 
 #define VERIFY_EXACT	0
@@ -561,6 +565,8 @@ struct index_params {
 				   until index_delivered */
 
 struct index;
+struct ixreader;
+#define INDEX_BUCKET_MAX 1024	/* entries a lookup gives for one band key */
 struct docinfo {
 	uint64_t	 docid;
 	const uint32_t	*sig;		/* K values, valid in this txn */
@@ -685,6 +691,11 @@ struct index_info {
  *				backend keeps no groups.
  * index_set_group		see set_group; 0 when the backend keeps no
  *				groups.
+ * index_reader_*		see reader_*; index_reader_open gives 1 when
+ *				the backend has no readers.  A reader's call
+ *				that faults on a damaged page gives ERROR and
+ *				leaves the index be: the writer's own call
+ *				meets the damage and reports it.
  */
 typedef int	 (*index_each_fn)(void *, const struct docinfo *,
 		    const struct buf *, char **);
@@ -708,6 +719,7 @@ int		 index_text(struct index *, uint64_t, struct buf *, char **);
 int		 index_insert(struct index *, const uint64_t *,
 		    const uint32_t *, const char *, size_t, const char *,
 		    size_t, int, int64_t, char **);
+void		 index_insert_prefetch(struct index *, const uint64_t *, int);
 int		 index_insert_encoded(struct index *, size_t, const uint64_t *,
 		    const uint32_t *, const char *, size_t, const char *,
 		    size_t, const char *, size_t, int, int64_t, char **);
@@ -733,6 +745,15 @@ void		 index_delivered(struct index *, const uint64_t *, size_t,
 void		 index_abandoned(struct index *, const uint64_t *, size_t);
 int		 index_group(struct index *, uint64_t, uint64_t *, char **);
 int		 index_set_group(struct index *, uint64_t, char **);
+int		 index_reader_open(struct index *, struct ixreader **);
+void		 index_reader_close(struct ixreader *);
+int		 index_reader_candidates(struct ixreader *, const uint64_t *,
+		    struct u64vec *, size_t *);
+void		 index_reader_prefetch(struct ixreader *, const uint64_t *, int);
+int		 index_reader_doc(struct ixreader *, uint64_t,
+		    struct docinfo *);
+int		 index_reader_text(struct ixreader *, uint64_t, struct buf *,
+		    int *);
 
 /*
  * The storage backends behind index.c's functions: lmdb.c (a directory,
@@ -842,6 +863,33 @@ int		 index_set_group(struct index *, uint64_t, char **);
  *			in the write transaction: the document the last
  *			insert added is a duplicate in group.  0; AGAIN;
  *			ERROR.  May be NULL.
+ * reader_open(ix, reader)
+ *			in a write transaction, after prepare and before
+ *			the batch's first insert: a reader, through which
+ *			another thread may look up and read documents as
+ *			the transaction sees them, beside the writer and
+ *			other readers, until reader_close.  0; 1 (none now:
+ *			the caller does without).  The reader_* may be NULL
+ *			(no readers).  Each reader_* call gives 0, 1 (not
+ *			here: the caller makes the writer's own call) or
+ *			ERROR (a damaged page: the caller stops reading).
+ * reader_candidates(reader, keys, out, most)
+ *			candidates' lookup of a prepared slot's keys, with
+ *			into *most the most entries one key gave (at most
+ *			INDEX_BUCKET_MAX).
+ * reader_prefetch(reader, keys, stage)
+ *			start loading what reader_candidates of these keys
+ *			will read: stage 0 first, then 1 (the pointers 0
+ *			loaded), a lookup or two ahead.  May be NULL.
+ * insert_prefetch(ix, keys, stage)
+ *			start loading what an insert of a document with
+ *			these band keys will write, as reader_prefetch.  May
+ *			be NULL.
+ * reader_doc(reader, docid, d)
+ *			doc's (1: gone, or not read).
+ * reader_text(reader, docid, out, bytes)
+ *			text's, its DOC_BYTES flag into *bytes.
+ * reader_close(reader)	end it, before the batch's first insert.
  */
 struct index_ops {
 	const char	*name;
@@ -886,6 +934,22 @@ struct index_ops {
 	const struct index_guard *guard;	/* or NULL: none */
 	const char	*no_compact;	/* why compact is NULL */
 	int		(*password_file)(const char *, char **);
+	int		(*reader_open)(struct index *, struct ixreader **);
+	void		(*reader_close)(struct ixreader *);
+	int		(*reader_candidates)(struct ixreader *,
+			    const uint64_t *, struct u64vec *, size_t *);
+	void		(*reader_prefetch)(struct ixreader *,
+			    const uint64_t *, int);
+	void		(*insert_prefetch)(struct index *, const uint64_t *,
+			    int);
+	int		(*reader_doc)(struct ixreader *, uint64_t,
+			    struct docinfo *);
+	int		(*reader_text)(struct ixreader *, uint64_t,
+			    struct buf *, int *);
+};
+/* A reader of the backend's (reader_open), which starts with this. */
+struct ixreader {
+	struct index	*ix;
 };
 /*
  * A backend that reads its store in place (LMDB's map: lmdbguard.c, "Damaged
@@ -1113,6 +1177,9 @@ struct filter_stats {
 	uint64_t	 candidates;	/* candidates examined */
 	uint64_t	 verified;	/* exact comparisons made */
 	uint64_t	 verified_same;	/* of which of the same text */
+	uint64_t	 ahead;		/* records looked up ahead */
+	uint64_t	 ahead_again;	/* of which looked up again */
+	uint64_t	 verified_ahead; /* similarities computed ahead */
 	uint64_t	 expired;	/* documents removed by retention */
 	uint64_t	 invalid_utf8;
 };
@@ -1128,6 +1195,7 @@ void		 filter_prepare_wait(struct fbatch *);
 void		 fbatch_truncate(struct fbatch *, size_t);
 void		 fbatch_skip(struct fbatch *, size_t);
 int		 filter_decide(struct fbatch *, struct index *, char **);
+void		 filter_on_ahead(struct filter *, void (*)(void *), void *);
 void		 filter_stats(struct filter *, struct filter_stats *);
 void		 filter_unreplay(struct filter *, const uint64_t *, size_t);
 void		 verdict_pair(struct verdict *, uint64_t, const char *, size_t,

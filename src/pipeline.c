@@ -9,9 +9,11 @@
  *   pipeline_submit -> queue --------------------------> phase 1: parse,
  *                              take the oldest batch       normalise, sign
  *                              (helping its phase 1),      (filter.c)
- *                              start the next one's,
  *                              screen bad records,
- *                              filter_decide + commit
+ *                              filter_decide: lookahead -> lookups, verify
+ *                              (filter.c), start the next
+ *                              one's phase 1, decide,
+ *                              commit
  *   pipeline_deliver <- done
  *   count, write the output,
  *   the source's deliver (replies)
@@ -92,6 +94,8 @@ struct pipeline {
 	pthread_cond_t		 done;		/* the source waits here */
 	struct plbatch		*queue;		/* submitted, oldest first */
 	struct plbatch		*phase1;	/* in filter_prepare_start */
+	int			 holding;	/* no phase 1 until the
+						   lookahead is done */
 	int			 closing;	/* no more batches: writer ends */
 	int			 stopped;	/* decide nothing more */
 	int			 status;	/* EXIT_* */
@@ -119,6 +123,7 @@ struct pipeline {
 static void	*pipeline_run(void *);
 static void	 pipeline_screen(struct pipeline *, struct plbatch *);
 static void	 pipeline_decide(struct pipeline *, struct plbatch *);
+static void	 pipeline_phase1_next(void *);
 static void	 pipeline_count(struct pipeline *, struct plbatch *);
 static int	 pipeline_write(struct pipeline *, struct plbatch *, char **);
 static void	 pipeline_write_failed(struct pipeline *, int, char *);
@@ -154,6 +159,7 @@ pipeline_create(const struct pipeline_opts *o, const struct filter_opts *fo,
 	f.parse = pipeline_parse;
 	f.parse_arg = p;
 	p->f = filter_create(&f);
+	filter_on_ahead(p->f, pipeline_phase1_next, p);
 	for (i = 0; i < NBATCH; i++) {
 		p->b[i].max = o->batch;
 		p->b[i].fb = fbatch_create(p->f);
@@ -509,7 +515,7 @@ pipeline_submit(struct pipeline *p, struct plbatch *b)
 	for (q = &p->queue; *q != NULL; q = &(*q)->next)
 		;
 	*q = b;
-	if (p->phase1 == NULL) {
+	if (p->phase1 == NULL && !p->holding) {
 		p->phase1 = b;
 		filter_prepare_start(b->fb, b->recs, b->vs, b->n);
 	}
@@ -1285,6 +1291,24 @@ pipeline_screen(struct pipeline *p, struct plbatch *b)
 	}
 }
 
+/*
+ * Start the phase 1 of the oldest batch submitted, once the batch taken
+ * has been looked up ahead (filter_on_ahead; the writer).
+ */
+static void
+pipeline_phase1_next(void *arg)
+{
+	struct pipeline	*p = arg;
+
+	pthread_mutex_lock(&p->lock);
+	p->holding = 0;
+	p->phase1 = p->queue;
+	if (p->phase1 != NULL)
+		filter_prepare_start(p->phase1->fb, p->phase1->recs,
+		    p->phase1->vs, p->phase1->n);
+	pthread_mutex_unlock(&p->lock);
+}
+
 /* Screen, decide and commit a batch whose phase 1 is done (writer). */
 static void
 pipeline_decide(struct pipeline *p, struct plbatch *b)
@@ -1344,16 +1368,15 @@ pipeline_run(void *arg)
 
 		pthread_mutex_lock(&p->lock);
 		p->queue = b->next;
-		p->phase1 = p->queue;
-		if (p->phase1 != NULL)
-			filter_prepare_start(p->phase1->fb, p->phase1->recs,
-			    p->phase1->vs, p->phase1->n);
+		p->phase1 = NULL;
+		p->holding = 1;
 		stopped = p->stopped;
 		pthread_mutex_unlock(&p->lock);
 
-		if (stopped)
+		if (stopped) {
+			pipeline_phase1_next(p);
 			b->rc = PL_DROPPED;
-		else
+		} else
 			pipeline_decide(p, b);
 
 		/* The index's statistics, for the source thread. */

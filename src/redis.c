@@ -116,7 +116,7 @@
 #define ST_GONE		0	/* read back missing: its entries go */
 #define ST_PASSED	1	/* pending too long: passed over, kept */
 #define ST_CLEANED	2	/* gone, and its entries queued for removal */
-#define BUCKET_MAX	1024	/* entries read from one band bucket */
+#define BUCKET_MAX	INDEX_BUCKET_MAX	/* entries read from one band bucket */
 #define TICKET_LATER	UINT64_MAX	/* a batch with no ticket yet */
 #define TICKET_AGE	3600		/* seconds a dead writer's ticket stays */
 #define FILTER_BITS	16	/* a ticket's filter: bits a band key, */

@@ -100,7 +100,8 @@ V='Voters in the northern province head to the polls on Sunday'
 	# Each key once, in the documented order.
 	cut -d: -f2 "$T/err" | tr -d ' ' >keys
 	printf '%s\n' records unique replayed duplicates seen empty invalid \
-	    too_long unchecked blank invalid_utf8 candidates verified verified_same expired batches \
+	    too_long unchecked blank invalid_utf8 candidates verified verified_same \
+	    looked_ahead looked_again verified_ahead expired batches \
 	    bytes seconds \
 	    records_per_second mb_per_second index_documents \
 	    index_band_entries index_bytes max_rss_kb | cmp - keys

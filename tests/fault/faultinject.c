@@ -16,6 +16,10 @@
  *                instead, as a full disk may.
  *   FAULT_LOG    a file that gets one line per call that failed.
  *   FAULT_FREE   fstatvfs64 reports this many free blocks (a full disk: 0).
+ *   FAULT_SPIN   the Nth call of LMDB's mdb_get made by a thread that has
+ *                begun no write transaction (a reader of the lookahead:
+ *                filter.c) never returns: it spins, as LMDB does in a
+ *                cycle of damaged pages, until a signal takes it away.
  *
  * Calls from glibc's own stdio go through its internal aliases and are not
  * seen; mhfilter writes its output and LMDB its pages with write(2) and
@@ -246,4 +250,38 @@ fstatvfs64(int fd, struct statvfs64 *sv)
 	if (free_blocks() >= 0)
 		sv->f_bfree = sv->f_bavail = free_blocks();
 	return (0);
+}
+
+/*
+ * LMDB, for FAULT_SPIN (its prototypes, so that this needs no lmdb.h: the
+ * types are opaque here).
+ */
+#define SPIN_RDONLY	0x20000		/* MDB_RDONLY */
+static __thread int	 began_write;
+static unsigned long	 reader_gets;
+
+int
+mdb_txn_begin(void *env, void *parent, unsigned flags, void **txn)
+{
+	int	(*f)(void *, void *, unsigned, void **) = real("mdb_txn_begin");
+
+	if (!(flags & SPIN_RDONLY))
+		began_write = 1;
+	return (f(env, parent, flags, txn));
+}
+
+int
+mdb_get(void *txn, unsigned dbi, void *key, void *data)
+{
+	int		(*f)(void *, unsigned, void *, void *) = real("mdb_get");
+	const char	*at = getenv("FAULT_SPIN");
+	volatile unsigned long spin = 0;
+
+	if (at != NULL && !began_write &&
+	    __atomic_add_fetch(&reader_gets, 1, __ATOMIC_SEQ_CST) ==
+	    strtoul(at, NULL, 10)) {
+		for (;;)
+			spin++;
+	}
+	return (f(txn, dbi, key, data));
 }
