@@ -88,9 +88,15 @@ struct vwork {
 	struct buf	 text;		/* a candidate's text */
 };
 
-/* A similarity the lookahead computed (filter_exact's, ahead of it). */
+/*
+ * A candidate the lookahead read: its estimate and, if verified, its
+ * similarities (filter_exact's, ahead of it).
+ */
 struct amemo {
 	uint64_t	 docid;
+	double		 est;		/* from the signatures */
+	unsigned	 shingles;	/* its shingle count's code, or 0 */
+	int		 verified;	/* sim and same are set */
 	double		 sim[NSIM];
 	int		 same;		/* the same text */
 };
@@ -115,6 +121,7 @@ struct athr {
 	struct u64vec	 arena;		/* the records' bucket contents */
 	struct amemo	*memo;
 	size_t		 nmemo, memosize;
+	size_t		 nverified;	/* of the memo, verified */
 	pthread_t	 thread;
 };
 
@@ -195,6 +202,7 @@ struct filter {
 	struct inb		 inb;
 	const struct amemo	*memo;		/* the record's, in filter_one */
 	size_t			 nmemo;
+	int			 ahead_warned;	/* a reader stopped once */
 	void			 (*started)(void *);	/* filter_on_ahead */
 	void			*started_arg;
 	struct filter_stats	 st;
@@ -212,6 +220,7 @@ static void	filter_ahead(struct filter *, struct index *, struct fbatch *);
 static int	filter_ahead_found(struct filter *, struct fbatch *, size_t,
 		    const uint64_t *);
 static int	amemo_cmp(const void *, const void *);
+static const struct amemo *filter_memo(const struct filter *, uint64_t);
 static void	inb_reset(struct inb *, size_t);
 static void	inb_add(struct inb *, const uint64_t *, unsigned, uint64_t);
 static int	filter_one(struct filter *, struct index *, struct fbatch *,
@@ -837,6 +846,19 @@ filter_similarity(const struct filter *f, struct vwork *w,
 	return (0);
 }
 
+/* What the lookahead read of candidate docid of the record, or NULL. */
+static const struct amemo *
+filter_memo(const struct filter *f, uint64_t docid)
+{
+	struct amemo	 key;
+
+	if (f->nmemo == 0)
+		return (NULL);
+	key.docid = docid;
+	return (bsearch(&key, f->memo, f->nmemo, sizeof *f->memo,
+	    amemo_cmp));
+}
+
 /*
  * The exact similarity of slot s's text and a document's: into sim[SIM_J]
  * their Jaccard similarity, and into sim[SIM_IN] and sim[SIM_OUT] the
@@ -848,15 +870,10 @@ static int
 filter_exact(struct filter *f, struct index *ix, const struct slot *s,
     uint64_t docid, double *sim, char **cause)
 {
-	const struct amemo	*m = NULL;
-	struct amemo		 key;
+	const struct amemo	*m;
 	int			 bytes, same;
 
-	key.docid = docid;
-	if (f->nmemo > 0)
-		m = bsearch(&key, f->memo, f->nmemo, sizeof *f->memo,
-		    amemo_cmp);
-	if (m != NULL) {
+	if ((m = filter_memo(f, docid)) != NULL && m->verified) {
 		memcpy(sim, m->sim, NSIM * sizeof *sim);
 		same = m->same;
 	} else {
@@ -1036,7 +1053,7 @@ ahead_one(struct athr *a, size_t i)
 	const uint32_t	*sig = fb->sigs + i * K;
 	double		 floor = f->o.p.threshold - f->margin;
 	size_t		 c, n, start = a->arena.n;
-	int		 bytes, rc;
+	int		 bytes, rc, verify;
 
 	if (!s->pending)
 		return;
@@ -1055,9 +1072,10 @@ ahead_one(struct athr *a, size_t i)
 	ah->memo = a->nmemo;
 	ah->nmemo = 0;
 	ah->ok = 1;
-	if (f->o.verify != VERIFY_EXACT ||
-	    f->o.p.measure == MEASURE_CONTAINMENT || ah->nfound == 0)
+	if (ah->nfound == 0)
 		return;
+	verify = f->o.verify == VERIFY_EXACT &&
+	    f->o.p.measure != MEASURE_CONTAINMENT;
 	/* The arena's order does not matter: filter_one gathers again. */
 	n = filter_gather(w, a->arena.v + start, ah->nfound);
 	if (n > f->o.max_candidates)
@@ -1066,26 +1084,37 @@ ahead_one(struct athr *a, size_t i)
 	w->mytext = NULL;
 	for (c = 0; c < n && a->nmemo < AHEAD_MEMO_MAX / f->o.threads; c++) {
 		if ((rc = index_reader_doc(a->rd, w->cands[c].docid,
-		    &d)) == 0 && minhash_similarity(sig, d.sig, K) >= floor)
-			rc = index_reader_text(a->rd, w->cands[c].docid,
-			    &w->text, &bytes);
-		else if (rc == 0)
-			continue;	/* not verified */
-		if (rc < 0) {
-			atomic_store(&fb->ahead_stop, 1);
-			break;
+		    &d)) != 0) {
+			if (rc < 0) {
+				atomic_store(&fb->ahead_stop, 1);
+				break;
+			}
+			continue;	/* the writer finds out */
 		}
-		if (rc != 0)
-			continue;
 		if (a->nmemo == a->memosize) {
 			a->memosize = a->memosize ? 2 * a->memosize : 256;
 			a->memo = xreallocarray(a->memo, a->memosize,
 			    sizeof *a->memo);
 		}
 		m = &a->memo[a->nmemo++];
-		m->docid = w->cands[c].docid;
-		m->same = filter_similarity(f, w, s, &w->text, bytes, m->sim);
 		ah->nmemo++;
+		m->docid = w->cands[c].docid;
+		m->est = minhash_similarity(sig, d.sig, K);
+		m->shingles = d.shingles;
+		m->verified = 0;
+		if (!verify || m->est < floor)
+			continue;
+		if ((rc = index_reader_text(a->rd, m->docid, &w->text,
+		    &bytes)) != 0) {
+			if (rc < 0) {
+				atomic_store(&fb->ahead_stop, 1);
+				break;
+			}
+			continue;
+		}
+		m->same = filter_similarity(f, w, s, &w->text, bytes, m->sim);
+		m->verified = 1;
+		a->nverified++;
 	}
 	if (ah->nmemo > 1)
 		qsort(a->memo + ah->memo, ah->nmemo, sizeof *a->memo,
@@ -1161,7 +1190,7 @@ filter_ahead(struct filter *f, struct index *ix, struct fbatch *fb)
 		a->f = f;
 		a->fb = fb;
 		u64vec_trim(&a->arena);
-		a->nmemo = 0;
+		a->nmemo = a->nverified = 0;
 		if (a->memosize > AHEAD_MEMO_MAX / 16) {
 			free(a->memo);
 			a->memo = NULL;
@@ -1189,12 +1218,23 @@ filter_ahead(struct filter *f, struct index *ix, struct fbatch *fb)
 			if (f->athr[t].rd != NULL)
 				pthread_join(f->athr[t].thread, NULL);
 		}
+		/*
+		 * A reader met a damaged page, or a call that never came
+		 * back (the fault guard's watchdog ended it): the writer's
+		 * own calls will say if the index is damaged where it looks.
+		 */
+		if (atomic_load(&fb->ahead_stop) && !f->ahead_warned) {
+			log_warnx("%s: the lookahead stopped at a page it "
+			    "could not read; the writer looks up the rest of "
+			    "the batch itself", index_path(ix));
+			f->ahead_warned = 1;
+		}
 		inb_reset(&f->inb, pending * f->o.p.bands);
 		fb->ahead_on = 1;
 		for (i = 0; i < fb->n; i++)
 			f->st.ahead += fb->ahead[i].ok != 0;
 		for (t = 0; t < nt; t++)
-			f->st.verified_ahead += f->athr[t].nmemo;
+			f->st.verified_ahead += f->athr[t].nverified;
 	}
 	for (t = 0; t < nt; t++) {
 		if (f->athr[t].rd != NULL)
@@ -1311,6 +1351,7 @@ filter_one(struct filter *f, struct index *ix, struct fbatch *fb, size_t i,
 	double		 held = -1;
 	struct docinfo	 d;
 	struct cand	*cd;
+	const struct amemo *m;
 	size_t		 c, n, kept;
 	uint64_t	 best_doc = 0, self = 0, group = 0, held_doc = 0;
 	int		 rc, flags, self_unique = 0, indexed = 0;
@@ -1328,6 +1369,17 @@ filter_one(struct filter *f, struct index *ix, struct fbatch *fb, size_t i,
 	if (n > f->o.max_candidates)
 		n = f->o.max_candidates;
 	for (c = kept = 0; c < n; c++) {
+		/*
+		 * The lookahead's estimate, the same; not for a possible copy
+		 * of the record, which filter_self judges from the record.
+		 */
+		if ((m = filter_memo(f, f->w.cands[c].docid)) != NULL &&
+		    m->est < 1.0) {
+			f->w.cands[c].est = m->est;
+			f->w.cands[c].shingles = m->shingles;
+			f->w.cands[kept++] = f->w.cands[c];
+			continue;
+		}
 		rc = index_doc(ix, f->w.cands[c].docid, &d, cause);
 		if (rc == INDEX_GONE)
 			continue;	/* removed by retention */
