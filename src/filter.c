@@ -217,6 +217,8 @@ static void	*prepare_run(void *);
 static void	vwork_free(struct vwork *);
 static void	vwork_trim(struct vwork *);
 static void	filter_ahead(struct filter *, struct index *, struct fbatch *);
+static int	filter_ahead_wanted(const struct filter *, struct index *,
+		    const struct fbatch *, size_t *);
 static int	filter_ahead_found(struct filter *, struct fbatch *, size_t,
 		    const uint64_t *);
 static int	amemo_cmp(const void *, const void *);
@@ -1169,6 +1171,24 @@ ahead_run(void *arg)
 	return (NULL);
 }
 
+/*
+ * Is the batch worth a lookahead (pending records into *pending): two
+ * threads, a backend with readers, AHEAD_MIN records to decide.
+ */
+static int
+filter_ahead_wanted(const struct filter *f, struct index *ix,
+    const struct fbatch *fb, size_t *pending)
+{
+	size_t	 i;
+
+	*pending = 0;
+	if (f->o.threads < 2 || !index_has_readers(ix))
+		return (0);
+	for (i = 0; i < fb->n; i++)
+		*pending += fb->slots[i].pending != 0;
+	return (*pending >= AHEAD_MIN);
+}
+
 /* The lookahead of a prepared batch, if it is worth one (fb->ahead_on). */
 static void
 filter_ahead(struct filter *f, struct index *ix, struct fbatch *fb)
@@ -1177,11 +1197,7 @@ filter_ahead(struct filter *f, struct index *ix, struct fbatch *fb)
 	size_t		 i, pending = 0, t, nt = f->o.threads;
 
 	fb->ahead_on = 0;
-	if (nt < 2)
-		return;
-	for (i = 0; i < fb->n; i++)
-		pending += fb->slots[i].pending != 0;
-	if (pending < AHEAD_MIN)
+	if (!filter_ahead_wanted(f, ix, fb, &pending))
 		return;
 	if (f->athr == NULL)
 		f->athr = xcalloc(nt, sizeof *f->athr);
@@ -1522,12 +1538,17 @@ filter_decide(struct fbatch *fb, struct index *ix, char **cause)
 	struct filter		*f = fb->f;
 	struct filter_stats	 saved;
 	uint64_t		 expired;
-	size_t			 i, n = fb->n, replays = f->replays.n;
+	size_t			 i, n = fb->n, replays = f->replays.n, pending;
 	int			 rc, started = 0;
 
 	filter_prepare_wait(fb);
 	f->st.invalid_utf8 += fb->invalid_utf8;
 	saved = f->st;
+	/* No lookahead: the next batch's phase 1 need not wait. */
+	if (!filter_ahead_wanted(f, ix, fb, &pending) && f->started != NULL) {
+		f->started(f->started_arg);
+		started = 1;
+	}
 	for (;;) {
 		fb->ahead_on = 0;
 		if ((rc = index_begin(ix, cause)) != 0)

@@ -383,6 +383,13 @@ index_path(struct index *ix)
 	return (rv_);							\
 } while (0)
 
+/* Does the backend lend readers (index_reader_open)? */
+int
+index_has_readers(struct index *ix)
+{
+	return (ix->ops->reader_open != NULL);
+}
+
 /* A reader for another thread, between prepare and the first insert. */
 int
 index_reader_open(struct index *ix, struct ixreader **rp)

@@ -691,6 +691,7 @@ struct index_info {
  *				backend keeps no groups.
  * index_set_group		see set_group; 0 when the backend keeps no
  *				groups.
+ * index_has_readers	1 if the backend has readers, else 0.
  * index_reader_*		see reader_*; index_reader_open gives 1 when
  *				the backend has no readers.  A reader's call
  *				that faults on a damaged page gives ERROR and
@@ -745,6 +746,7 @@ void		 index_delivered(struct index *, const uint64_t *, size_t,
 void		 index_abandoned(struct index *, const uint64_t *, size_t);
 int		 index_group(struct index *, uint64_t, uint64_t *, char **);
 int		 index_set_group(struct index *, uint64_t, char **);
+int		 index_has_readers(struct index *);
 int		 index_reader_open(struct index *, struct ixreader **);
 void		 index_reader_close(struct ixreader *);
 int		 index_reader_candidates(struct ixreader *, const uint64_t *,
