@@ -216,7 +216,8 @@ static void	*prep_run(void *);
 static void	*prepare_run(void *);
 static void	vwork_free(struct vwork *);
 static void	vwork_trim(struct vwork *);
-static void	filter_ahead(struct filter *, struct index *, struct fbatch *);
+static void	filter_ahead(struct filter *, struct index *, struct fbatch *,
+		    size_t);
 static int	filter_ahead_wanted(const struct filter *, struct index *,
 		    const struct fbatch *, size_t *);
 static int	filter_ahead_found(struct filter *, struct fbatch *, size_t,
@@ -1189,16 +1190,18 @@ filter_ahead_wanted(const struct filter *f, struct index *ix,
 	return (*pending >= AHEAD_MIN);
 }
 
-/* The lookahead of a prepared batch, if it is worth one (fb->ahead_on). */
+/*
+ * The lookahead of a prepared batch of pending records to decide, worth
+ * one (filter_ahead_wanted); fb->ahead_on says if it was made.
+ */
 static void
-filter_ahead(struct filter *f, struct index *ix, struct fbatch *fb)
+filter_ahead(struct filter *f, struct index *ix, struct fbatch *fb,
+    size_t pending)
 {
 	struct athr	*a;
-	size_t		 i, pending = 0, t, nt = f->o.threads;
+	size_t		 i, t, nt = f->o.threads;
 
 	fb->ahead_on = 0;
-	if (!filter_ahead_wanted(f, ix, fb, &pending))
-		return;
 	if (f->athr == NULL)
 		f->athr = xcalloc(nt, sizeof *f->athr);
 	for (t = 0; t < nt; t++) {
@@ -1539,13 +1542,14 @@ filter_decide(struct fbatch *fb, struct index *ix, char **cause)
 	struct filter_stats	 saved;
 	uint64_t		 expired;
 	size_t			 i, n = fb->n, replays = f->replays.n, pending;
-	int			 rc, started = 0;
+	int			 rc, ahead, started = 0;
 
 	filter_prepare_wait(fb);
 	f->st.invalid_utf8 += fb->invalid_utf8;
 	saved = f->st;
 	/* No lookahead: the next batch's phase 1 need not wait. */
-	if (!filter_ahead_wanted(f, ix, fb, &pending) && f->started != NULL) {
+	if (!(ahead = filter_ahead_wanted(f, ix, fb, &pending)) &&
+	    f->started != NULL) {
 		f->started(f->started_arg);
 		started = 1;
 	}
@@ -1557,7 +1561,8 @@ filter_decide(struct fbatch *fb, struct index *ix, char **cause)
 			index_abort(ix);
 			goto again;
 		}
-		filter_ahead(f, ix, fb);
+		if (ahead)
+			filter_ahead(f, ix, fb, pending);
 		if (!started && f->started != NULL)
 			f->started(f->started_arg);
 		started = 1;

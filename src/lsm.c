@@ -167,6 +167,9 @@ static int	l1_read(struct lsm *, MDB_txn *, unsigned, unsigned,
 static int	l1_read_runs(struct lsm *, MDB_txn *, MDB_dbi, unsigned,
 		    unsigned, int, char **);
 static size_t	next_pending(const struct lsm *, size_t);
+static int	lsm_keys_held(const struct lsm *, const uint64_t *);
+static size_t	lsm_bucket_l1(const struct lsm *, uint64_t, struct u64vec *,
+		    size_t);
 
 
 /*
@@ -933,19 +936,26 @@ int
 lsm_hold_keys(struct lsm *ls, size_t slot, const uint64_t *keys,
     char **cause)
 {
-	unsigned	 j, h;
-
 	if (ls->held == NULL || (slot < ls->nbatch &&
 	    ls->batch[slot].pending && memcmp(ls->batch[slot].keys, keys,
-	    ls->bands * sizeof *keys) == 0))
+	    ls->bands * sizeof *keys) == 0) || lsm_keys_held(ls, keys))
 		return (0);
-	for (j = 0; j < ls->bands; j++) {
+	return (lsm_hold(ls, 0, 1, cause));
+}
+
+/* Does the memtable hold every entry of these keys (l0's included)? */
+static int
+lsm_keys_held(const struct lsm *ls, const uint64_t *keys)
+{
+	unsigned	 j, h;
+
+	for (j = 0; ls->held != NULL && j < ls->bands; j++) {
 		h = ls->held[band_chunk(keys[j])];
 		if (h != MT_ALL && (h != MT_KEYS ||
 		    !u64_sorted_has(ls->keyset.v, ls->keyset.n, keys[j])))
-			return (lsm_hold(ls, 0, 1, cause));
+			return (0);
 	}
-	return (0);
+	return (1);
 }
 
 /*
@@ -1370,26 +1380,15 @@ int
 lsm_peek(const struct lsm *ls, const uint64_t *keys, struct u64vec *out,
     size_t *most)
 {
-	const struct l1ref	*l;
-	size_t			 got;
-	unsigned		 h, j;
+	size_t		 got;
+	unsigned	 j;
 
-	if (!ls->l1valid)
+	if (!ls->l1valid || !lsm_keys_held(ls, keys))
 		return (1);
-	for (j = 0; ls->held != NULL && j < ls->bands; j++) {
-		h = ls->held[band_chunk(keys[j])];
-		if (h != MT_ALL && (h != MT_KEYS ||
-		    !u64_sorted_has(ls->keyset.v, ls->keyset.n, keys[j])))
-			return (1);
-	}
 	*most = 0;
 	for (j = 0; j < ls->bands; j++) {
-		got = memtable_find(ls->mt, keys[j], out, BUCKET_MAX);
-		l = &ls->l1map[band_chunk(keys[j])];
-		got += run_find(l->run, l->n, keys[j], out, BUCKET_MAX - got);
-		got += run_find(l->yrun, l->yn, keys[j], out,
-		    BUCKET_MAX - got);
-		if (got > *most)
+		if ((got = lsm_bucket_l1(ls, keys[j], out, BUCKET_MAX)) >
+		    *most)
 			*most = got;
 	}
 	return (0);
@@ -1462,15 +1461,12 @@ lsm_bucket(struct lsm *ls, uint64_t key, struct u64vec *out,
 	size_t		 got, n;
 	int		 rc, i;
 
-	got = memtable_find(ls->mt, key, out, max);
-	c = band_chunk(key);
 	if (ls->l1valid) {
-		got += run_find(ls->l1map[c].run, ls->l1map[c].n, key, out,
-		    max - got);
-		run_find(ls->l1map[c].yrun, ls->l1map[c].yn, key, out,
-		    max - got);
+		lsm_bucket_l1(ls, key, out, max);
 		return (0);
 	}
+	got = memtable_find(ls->mt, key, out, max);
+	c = band_chunk(key);
 	if (ls->bvalid && (b = lm_brun(ls, c)) != NULL) {
 		if (b->run.mv_data != NULL)
 			got += lm_run_find(ls, &b->run, b->n, key, out,
@@ -1493,6 +1489,23 @@ lsm_bucket(struct lsm *ls, uint64_t key, struct u64vec *out,
 		got += lm_run_find(ls, &v, n, key, out, max - got);
 	}
 	return (0);
+}
+
+/*
+ * lsm_bucket once l1map is this transaction's: the memtable, then the old
+ * and young runs, at most max; how many.  Only reads.
+ */
+static size_t
+lsm_bucket_l1(const struct lsm *ls, uint64_t key, struct u64vec *out,
+    size_t max)
+{
+	const struct l1ref	*l = &ls->l1map[band_chunk(key)];
+	size_t			 got;
+
+	got = memtable_find(ls->mt, key, out, max);
+	got += run_find(l->run, l->n, key, out, max - got);
+	got += run_find(l->yrun, l->yn, key, out, max - got);
+	return (got);
 }
 
 /*
