@@ -147,10 +147,11 @@ same_as_one_thread() {
 	mhrun -f tsv --threads 1 --annotate in
 	assert_status 0
 	mv out out.one
-	# The 20th document read by a reader (in the second batch: the first
-	# has nothing committed to read) spins, as LMDB does in a cycle of
-	# damaged pages (tests/fault/faultinject.c): 15 s of processor time
-	# later the watchdog (lmdbguard.c) takes it away.
+	# The 20th document read by a reader, whichever thread it is on (in the
+	# second batch or later: the first has nothing committed to read),
+	# spins, as LMDB does in a cycle of damaged pages
+	# (tests/fault/faultinject.c): 15 s of processor time later the
+	# watchdog (lmdbguard.c) takes it away.
 	LD_PRELOAD="$(fault_preload)" FAULT_SPIN=20 mhrun -f tsv --threads 2 \
 	    --batch 1000 --annotate --stats in
 	assert_status 0

@@ -16,10 +16,11 @@
  *                instead, as a full disk may.
  *   FAULT_LOG    a file that gets one line per call that failed.
  *   FAULT_FREE   fstatvfs64 reports this many free blocks (a full disk: 0).
- *   FAULT_SPIN   the Nth call of LMDB's mdb_get made by a thread that has
- *                begun no write transaction (a reader of the lookahead:
- *                filter.c) never returns: it spins, as LMDB does in a
- *                cycle of damaged pages, until a signal takes it away.
+ *   FAULT_SPIN   the Nth call of LMDB's mdb_get in a read-only transaction
+ *                begun while a write transaction was open (a reader of the
+ *                lookahead: filter.c), whichever thread makes it, never
+ *                returns: it spins, as LMDB does in a cycle of damaged
+ *                pages, until a signal takes it away.
  *
  * Calls from glibc's own stdio go through its internal aliases and are not
  * seen; mhfilter writes its output and LMDB its pages with write(2) and
@@ -254,20 +255,85 @@ fstatvfs64(int fd, struct statvfs64 *sv)
 
 /*
  * LMDB, for FAULT_SPIN (its prototypes, so that this needs no lmdb.h: the
- * types are opaque here).
+ * types are opaque here).  A reader of the lookahead is a read-only
+ * transaction begun while the process has a write transaction open: its
+ * handle is kept in spin_readers until it ends.
  */
 #define SPIN_RDONLY	0x20000		/* MDB_RDONLY */
-static __thread int	 began_write;
+#define SPIN_READERS	64
+static void		*spin_write;		/* the write transaction */
+static void		*spin_readers[SPIN_READERS];
 static unsigned long	 reader_gets;
+
+/* Forget txn, which ends. */
+static void
+spin_forget(void *txn)
+{
+	void	*t = txn;
+	int	 i;
+
+	__atomic_compare_exchange_n(&spin_write, &t, NULL, 0,
+	    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+	for (i = 0; i < SPIN_READERS; i++) {
+		t = txn;
+		__atomic_compare_exchange_n(&spin_readers[i], &t, NULL, 0,
+		    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+	}
+}
 
 int
 mdb_txn_begin(void *env, void *parent, unsigned flags, void **txn)
 {
 	int	(*f)(void *, void *, unsigned, void **) = real("mdb_txn_begin");
+	void	*none;
+	int	 i, rc;
 
+	if ((rc = f(env, parent, flags, txn)) != 0)
+		return (rc);
 	if (!(flags & SPIN_RDONLY))
-		began_write = 1;
-	return (f(env, parent, flags, txn));
+		__atomic_store_n(&spin_write, *txn, __ATOMIC_SEQ_CST);
+	else if (__atomic_load_n(&spin_write, __ATOMIC_SEQ_CST) != NULL) {
+		for (i = 0; i < SPIN_READERS; i++) {
+			none = NULL;
+			if (__atomic_compare_exchange_n(&spin_readers[i],
+			    &none, *txn, 0, __ATOMIC_SEQ_CST,
+			    __ATOMIC_SEQ_CST))
+				break;
+		}
+	}
+	return (0);
+}
+
+int
+mdb_txn_commit(void *txn)
+{
+	int	(*f)(void *) = real("mdb_txn_commit");
+
+	spin_forget(txn);
+	return (f(txn));
+}
+
+void
+mdb_txn_abort(void *txn)
+{
+	void	(*f)(void *) = real("mdb_txn_abort");
+
+	spin_forget(txn);
+	f(txn);
+}
+
+/* Is txn a reader of the lookahead? */
+static int
+spin_reader(void *txn)
+{
+	int	 i;
+
+	for (i = 0; i < SPIN_READERS; i++) {
+		if (__atomic_load_n(&spin_readers[i], __ATOMIC_SEQ_CST) ==
+		    txn)
+			return (1);
+	}
+	return (0);
 }
 
 int
@@ -277,7 +343,7 @@ mdb_get(void *txn, unsigned dbi, void *key, void *data)
 	const char	*at = getenv("FAULT_SPIN");
 	volatile unsigned long spin = 0;
 
-	if (at != NULL && !began_write &&
+	if (at != NULL && spin_reader(txn) &&
 	    __atomic_add_fetch(&reader_gets, 1, __ATOMIC_SEQ_CST) ==
 	    strtoul(at, NULL, 10)) {
 		for (;;)
