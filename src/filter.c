@@ -103,6 +103,7 @@ struct amemo {
 
 /* What the lookahead found for a record of the batch. */
 struct ahead {
+	atomic_int	 ready;		/* the lookahead is past it */
 	int		 ok;		/* looked up: what follows is its */
 	unsigned	 thr;		/* in whose arena (f->athr) */
 	size_t		 most;		/* entries of its fullest key */
@@ -112,13 +113,18 @@ struct ahead {
 	size_t		 nmemo;
 };
 
-/* A lookahead thread: its reader, scratch and results. */
+/*
+ * A lookahead thread: its reader, scratch and results.  The writer reads
+ * its arena and memo while it appends to them, so they are allocated for
+ * the batch's budget at the start and never moved.
+ */
 struct athr {
 	struct filter	*f;
 	struct fbatch	*fb;
 	struct ixreader	*rd;
 	struct vwork	 w;
 	struct u64vec	 arena;		/* the records' bucket contents */
+	size_t		 found_max;	/* its share of AHEAD_FOUND_MAX */
 	struct amemo	*memo;
 	size_t		 nmemo, memosize;
 	size_t		 nverified;	/* of the memo, verified */
@@ -164,7 +170,7 @@ struct fbatch {
 	size_t			 aheadsize;
 	int			 ahead_on;
 	atomic_size_t		 anext;		/* lookahead: first unclaimed */
-	atomic_int		 ahead_stop;	/* a reader met damage */
+	atomic_int		 ahead_stop;	/* AHEAD_DAMAGE, AHEAD_QUIT */
 	pthread_t		 thread;	/* filter_prepare_start */
 	int			 running;
 };
@@ -199,6 +205,11 @@ struct filter {
 	double			 margin;	/* exact: signature prefilter */
 	/* The lookahead (filter_ahead). */
 	struct athr		*athr;		/* o.threads: the writer's first */
+	size_t			 nathr;		/* of them with a reader */
+	atomic_size_t		 arunning;	/* not yet done */
+	atomic_int		 await;		/* the writer waits for one */
+	pthread_mutex_t		 alock;		/* for acond */
+	pthread_cond_t		 acond;		/* one is done, or a record */
 	struct inb		 inb;
 	const struct amemo	*memo;		/* the record's, in filter_one */
 	size_t			 nmemo;
@@ -216,8 +227,12 @@ static void	*prep_run(void *);
 static void	*prepare_run(void *);
 static void	vwork_free(struct vwork *);
 static void	vwork_trim(struct vwork *);
-static void	filter_ahead(struct filter *, struct index *, struct fbatch *,
-		    size_t);
+static int	ahead_keep_up(struct filter *, struct index *,
+		    struct fbatch *, size_t, char **);
+static int	ahead_end(struct filter *, struct index *, struct fbatch *,
+		    int, char **);
+static int	filter_ahead(struct filter *, struct index *, struct fbatch *,
+		    size_t, char **);
 static int	filter_ahead_wanted(const struct filter *, struct index *,
 		    const struct fbatch *, size_t *);
 static int	filter_ahead_found(struct filter *, struct fbatch *, size_t,
@@ -256,6 +271,8 @@ filter_create(const struct filter_opts *o)
 	f->sh.seed = o->p.seed;
 	se = sqrt(o->p.threshold * (1 - o->p.threshold) / o->p.perms);
 	f->margin = fmax(0.2, 5 * se);
+	pthread_mutex_init(&f->alock, NULL);
+	pthread_cond_init(&f->acond, NULL);
 	return (f);
 }
 
@@ -284,6 +301,8 @@ filter_free(struct filter *f)
 		free(f->athr[i].memo);
 	}
 	free(f->athr);
+	pthread_mutex_destroy(&f->alock);
+	pthread_cond_destroy(&f->acond);
 	free(f->inb.head);
 	free(f->inb.e);
 	free(f->replayed);
@@ -318,8 +337,8 @@ vwork_trim(struct vwork *w)
 
 /*
  * Run fn(arg) once the lookahead of each batch is done (or known not to
- * happen), before its decisions: pipeline.c starts the next batch's phase 1
- * there, so that the lookahead has the cores first.
+ * happen), its decisions going on: pipeline.c starts the next batch's
+ * phase 1 there, so that the lookahead has the cores first.
  */
 void
 filter_on_ahead(struct filter *f, void (*fn)(void *), void *arg)
@@ -1017,29 +1036,36 @@ filter_copy(struct filter *f, struct index *ix, const struct record *r,
 /*
  * The lookahead.  Of the writer's work on a batch, the lookups and the
  * verification need not wait for the decisions of the records before:
- * before any of the batch is inserted, every record is looked up in the
- * index as committed (index_reader_candidates), and its candidates that
- * filter_one may verify (an estimate within the margin of the threshold)
- * are verified, by o.threads threads at once, the writer among them, each
- * with an index reader of its own.  filter_one then takes a record's
- * candidates from there and from the batch's own inserts before it (inb:
- * what the memtable gained since), and a similarity from there when it
- * has one (filter_exact), so that its verdicts are the same as without:
- * the same candidates, the same similarities, the same rules, in input
- * order.  A record whose fullest band bucket could have passed
- * INDEX_BUCKET_MAX with the batch's inserts (where a lookup leaves some
- * out), or that the lookahead could not look up, is looked up by the
- * writer as before.  Containment is looked up ahead, not verified.
+ * every record is looked up in the index as the batch's transaction found
+ * it (index_reader_candidates), and its candidates that filter_one may
+ * verify (an estimate within the margin of the threshold) are verified,
+ * by the o.threads - 1 other threads, each with an index reader of its
+ * own, AHEAD_CHUNK records at a time in input order.  The writer follows
+ * them: it decides record i once they are past it (ahead_keep_up),
+ * taking its candidates from there and from the batch's own inserts
+ * before it (inb: what the band index has not shown the readers), and a
+ * similarity from there when it has one (filter_exact), so that its
+ * verdicts are the same as without: the same candidates, the same
+ * similarities, the same rules, in input order.  Its inserts meanwhile
+ * write documents and texts, which readers do not see (LMDB keeps their
+ * snapshot), and keep their band entries from the memtable, which they
+ * read in place, until the lookahead ends (index_settle).  A record whose
+ * fullest band bucket could have passed INDEX_BUCKET_MAX with the batch's
+ * inserts (where a lookup leaves some out), or that the lookahead could
+ * not look up, is looked up by the writer as before, once the lookahead
+ * has ended.  Containment is looked up ahead, not verified.
  *
  * It needs two threads, a backend with readers, and a batch large enough
  * to be worth a fork and join (AHEAD_MIN records to decide).  The next
- * batch's phase 1 starts after it (filter_on_ahead), so that the two do
- * not share the cores while the writer waits.
+ * batch's phase 1 starts when it ends (filter_on_ahead), so that the two
+ * do not share the cores with the writer at once.
  */
 #define AHEAD_MIN	256
 #define AHEAD_CHUNK	16
 #define AHEAD_FOUND_MAX	(1U << 20)	/* bucket entries kept, a batch */
 #define AHEAD_MEMO_MAX	(1U << 18)	/* similarities kept, a batch */
+#define AHEAD_DAMAGE	1		/* ahead_stop: a reader met damage */
+#define AHEAD_QUIT	2		/* the writer needs no more */
 
 /* Look record i of the batch up ahead, and verify what may be asked. */
 static void
@@ -1058,15 +1084,13 @@ ahead_one(struct athr *a, size_t i)
 	size_t		 c, n, start = a->arena.n;
 	int		 bytes, rc, verify;
 
-	if (!s->pending)
-		return;
+	if (!s->pending || a->arena.n > a->found_max)
+		return;		/* (past its budget: the writer looks) */
 	if ((rc = index_reader_candidates(a->rd, fb->keys +
-	    i * f->o.p.bands, &a->arena, &ah->most)) != 0 ||
-	    a->arena.n > AHEAD_FOUND_MAX / f->o.threads) {
-		/* (Past its share of the budget: the writer looks.) */
+	    i * f->o.p.bands, &a->arena, &ah->most)) != 0) {
 		a->arena.n = start;
 		if (rc < 0)
-			atomic_store(&fb->ahead_stop, 1);
+			atomic_store(&fb->ahead_stop, AHEAD_DAMAGE);
 		return;
 	}
 	ah->thr = (unsigned)(a - f->athr);
@@ -1085,19 +1109,14 @@ ahead_one(struct athr *a, size_t i)
 		n = f->o.max_candidates;
 	w->have_mine = 0;
 	w->mytext = NULL;
-	for (c = 0; c < n && a->nmemo < AHEAD_MEMO_MAX / f->o.threads; c++) {
+	for (c = 0; c < n && a->nmemo < a->memosize; c++) {
 		if ((rc = index_reader_doc(a->rd, w->cands[c].docid,
 		    &d)) != 0) {
 			if (rc < 0) {
-				atomic_store(&fb->ahead_stop, 1);
+				atomic_store(&fb->ahead_stop, AHEAD_DAMAGE);
 				break;
 			}
 			continue;	/* the writer finds out */
-		}
-		if (a->nmemo == a->memosize) {
-			a->memosize = a->memosize ? 2 * a->memosize : 256;
-			a->memo = xreallocarray(a->memo, a->memosize,
-			    sizeof *a->memo);
 		}
 		m = &a->memo[a->nmemo++];
 		ah->nmemo++;
@@ -1110,7 +1129,7 @@ ahead_one(struct athr *a, size_t i)
 		if ((rc = index_reader_text(a->rd, m->docid, &w->text,
 		    &bytes)) != 0) {
 			if (rc < 0) {
-				atomic_store(&fb->ahead_stop, 1);
+				atomic_store(&fb->ahead_stop, AHEAD_DAMAGE);
 				break;
 			}
 			continue;
@@ -1133,42 +1152,77 @@ amemo_cmp(const void *a, const void *b)
 	return ((x->docid > y->docid) - (x->docid < y->docid));
 }
 
-/* A lookahead thread: claim records AHEAD_CHUNK at a time. */
+/*
+ * Look up the records of the chunk from i, AHEAD_CHUNK of them; say each
+ * one done (ready) to the writer, waking it if it waits.
+ */
+static void
+ahead_chunk(struct athr *a, size_t i)
+{
+	struct filter	*f = a->f;
+	struct fbatch	*fb = a->fb;
+	size_t		 end, bands = f->o.p.bands;
+
+	end = i + AHEAD_CHUNK < fb->n ? i + AHEAD_CHUNK : fb->n;
+	/*
+	 * A lookup is a few cache misses: those of the next two records are
+	 * started while this one is looked up and verified, as
+	 * index_candidates does for the writer.
+	 */
+	index_reader_prefetch(a->rd, fb->keys + i * bands, 0);
+	index_reader_prefetch(a->rd, fb->keys + i * bands, 1);
+	if (i + 1 < end)
+		index_reader_prefetch(a->rd, fb->keys + (i + 1) * bands, 0);
+	for (; i < end; i++) {
+		if (i + 1 < end)
+			index_reader_prefetch(a->rd,
+			    fb->keys + (i + 1) * bands, 1);
+		if (i + 2 < end)
+			index_reader_prefetch(a->rd,
+			    fb->keys + (i + 2) * bands, 0);
+		if (!atomic_load_explicit(&fb->ahead_stop,
+		    memory_order_relaxed))
+			ahead_one(a, i);
+		atomic_store_explicit(&fb->ahead[i].ready, 1,
+		    memory_order_release);
+	}
+	/* (Against the writer's store of await and load of ready.) */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load(&f->await)) {
+		pthread_mutex_lock(&f->alock);
+		pthread_cond_broadcast(&f->acond);
+		pthread_mutex_unlock(&f->alock);
+	}
+}
+
+/* The first record of the next chunk not yet claimed, or fb->n. */
+static size_t
+ahead_claim(struct fbatch *fb)
+{
+	size_t	 i;
+
+	if (atomic_load(&fb->ahead_stop))
+		return (fb->n);
+	i = atomic_fetch_add(&fb->anext, AHEAD_CHUNK);
+	return (i < fb->n ? i : fb->n);
+}
+
+/* A lookahead thread: chunk after chunk, until none is left. */
 static void *
 ahead_run(void *arg)
 {
 	struct athr	*a = arg;
+	struct filter	*f = a->f;
 	struct fbatch	*fb = a->fb;
-	size_t		 i, end, bands = a->f->o.p.bands;
+	size_t		 i;
 
-	for (;;) {
-		i = atomic_fetch_add(&fb->anext, AHEAD_CHUNK);
-		if (i >= fb->n || atomic_load(&fb->ahead_stop))
-			break;
-		end = i + AHEAD_CHUNK < fb->n ? i + AHEAD_CHUNK : fb->n;
-		/*
-		 * A lookup is a few cache misses: those of the next two
-		 * records are started while this one is looked up and
-		 * verified, as index_candidates does for the writer.
-		 */
-		index_reader_prefetch(a->rd, fb->keys + i * bands, 0);
-		index_reader_prefetch(a->rd, fb->keys + i * bands, 1);
-		if (i + 1 < end)
-			index_reader_prefetch(a->rd,
-			    fb->keys + (i + 1) * bands, 0);
-		for (; i < end; i++) {
-			if (i + 1 < end)
-				index_reader_prefetch(a->rd,
-				    fb->keys + (i + 1) * bands, 1);
-			if (i + 2 < end)
-				index_reader_prefetch(a->rd,
-				    fb->keys + (i + 2) * bands, 0);
-			if (!atomic_load_explicit(&fb->ahead_stop,
-			    memory_order_relaxed))
-				ahead_one(a, i);
-		}
-	}
+	while ((i = ahead_claim(fb)) < fb->n)
+		ahead_chunk(a, i);
 	vwork_trim(&a->w);
+	atomic_fetch_sub(&f->arunning, 1);
+	pthread_mutex_lock(&f->alock);
+	pthread_cond_broadcast(&f->acond);
+	pthread_mutex_unlock(&f->alock);
 	return (NULL);
 }
 
@@ -1191,75 +1245,152 @@ filter_ahead_wanted(const struct filter *f, struct index *ix,
 }
 
 /*
- * The lookahead of a prepared batch of pending records to decide, worth
- * one (filter_ahead_wanted); fb->ahead_on says if it was made.
+ * Start the lookahead of a prepared batch of pending records to decide,
+ * worth one (filter_ahead_wanted), on the other threads that get a reader
+ * (the writer's own, f->athr[0], is for ahead_keep_up); fb->ahead_on says
+ * if it started.  0, or index_settle's code (none started).
  */
-static void
+static int
 filter_ahead(struct filter *f, struct index *ix, struct fbatch *fb,
-    size_t pending)
+    size_t pending, char **cause)
 {
 	struct athr	*a;
-	size_t		 i, t, nt = f->o.threads;
+	size_t		 t, nt = f->o.threads, cap;
 
 	fb->ahead_on = 0;
 	if (f->athr == NULL)
 		f->athr = xcalloc(nt, sizeof *f->athr);
-	for (t = 0; t < nt; t++) {
+	for (f->nathr = 0; f->nathr < nt; f->nathr++) {
+		if (index_reader_open(ix, &f->athr[f->nathr].rd) != 0) {
+			f->athr[f->nathr].rd = NULL;
+			break;
+		}
+	}
+	if (f->nathr < 2) {
+		/* Nobody to look ahead: the writer looks up itself. */
+		if (f->nathr == 1)
+			index_reader_close(f->athr[0].rd);
+		f->athr[0].rd = NULL;
+		f->nathr = 0;
+		return (index_settle(ix, cause));
+	}
+	if (fb->n > fb->aheadsize) {
+		fb->aheadsize = fb->n;
+		fb->ahead = xreallocarray(fb->ahead, fb->aheadsize,
+		    sizeof *fb->ahead);
+	}
+	memset(fb->ahead, 0, fb->n * sizeof *fb->ahead);
+	atomic_store(&fb->anext, 0);
+	atomic_store(&fb->ahead_stop, 0);
+	atomic_store(&f->await, 0);
+	atomic_store(&f->arunning, f->nathr - 1);
+	inb_reset(&f->inb, pending * f->o.p.bands);
+	fb->ahead_on = 1;
+	for (t = 0; t < f->nathr; t++) {
 		a = &f->athr[t];
 		a->f = f;
 		a->fb = fb;
-		u64vec_trim(&a->arena);
-		a->nmemo = a->nverified = 0;
-		if (a->memosize > AHEAD_MEMO_MAX / 16) {
+		/* Room for the budget and one more lookup, made once. */
+		a->found_max = AHEAD_FOUND_MAX / f->nathr;
+		cap = a->found_max + (size_t)f->o.p.bands * INDEX_BUCKET_MAX;
+		if (a->arena.size < cap) {
+			free(a->arena.v);
+			a->arena.v = xreallocarray(NULL, cap,
+			    sizeof *a->arena.v);
+			a->arena.size = cap;
+		}
+		a->arena.n = 0;
+		if (a->memosize < AHEAD_MEMO_MAX / f->nathr) {
 			free(a->memo);
-			a->memo = NULL;
-			a->memosize = 0;
+			a->memosize = AHEAD_MEMO_MAX / f->nathr;
+			a->memo = xreallocarray(NULL, a->memosize,
+			    sizeof *a->memo);
 		}
-		if (index_reader_open(ix, &a->rd) != 0)
-			a->rd = NULL;
+		a->nmemo = a->nverified = 0;
+		if (t > 0)
+			thread_start(&a->thread, ahead_run, a);
 	}
-	if (f->athr[0].rd != NULL) {
-		if (fb->n > fb->aheadsize) {
-			fb->aheadsize = fb->n;
-			fb->ahead = xreallocarray(fb->ahead, fb->aheadsize,
-			    sizeof *fb->ahead);
+	return (0);
+}
+
+/*
+ * Before deciding record i of a batch with a lookahead running, see that
+ * the lookahead is past it: while it is not, the writer looks up the next
+ * chunk nobody has claimed, or, with none left, waits.  If the lookahead
+ * has ended, end it (ahead_end).  0, or index_settle's code.
+ */
+static int
+ahead_keep_up(struct filter *f, struct index *ix, struct fbatch *fb,
+    size_t i, char **cause)
+{
+	atomic_int	*ready = &fb->ahead[i].ready;
+	size_t		 c;
+
+	while (!atomic_load_explicit(ready, memory_order_acquire) &&
+	    atomic_load(&f->arunning) > 0) {
+		if ((c = ahead_claim(fb)) < fb->n) {
+			ahead_chunk(&f->athr[0], c);
+			continue;
 		}
-		memset(fb->ahead, 0, fb->n * sizeof *fb->ahead);
-		atomic_store(&fb->anext, 0);
-		atomic_store(&fb->ahead_stop, 0);
-		for (t = 1; t < nt; t++) {
-			if (f->athr[t].rd != NULL)
-				thread_start(&f->athr[t].thread, ahead_run,
-				    &f->athr[t]);
-		}
-		ahead_run(&f->athr[0]);
-		for (t = 1; t < nt; t++) {
-			if (f->athr[t].rd != NULL)
-				pthread_join(f->athr[t].thread, NULL);
-		}
-		/*
-		 * A reader met a damaged page, or a call that never came
-		 * back (the fault guard's watchdog ended it): the writer's
-		 * own calls will say if the index is damaged where it looks.
-		 */
-		if (atomic_load(&fb->ahead_stop) && !f->ahead_warned) {
-			log_warnx("%s: the lookahead stopped at a page it "
-			    "could not read; the writer looks up the rest of "
-			    "the batch itself", index_path(ix));
-			f->ahead_warned = 1;
-		}
-		inb_reset(&f->inb, pending * f->o.p.bands);
-		fb->ahead_on = 1;
-		for (i = 0; i < fb->n; i++)
-			f->st.ahead += fb->ahead[i].ok != 0;
-		for (t = 0; t < nt; t++)
-			f->st.verified_ahead += f->athr[t].nverified;
+		pthread_mutex_lock(&f->alock);
+		atomic_store(&f->await, 1);
+		atomic_thread_fence(memory_order_seq_cst);
+		while (!atomic_load(ready) && atomic_load(&f->arunning) > 0)
+			pthread_cond_wait(&f->acond, &f->alock);
+		atomic_store(&f->await, 0);
+		pthread_mutex_unlock(&f->alock);
 	}
-	for (t = 0; t < nt; t++) {
-		if (f->athr[t].rd != NULL)
-			index_reader_close(f->athr[t].rd);
+	if (atomic_load(&f->arunning) == 0)
+		return (ahead_end(f, ix, fb, 1, cause));
+	return (0);
+}
+
+/*
+ * End the lookahead: with settle, once every record is looked up (the
+ * writer taking what is left) and its threads are done, and then have the
+ * inserts made meanwhile reach the lookups (index_settle); without (the
+ * batch failed), as soon as its threads have stopped.  0, or
+ * index_settle's code.
+ */
+static int
+ahead_end(struct filter *f, struct index *ix, struct fbatch *fb, int settle,
+    char **cause)
+{
+	size_t	 i, t;
+	int	 stop = 0;
+
+	if (f->nathr == 0)
+		return (0);
+	if (!settle)
+		atomic_compare_exchange_strong(&fb->ahead_stop, &stop,
+		    AHEAD_QUIT);
+	else {
+		/* (What nobody has claimed, the writer looks up itself.) */
+		while ((i = ahead_claim(fb)) < fb->n)
+			ahead_chunk(&f->athr[0], i);
+	}
+	for (t = 0; t < f->nathr; t++) {
+		if (t > 0)
+			pthread_join(f->athr[t].thread, NULL);
+		index_reader_close(f->athr[t].rd);
 		f->athr[t].rd = NULL;
+		f->st.verified_ahead += f->athr[t].nverified;
 	}
+	f->nathr = 0;
+	for (i = 0; i < fb->n; i++)
+		f->st.ahead += fb->ahead[i].ok != 0;
+	/*
+	 * A reader met a damaged page, or a call that never came back (the
+	 * fault guard's watchdog ended it): the writer's own calls will say
+	 * if the index is damaged where it looks.
+	 */
+	if (atomic_load(&fb->ahead_stop) == AHEAD_DAMAGE && !f->ahead_warned) {
+		log_warnx("%s: the lookahead stopped at a page it could not "
+		    "read; the writer looks up the rest of the batch itself",
+		    index_path(ix));
+		f->ahead_warned = 1;
+	}
+	return (settle ? index_settle(ix, cause) : 0);
 }
 
 /* Empty the batch's inserts, with room for n entries. */
@@ -1382,7 +1513,8 @@ filter_one(struct filter *f, struct index *ix, struct fbatch *fb, size_t i,
 	f->w.mytext = NULL;
 	f->nmemo = 0;
 	if (!filter_ahead_found(f, fb, i, keys) &&
-	    (rc = index_candidates(ix, i, keys, &f->w.found, cause)) != 0)
+	    ((rc = ahead_end(f, ix, fb, 1, cause)) != 0 ||
+	    (rc = index_candidates(ix, i, keys, &f->w.found, cause)) != 0))
 		return (rc);
 	n = filter_gather(&f->w, f->w.found.v, f->w.found.n);
 	if (n > f->o.max_candidates)
@@ -1561,18 +1693,26 @@ filter_decide(struct fbatch *fb, struct index *ix, char **cause)
 			index_abort(ix);
 			goto again;
 		}
-		if (ahead)
-			filter_ahead(f, ix, fb, pending);
-		if (!started && f->started != NULL)
-			f->started(f->started_arg);
-		started = 1;
+		if (ahead && (rc = filter_ahead(f, ix, fb, pending,
+		    cause)) != 0) {
+			index_abort(ix);
+			goto again;
+		}
 		for (i = 0; i < n; i++) {
+			if (f->nathr > 0 &&
+			    (rc = ahead_keep_up(f, ix, fb, i, cause)) != 0)
+				break;
+			if (!started && f->nathr == 0 && f->started != NULL) {
+				f->started(f->started_arg);
+				started = 1;
+			}
 			/*
 			 * Looked up ahead, the records' buckets in the
 			 * memtable are not in the cache when they are
-			 * inserted: their loads start two records ahead.
+			 * inserted (after the lookahead): their loads start
+			 * two records ahead.
 			 */
-			if (fb->ahead_on && i + 2 < n) {
+			if (fb->ahead_on && f->nathr == 0 && i + 2 < n) {
 				index_insert_prefetch(ix, fb->keys +
 				    (i + 1) * f->o.p.bands, 1);
 				index_insert_prefetch(ix, fb->keys +
@@ -1583,6 +1723,16 @@ filter_decide(struct fbatch *fb, struct index *ix, char **cause)
 			verdict_reset(&fb->vs[i]);
 			if ((rc = filter_one(f, ix, fb, i, cause)) != 0)
 				break;
+		}
+		if (f->nathr > 0) {
+			if (rc == 0)
+				rc = ahead_end(f, ix, fb, 1, cause);
+			else
+				(void)ahead_end(f, ix, fb, 0, cause);
+		}
+		if (!started && f->started != NULL) {
+			f->started(f->started_arg);
+			started = 1;
 		}
 		/* Retention: a bounded amount per batch, never a stall. */
 		if (rc == 0 && !f->o.query_only && (f->o.ret.max_age != 0 ||

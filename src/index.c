@@ -390,7 +390,7 @@ index_has_readers(struct index *ix)
 	return (ix->ops->reader_open != NULL);
 }
 
-/* A reader for another thread, between prepare and the first insert. */
+/* A reader for another thread, from prepare until index_settle. */
 int
 index_reader_open(struct index *ix, struct ixreader **rp)
 {
@@ -403,6 +403,15 @@ void
 index_reader_close(struct ixreader *r)
 {
 	r->ix->ops->reader_close(r);
+}
+
+/* Every reader closed: the inserts made meanwhile reach the lookups. */
+int
+index_settle(struct index *ix, char **cause)
+{
+	if (ix->ops->settle == NULL)
+		return (0);
+	GUARDED_IX(ix, cause, ix->ops->settle(ix, cause));
 }
 
 /* index_candidates through a reader; *most: the fullest key's count. */

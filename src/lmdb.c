@@ -110,6 +110,7 @@ static int	lmdb_open(struct index **, const char *, int,
 static void	lmdb_close(struct index *);
 static int	lmdb_begin(struct index *, char **);
 static int	lmdb_commit(struct index *, char **);
+static int	lmdb_settle(struct index *, char **);
 static void	lmdb_abort(struct index *);
 static int	lmdb_insert(struct index *, size_t, const uint64_t *,
 		    const uint32_t *, const char *, size_t, const char *,
@@ -799,7 +800,8 @@ lmdb_commit(struct index *base, char **cause)
 		lmdb_abort(&ix->base);
 		return (0);
 	}
-	if ((rc = lm_first_doc(ix, &live, cause)) != 0 ||
+	if ((rc = lmdb_settle(base, cause)) != 0 ||
+	    (rc = lm_first_doc(ix, &live, cause)) != 0 ||
 	    (rc = lsm_flush(&ix->lsm, live, cause)) != 0 ||
 	    (rc = lm_lsm_save(ix, cause)) != 0) {
 		lmdb_abort(&ix->base);
@@ -957,10 +959,12 @@ lmdb_text(struct index *base, uint64_t docid, struct buf *out, char **cause)
 
 /*
  * A reader (index_reader_open): a read-only transaction of its own, which
- * between lsm_prepare and the batch's first insert sees what the batch's
- * write transaction sees of documents and texts, and the band index's
- * lookups as lsm_prepare left them (lsm_peek).  MDB_NOTLS lets any thread
- * hold one beside the writer's transaction.
+ * sees what the batch's write transaction saw at its start of documents
+ * and texts, and the band index's lookups as lsm_prepare left them
+ * (lsm_peek).  MDB_NOTLS lets any thread hold one beside the writer's
+ * transaction.  The writer goes on meanwhile: LMDB keeps a reader's pages
+ * as they were, and the memtable, which readers read in place, gets the
+ * band entries of the writer's inserts at lmdb_settle (lsm_defer).
  */
 struct lmreader {
 	struct ixreader	 base;
@@ -985,6 +989,8 @@ lmdb_reader_open(struct index *base, struct ixreader **rp)
 	r->txn = txn;
 	r->sig = xreallocarray(NULL, ix->base.p.perms, sizeof *r->sig);
 	*rp = &r->base;
+	ix->readers++;
+	lsm_defer(&ix->lsm);
 	return (0);
 }
 
@@ -994,8 +1000,20 @@ lmdb_reader_close(struct ixreader *base)
 	struct lmreader	*r = (struct lmreader *)base;
 
 	mdb_txn_abort(r->txn);
+	r->ix->readers--;
 	free(r->sig);
 	free(r);
+}
+
+/* The readers are closed: the inserts' band entries join the memtable. */
+static int
+lmdb_settle(struct index *base, char **cause)
+{
+	struct lmdb	*ix = (struct lmdb *)base;
+
+	if (ix->readers != 0)
+		fatalx("lmdb_settle: %u readers open", ix->readers);
+	return (lsm_undefer(&ix->lsm, cause));
 }
 
 static int
@@ -1438,6 +1456,10 @@ static int
 lmdb_candidates(struct index *base, size_t slot, const uint64_t *keys,
     struct u64vec *out, char **cause)
 {
+	int	 rc;
+
+	if ((rc = lmdb_settle(base, cause)) != 0)
+		return (rc);
 	return (lsm_candidates(&((struct lmdb *)base)->lsm, slot, keys, out,
 	    cause));
 }
@@ -1475,6 +1497,7 @@ const struct index_ops lmdb_ops = {
 	.reader_candidates = lmdb_reader_candidates,
 	.reader_prefetch = lmdb_reader_prefetch,
 	.insert_prefetch = lmdb_insert_prefetch,
+	.settle = lmdb_settle,
 	.reader_doc = lmdb_reader_doc,
 	.reader_text = lmdb_reader_text,
 };

@@ -102,6 +102,9 @@ struct lsm {
 	unsigned char	 gmark[(1U << L0F_GBITS_MAX) / 8 + 1];
 	struct bentry	*pend;		/* entries added in this txn */
 	size_t		 npend, pendsize;
+	int		 defer;		/* lsm_defer: pend only, from */
+	size_t		 deferred;	/* this entry of it */
+	int		 defer_hold;	/* and an lsm_hold to make */
 	size_t		*l0count;	/* l0_sort's scratch */
 	struct buf	 rec;		/* an l0 record, written */
 	unsigned	*merged;	/* chunks merged in this txn */
@@ -144,6 +147,7 @@ struct lmdb {
 	struct buf	 rec;		/* scratch for records */
 	struct textenc	*enc;
 	int		 walked;	/* lm_walk found every page sound */
+	unsigned	 readers;	/* open (lmdb_reader_open) */
 
 	/* Delivery marks for the next commit (lm_undelivered_apply). */
 	struct u64vec	 dranges;	/* [first, end) pairs delivered */
@@ -216,6 +220,8 @@ int		 lsm_hold(struct lsm *, uint64_t, int, char **);
 int		 lsm_hold_keys(struct lsm *, size_t, const uint64_t *,
 		    char **);
 void		 lsm_add(struct lsm *, const uint64_t *, uint64_t);
+void		 lsm_defer(struct lsm *);
+int		 lsm_undefer(struct lsm *, char **);
 int		 lsm_flush(struct lsm *, uint64_t, char **);
 void		 lsm_commit(struct lsm *);
 void		 lsm_abort(struct lsm *);

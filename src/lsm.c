@@ -291,8 +291,8 @@ lsm_position(const struct lsm *ls, struct lsmstate *committed,
 }
 
 /*
- * A document's band keys, added by the transaction: to the memtable now,
- * and to l0 at its commit (lsm_flush).
+ * A document's band keys, added by the transaction: to the memtable now
+ * (or, deferred, at lsm_undefer), and to l0 at its commit (lsm_flush).
  */
 void
 lsm_add(struct lsm *ls, const uint64_t *keys, uint64_t docid)
@@ -305,11 +305,59 @@ lsm_add(struct lsm *ls, const uint64_t *keys, uint64_t docid)
 		    sizeof *ls->pend);
 	}
 	for (j = 0; j < ls->bands; j++) {
-		memtable_add(ls->mt, keys[j], docid);
+		if (!ls->defer)
+			memtable_add(ls->mt, keys[j], docid);
 		ls->pend[ls->npend].key = keys[j];
 		ls->pend[ls->npend++].docid = docid;
-	}	if (docid >= ls->next_doc)
+	}
+	if (docid >= ls->next_doc)
 		ls->next_doc = docid + 1;
+}
+
+/*
+ * While other threads read the memtable and l1 map (lsm_peek), the
+ * transaction's additions wait: lsm_add keeps them in pend only, and an
+ * insert whose keys would have the memtable read more of l0
+ * (lsm_hold_keys) has that wait too.  lsm_undefer, once those threads are
+ * done, makes both, in the order lsm_add saw them and then the read (an
+ * lsm_hold puts back the transaction's additions it drops: lsm_unkey).
+ * lsm_candidates, lsm_flush and lsm_commit need them made first.
+ */
+void
+lsm_defer(struct lsm *ls)
+{
+	if (ls->defer)
+		return;
+	ls->defer = 1;
+	ls->deferred = ls->npend;
+	ls->defer_hold = 0;
+}
+
+/* Make what lsm_defer had wait.  0, or an INDEX_* code (lsm_hold's). */
+int
+lsm_undefer(struct lsm *ls, char **cause)
+{
+	size_t	 i, ahead = 4 * (size_t)ls->bands;
+
+	if (!ls->defer)
+		return (0);
+	ls->defer = 0;
+	/* An insert's bucket loads start two documents ahead, as the
+	   writer's do (lsm_add_prefetch). */
+	for (i = ls->deferred; i < ls->npend; i++) {
+		if (i + ahead < ls->npend)
+			memtable_prefetch_add(ls->mt, ls->pend[i + ahead].key,
+			    0);
+		if (i + ahead / 2 < ls->npend)
+			memtable_prefetch_add(ls->mt,
+			    ls->pend[i + ahead / 2].key, 1);
+		memtable_add(ls->mt, ls->pend[i].key, ls->pend[i].docid);
+	}
+	if (ls->defer_hold) {
+		ls->defer_hold = 0;
+		return (lsm_hold(ls, 0, 1, cause));
+	}
+	return (0);
 }
 
 /*
@@ -338,6 +386,7 @@ lsm_abort(struct lsm *ls)
 		memtable_rollback(ls->mt);
 	ls->undo_stale = 0;
 	ls->npend = ls->nmerged = 0;
+	ls->defer = ls->defer_hold = 0;
 	ls->tx = ls->committed;
 }
 
@@ -940,6 +989,10 @@ lsm_hold_keys(struct lsm *ls, size_t slot, const uint64_t *keys,
 	    ls->batch[slot].pending && memcmp(ls->batch[slot].keys, keys,
 	    ls->bands * sizeof *keys) == 0) || lsm_keys_held(ls, keys))
 		return (0);
+	if (ls->defer) {
+		ls->defer_hold = 1;	/* lsm_undefer reads it */
+		return (0);
+	}
 	return (lsm_hold(ls, 0, 1, cause));
 }
 

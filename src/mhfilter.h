@@ -518,8 +518,8 @@ size_t		 memtable_entries(struct memtable *);
  * which closes it.  Phase 1 (normalise, sign) in the worker threads never
  * touches it.  The one exception: between a batch's index_prepare and its
  * first insert the writer may lend readers (index_reader_open) to other
- * threads, which look up and read through them while it waits, and ends
- * them before it writes (filter.c's lookahead).  The LMDB backend's fault
+ * threads, which look up and read through them while it goes on, and
+ * ends them before it commits (filter.c's lookahead).  The LMDB backend's fault
  * guard (a SIGSEGV or SIGBUS on a damaged map becomes INDEX_ERROR) is
  * armed per call, in the calling thread.
  */
@@ -697,6 +697,7 @@ struct index_info {
  *				that faults on a damaged page gives ERROR and
  *				leaves the index be: the writer's own call
  *				meets the damage and reports it.
+ * index_settle		see settle; 0 when the backend has no readers.
  */
 typedef int	 (*index_each_fn)(void *, const struct docinfo *,
 		    const struct buf *, char **);
@@ -756,6 +757,7 @@ int		 index_reader_doc(struct ixreader *, uint64_t,
 		    struct docinfo *);
 int		 index_reader_text(struct ixreader *, uint64_t, struct buf *,
 		    int *);
+int		 index_settle(struct index *, char **);
 
 /*
  * The storage backends behind index.c's functions: lmdb.c (a directory,
@@ -869,12 +871,15 @@ int		 index_reader_text(struct ixreader *, uint64_t, struct buf *,
  *			in a write transaction, after prepare and before
  *			the batch's first insert: a reader, through which
  *			another thread may look up and read documents as
- *			the transaction sees them, beside the writer and
- *			other readers, until reader_close.  0; 1 (none now:
- *			the caller does without).  The reader_* may be NULL
- *			(no readers).  Each reader_* call gives 0, 1 (not
- *			here: the caller makes the writer's own call) or
- *			ERROR (a damaged page: the caller stops reading).
+ *			the transaction saw them then, beside other readers
+ *			and the writer, until reader_close.  The writer may
+ *			read and insert meanwhile, but not look up
+ *			(candidates) until the last reader is closed and
+ *			settle called.  0; 1 (none now: the caller does
+ *			without).  The reader_* and settle may be NULL (no
+ *			readers).  Each reader_* call gives 0, 1 (not here:
+ *			the caller makes the writer's own call) or ERROR (a
+ *			damaged page: the caller stops reading).
  * reader_candidates(reader, keys, out, most)
  *			candidates' lookup of a prepared slot's keys, with
  *			into *most the most entries one key gave (at most
@@ -891,7 +896,11 @@ int		 index_reader_text(struct ixreader *, uint64_t, struct buf *,
  *			doc's (1: gone, or not read).
  * reader_text(reader, docid, out, bytes)
  *			text's, its DOC_BYTES flag into *bytes.
- * reader_close(reader)	end it, before the batch's first insert.
+ * reader_close(reader)	end it.
+ * settle(ix, cause)	after the last reader_close: what the inserts made
+ *			while readers were open reach the band index's
+ *			lookups (until then kept from the readers).  0;
+ *			ERROR.  candidates and commit settle first.
  */
 struct index_ops {
 	const char	*name;
@@ -948,6 +957,7 @@ struct index_ops {
 			    struct docinfo *);
 	int		(*reader_text)(struct ixreader *, uint64_t,
 			    struct buf *, int *);
+	int		(*settle)(struct index *, char **);
 };
 /* A reader of the backend's (reader_open), which starts with this. */
 struct ixreader {

@@ -11,9 +11,9 @@
  *                              (helping its phase 1),      (filter.c)
  *                              screen bad records,
  *                              filter_decide: lookahead -> lookups, verify
- *                              (filter.c), start the next
- *                              one's phase 1, decide,
- *                              commit
+ *                              (filter.c), decide behind
+ *                              it; when it ends, start the
+ *                              next one's phase 1; commit
  *   pipeline_deliver <- done
  *   count, write the output,
  *   the source's deliver (replies)

@@ -134,6 +134,36 @@ same_as_one_thread() {
 	[ "$(stat_of seen)" -gt 4000 ]
 }
 
+@test "a damaged document met while the lookahead runs: its batch fails, the batch before is written" {
+	local k
+
+	gen_ahead 3000 >in
+	mhrun -f tsv --db many --threads 1 -o /dev/null in
+	assert_status 0
+	mhrun --db many --export exp
+	assert_status 0
+	# The first document of the second batch of 1,000 (the export's line
+	# after the header is document 1), its text damaged.
+	k=$(python3 -c 'import json, sys
+for k, l in enumerate(open(sys.argv[1])):
+    if k > 0 and int(json.loads(l)["id"][2:]) >= 1000:
+        print(k); break' exp)
+	[ "$k" -gt 0 ] || fail "no document of the second batch"
+	rm -f many/lock.mdb
+	flip_value many texts "$k"
+	# Its copy in the stream (the same id and text) reads it: the reader
+	# leaves it to the writer, whose read fails while the lookahead is
+	# still running.
+	mhrun -f tsv --db many --threads 2 --batch 1000 --annotate --stats in
+	assert_status 1
+	assert_err_has "index many is damaged: text of document $k fails its checksum"
+	[ "$(wc -l <out)" -eq 1000 ] ||
+	    fail "$(wc -l <out) records written, not the first batch's 1000"
+	head -n 1000 in | cut -f 1 >ids.first
+	cut -f 4 out >ids.out
+	assert_same ids.first ids.out
+}
+
 @test "batches under the lookahead's minimum are decided as before" {
 	gen_ahead 1000 >in
 	mhrun -f tsv --stats --threads 2 --batch 200 --annotate in

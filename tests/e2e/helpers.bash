@@ -310,3 +310,22 @@ unseal() {
 		    fail "mdb_load $d failed"
 	done
 }
+
+# Flip one bit in the middle of the value of database $2 under document
+# $3 in copy $1's data.mdb, the value found by its bytes (mdb_dump's).
+flip_value() {
+	mdb_dump -s "$2" "$1" >"$1.$2.dump" || fail "mdb_dump $2"
+	python3 - "$1/data.mdb" "$1.$2.dump" "$3" <<'PY'
+import sys
+path, dump, docid = sys.argv[1], sys.argv[2], int(sys.argv[3])
+lines = open(dump).read().split("HEADER=END\n")[1].split("\nDATA=END")[0]
+lines = [l.strip() for l in lines.splitlines()]
+vals = dict(zip(lines[0::2], lines[1::2]))
+value = bytes.fromhex(vals["%016x" % docid])
+data = bytearray(open(path, "rb").read())
+at = data.find(value)
+assert at >= 0 and data.find(value, at + 1) < 0, "value not found once"
+data[at + (len(value) - 8) // 2] ^= 0x10    # inside the value, not its seal
+open(path, "wb").write(data)
+PY
+}
