@@ -127,6 +127,7 @@ struct athr {
 	size_t		 found_max;	/* its share of AHEAD_FOUND_MAX */
 	struct amemo	*memo;
 	size_t		 nmemo, memosize;
+	size_t		 memo_max;	/* its share of AHEAD_MEMO_MAX */
 	size_t		 nverified;	/* of the memo, verified */
 	pthread_t	 thread;
 };
@@ -1109,7 +1110,7 @@ ahead_one(struct athr *a, size_t i)
 		n = f->o.max_candidates;
 	w->have_mine = 0;
 	w->mytext = NULL;
-	for (c = 0; c < n && a->nmemo < a->memosize; c++) {
+	for (c = 0; c < n && a->nmemo < a->memo_max; c++) {
 		if ((rc = index_reader_doc(a->rd, w->cands[c].docid,
 		    &d)) != 0) {
 			if (rc < 0) {
@@ -1300,9 +1301,10 @@ filter_ahead(struct filter *f, struct index *ix, struct fbatch *fb,
 			a->arena.size = cap;
 		}
 		a->arena.n = 0;
-		if (a->memosize < AHEAD_MEMO_MAX / f->nathr) {
+		a->memo_max = AHEAD_MEMO_MAX / f->nathr;
+		if (a->memosize < a->memo_max) {
 			free(a->memo);
-			a->memosize = AHEAD_MEMO_MAX / f->nathr;
+			a->memosize = a->memo_max;
 			a->memo = xreallocarray(NULL, a->memosize,
 			    sizeof *a->memo);
 		}
