@@ -342,8 +342,10 @@ lsm_undefer(struct lsm *ls, char **cause)
 	if (!ls->defer)
 		return (0);
 	ls->defer = 0;
-	/* An insert's bucket loads start two documents ahead, as the
-	   writer's do (lsm_add_prefetch). */
+	/*
+	 * The buckets' loads start a few documents ahead, as the writer's
+	 * do for its inserts (lsm_add_prefetch).
+	 */
 	for (i = ls->deferred; i < ls->npend; i++) {
 		if (i + ahead < ls->npend)
 			memtable_prefetch_add(ls->mt, ls->pend[i + ahead].key,
