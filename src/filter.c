@@ -228,6 +228,7 @@ static void	*prep_run(void *);
 static void	*prepare_run(void *);
 static void	vwork_free(struct vwork *);
 static void	vwork_trim(struct vwork *);
+static void	ahead_wake(struct filter *);
 static int	ahead_keep_up(struct filter *, struct index *,
 		    struct fbatch *, size_t, char **);
 static int	ahead_end(struct filter *, struct index *, struct fbatch *,
@@ -1189,11 +1190,17 @@ ahead_chunk(struct athr *a, size_t i)
 	}
 	/* (Against the writer's store of await and load of ready.) */
 	atomic_thread_fence(memory_order_seq_cst);
-	if (atomic_load(&f->await)) {
-		pthread_mutex_lock(&f->alock);
-		pthread_cond_broadcast(&f->acond);
-		pthread_mutex_unlock(&f->alock);
-	}
+	if (atomic_load(&f->await))
+		ahead_wake(f);
+}
+
+/* Wake the writer, waiting in ahead_keep_up. */
+static void
+ahead_wake(struct filter *f)
+{
+	pthread_mutex_lock(&f->alock);
+	pthread_cond_broadcast(&f->acond);
+	pthread_mutex_unlock(&f->alock);
 }
 
 /* The first record of the next chunk not yet claimed, or fb->n. */
@@ -1221,9 +1228,7 @@ ahead_run(void *arg)
 		ahead_chunk(a, i);
 	vwork_trim(&a->w);
 	atomic_fetch_sub(&f->arunning, 1);
-	pthread_mutex_lock(&f->alock);
-	pthread_cond_broadcast(&f->acond);
-	pthread_mutex_unlock(&f->alock);
+	ahead_wake(f);
 	return (NULL);
 }
 

@@ -519,9 +519,10 @@ size_t		 memtable_entries(struct memtable *);
  * touches it.  The one exception: between a batch's index_prepare and its
  * first insert the writer may lend readers (index_reader_open) to other
  * threads, which look up and read through them while it goes on, and
- * ends them before it commits (filter.c's lookahead).  The LMDB backend's fault
- * guard (a SIGSEGV or SIGBUS on a damaged map becomes INDEX_ERROR) is
- * armed per call, in the calling thread.
+ * ends them, then index_settle, before its own lookups and its commit
+ * (filter.c's lookahead).  The LMDB backend's fault guard (a SIGSEGV or
+ * SIGBUS on a damaged map becomes INDEX_ERROR) is armed per call, in the
+ * calling thread.
  */
 
 #define VERIFY_EXACT	0
