@@ -2,8 +2,8 @@
 # The Redis Cluster client (src/cluster.c) end to end, against a real
 # cluster of 3 masters with a replica each, through tests/unit/cluster_probe
 # (built here if $CLUSTER_PROBE is not set).  The tests share one cluster
-# and run in order: the slot migrations come before the failover, which
-# kills a master.
+# and run in order: a manual failover, then the slot migrations, then the
+# failover that kills a master.
 
 load helpers
 load redis-helpers
@@ -67,10 +67,19 @@ wait_file() {
 	fail "no $1 after 60 s"
 }
 
-# The port of a master other than port $1.
+# The ports of the live masters as the cluster has them now, not as
+# $REDIS_CLUSTER had them at the start: under load a node that misses its
+# pings for the node timeout (1 s) is failed over, and the master it was
+# is a replica when it comes back.
+masters_now() {
+	redis_cli_any cluster nodes |
+	    awk '$3 ~ /master/ && $3 !~ /fail/ {
+		sub(/@.*/, "", $2); sub(/.*:/, "", $2); print $2 }' | sort
+}
+
+# The port of a live master other than port $1.
 other_master() {
-	echo "$REDIS_CLUSTER" | tr , '\n' | sed 's/.*://' | grep -vx "$1" |
-	    head -n 1
+	masters_now | grep -vx "$1" | head -n 1
 }
 
 # Start moving slot $1 from the master on port $2 to the one on port $3
@@ -97,16 +106,21 @@ migrate_keys() {
 }
 
 # Finish moving slot $1 to the master on port $3: the rest of its keys,
-# then every master is told the new owner.
+# then every master is told the new owner (the destination first, then
+# the source, as redis-cli --cluster does).  A refusal names the node, its
+# reply and the cluster as its nodes see it.
 migrate_finish() {
-	local dstid p
+	local dstid p r
 
 	migrate_keys "$1" "$2" "$3" 100000
 	dstid="$(redis-cli -p "$3" cluster myid)"
-	for p in "$3" "$2" $(echo "$REDIS_CLUSTER" | tr , '\n' |
-	    sed 's/.*://' | grep -vx -e "$2" -e "$3"); do
-		[ "$(redis-cli -p "$p" cluster setslot "$1" node \
-		    "$dstid")" = OK ]
+	for p in "$3" "$2" $(masters_now | grep -vx -e "$2" -e "$3"); do
+		r="$(redis-cli -p "$p" cluster setslot "$1" node "$dstid" 2>&1)"
+		[ "$r" = OK ] || {
+			fail "CLUSTER SETSLOT $1 NODE on port $p: $r" \
+			    "$(redis_cli_any cluster nodes)"
+			return 1
+		}
 	done
 }
 
@@ -142,6 +156,32 @@ migrate_finish() {
 	probe "$REDIS_CLUSTER" wrongtype:wt info
 	[ "$status" -eq 0 ] || fail "$(cat "$T/perr")"
 	grep -qx 'cluster=1 masters=3 roundtrips=1' "$T/pout"
+}
+
+@test "a manual failover: the seed list's old master is a replica, the client follows the new map" {
+	local m rep i
+
+	# The last master of the seed list hands over to its replica, so the
+	# tests after this one run, as they would on a loaded machine after
+	# a failover, with a seed list that names a replica.
+	m="$(masters_now | tail -n 1)"
+	rep="$(redis-cli -p "$m" info replication | tr -d '\r' |
+	    sed -n 's/^slave0:ip=[^,]*,port=\([0-9]*\).*/\1/p')"
+	[ -n "$rep" ] || fail "no replica of the master on port $m"
+	[ "$(redis-cli -p "$rep" cluster failover)" = OK ]
+	for i in $(seq 300); do
+		redis-cli -p "$m" role | head -n 1 | grep -qx slave && break
+		sleep 0.1
+	done
+	redis-cli -p "$m" role | head -n 1 | grep -qx slave ||
+	    fail "port $m is still a master after 30 s"
+	redis_wait_ok
+	masters_now | grep -qx "$rep" || fail "port $rep is not a master"
+	echo "$REDIS_CLUSTER" | grep -q ":$m\(,\|\$\)"
+	probe "$REDIS_CLUSTER" 'set:1000:{fo}' 'get:1000:{fo}' set:1000:fo \
+	    get:1000:fo
+	[ "$status" -eq 0 ] || fail "$(cat "$T/perr")"
+	[ "$(redis-cli -c -p "$m" get '{fo}:999')" = 'v:{fo}:999' ]
 }
 
 @test "a slot moved under a running client: MOVED is followed, the map read again" {
