@@ -176,6 +176,7 @@ migrate_finish() {
 	redis-cli -p "$m" role | head -n 1 | grep -qx slave ||
 	    fail "port $m is still a master after 30 s"
 	redis_wait_ok
+	redis_wait_synced	# the old master, now a replica, has its data
 	masters_now | grep -qx "$rep" || fail "port $rep is not a master"
 	echo "$REDIS_CLUSTER" | grep -q ":$m\(,\|\$\)"
 	probe "$REDIS_CLUSTER" 'set:1000:{fo}' 'get:1000:{fo}' set:1000:fo \
