@@ -1070,8 +1070,9 @@ filter_copy(struct filter *f, struct index *ix, const struct record *r,
  *
  * It needs two threads, a backend with readers, and a batch large enough
  * to be worth a fork and join (AHEAD_MIN records to decide).  The next
- * batch's phase 1 starts when it ends (filter_on_ahead), so that the two
- * do not share the cores with the writer at once.
+ * batch's phase 1 starts when its threads are done, before the settle
+ * (filter_on_ahead), so that the two do not share the cores with the
+ * writer at once.
  */
 #define AHEAD_MIN	256
 #define AHEAD_CHUNK	16
@@ -1289,6 +1290,7 @@ filter_ahead(struct filter *f, struct index *ix, struct fbatch *fb,
 			index_reader_close(f->athr[0].rd);
 		f->athr[0].rd = NULL;
 		f->nathr = 0;
+		filter_start_next(f);
 		return (index_settle(ix, cause));
 	}
 	if (fb->n > fb->aheadsize) {
@@ -1726,8 +1728,6 @@ filter_decide(struct fbatch *fb, struct index *ix, char **cause)
 			if (f->nathr > 0 &&
 			    (rc = ahead_keep_up(f, ix, fb, i, cause)) != 0)
 				break;
-			if (f->nathr == 0)
-				filter_start_next(f);
 			/*
 			 * Looked up ahead, the records' buckets in the
 			 * memtable are not in the cache when they are
@@ -1752,7 +1752,6 @@ filter_decide(struct fbatch *fb, struct index *ix, char **cause)
 			else
 				(void)ahead_end(f, ix, fb, 0, cause);
 		}
-		filter_start_next(f);
 		/* Retention: a bounded amount per batch, never a stall. */
 		if (rc == 0 && !f->o.query_only && (f->o.ret.max_age != 0 ||
 		    f->o.ret.max_docs != 0)) {
