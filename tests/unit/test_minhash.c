@@ -516,8 +516,8 @@ test_statistics_small(void **state)
 /*
  * Signing with AVX-512 (K = 128 and 256 hashes or more: most are filtered
  * out against the bins' leasts, held in registers) and with the portable
- * loop give the same signature: for sizes around where the filter starts
- * and its chunks of 128 end, random hashes, hashes that all lower their
+ * loop give the same signature: for sizes around where the filter starts,
+ * its chunks of 256 end and its groups of 16 leave a tail, random hashes, hashes that all lower their
  * bin (descending low halves: every one is kept), many repeats, low halves
  * of UINT32_MAX (some, or all: bins that only they fill) and of 0, for K
  * of 128 and others.  Where the CPU has no
@@ -527,8 +527,8 @@ static void
 test_simd_same(void **state)
 {
 	static const unsigned	 ks[] = { 128, 64, 100 };
-	static const size_t	 sizes[] = { 0, 1, 255, 256, 257, 383, 384,
-	    385, 1000, 4099, 20000 };
+	static const size_t	 sizes[] = { 0, 1, 255, 256, 257, 271, 272,
+	    383, 384, 385, 511, 512, 513, 767, 1000, 4099, 20000 };
 	static uint64_t		 h[20000];
 	uint64_t		 s = 10;
 	uint32_t		*sig, *sig2;
