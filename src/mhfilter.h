@@ -1752,6 +1752,7 @@ void		 sort_u64(uint64_t *, size_t, struct u64vec *);
 size_t		 ascii_span(const unsigned char *, size_t);
 int		 simd_avx2(void);
 int		 simd_avx512(void);
+int		 simd_avx512_vbmi2(void);
 #define SIMD_NONE	0	/* simd_allow: the portable code */
 #define SIMD_ALL	1	/* what the CPU has */
 #define SIMD_AVX2	2	/* AVX2, not AVX-512 */

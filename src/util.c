@@ -539,11 +539,27 @@ ascii_span_avx2(const unsigned char *p, size_t len)
 	}
 	return (i);
 }
+
+/* The same with AVX-512, 64 bytes at a time. */
+__attribute__((target("avx512f,avx512bw"))) static size_t
+ascii_span_avx512(const unsigned char *p, size_t len)
+{
+	uint64_t	 high;
+	size_t		 i;
+
+	for (i = 0; len - i >= 64; i += 64) {
+		high = _mm512_movepi8_mask(_mm512_loadu_si512(p + i));
+		if (high != 0)
+			return (i + (size_t)__builtin_ctzll(high));
+	}
+	return (i);
+}
 #endif
 
 /*
- * The length of the run of ASCII bytes at the start of p, 32 (with AVX2)
- * or 8 at a time.  normalize and the shingler call it on every text.
+ * The length of the run of ASCII bytes at the start of p, 64 (with
+ * AVX-512), 32 (AVX2) or 8 at a time.  normalize and the shingler call it
+ * on every text.
  */
 size_t
 ascii_span(const unsigned char *p, size_t len)
@@ -552,8 +568,13 @@ ascii_span(const unsigned char *p, size_t len)
 	size_t		 i = 0;
 
 #ifdef MHF_AVX2
-	if (len >= 32 && simd_avx2()) {
-		i = ascii_span_avx2(p, len);
+	if (len >= 64 && simd_avx512()) {
+		i = ascii_span_avx512(p, len);
+		if (i < len && p[i] >= 0x80)
+			return (i);
+	}
+	if (len - i >= 32 && simd_avx2()) {
+		i += ascii_span_avx2(p + i, len - i);
 		if (i < len && p[i] >= 0x80)
 			return (i);
 	}
@@ -594,6 +615,17 @@ simd_avx512(void)
 	    __builtin_cpu_supports("avx512f") &&
 	    __builtin_cpu_supports("avx512bw") &&
 	    __builtin_cpu_supports("avx512dq"));
+#else
+	return (0);
+#endif
+}
+
+/* simd_avx512, and the byte compress of AVX512_VBMI2 (normalize.c). */
+int
+simd_avx512_vbmi2(void)
+{
+#ifdef MHF_AVX2
+	return (simd_avx512() && __builtin_cpu_supports("avx512vbmi2"));
 #else
 	return (0);
 #endif

@@ -605,11 +605,11 @@ test_long_segments(void **state)
 /*
  * The byte path takes runs of 8 bytes at a time: every byte value at every
  * place of a run and next to a lone space, spaces and runs of them at
- * every offset of texts of 0 to 100 bytes, and random text of the bytes
+ * every offset of texts of 0 to 160 bytes, and random text of the bytes
  * that end a run (with UTF-8 segments between, so that a space owed goes
  * from one segment to the next), against the oracle's byte at a time.
- * test_byte_runs runs it with the portable code and with AVX2 (32 bytes
- * at a time) where the CPU has it.
+ * test_byte_runs runs it with the portable code, with AVX2 (32 bytes at a
+ * time) and with AVX-512 (64, then 32), each where the CPU has it.
  */
 static void
 byte_runs(void)
@@ -622,7 +622,7 @@ byte_runs(void)
 	};
 	static const int fl[] = { 0, NORM_CASEFOLD, NORM_SPACE, NORM_PUNCT,
 	    NORM_SPACE | NORM_PUNCT, D, A };
-	char		 text[128];
+	char		 text[192];
 	struct buf	 t = { 0 };
 	const struct piece *pc;
 	uint64_t	 seed = 0x72756e7362797465ULL, r;
@@ -632,12 +632,12 @@ byte_runs(void)
 
 	/* Each byte value at each place of a run, alone and doubled. */
 	for (b = 0; b < 256; b++) {
-		for (k = 0; k < 40; k++) {
-			memcpy(text, "abCDefGHijKLmnOPqrSTuvWXyz0123456789abCD",
-			    40);
+		for (k = 0; k < 72; k++) {
+			memcpy(text, "abCDefGHijKLmnOPqrSTuvWXyz0123456789abCD"
+			    "efGHijKLmnOPqrSTuvWXyz0123456789", 72);
 			text[k] = b;
 			for (flags = 0; flags <= NORM_ALL; flags++)
-				check_same(text, 40, flags, "", 0);
+				check_same(text, 72, flags, "", 0);
 			text[k + 1] = b;
 			check_same(text, 40, D, "", 0);
 			check_same(text, 40, A, "p", 1);
@@ -647,20 +647,21 @@ byte_runs(void)
 	/* Each pair of byte values around a space, either side of 8s. */
 	for (b = 0; b < 256; b++) {
 		for (c = 0; c < 256; c++) {
-			for (k = 1; k < 40; k += k % 8 == 0 ? 7 : 1) {
+			for (k = 1; k < 71; k += k % 8 == 0 ? 7 : 1) {
 				memcpy(text, "wOrds and MORE words, "
-				    "Words and more WORDS", 40);
+				    "Words and more WORDS, and MORE words, "
+				    "WORDS and mo", 72);
 				text[k - 1] = b;
 				text[k] = ' ';
 				text[k + 1] = c;
-				check_same(text, 40, D, "", 0);
-				check_same(text, 40, A, "", 0);
+				check_same(text, 72, D, "", 0);
+				check_same(text, 72, A, "", 0);
 			}
 		}
 	}
 
-	/* Runs of spaces at every offset, every length up to 100. */
-	for (len = 0; len <= 100; len++) {
+	/* Runs of spaces at every offset, every length up to 160. */
+	for (len = 0; len <= 160; len++) {
 		for (k = 0; k <= len; k++) {
 			for (q = 1; q <= 3 && k + q <= len; q++) {
 				for (j = 0; j < len; j++)
@@ -673,8 +674,8 @@ byte_runs(void)
 		}
 	}
 
-	/* Random text of 0 to 100 bytes, ten of each length. */
-	for (len = 0; len <= 100; len++) {
+	/* Random text of 0 to 160 bytes, ten of each length. */
+	for (len = 0; len <= 160; len++) {
 		for (q = 0; q < 10; q++) {
 			t.len = 0;
 			while (t.len < len) {
@@ -703,20 +704,29 @@ byte_runs(void)
 static void
 test_byte_runs(void **state)
 {
-	simd_allow(0);
+	simd_allow(SIMD_NONE);
 	byte_runs();
-	simd_allow(1);
+	simd_allow(SIMD_AVX2);
+	byte_runs();
+	simd_allow(SIMD_ALL);
 	byte_runs();
 }
 
-/* The differential test again, with the byte path's portable code. */
+/*
+ * The differential test again, with the byte path's portable code, and
+ * with its AVX2 loop alone (SIMD_ALL takes the AVX-512 one where the CPU
+ * has it).
+ */
 static void
 test_differential_portable(void **state)
 {
-	simd_allow(0);
+	simd_allow(SIMD_NONE);
 	test_differential(state);
 	test_long_segments(state);
-	simd_allow(1);
+	simd_allow(SIMD_AVX2);
+	test_differential(state);
+	test_long_segments(state);
+	simd_allow(SIMD_ALL);
 }
 
 /* Is cp assigned (not unassigned, private use or a surrogate)? */
@@ -857,8 +867,9 @@ test_real_text(void **state)
 			    out.data, out.len),
 			    (unsigned long long)real[i].digest);
 	}
-	for (simd = 0; simd <= 1; simd++) {
-		simd_allow(simd);
+	for (simd = 0; simd < 3; simd++) {
+		simd_allow(simd == 0 ? SIMD_NONE : simd == 1 ? SIMD_AVX2 :
+		    SIMD_ALL);
 		for (flags = 0; flags <= NORM_ALL; flags++) {
 			for (i = 0; i < nitems(real); i++)
 				check_same(real[i].text, strlen(real[i].text),

@@ -284,22 +284,22 @@ test_numbers(void **state)
 	}
 }
 
-/* Run the tests, each bounded by an alarm as in memcached's testapp. */
 /*
  * ascii_span: the first byte at or above 0x80, at every place of texts of
- * 0 to 100 bytes (it reads 32 bytes at a time with AVX2, 8 at a time,
- * then one), with another after it or not.  test_ascii_span runs it with
- * the portable code and with AVX2 where the CPU has it.
+ * 0 to 200 bytes (it reads 64 bytes at a time with AVX-512, then 32 with
+ * AVX2, 8 at a time, then one), with another after it or not.
+ * test_ascii_span runs it with the portable code, with AVX2, and with
+ * AVX-512, each where the CPU has it.
  */
 static void
 ascii_spans(void)
 {
-	unsigned char	 text[128];
+	unsigned char	 text[256];
 	size_t		 len, at, i;
 	int		 c;
 
 	memset(text, 0, sizeof text);
-	for (len = 0; len <= 100; len++) {
+	for (len = 0; len <= 200; len++) {
 		for (i = 0; i < len; i++)
 			text[i] = 1 + i % 127;
 		assert_int_equal(ascii_span(text, len), len);
@@ -322,11 +322,15 @@ ascii_spans(void)
 static void
 test_ascii_span(void **state)
 {
-	simd_allow(0);
+	simd_allow(SIMD_NONE);
 	ascii_spans();
-	simd_allow(1);
+	simd_allow(SIMD_AVX2);
+	ascii_spans();
+	simd_allow(SIMD_ALL);
 	ascii_spans();
 }
+
+/* Run the tests, each bounded by an alarm as in memcached's testapp. */
 
 int
 main(void)
