@@ -216,8 +216,9 @@ sign_filter_avx512(const uint64_t *h, size_t n, uint64_t *least)
 			ng = FILTER_CHUNK / 16;
 		for (r = 0; r < 8; r++)
 			l[r] = _mm512_loadu_si512(l32 + 16 * r);
-		memset(pass, 0, sizeof pass);
 		for (g = 0; g < ng; g++) {
+			if (g % 4 == 0)
+				m = 0;
 			a = _mm512_loadu_si512(h + s + 16 * g);
 			b = _mm512_loadu_si512(h + s + 16 * g + 8);
 			lo = _mm512_permutex2var_epi32(a, even, b);
@@ -234,8 +235,10 @@ sign_filter_avx512(const uint64_t *h, size_t n, uint64_t *least)
 			    _mm512_permutex2var_epi32(l[4], bin, l[5]),
 			    _mm512_permutex2var_epi32(l[6], bin, l[7])));
 			/* Lane i is hash s + 16 g + i (the permutes above). */
-			pass[g / 4] |= (uint64_t)_mm512_cmple_epu32_mask(lo, t) <<
+			m |= (uint64_t)_mm512_cmple_epu32_mask(lo, t) <<
 			    (16 * (g % 4));
+			if (g % 4 == 3 || g + 1 == ng)
+				pass[g / 4] = m;
 		}
 		for (j = 0; j < (ng + 3) / 4; j++) {
 			for (m = pass[j]; m != 0; m &= m - 1) {
