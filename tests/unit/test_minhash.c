@@ -517,10 +517,10 @@ test_statistics_small(void **state)
  * Signing with AVX-512 (K = 128 and 256 hashes or more: most are filtered
  * out against the bins' leasts, held in registers) and with the portable
  * loop give the same signature: for sizes around where the filter starts,
- * its chunks of 256 end and its groups of 16 leave a tail, random hashes, hashes that all lower their
- * bin (descending low halves: every one is kept), many repeats, low halves
- * of UINT32_MAX (some, or all: bins that only they fill) and of 0, for K
- * of 128 and others.  Where the CPU has no
+ * its chunks of 256 end and its groups of 16 leave a tail, random hashes,
+ * hashes that all lower their bin (descending low halves: every one is
+ * kept), many repeats, low halves of UINT32_MAX (some, or all: bins that
+ * only they fill) and of 0, for K of 128 and others.  Where the CPU has no
  * AVX-512, both are the portable loop.
  */
 static void
