@@ -124,6 +124,8 @@ static void	normalize_init(void);
 static int	classify(utf8proc_int32_t);
 static void	normalize_bytes(const unsigned char *, size_t, struct nstate *);
 #ifdef MHF_AVX2
+static size_t	normalize_bytes_simd(const unsigned char *, size_t, int,
+		    char **, unsigned *, unsigned *);
 static size_t	normalize_bytes_avx2(const unsigned char *, size_t, int,
 		    char **, unsigned *, unsigned *);
 static size_t	normalize_bytes_avx512(const unsigned char *, size_t, int,
@@ -354,12 +356,9 @@ normalize_bytes(const unsigned char *p, size_t len, struct nstate *st)
 	collapse = (st->flags & NORM_SPACE) != 0;
 	punct = (st->flags & NORM_PUNCT) != 0;
 #ifdef MHF_AVX2
-	if (len >= 64 && simd_avx512_vbmi2())
-		i = normalize_bytes_avx512(p, len, st->flags, &w, &pending,
+	if (len >= 32 && simd_avx2())
+		i = normalize_bytes_simd(p, len, st->flags, &w, &pending,
 		    &started);
-	if (len - i >= 32 && simd_avx2())
-		i += normalize_bytes_avx2(p + i, len - i, st->flags, &w,
-		    &pending, &started);
 #endif
 	for (; len - i >= 8; i += 8) {
 		memcpy(&x, p + i, 8);
@@ -402,6 +401,42 @@ normalize_bytes(const unsigned char *p, size_t len, struct nstate *st)
 
 #ifdef MHF_AVX2
 /*
+ * normalize_bytes' SIMD loops, while there are 32 bytes: AVX-512 while
+ * there are 64 (where the CPU has VBMI2), then AVX2.  They write the space
+ * of a run of spacing bytes when the run begins, where normalize_bytes
+ * writes it (pending) before the next byte kept.  So a space owed on entry
+ * is written first, and the byte before the first taken as spacing when
+ * it is owed or nothing was written yet (the text's start is trimmed); and
+ * a space written last is taken back and owed again on the way out.  *wp,
+ * *pendingp and *startedp are the state, in and out.  Returns how many
+ * bytes were done.
+ */
+static size_t
+normalize_bytes_simd(const unsigned char *p, size_t len, int flags,
+    char **wp, unsigned *pendingp, unsigned *startedp)
+{
+	unsigned	 prev = 0, collapse = (flags & NORM_SPACE) != 0;
+	size_t		 i = 0;
+
+	if (collapse) {
+		if (*startedp && *pendingp)
+			*(*wp)++ = ' ';
+		prev = !*startedp || *pendingp;
+	}
+	if (len >= 64 && simd_avx512_vbmi2())
+		i = normalize_bytes_avx512(p, len, flags, wp, &prev, startedp);
+	if (len - i >= 32)
+		i += normalize_bytes_avx2(p + i, len - i, flags, wp, &prev,
+		    startedp);
+	if (collapse) {
+		if (prev && *startedp)
+			(*wp)--;	/* owed again, as normalize_bytes does */
+		*pendingp = prev;
+	}
+	return (i);
+}
+
+/*
  * normalize_bytes' loop over 32 bytes at a time, while there are 32.
  * Where the 8-byte loop must take most of the 8s of indented or justified
  * text (a new line and spaces, two spaces) a byte at a time, this one has
@@ -416,14 +451,10 @@ normalize_bytes(const unsigned char *p, size_t len, struct nstate *st)
  * Those kept are packed by a byte shuffle from a table, 8 at a time
  * (pack_tab), unless all 32 are kept.
  *
- * That writes the space of a run of spacing bytes when the run begins,
- * where normalize_bytes writes it (pending) before the next byte kept.  So
- * a space owed on entry is written first, and the byte before the first
- * taken as spacing when it is owed or nothing was written yet (the text's
- * start is trimmed); and a space written last is taken back and owed
- * again on the way out.  Bytes at or above 0x80 are never spacing and
- * become themselves.  *wp, *pendingp and *startedp are the state, in and
- * out.  Returns how many bytes were done.
+ * Bytes at or above 0x80 are never spacing and become themselves.  *wp,
+ * *prevp (was the byte before spacing?) and *startedp are the state, in
+ * and out, as normalize_bytes_simd keeps it.  Returns how many bytes were
+ * done.
  */
 #define PACK8(half, h, k) do {						\
 	_mm_storel_epi64((__m128i *)w, _mm_shuffle_epi8((half),		\
@@ -433,20 +464,18 @@ normalize_bytes(const unsigned char *p, size_t len, struct nstate *st)
 
 __attribute__((target("avx2"))) static size_t
 normalize_bytes_avx2(const unsigned char *p, size_t len, int flags,
-    char **wp, unsigned *pendingp, unsigned *startedp)
+    char **wp, unsigned *prevp, unsigned *startedp)
 {
 	const struct nib_tab	*nt;
 	const __m256i		 low4 = _mm256_set1_epi8(0x0f);
 	const __m256i		 space = _mm256_set1_epi8(' ');
 	__m256i			 lo_t, hi_t, x, cls, upper, fold;
 	__m128i			 half;
-	uint32_t		 sm, drop, keep, prev = 0;
+	uint32_t		 sm, drop, keep, prev = *prevp;
 	unsigned		 started = *startedp, collapse;
 	size_t			 i;
 	char			*w = *wp;
 
-	if (len < 32)
-		return (0);
 	collapse = (flags & NORM_SPACE) != 0;
 	nt = &nib_tab[NIB(flags)];
 	lo_t = _mm256_broadcastsi128_si256(_mm_loadu_si128(
@@ -454,11 +483,6 @@ normalize_bytes_avx2(const unsigned char *p, size_t len, int flags,
 	hi_t = _mm256_broadcastsi128_si256(_mm_loadu_si128(
 	    (const __m128i *)nt->hi));
 	fold = _mm256_set1_epi8((flags & NORM_CASEFOLD) ? 0x20 : 0);
-	if (collapse) {
-		if (started && *pendingp)
-			*w++ = ' ';
-		prev = !started || *pendingp;
-	}
 	for (i = 0; len - i >= 32; i += 32) {
 		x = _mm256_loadu_si256((const __m256i *)(p + i));
 		/* Bytes at or above 0x80 find 0 in hi_t: never spacing. */
@@ -489,11 +513,7 @@ normalize_bytes_avx2(const unsigned char *p, size_t len, int flags,
 		PACK8(half, 0, keep >> 16 & 0xff);
 		PACK8(half, 1, keep >> 24);
 	}
-	if (collapse) {
-		if (prev && started)
-			w--;		/* owed again, as normalize_bytes does */
-		*pendingp = prev;
-	}
+	*prevp = prev;
 	*wp = w;
 	*startedp = started;
 	return (i);
@@ -507,29 +527,22 @@ normalize_bytes_avx2(const unsigned char *p, size_t len, int flags,
  */
 __attribute__((target("avx512f,avx512bw,avx512vbmi2,popcnt"))) static size_t
 normalize_bytes_avx512(const unsigned char *p, size_t len, int flags,
-    char **wp, unsigned *pendingp, unsigned *startedp)
+    char **wp, unsigned *prevp, unsigned *startedp)
 {
 	const struct nib_tab	*nt;
 	const __m512i		 low4 = _mm512_set1_epi8(0x0f);
 	const __m512i		 space = _mm512_set1_epi8(' ');
 	__m512i			 lo_t, hi_t, x;
-	__mmask64		 sm, upper, fold, drop, keep, prev = 0;
+	__mmask64		 sm, upper, fold, drop, keep, prev = *prevp;
 	unsigned		 started = *startedp, collapse;
 	size_t			 i;
 	char			*w = *wp;
 
-	if (len < 64)
-		return (0);
 	collapse = (flags & NORM_SPACE) != 0;
 	nt = &nib_tab[NIB(flags)];
 	lo_t = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)nt->lo));
 	hi_t = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)nt->hi));
 	fold = (flags & NORM_CASEFOLD) ? ~(__mmask64)0 : 0;
-	if (collapse) {
-		if (started && *pendingp)
-			*w++ = ' ';
-		prev = !started || *pendingp;
-	}
 	for (i = 0; len - i >= 64; i += 64) {
 		x = _mm512_loadu_si512(p + i);
 		/* Bytes at or above 0x80 find 0 in hi_t: never spacing. */
@@ -554,11 +567,7 @@ normalize_bytes_avx512(const unsigned char *p, size_t len, int flags,
 		_mm512_storeu_si512(w, _mm512_maskz_compress_epi8(keep, x));
 		w += __builtin_popcountll(keep);
 	}
-	if (collapse) {
-		if (prev && started)
-			w--;		/* owed again, as normalize_bytes does */
-		*pendingp = (unsigned)prev;
-	}
+	*prevp = (unsigned)prev;
 	*wp = w;
 	*startedp = started;
 	return (i);
