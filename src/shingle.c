@@ -660,8 +660,17 @@ shset_reset(struct shset *s, size_t n)
 	while (want / 4 < n)
 		want <<= 1;
 	if (want > s->size) {
+		/*
+		 * Cleared by writing, not by calloc: a large table comes
+		 * straight from mmap, and a build reads a slot before it
+		 * writes it, so each of its pages would be faulted in twice,
+		 * first as the shared zero page and then copied, the copy
+		 * flushing the TLB of every core running one of the
+		 * process's threads.
+		 */
 		free(s->slot);
-		s->slot = xcalloc(want, sizeof *s->slot);
+		s->slot = xreallocarray(NULL, want, sizeof *s->slot);
+		memset(s->slot, 0, want * sizeof *s->slot);
 		s->size = want;
 		s->gen = s->own = 0;
 	}
