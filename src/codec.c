@@ -69,6 +69,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 #include <lz4.h>
 #include <xxhash.h>
 #include <zstd.h>
@@ -194,13 +198,30 @@ docrec_set_flags(unsigned char *p, int flags)
 	p[1] = flags & DOC_FLAGS;
 }
 
+/*
+ * The signature's 16-bit values, stored little-endian: on x86-64 eight at
+ * a time with SSE2 (the writer encodes a record's 128 for every document
+ * it inserts, and a lookup decodes them for every candidate; a byte at a
+ * time, 1% of a short run).  The same bytes either way.
+ */
+
 /* K stored 16-bit little-endian signature values into sig. */
 void
 sig_decode16(const unsigned char *p, unsigned K, uint32_t *sig)
 {
-	unsigned	 i;
+	unsigned	 i = 0;
+#ifdef __SSE2__
+	__m128i		 v, zero = _mm_setzero_si128();
 
-	for (i = 0; i < K; i++)
+	for (; i + 8 <= K; i += 8) {
+		v = _mm_loadu_si128((const __m128i *)(p + 2 * i));
+		_mm_storeu_si128((__m128i *)(sig + i),
+		    _mm_unpacklo_epi16(v, zero));
+		_mm_storeu_si128((__m128i *)(sig + i + 4),
+		    _mm_unpackhi_epi16(v, zero));
+	}
+#endif
+	for (; i < K; i++)
 		sig[i] = p[2 * i] | (uint32_t)p[2 * i + 1] << 8;
 }
 
@@ -208,9 +229,27 @@ sig_decode16(const unsigned char *p, unsigned K, uint32_t *sig)
 void
 sig_encode16(const uint32_t *sig, unsigned K, unsigned char *p)
 {
-	unsigned	 i;
+	unsigned	 i = 0;
+#ifdef __SSE2__
+	__m128i		 a, b, low = _mm_set1_epi32(0xffff);
+	__m128i		 bias32 = _mm_set1_epi32(0x8000);
+	__m128i		 bias16 = _mm_set1_epi16((short)0x8000);
 
-	for (i = 0; i < K; i++) {
+	/*
+	 * SSE2 packs with signed saturation only: the low 16 bits, less
+	 * 0x8000, fit a signed 16-bit lane exactly, and the 0x8000 is put
+	 * back by flipping each lane's top bit.
+	 */
+	for (; i + 8 <= K; i += 8) {
+		a = _mm_sub_epi32(_mm_and_si128(_mm_loadu_si128(
+		    (const __m128i *)(sig + i)), low), bias32);
+		b = _mm_sub_epi32(_mm_and_si128(_mm_loadu_si128(
+		    (const __m128i *)(sig + i + 4)), low), bias32);
+		_mm_storeu_si128((__m128i *)(p + 2 * i),
+		    _mm_xor_si128(_mm_packs_epi32(a, b), bias16));
+	}
+#endif
+	for (; i < K; i++) {
 		p[2 * i] = sig[i] & 0xff;
 		p[2 * i + 1] = (sig[i] >> 8) & 0xff;
 	}

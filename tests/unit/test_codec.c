@@ -59,6 +59,45 @@ static const unsigned char text_lz4[] = {
 };
 
 /*
+ * The signature's 16-bit values, both ways, eight at a time where the CPU
+ * does that and one at a time for the rest: the same bytes as a byte
+ * loop, for every length around the blocks of eight and values with any
+ * top bits (only the low 16 are stored), and back.
+ */
+static void
+test_sig16(void **state)
+{
+	static const unsigned	 lens[] = { 1, 2, 7, 8, 9, 15, 16, 17, 31, 64,
+	    127, 128, 129, 256 };
+	uint32_t	 sig[256], back[256];
+	unsigned char	 got[2 * 256 + 1], want[2 * 256];
+	uint64_t	 x = 88172645463325252ULL;
+	unsigned	 i, k, K;
+
+	(void)state;
+	for (k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+		K = lens[k];
+		for (i = 0; i < K; i++) {
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+			/* Every third one past 16 bits; 0x7fff-0x8000 too. */
+			sig[i] = i % 3 == 0 ? (uint32_t)x : i % 5 == 1 ?
+			    0x7fff + (i & 1) : (uint32_t)x & 0xffff;
+			want[2 * i] = sig[i] & 0xff;
+			want[2 * i + 1] = (sig[i] >> 8) & 0xff;
+		}
+		memset(got, 0xaa, sizeof got);
+		sig_encode16(sig, K, got);
+		assert_memory_equal(got, want, 2 * K);
+		assert_int_equal(got[2 * K], 0xaa);
+		sig_decode16(got, K, back);
+		for (i = 0; i < K; i++)
+			assert_int_equal(back[i], sig[i] & 0xffff);
+	}
+}
+
+/*
  * The document record, both ways: the known bytes, their decoding, a
  * record followed by more bytes, and damaged ones refused.
  */
@@ -725,6 +764,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_docrec),
+		cmocka_unit_test(test_sig16),
 		cmocka_unit_test(test_shcount),
 		cmocka_unit_test(test_text),
 		cmocka_unit_test(test_timekey),
