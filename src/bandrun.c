@@ -74,6 +74,7 @@ struct memtable {
 	size_t		 slabsize;
 	size_t		 nbig;		/* buckets with arrays from malloc */
 	uint64_t	*used;		/* a reader's: buckets added to */
+	struct xpopulate *pop;		/* a writer's chunks, faulted in */
 };
 
 #define MT_USED(mt, b)	((mt)->used[(b) / 64] >> ((b) % 64) & 1)
@@ -976,7 +977,8 @@ mt_release(struct memtable *mt, struct bentry *v, uint32_t size)
 
 /*
  * A new, empty memtable.  A writer's bucket table is looked up before it
- * is added to, bucket by bucket (see xmap), so it is written at once; a
+ * is added to, bucket by bucket (see xmap), so it is faulted in for
+ * writing in the background (xpopulate_start) while the run starts; a
  * reader's (read-only: it adds only what it reads of l0) stays the zero
  * pages it touches, which take no memory, and it touches only the buckets
  * added to, as a bitmap of 32 KB says: with a few entries held, the 1,600
@@ -988,8 +990,11 @@ memtable_create(int writer)
 	struct memtable	*mt;
 
 	mt = xcalloc(1, sizeof *mt);
-	mt->chunks = xmap(1U << MT_BITS, sizeof *mt->chunks, writer);
-	if (!writer)
+	mt->chunks = xmap(1U << MT_BITS, sizeof *mt->chunks);
+	if (writer)
+		mt->pop = xpopulate_start(mt->chunks, 1U << MT_BITS,
+		    sizeof *mt->chunks);
+	else
 		mt->used = xcalloc((1U << MT_BITS) / 64, sizeof *mt->used);
 	return (mt);
 }
@@ -1013,6 +1018,7 @@ memtable_free(struct memtable *mt)
 	for (c = 0; c < mt->nslabs; c++)
 		free(mt->slabs[c]);
 	free(mt->slabs);
+	xpopulate_wait(mt->pop);
 	xunmap(mt->chunks, 1U << MT_BITS, sizeof *mt->chunks);
 	free(mt->used);
 	free(mt->undo);

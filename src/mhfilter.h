@@ -162,8 +162,10 @@ struct u64vec {
 void		 xmalloc_init(void);
 void		*xmalloc(size_t);
 void		*xcalloc(size_t, size_t);
-void		*xmap(size_t, size_t, int);
+void		*xmap(size_t, size_t);
 void		 xunmap(void *, size_t, size_t);
+struct xpopulate *xpopulate_start(void *, size_t, size_t);
+void		 xpopulate_wait(struct xpopulate *);
 void		*xreallocarray(void *, size_t, size_t);
 char		*xstrdup(const char *);
 char		*xstrndup(const char *, size_t);

@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -89,16 +90,15 @@ populate(void *p, size_t size)
  * thresholds have become: glibc's calloc clears a block it carves from
  * its heap, faulting in every page, where a fresh mapping's pages cost
  * nothing until touched (a read-only run's memtable table, 4 MB it mostly
- * never reads, cost 1,000 faults so).  With populate, the pages are all
- * written now, while the process has one thread: for a large table that
- * is read before it is written, the read of a fresh page maps the shared
- * zero page, and the write after it is a second fault whose copy flushes
- * the TLB of every core running one of the process's threads, an
- * interprocessor interrupt each (a writer's memtable: 3% of a short run's
- * time).  Freed by xunmap with the same nmemb and size.
+ * never reads, cost 1,000 faults so).  A large table that is read before
+ * it is written is better populated (xpopulate_start): the read of a fresh
+ * page maps the shared zero page, and the write after it is a second fault
+ * whose copy flushes the TLB of every core running one of the process's
+ * threads, an interprocessor interrupt each (a writer's memtable: 3% of a
+ * short run's time).  Freed by xunmap with the same nmemb and size.
  */
 void *
-xmap(size_t nmemb, size_t size, int populate_now)
+xmap(size_t nmemb, size_t size)
 {
 	void	*p;
 
@@ -114,9 +114,54 @@ xmap(size_t nmemb, size_t size, int populate_now)
 #else
 	p = xcalloc(nmemb, size);
 #endif
-	if (populate_now && populate(p, nmemb * size) != 0)
-		memset(p, 0, nmemb * size);
 	return (p);
+}
+
+/*
+ * Populate what xmap gave (without populate_now) in a thread of its own,
+ * while the caller goes on: the writer's memtable table, 4 MB, took 1.5
+ * to 2.5 ms to fault in, all of it at the start of a run, before the
+ * first record was read.  The pages are all faulted in for writing, none
+ * read first, so no core's TLB is flushed.  Nothing is written to them:
+ * the caller may use the table meanwhile (a page it reads first is faulted
+ * in twice, as without).  Where the kernel cannot (older than 5.14), the
+ * pages are faulted in as they are touched.  xpopulate_wait joins the
+ * thread, before the table is unmapped.
+ */
+struct xpopulate {
+	pthread_t	 thread;
+	void		*p;
+	size_t		 size;
+};
+
+static void *
+xpopulate_run(void *arg)
+{
+	struct xpopulate	*xp = arg;
+
+	(void)populate(xp->p, xp->size);
+	return (NULL);
+}
+
+struct xpopulate *
+xpopulate_start(void *p, size_t nmemb, size_t size)
+{
+	struct xpopulate	*xp;
+
+	xp = xmalloc(sizeof *xp);
+	xp->p = p;
+	xp->size = nmemb * size;
+	thread_start(&xp->thread, xpopulate_run, xp);
+	return (xp);
+}
+
+void
+xpopulate_wait(struct xpopulate *xp)
+{
+	if (xp == NULL)
+		return;
+	pthread_join(xp->thread, NULL);
+	free(xp);
 }
 
 /* Free what xmap gave. */
