@@ -244,6 +244,8 @@ static int	amemo_cmp(const void *, const void *);
 static const struct amemo *filter_memo(const struct filter *, uint64_t);
 static void	inb_reset(struct inb *, size_t);
 static void	inb_add(struct inb *, const uint64_t *, unsigned, uint64_t);
+static void	inb_prefetch(const struct inb *, const uint64_t *, unsigned,
+		    int);
 static int	filter_one(struct filter *, struct index *, struct fbatch *,
 		    size_t, char **);
 static int	filter_exact(struct filter *, struct index *,
@@ -1461,6 +1463,28 @@ inb_add(struct inb *m, const uint64_t *keys, unsigned bands, uint64_t docid)
 }
 
 /*
+ * Start the loads of an inserted band's list heads for keys (stage 0), or,
+ * once they are in, of the first entries they name (stage 1): the lists
+ * are a cache miss or two each, for every band of every record.
+ */
+static void
+inb_prefetch(const struct inb *m, const uint64_t *keys, unsigned bands,
+    int stage)
+{
+	size_t		 h;
+	uint32_t	 x;
+	unsigned	 j;
+
+	for (j = 0; j < bands; j++) {
+		h = (size_t)(keys[j] ^ keys[j] >> 32) & m->mask;
+		if (stage == 0)
+			__builtin_prefetch(&m->head[h]);
+		else if ((x = m->head[h]) != INB_NONE)
+			__builtin_prefetch(&m->e[x]);
+	}
+}
+
+/*
  * Record i's bucket contents from the lookahead and the batch's inserts
  * since, into f->w.found, and its similarities into f->memo: 1, or 0 when
  * the writer is to look it up itself.
@@ -1739,6 +1763,17 @@ filter_decide(struct fbatch *fb, struct index *ix, char **cause)
 				    (i + 1) * f->o.p.bands, 1);
 				index_insert_prefetch(ix, fb->keys +
 				    (i + 2) * f->o.p.bands, 0);
+			}
+			/* And of the batch's inserts (filter_ahead_found). */
+			if (fb->ahead_on && f->inb.n > 0) {
+				if (i + 1 < n)
+					inb_prefetch(&f->inb, fb->keys +
+					    (i + 1) * f->o.p.bands,
+					    f->o.p.bands, 1);
+				if (i + 2 < n)
+					inb_prefetch(&f->inb, fb->keys +
+					    (i + 2) * f->o.p.bands,
+					    f->o.p.bands, 0);
 			}
 			if (!fb->slots[i].pending)
 				continue;
