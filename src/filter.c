@@ -251,7 +251,7 @@ static int	filter_one(struct filter *, struct index *, struct fbatch *,
 static int	filter_exact(struct filter *, struct index *,
 		    const struct slot *, uint64_t, double *, char **);
 static size_t	filter_gather(struct vwork *, uint64_t *, size_t);
-static void	filter_docs(struct fbatch *);
+static void	filter_doc(struct fbatch *, size_t);
 static int	cand_cmp(const void *, const void *);
 static int	est_cmp(const void *, const void *);
 static int	replayed_has(const struct filter *, uint64_t);
@@ -507,7 +507,7 @@ filter_stats(struct filter *f, struct filter_stats *st)
  * text as well, nor the compressor's worst-case room.
  */
 static void
-prep_one(struct prep *w, size_t i)
+prep_record(struct prep *w, size_t i)
 {
 	struct fbatch	*fb = w->fb;
 	struct filter	*f = fb->f;
@@ -577,6 +577,18 @@ prep_one(struct prep *w, size_t i)
 		buf_trim(&s->enc);
 		buf_append(&s->enc, w->enc.data, w->enc.len);
 	}
+}
+
+/*
+ * Phase 1 for record i, and what index_prepare is to be told of it: here,
+ * in the worker that has the record in its cache, not by the writer for
+ * the whole batch once phase 1 is done.
+ */
+static void
+prep_one(struct prep *w, size_t i)
+{
+	prep_record(w, i);
+	filter_doc(w->fb, i);
 }
 
 /* Take chunks of the batch w->fb until none is left. */
@@ -708,7 +720,6 @@ filter_prepare_wait(struct fbatch *fb)
 	if (pthread_join(fb->thread, NULL) != 0)
 		fatalx("cannot join a worker thread");
 	fb->invalid_utf8 += w->invalid_utf8;
-	filter_docs(fb);
 	fb->running = 0;
 }
 
@@ -732,31 +743,26 @@ fbatch_skip(struct fbatch *fb, size_t i)
 	}
 }
 
-/* What index_prepare is told about each record of the batch. */
+/* What index_prepare is told about record i of the batch. */
 static void
-filter_docs(struct fbatch *fb)
+filter_doc(struct fbatch *fb, size_t i)
 {
 	struct filter	*f = fb->f;
-	struct ixdoc	*d;
-	struct slot	*s;
-	size_t		 i;
+	struct ixdoc	*d = &fb->docs[i];
+	struct slot	*s = &fb->slots[i];
 
-	for (i = 0; i < fb->n; i++) {
-		s = &fb->slots[i];
-		d = &fb->docs[i];
-		memset(d, 0, sizeof *d);
-		if (!(d->pending = s->pending))
-			continue;
-		record_idstr(&fb->recs[i], &fb->ids[i]);
-		d->keys = fb->keys + i * f->o.p.bands;
-		d->sig = fb->sigs + i * f->o.p.perms;
-		d->id = fb->ids[i].data;
-		d->idlen = fb->ids[i].len;
-		d->enc = f->o.p.texts ? s->enc.data : NULL;
-		d->enclen = f->o.p.texts ? s->enc.len : 0;
-		d->flags = s->bytes ? DOC_BYTES : 0;
-		d->time = fb->recs[i].time;
-	}
+	memset(d, 0, sizeof *d);
+	if (!(d->pending = s->pending))
+		return;
+	record_idstr(&fb->recs[i], &fb->ids[i]);
+	d->keys = fb->keys + i * f->o.p.bands;
+	d->sig = fb->sigs + i * f->o.p.perms;
+	d->id = fb->ids[i].data;
+	d->idlen = fb->ids[i].len;
+	d->enc = f->o.p.texts ? s->enc.data : NULL;
+	d->enclen = f->o.p.texts ? s->enc.len : 0;
+	d->flags = s->bytes ? DOC_BYTES : 0;
+	d->time = fb->recs[i].time;
 }
 
 /* Order candidates: most shared bands first, then the earliest. */
