@@ -685,6 +685,8 @@ lm_txn(struct lmdb *ix, unsigned flags, MDB_txn **txn)
 		flags |= MDB_RDONLY;
 	for (;;) {
 		rc = mdb_txn_begin(ix->db.env, NULL, flags, txn);
+		if (rc == 0 && !(flags & MDB_RDONLY))
+			ix->docs_cur = ix->texts_cur = NULL;
 		if (rc != MDB_MAP_RESIZED)
 			return (rc);
 		if ((rc = lm_resize(ix, 0)) != 0)
@@ -1101,8 +1103,8 @@ lmdb_insert(struct index *base, size_t slot, const uint64_t *keys,
 	docrec_encode(&ix->rec, ix->base.p.perms, sig, id, idlen, flags, when);
 	k.mv_data = kb;
 	k.mv_size = sizeof kb;
-	if ((rc = lm_put_sealed(&ix->db, ix->docs, SEAL_DOCS, &k, ix->rec.data,
-	    ix->rec.len)) != 0)
+	if ((rc = lm_put_sealed(&ix->db, ix->docs, &ix->docs_cur, SEAL_DOCS,
+	    &k, ix->rec.data, ix->rec.len)) != 0)
 		return (lm_fail(&ix->db, rc, "insert document", cause));
 
 	timekey_put(tk, when, docid);
@@ -1121,8 +1123,8 @@ lmdb_insert(struct index *base, size_t slot, const uint64_t *keys,
 			enc = ix->rec.data;
 			enclen = ix->rec.len;
 		}
-		if ((rc = lm_put_sealed(&ix->db, ix->texts, SEAL_TEXTS, &k, enc,
-		    enclen)) != 0)
+		if ((rc = lm_put_sealed(&ix->db, ix->texts, &ix->texts_cur,
+		    SEAL_TEXTS, &k, enc, enclen)) != 0)
 			return (lm_fail(&ix->db, rc, "insert text", cause));
 	}
 
@@ -1170,6 +1172,16 @@ lm_delete(struct lmdb *ix, uint64_t docid, int64_t t, char **cause)
 	MDB_val		 k, v;
 	int		 rc;
 
+	/*
+	 * The inserts' cursors: LMDB would move them with the rows it
+	 * moves, but an append trusts a cursor it left at the end to be
+	 * there still.
+	 */
+	if (ix->docs_cur != NULL)
+		mdb_cursor_close(ix->docs_cur);
+	if (ix->texts_cur != NULL)
+		mdb_cursor_close(ix->texts_cur);
+	ix->docs_cur = ix->texts_cur = NULL;
 	/* (Overflow pages are freed as their header says: check it.) */
 	if (((rc = lm_get(ix, ix->texts, docid, &v)) == 0 &&
 	    !lm_ovf_ok(&ix->db, &v)) ||

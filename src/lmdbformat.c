@@ -396,18 +396,29 @@ lm_seal_all(struct lmdb *ix, char **cause)
 
 /*
  * Put len bytes at data under k in dbi (appended: docs and texts are in
- * document order), sealed as database tag's.  Returns an LMDB code.
+ * document order), sealed as database tag's.  With cur (not NULL), through
+ * *cur, opened on dbi in the transaction if it is NULL: a cursor kept at
+ * the database's end for a batch's appends spares each of them a cursor's
+ * set-up and a search down from the root (a third of their time).  Returns
+ * an LMDB code.
  */
 int
-lm_put_sealed(struct lmstore *db, MDB_dbi dbi, unsigned tag, MDB_val *k,
-    const void *data, size_t len)
+lm_put_sealed(struct lmstore *db, MDB_dbi dbi, MDB_cursor **cur,
+    unsigned tag, MDB_val *k, const void *data, size_t len)
 {
 	MDB_val	 v;
 	int	 rc;
 
 	v.mv_data = NULL;
 	v.mv_size = len + SEAL_SIZE;
-	if ((rc = mdb_put(db->txn, dbi, k, &v, MDB_APPEND | MDB_RESERVE)) != 0)
+	if (cur != NULL && *cur == NULL &&
+	    (rc = mdb_cursor_open(db->txn, dbi, cur)) != 0)
+		return (rc);
+	if (cur != NULL)
+		rc = mdb_cursor_put(*cur, k, &v, MDB_APPEND | MDB_RESERVE);
+	else
+		rc = mdb_put(db->txn, dbi, k, &v, MDB_APPEND | MDB_RESERVE);
+	if (rc != 0)
 		return (rc);
 	memcpy(v.mv_data, data, len);
 	seal_put(v.mv_data, len, tag, lm_key_get(k->mv_data, k->mv_size));

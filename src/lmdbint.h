@@ -144,6 +144,14 @@ struct lmdb {
 	uint64_t	 start_doc;	/* next_doc when the txn began */
 	int64_t		 now;
 	uint32_t	*sig;		/* decoded signature for index_doc */
+	/*
+	 * The write transaction's cursors for inserts (lm_put_sealed),
+	 * NULL until its first; LMDB frees them with the transaction, so
+	 * lm_txn forgets them at each begin, and lm_delete closes them
+	 * before it changes those databases otherwise.
+	 */
+	MDB_cursor	*docs_cur;
+	MDB_cursor	*texts_cur;
 	struct buf	 rec;		/* scratch for records */
 	struct textenc	*enc;
 	int		 walked;	/* lm_walk found every page sound */
@@ -187,8 +195,8 @@ int		 lm_unseal(const struct lmstore *, unsigned, uint64_t,
 int		 lm_seal_check(const struct lmstore *, unsigned, uint64_t,
 		    const MDB_val *);
 int		 lm_seal_load(struct lmdb *, char **);
-int		 lm_put_sealed(struct lmstore *, MDB_dbi, unsigned, MDB_val *,
-		    const void *, size_t);
+int		 lm_put_sealed(struct lmstore *, MDB_dbi, MDB_cursor **,
+		    unsigned, MDB_val *, const void *, size_t);
 int		 lm_docrec(struct lmdb *, uint64_t, const MDB_val *, uint32_t *,
 		    struct docinfo *);
 

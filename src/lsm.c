@@ -1229,7 +1229,7 @@ lsm_flush(struct lsm *ls, uint64_t live, char **cause)
 		put_be64(kb, ls->tx.l0_next);
 		k.mv_data = kb;
 		k.mv_size = sizeof kb;
-		if ((rc = lm_put_sealed(ls->db, ls->db->l0, SEAL_L0, &k,
+		if ((rc = lm_put_sealed(ls->db, ls->db->l0, NULL, SEAL_L0, &k,
 		    ls->rec.data, l.size)) != 0)
 			return (lm_fail(ls->db, rc, "writing l0", cause));
 		ls->tx.l0_next++;
