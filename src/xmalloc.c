@@ -118,15 +118,15 @@ xmap(size_t nmemb, size_t size)
 }
 
 /*
- * Populate what xmap gave (without populate_now) in a thread of its own,
- * while the caller goes on: the writer's memtable table, 4 MB, took 1.5
- * to 2.5 ms to fault in, all of it at the start of a run, before the
- * first record was read.  The pages are all faulted in for writing, none
- * read first, so no core's TLB is flushed.  Nothing is written to them:
- * the caller may use the table meanwhile (a page it reads first is faulted
- * in twice, as without).  Where the kernel cannot (older than 5.14), the
- * pages are faulted in as they are touched.  xpopulate_wait joins the
- * thread, before the table is unmapped.
+ * Populate what xmap gave in a thread of its own, while the caller goes
+ * on: the writer's memtable table, 4 MB, took 1.5 to 2.5 ms to fault in,
+ * all of it at the start of a run, before the first record was read.  The
+ * pages are all faulted in for writing, none read first, so no core's TLB
+ * is flushed.  Nothing is written to them: the caller may use the table
+ * meanwhile (a page it reads first is faulted in twice, as without).
+ * Where the kernel cannot (older than 5.14), the pages are faulted in as
+ * they are touched.  xpopulate_wait joins the thread, before the table is
+ * unmapped.
  */
 struct xpopulate {
 	pthread_t	 thread;
