@@ -3039,6 +3039,56 @@ test_expire_age(void **state)
 	close_ix(f);
 }
 
+/*
+ * Inserts on both sides of a removal in one transaction: the removal takes
+ * the last document, where the inserts left off (LMDB appends through
+ * cursors kept for the transaction, which a removal closes), and the
+ * insert after it appends after the removed one.  Every document and text
+ * reads back as written.  LMDB only: Redis's removal does not see the
+ * documents of the batch it is in.
+ */
+static void
+test_insert_around_remove(void **state)
+{
+	struct fixture		*f = *state;
+	struct docinfo		 d;
+	struct buf		 text = { 0 };
+	uint64_t		 removed;
+
+	fill(f);
+	open_ix(f, 0);
+	CHECK(f, index_begin(f->ix, &f->cause));
+	CHECK(f, index_insert(f->ix, docs[0].keys, docs[0].sig, "p", 1,
+	    "text p", 6, 0, 0, &f->cause));
+	CHECK(f, index_insert(f->ix, docs[1].keys, docs[1].sig, "q", 1,
+	    "text q", 6, 0, 0, &f->cause));
+	CHECK(f, index_remove(f->ix, "q", 1, &removed, &f->cause));
+	assert_int_equal(removed, 1);
+	CHECK(f, index_insert(f->ix, docs[2].keys, docs[2].sig, "r", 1,
+	    "text r", 6, 0, 0, &f->cause));
+	CHECK(f, index_commit(f->ix, &f->cause));
+	close_ix(f);
+
+	open_ix(f, 0);
+	CHECK(f, index_begin(f->ix, &f->cause));
+	CHECK(f, index_doc(f->ix, NDOCS + 1, &d, &f->cause));
+	assert_memory_equal(d.id, "p", 1);
+	doc_missing(f, NDOCS + 2, 1);
+	CHECK(f, index_doc(f->ix, NDOCS + 3, &d, &f->cause));
+	assert_memory_equal(d.id, "r", 1);
+	assert_true(index_text(f->ix, NDOCS + 1, &text, &f->cause) >= 0);
+	assert_int_equal(text.len, 6);
+	assert_memory_equal(text.data, "text p", 6);
+	assert_true(index_text(f->ix, NDOCS + 3, &text, &f->cause) >= 0);
+	assert_int_equal(text.len, 6);
+	assert_memory_equal(text.data, "text r", 6);
+	CHECK(f, index_doc(f->ix, 1, &d, &f->cause));
+	assert_memory_equal(d.sig, docs[0].sig, sizeof docs[0].sig);
+	index_abort(f->ix);
+	close_ix(f);
+	buf_free(&text);
+}
+
 /* --remove: every document of an id goes, on every backend. */
 static void
 test_remove(void **state)
@@ -3506,6 +3556,7 @@ main(void)
 		T(test_seal_damage),
 		T(test_seal_resume),
 		T(test_writer_keys),
+		T(test_insert_around_remove),
 	};
 	struct CMUnitTest	*tests;
 	size_t			 i, n = 0;

@@ -330,6 +330,38 @@ test_ascii_span(void **state)
 	ascii_spans();
 }
 
+/*
+ * A table from xmap, populated in the background (xpopulate_start) while
+ * it is written: populating never writes, so every value written meanwhile
+ * is there after xpopulate_wait, and the rest is still zero.  Run a few
+ * times, as the writes race the populating thread.
+ */
+static void
+test_xpopulate(void **state)
+{
+	struct xpopulate	*xp;
+	uint64_t		*t;
+	size_t			 n = (8U << 20) / sizeof *t, i, step = 509;
+	int			 round;
+
+	(void)state;
+	for (round = 0; round < 4; round++) {
+		t = xmap(n, sizeof *t);
+		xp = xpopulate_start(t, n, sizeof *t);
+		for (i = round; i < n; i += step)
+			t[i] = i + 1;
+		xpopulate_wait(xp);
+		for (i = 0; i < n; i++) {
+			if (i % step == (size_t)round)
+				assert_int_equal(t[i], i + 1);
+			else
+				assert_int_equal(t[i], 0);
+		}
+		xunmap(t, n, sizeof *t);
+	}
+	xpopulate_wait(NULL);
+}
+
 /* Run the tests, each bounded by an alarm as in memcached's testapp. */
 
 int
@@ -341,6 +373,7 @@ main(void)
 		cmocka_unit_test(test_format),
 		cmocka_unit_test(test_numbers),
 		cmocka_unit_test(test_ascii_span),
+		cmocka_unit_test(test_xpopulate),
 	};
 
 	alarm(60);
