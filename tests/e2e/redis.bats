@@ -326,8 +326,21 @@ EOF
 	# Damage, one of each kind.
 	cli() { redis-cli -h "${REDIS_SINGLE%:*}" -p "${REDIS_SINGLE##*:}" "$@"; }
 	cli SET "$ns:d:3" garbage >/dev/null
-	bucket="$(cli --scan --pattern "$ns:b:*" | head -n 1)"
-	other="$(cli --scan --pattern "$ns:b:*" | sed -n 2p)"
+	# The bucket taken away holds two documents or more, so that one of
+	# them is neither document 3 nor 5, damaged otherwise (most buckets
+	# hold one: the first the scan met was one of theirs a time in a few
+	# hundred); the one appended to is another (a scan may repeat a key).
+	bucket="$(cli EVAL "local c = '0'
+repeat
+	local r = redis.call('SCAN', c, 'MATCH', ARGV[1], 'COUNT', 1000)
+	c = r[1]
+	for _, k in ipairs(r[2]) do
+		if redis.call('STRLEN', k) >= 16 then return k end
+	end
+until c == '0'
+return false" 0 "$ns:b:*")"
+	[ -n "$bucket" ] || fail "no band bucket of two documents"
+	other="$(cli --scan --pattern "$ns:b:*" | grep -vxF "$bucket" | head -n 1)"
 	cli DEL "$bucket" >/dev/null
 	cli APPEND "$other" abc >/dev/null
 	cli EVAL "local v = redis.call('GET', KEYS[1]) redis.call('SET', KEYS[1], 'P' .. string.sub(v, 2)) return 1" 1 "$ns:d:5" >/dev/null
