@@ -28,8 +28,8 @@
  * commands "#mhfilter pairs" and "#mhfilter groups", whose replies come
  * first; a duplicate's reply then carries every match and its group.
  *
- * Records without an id of their own (-f line, mail without a
- * Message-ID) get RUN:CONN:NUMBER from the daemon.  The client keeps, for
+ * Records without an id of their own (-f line, JSON Lines without the
+ * --id-field) get RUN:CONN:NUMBER from the daemon.  The client keeps, for
  * each of its connections, which of its records each NUMBER was, and
  * writes a match that names one of them as the stream would name it: by
  * its record number (record_idstr).

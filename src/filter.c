@@ -223,6 +223,11 @@ struct filter {
 	uint64_t		*replayed;	/* open addressing, 0 free */
 	size_t			 replayedsize;	/* a power of two, or 0 */
 	struct u64vec		 replays;	/* the same, in order */
+	/*
+	 * This run's documents whose output will never be written (a daemon
+	 * client went away first): first, end pairs, sorted (filter_abandon).
+	 */
+	struct u64vec		 lost;
 };
 
 static void	*prep_run(void *);
@@ -312,6 +317,7 @@ filter_free(struct filter *f)
 	free(f->inb.e);
 	free(f->replayed);
 	u64vec_free(&f->replays);
+	u64vec_free(&f->lost);
 	free(f);
 }
 
@@ -444,6 +450,25 @@ filter_unreplay(struct filter *f, const uint64_t *docids, size_t n)
 	free(gone);
 	if (j != f->replays.n)
 		replayed_truncate(f, j);
+}
+
+/*
+ * This run's documents [first, end) of each range given will never have
+ * their output written (a daemon's client went away first: the pipeline's
+ * lost marks).  A record without an id of its own may be one of them sent
+ * again: filter_self.  Between batches only.
+ */
+void
+filter_abandon(struct filter *f, const uint64_t *ranges, size_t n)
+{
+	size_t	 i;
+
+	if (n == 0)
+		return;
+	for (i = 0; i < 2 * n; i++)
+		u64vec_push(&f->lost, ranges[i]);
+	/* Pairs, ordered by their first documents (ranges never overlap). */
+	qsort(f->lost.v, f->lost.n / 2, 2 * sizeof *f->lost.v, u64_cmp);
 }
 
 /* qsort and bsearch order of uint64_t. */
@@ -982,9 +1007,13 @@ filter_group(struct index *ix, struct verdict *v, uint64_t docid,
 /*
  * Is candidate d, of estimated similarity 1, the record's own copy?  With
  * an explicit id: a document with that id (with REPLAY_ALL, from an
- * earlier run only).  Without one: a unique document of an earlier run
- * that may be missing from its output and that this run has not written
- * again yet (REPLAY_UNDELIVERED only).  1, 0, or an INDEX_* code.
+ * earlier run only).  Without one: a unique document that may be missing
+ * from its output and that this run has not written again yet
+ * (REPLAY_UNDELIVERED only), of an earlier run, or of this one when its
+ * output will never be written (filter_abandon).  An id the source gave
+ * (the daemon's RUN:CONN:RECNO) is not the record's own: sent again, on
+ * another connection or to the daemon restarted, the record has another.
+ * 1, 0, or an INDEX_* code.
  */
 static int
 filter_self(struct filter *f, struct index *ix, const struct record *r,
@@ -992,13 +1021,14 @@ filter_self(struct filter *f, struct index *ix, const struct record *r,
 {
 	int	 earlier = !index_own(ix, d->docid);	/* another run's */
 
-	if (r->id.len != 0) {
+	if (r->id.len != 0 && !r->genid) {
 		if (d->idlen != r->id.len ||
 		    memcmp(d->id, r->id.data, r->id.len) != 0)
 			return (0);
 		return (earlier || f->o.replay != REPLAY_ALL);
 	}
-	if (f->o.replay == REPLAY_ALL || !earlier ||
+	if (f->o.replay == REPLAY_ALL ||
+	    (!earlier && !pairs_has(&f->lost, d->docid)) ||
 	    !(d->flags & DOC_UNIQUE) || replayed_has(f, d->docid))
 		return (0);
 	return (index_undelivered(ix, d->docid, cause));
@@ -1023,7 +1053,7 @@ filter_copy(struct filter *f, struct index *ix, const struct record *r,
 	if ((index_own(ix, self) && !f->o.run_unsure) ||
 	    (f->o.replay != REPLAY_ALL && replayed_has(f, self)))
 		pending = 0;		/* this run writes it, once */
-	else if (f->o.replay != REPLAY_ALL && r->id.len != 0 &&
+	else if (f->o.replay != REPLAY_ALL && r->id.len != 0 && !r->genid &&
 	    (pending = index_undelivered(ix, self, cause)) < 0)
 		return (pending);
 	if (pending && self_unique) {

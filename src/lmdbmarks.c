@@ -222,33 +222,19 @@ int
 lmdb_own(struct index *base, uint64_t docid)
 {
 	struct lmdb	*ix = (struct lmdb *)base;
-	size_t		 lo = 0, hi = ix->mine.n / 2, mid;
 
 	if (ix->db.txn != NULL && docid >= ix->start_doc &&
 	    docid < ix->next_doc)
 		return (1);		/* the open transaction's */
-	while (lo < hi) {		/* the last range starting <= docid */
-		mid = lo + (hi - lo) / 2;
-		if (ix->mine.v[2 * mid] <= docid)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return (lo > 0 && docid < ix->mine.v[2 * (lo - 1) + 1]);
+	return (pairs_has(&ix->mine, docid));
 }
 
 /* The transaction just committed inserted documents of this process's. */
 void
 lm_own_add(struct lmdb *ix)
 {
-	if (ix->next_doc == ix->start_doc)
-		return;
-	if (ix->mine.n > 0 && ix->mine.v[ix->mine.n - 1] == ix->start_doc) {
-		ix->mine.v[ix->mine.n - 1] = ix->next_doc;
-		return;
-	}
-	u64vec_push(&ix->mine, ix->start_doc);
-	u64vec_push(&ix->mine, ix->next_doc);
+	if (ix->next_doc != ix->start_doc)
+		pairs_add(&ix->mine, ix->start_doc, ix->next_doc);
 }
 
 /*

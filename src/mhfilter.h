@@ -340,6 +340,9 @@ struct record {
 					   0: none, as every other source */
 	int		 pairs;		/* every match wanted, as with
 					   --pairs (a daemon client's) */
+	int		 genid;		/* id given by its source (the
+					   daemon's RUN:CONN:RECNO), not its
+					   own: not the same when sent again */
 };
 int		 record_parse(struct record *, int, const char *, const char *,
 		    char **);
@@ -1213,6 +1216,7 @@ int		 filter_decide(struct fbatch *, struct index *, char **);
 void		 filter_on_ahead(struct filter *, void (*)(void *), void *);
 void		 filter_stats(struct filter *, struct filter_stats *);
 void		 filter_unreplay(struct filter *, const uint64_t *, size_t);
+void		 filter_abandon(struct filter *, const uint64_t *, size_t);
 void		 verdict_pair(struct verdict *, uint64_t, const char *, size_t,
 		    double);
 void		 verdict_reset(struct verdict *);
@@ -1751,6 +1755,8 @@ uint32_t	 get_le32(const unsigned char *);
 void		 put_be64(unsigned char *, uint64_t);
 uint64_t	 get_be64(const unsigned char *);
 void		 sort_u64(uint64_t *, size_t, struct u64vec *);
+int		 pairs_has(const struct u64vec *, uint64_t);
+void		 pairs_add(struct u64vec *, uint64_t, uint64_t);
 size_t		 ascii_span(const unsigned char *, size_t);
 int		 simd_avx2(void);
 int		 simd_avx512(void);

@@ -1100,6 +1100,7 @@ pipeline_marks_take(struct pipeline *p)
 		index_abandoned(p->ix, p->lost.ranges.v,
 		    p->lost.ranges.n / 2);
 		filter_unreplay(p->f, p->lost.replays.v, p->lost.replays.n);
+		filter_abandon(p->f, p->lost.ranges.v, p->lost.ranges.n / 2);
 	}
 	p->given.ranges.n = p->given.replays.n = 0;
 	p->lost.ranges.n = p->lost.replays.n = 0;
@@ -1150,8 +1151,11 @@ pipeline_parse(struct record *r, void *arg, char **cause)
 
 	rc = record_parse_timed(r, p->o.format, p->o.text_field,
 	    p->o.id_field, p->o.time_field, cause);
-	if (r->id.len == 0 && r->owner != 0 && p->src.id != NULL)
+	r->genid = 0;
+	if (r->id.len == 0 && r->owner != 0 && p->src.id != NULL) {
 		p->src.id(p->src.arg, r);
+		r->genid = 1;
+	}
 	return (rc);
 }
 

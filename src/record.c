@@ -986,6 +986,7 @@ record_reset(struct record *r)
 	r->time = 0;
 	r->scope = 0;
 	r->pairs = 0;
+	r->genid = 0;
 }
 
 /*

@@ -108,7 +108,6 @@ int		 redis_open(struct index **, const char *, int,
 void		 redis_close(struct index *);
 
 /* redismarks.c */
-void		 pairs_add(struct u64vec *, uint64_t, uint64_t);
 void		 queue_zrem(struct redis *, const char *, uint64_t, uint64_t);
 int		 take_owner(struct redis *, uint64_t, char **);
 int		 queue_marks(struct redis *, uint64_t, uint64_t, char **);

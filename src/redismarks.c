@@ -103,34 +103,6 @@ static const char abandon_script[] =
     "end\n"
     "return 0\n";
 
-/* Is docid in one of the [first, end) pairs of v (in order, apart)? */
-static int
-pairs_has(const struct u64vec *v, uint64_t docid)
-{
-	size_t	 lo = 0, hi = v->n / 2, mid;
-
-	while (lo < hi) {		/* the last pair starting <= docid */
-		mid = lo + (hi - lo) / 2;
-		if (v->v[2 * mid] <= docid)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return (lo > 0 && docid < v->v[2 * (lo - 1) + 1]);
-}
-
-/* Append [first, end), past every pair of v, to v (merged if adjacent). */
-void
-pairs_add(struct u64vec *v, uint64_t first, uint64_t end)
-{
-	if (v->n > 0 && v->v[v->n - 1] == first) {
-		v->v[v->n - 1] = end;
-		return;
-	}
-	u64vec_push(v, first);
-	u64vec_push(v, end);
-}
-
 /* Take [first, end) out of the pairs of v. */
 static void
 pairs_cut(struct u64vec *v, uint64_t first, uint64_t end)

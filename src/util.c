@@ -1,8 +1,8 @@
 /*
  * Small helpers: range-checked number, duration and time parsing for
  * options and records (every number a user gives is checked and the error
- * names the limit), a monotonic clock, and fixed byte orders for what is
- * stored.
+ * names the limit), a monotonic clock, fixed byte orders for what is
+ * stored, and ranges of document numbers.
  */
 
 #include "config.h"
@@ -463,6 +463,34 @@ get_be64(const unsigned char *p)
 	for (i = 0; i < 8; i++)
 		v = v << 8 | p[i];
 	return (v);
+}
+
+/* Is x in one of the [first, end) pairs of v (in order, apart)? */
+int
+pairs_has(const struct u64vec *v, uint64_t x)
+{
+	size_t	 lo = 0, hi = v->n / 2, mid;
+
+	while (lo < hi) {		/* the last pair starting <= x */
+		mid = lo + (hi - lo) / 2;
+		if (v->v[2 * mid] <= x)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return (lo > 0 && x < v->v[2 * (lo - 1) + 1]);
+}
+
+/* Append [first, end), past every pair of v, to v (merged if adjacent). */
+void
+pairs_add(struct u64vec *v, uint64_t first, uint64_t end)
+{
+	if (v->n > 0 && v->v[v->n - 1] == first) {
+		v->v[v->n - 1] = end;
+		return;
+	}
+	u64vec_push(v, first);
+	u64vec_push(v, end);
 }
 
 /*

@@ -608,6 +608,41 @@ seen_replies() {
 	stop_daemon
 }
 
+# Line records have no id of their own: the daemon gives each one,
+# RUN:CONN:NUMBER, another on every connection.
+@test "line records: replies that never went are replays when the records come again on another connection, identical copies judged as the stream judges them" {
+	gen_tsv 300 12 | cut -f2 >feed
+	# An identical copy of a record, and a copy with a word changed.
+	sed -n 5p feed >>feed
+	sed -n 7p feed | sed 's/^[a-z]* /changed /' >>feed
+	mhrun -a feed
+	assert_status 0
+	cut -f1 "$T/out" >kinds
+	[ "$(grep -c '^unique$' kinds)" -eq 300 ] || fail "$(sort kinds | uniq -c)"
+	start_daemon -f line -d db --listen "unix:$T/sock"
+	# Sent, and the client gone before the replies: they never went.
+	dleave "unix:$T/sock" feed 302
+	sleep 0.5	# (the marks of the lost batch are settled)
+	dsend "unix:$T/sock" feed >r1
+	cut -f1 r1 >kinds1
+	assert_same kinds kinds1
+	[ "$(grep -c '^unique	.*	replay$' r1)" -eq 300 ] ||
+	    fail "$(grep -vc 'replay$' r1) not replays:" "$(grep -v 'replay$' r1 | head)"
+	# Their replies went: duplicates now, of themselves (similarity 1).
+	dsend "unix:$T/sock" feed >r2
+	[ "$(grep -c '^duplicate	.*	1\.0000$' r2)" -eq 302 ] ||
+	    fail "$(grep -v '1\.0000$' r2 | head)"
+	# After kill -9, once the marks are committed: the same.
+	sleep 1
+	kill -9 "$DPID"
+	wait_exit "$DPID" 30
+	start_daemon -f line -d db --listen "unix:$T/sock"
+	dsend "unix:$T/sock" feed >r3
+	[ "$(grep -c '^duplicate	.*	1\.0000$' r3)" -eq 302 ] ||
+	    fail "$(grep -v '1\.0000$' r3 | head)"
+	stop_daemon
+}
+
 @test "a feed polled again by many clients at once: every record they were answered is seen after a restart" {
 	for i in 1 2 3 4; do gen_tsv 400 "$i" | sed "s/^/c$i-/" >feed$i; done
 	start_daemon -f tsv -d db --listen "unix:$T/sock"

@@ -456,6 +456,100 @@ test_undelivered(void **state)
 	written_before(fx);
 }
 
+/*
+ * The daemon's parser: a record without an id is given one, RUN:CONN:N,
+ * another each time it is sent.
+ */
+static int
+parse_given(struct record *r, void *arg, char **cause)
+{
+	static unsigned	 n;
+	char		 id[32];
+	int		 rc;
+
+	rc = record_parse(r, FORMAT_TSV, NULL, NULL, cause);
+	if (r->id.len == 0) {
+		snprintf(id, sizeof id, "1:1:%u", ++n);
+		buf_append(&r->id, id, strlen(id));
+		r->genid = 1;
+	}
+	return (rc);
+}
+
+#define C	"c1 c2 c3 c4 c5 c6 c7 c8 c9 c10"
+#define D	"d1 d2 d3 d4 d5 d6 d7 d8 d9 d10"
+
+/*
+ * Records with ids the daemon gave (genid), as the daemon runs the filter
+ * (REPLAY_UNDELIVERED, tracked, run_unsure): sent again with another id,
+ * a record whose earlier copy's batch was not delivered (a crash) is a
+ * replay, judged by its text as a record without an id; one delivered is
+ * a plain duplicate.  In the same run, a copy whose batch was abandoned
+ * (filter_abandon: its client went away) is a replay once, a copy of a
+ * batch that was not is a plain duplicate.
+ */
+static void
+test_given_ids(void **state)
+{
+	struct fixture	*fx = *state;
+	uint64_t	 r[2];
+
+	fx->fo.replay = REPLAY_UNDELIVERED;
+	fx->fo.run_unsure = 1;
+	fx->fo.parse = parse_given;
+	fx->track = 1;
+	run_open(fx);
+	add(fx, "\t" A);
+	add(fx, "\t" B);
+	decide(fx);
+	delivered(fx, NULL, 0);		/* batch 1 answered */
+	next_batch(fx);
+	add(fx, "\t" A2);
+	add(fx, "\t" C);
+	decide(fx);			/* batch 2 never answered: killed */
+	run_close(fx);
+
+	run_open(fx);
+	next_batch(fx);
+	add(fx, "\t" A2);
+	add(fx, "\t" C);
+	add(fx, "\t" B);
+	decide(fx);
+	expect(fx, 0, V_UNIQUE, NULL);
+	assert_true(fx->vs[0].replay);
+	expect(fx, 1, V_UNIQUE, NULL);
+	assert_true(fx->vs[1].replay);
+	expect(fx, 2, V_DUPLICATE, "1:1:2");
+	assert_false(fx->vs[2].seen);
+	assert_int_equal(docs(fx), 4);	/* nothing indexed again */
+
+	/* This run's: answered, and abandoned. */
+	next_batch(fx);
+	add(fx, "\t" D);
+	decide(fx);
+	expect(fx, 0, V_UNIQUE, NULL);
+	index_batch_range(fx->ix, &r[0], &r[1]);
+	assert_true(r[0] < r[1]);
+	next_batch(fx);
+	add(fx, "\t" D);
+	decide(fx);
+	expect(fx, 0, V_DUPLICATE, NULL);
+	assert_false(fx->vs[0].replay);
+	index_abandoned(fx->ix, r, 1);
+	filter_abandon(fx->f, r, 1);
+	next_batch(fx);
+	add(fx, "\t" D);
+	decide(fx);
+	expect(fx, 0, V_UNIQUE, NULL);
+	assert_true(fx->vs[0].replay);
+	next_batch(fx);
+	add(fx, "\t" D);
+	decide(fx);
+	expect(fx, 0, V_DUPLICATE, NULL);
+	assert_false(fx->vs[0].replay);
+	assert_int_equal(docs(fx), 5);
+}
+
 /* Add a TSV record of a scope (a milter recipient's). */
 static void
 add_scoped(struct fixture *fx, const char *line, const char *who)
@@ -534,6 +628,8 @@ main(void)
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_replay, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_undelivered, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_given_ids, setup,
 		    teardown),
 	};
 

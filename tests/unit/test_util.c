@@ -364,6 +364,30 @@ test_xpopulate(void **state)
 
 /* Run the tests, each bounded by an alarm as in memcached's testapp. */
 
+/*
+ * pairs_add and pairs_has: ranges appended in order, adjacent ones
+ * merged; a number is in one when first <= x < end.
+ */
+static void
+test_pairs(void **state)
+{
+	struct u64vec	 v = { 0 };
+	uint64_t	 x;
+
+	(void)state;
+	assert_false(pairs_has(&v, 0));
+	pairs_add(&v, 10, 20);
+	pairs_add(&v, 20, 25);		/* merged */
+	pairs_add(&v, 40, 41);
+	pairs_add(&v, 100, 200);
+	assert_int_equal(v.n, 6);
+	for (x = 0; x < 300; x++)
+		assert_int_equal(pairs_has(&v, x), (x >= 10 && x < 25) ||
+		    x == 40 || (x >= 100 && x < 200));
+	assert_false(pairs_has(&v, UINT64_MAX));
+	u64vec_free(&v);
+}
+
 int
 main(void)
 {
@@ -374,6 +398,7 @@ main(void)
 		cmocka_unit_test(test_numbers),
 		cmocka_unit_test(test_ascii_span),
 		cmocka_unit_test(test_xpopulate),
+		cmocka_unit_test(test_pairs),
 	};
 
 	alarm(60);
