@@ -950,6 +950,19 @@ client_reply(struct client *c, const struct buf *b)
 }
 
 /*
+ * A reply of the batch will never go: the filter is told at once, the
+ * index once the batch's other clients are done (dmark_done).
+ */
+static void
+dmark_lose(struct daemon *d, struct dmark *dm)
+{
+	if (dm->lost)
+		return;
+	dm->lost = 1;
+	pipeline_marks_losing(d->p, dm->m);
+}
+
+/*
  * One of a batch's clients has its replies written (lost: never will):
  * the last one gives the batch's marks to the pipeline, or, when a reply
  * was lost, gives them as lost, so that its records stay undelivered and
@@ -958,7 +971,8 @@ client_reply(struct client *c, const struct buf *b)
 static void
 dmark_done(struct daemon *d, struct dmark *dm, int lost)
 {
-	dm->lost |= lost;
+	if (lost)
+		dmark_lose(d, dm);
 	if (--dm->waiting > 0)
 		return;
 	if (dm->lost)
@@ -1781,7 +1795,7 @@ daemon_deliver(void *arg, struct plbatch *b)
 		record = SLOT_TYPE(b->slots[i].tag) == S_RECORD;
 		if (c->gone) {
 			if (dm != NULL && record)
-				dm->lost = 1;	/* its reply never goes */
+				dmark_lose(d, dm);	/* its reply never goes */
 			if (--c->pending == 0)
 				free(c);	/* it went away */
 			continue;

@@ -454,21 +454,43 @@ filter_unreplay(struct filter *f, const uint64_t *docids, size_t n)
 
 /*
  * This run's documents [first, end) of each range given will never have
- * their output written (a daemon's client went away first: the pipeline's
- * lost marks).  A record without an id of its own may be one of them sent
+ * their output written (a daemon's client went away first:
+ * pipeline_marks_losing).  A record without an id of its own may be one of them sent
  * again: filter_self.  Between batches only.
  */
 void
 filter_abandon(struct filter *f, const uint64_t *ranges, size_t n)
 {
-	size_t	 i;
+	struct u64vec	*v = &f->lost;
+	size_t		 i, j;
+	int		 resort = 0;
 
-	if (n == 0)
+	/*
+	 * Pairs ordered by their first documents (ranges never overlap),
+	 * adjacent ones merged: a client that never reads its replies loses
+	 * batch after batch, mostly in order.
+	 */
+	for (i = 0; i < n; i++) {
+		if (v->n == 0 || v->v[v->n - 1] <= ranges[2 * i])
+			pairs_add(v, ranges[2 * i], ranges[2 * i + 1]);
+		else {
+			u64vec_push(v, ranges[2 * i]);
+			u64vec_push(v, ranges[2 * i + 1]);
+			resort = 1;
+		}
+	}
+	if (!resort)
 		return;
-	for (i = 0; i < 2 * n; i++)
-		u64vec_push(&f->lost, ranges[i]);
-	/* Pairs, ordered by their first documents (ranges never overlap). */
-	qsort(f->lost.v, f->lost.n / 2, 2 * sizeof *f->lost.v, u64_cmp);
+	qsort(v->v, v->n / 2, 2 * sizeof *v->v, u64_cmp);
+	for (i = j = 2; i < v->n; i += 2) {
+		if (v->v[j - 1] == v->v[i])
+			v->v[j - 1] = v->v[i + 1];
+		else {
+			v->v[j++] = v->v[i];
+			v->v[j++] = v->v[i + 1];
+		}
+	}
+	v->n = j;
 }
 
 /* qsort and bsearch order of uint64_t. */

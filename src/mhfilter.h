@@ -1530,6 +1530,8 @@ struct plmarks	*pipeline_marks_of(struct pipeline *, struct plbatch *,
 		    char **);
 void		 pipeline_marks_give(struct pipeline *, struct plmarks *);
 void		 pipeline_marks_lose(struct pipeline *, struct plmarks *);
+void		 pipeline_marks_losing(struct pipeline *,
+		    const struct plmarks *);
 void		 pipeline_marks_free(struct plmarks *);
 void		 pipeline_set_quarantine(struct pipeline *, struct output *,
 		    const char *);

@@ -107,6 +107,7 @@ struct pipeline {
 	struct u64vec		 halted;	/* owner, batch: the writer's */
 	struct plmarks		 given;		/* delivered, to mark */
 	struct plmarks		 lost;		/* never will be */
+	struct u64vec		 losing;	/* lost to a client, at once */
 	int			 defer_marks;	/* the source gives them */
 
 	/* The source thread's. */
@@ -217,6 +218,7 @@ pipeline_free(struct pipeline *p)
 	u64vec_free(&p->given.replays);
 	u64vec_free(&p->lost.ranges);
 	u64vec_free(&p->lost.replays);
+	u64vec_free(&p->losing);
 	u64vec_free(&p->halted);
 	close(p->notify[0]);
 	close(p->notify[1]);
@@ -1017,6 +1019,24 @@ pipeline_marks_lose(struct pipeline *p, struct plmarks *m)
 	pipeline_marks_queue(p, &p->lost, m);
 }
 
+/*
+ * A reply of the batch whose marks are m will never be written (a daemon's
+ * client went away first), though the batch's marks may wait for other
+ * clients' replies before they are given or lost: tell the filter now, so
+ * that a record of it sent again meanwhile is judged a replay (a record
+ * without an id of its own, filter_abandon).  Once a batch; m is kept.
+ */
+void
+pipeline_marks_losing(struct pipeline *p, const struct plmarks *m)
+{
+	size_t	 i;
+
+	pthread_mutex_lock(&p->lock);
+	for (i = 0; i < m->ranges.n; i++)
+		u64vec_push(&p->losing, m->ranges.v[i]);
+	pthread_mutex_unlock(&p->lock);
+}
+
 /* Append m to the writer's marks to, wake it, and free m. */
 static void
 pipeline_marks_queue(struct pipeline *p, struct plmarks *to,
@@ -1100,10 +1120,11 @@ pipeline_marks_take(struct pipeline *p)
 		index_abandoned(p->ix, p->lost.ranges.v,
 		    p->lost.ranges.n / 2);
 		filter_unreplay(p->f, p->lost.replays.v, p->lost.replays.n);
-		filter_abandon(p->f, p->lost.ranges.v, p->lost.ranges.n / 2);
 	}
 	p->given.ranges.n = p->given.replays.n = 0;
 	p->lost.ranges.n = p->lost.replays.n = 0;
+	filter_abandon(p->f, p->losing.v, p->losing.n / 2);
+	p->losing.n = 0;
 	pthread_mutex_unlock(&p->lock);
 	return (any);
 }

@@ -492,7 +492,7 @@ static void
 test_given_ids(void **state)
 {
 	struct fixture	*fx = *state;
-	uint64_t	 r[2];
+	uint64_t	 r[2], later[4] = { 1000, 1001, 2000, 2001 };
 
 	fx->fo.replay = REPLAY_UNDELIVERED;
 	fx->fo.run_unsure = 1;
@@ -536,6 +536,8 @@ test_given_ids(void **state)
 	expect(fx, 0, V_DUPLICATE, NULL);
 	assert_false(fx->vs[0].replay);
 	index_abandoned(fx->ix, r, 1);
+	/* Told out of order, after ranges of no document yet. */
+	filter_abandon(fx->f, later, 2);
 	filter_abandon(fx->f, r, 1);
 	next_batch(fx);
 	add(fx, "\t" D);
@@ -547,6 +549,7 @@ test_given_ids(void **state)
 	decide(fx);
 	expect(fx, 0, V_DUPLICATE, NULL);
 	assert_false(fx->vs[0].replay);
+	assert_false(fx->vs[0].seen);
 	assert_int_equal(docs(fx), 5);
 }
 
