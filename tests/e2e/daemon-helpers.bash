@@ -96,6 +96,23 @@ dstat() {
 	printf '#mhfilter stats\n' | dsend "$1" | stats_of "$2"
 }
 
+# Wait up to 20 s until the daemon at $1 has delivered $2 records in all:
+# its statistics count a batch's verdicts as it delivers the batch, in the
+# thread that answers them, so a batch whose client went away has its
+# replies given up by then.
+wait_delivered() {
+	local i s
+
+	for i in $(seq 200); do
+		s="$(printf '#mhfilter stats\n' | dsend "$1")"
+		[ $(($(printf '%s\n' "$s" | stats_of unique) +
+		    $(printf '%s\n' "$s" | stats_of duplicates))) -ge "$2" ] &&
+		    return 0
+		sleep 0.1
+	done
+	fail "the daemon delivered fewer than $2 records: $s"
+}
+
 # Stop the daemon with SIGTERM: it must exit 0 within 30 s.
 stop_daemon() {
 	kill -TERM "$DPID"

@@ -587,7 +587,8 @@ seen_replies() {
 	# them; neither reply went.
 	dleave "unix:$T/sock" feed 200
 	dleave "unix:$T/sock" feed 400
-	sleep 0.5	# (the marks of the lost batches are settled)
+	wait_delivered "unix:$T/sock" 400
+	sleep 0.5	# (the marks of the lost batches are committed)
 	# Another process on the index while the daemon runs: nothing of
 	# the feed was delivered, so it writes it all (replays).
 	run "$MHFILTER" -f tsv -d db feed
@@ -622,13 +623,7 @@ seen_replies() {
 	start_daemon -f line -d db --listen "unix:$T/sock"
 	# Sent, and the client gone before the replies: they never went.
 	dleave "unix:$T/sock" feed 302
-	# Until they are decided and delivered, their replies lost: the
-	# counts are the delivery's, in the thread that answers the stats.
-	for i in $(seq 400); do
-		[ $(($(dstat "unix:$T/sock" unique) +
-		    $(dstat "unix:$T/sock" duplicates))) -eq 302 ] && break
-		sleep 0.05
-	done
+	wait_delivered "unix:$T/sock" 302	# (their replies given up)
 	dsend "unix:$T/sock" feed >r1
 	cut -f1 r1 >kinds1
 	assert_same kinds kinds1
