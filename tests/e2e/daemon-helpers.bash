@@ -113,6 +113,35 @@ wait_delivered() {
 	fail "the daemon delivered fewer than $2 records: $s"
 }
 
+# A daemon started on index $1 with line records (ids it makes, another on
+# every connection), 300 of them, an identical copy and a near copy, into
+# feed: a client sends them and goes away before the replies, then another
+# sends them again.  Its replies: the stream's verdicts, every unique one
+# a replay; and once answered, all duplicates of themselves.  The daemon
+# is left running.
+line_replies_lost() {
+	gen_tsv 300 12 | cut -f2 >feed
+	sed -n 5p feed >>feed
+	sed -n 7p feed | sed 's/^[a-z]* /changed /' >>feed
+	mhrun -a feed
+	assert_status 0
+	cut -f1 "$T/out" >kinds
+	[ "$(grep -c '^unique$' kinds)" -eq 300 ] ||
+	    fail "$(sort kinds | uniq -c)"
+	start_daemon -f line -d "$1" --listen "unix:$T/sock"
+	dleave "unix:$T/sock" feed 302
+	wait_delivered "unix:$T/sock" 302	# (their replies given up)
+	dsend "unix:$T/sock" feed >r1
+	cut -f1 r1 >kinds1
+	assert_same kinds kinds1
+	[ "$(grep -c '^unique	.*	replay$' r1)" -eq 300 ] ||
+	    fail "$(grep -vc 'replay$' r1) not replays:" \
+	    "$(grep -v 'replay$' r1 | head)"
+	dsend "unix:$T/sock" feed >r2
+	[ "$(grep -c '^duplicate	.*	1\.0000$' r2)" -eq 302 ] ||
+	    fail "$(grep -v '1\.0000$' r2 | head)"
+}
+
 # Stop the daemon with SIGTERM: it must exit 0 within 30 s.
 stop_daemon() {
 	kill -TERM "$DPID"

@@ -612,27 +612,7 @@ seen_replies() {
 # Line records have no id of their own: the daemon gives each one,
 # RUN:CONN:NUMBER, another on every connection.
 @test "line records: replies that never went are replays when the records come again on another connection, identical copies judged as the stream judges them" {
-	gen_tsv 300 12 | cut -f2 >feed
-	# An identical copy of a record, and a copy with a word changed.
-	sed -n 5p feed >>feed
-	sed -n 7p feed | sed 's/^[a-z]* /changed /' >>feed
-	mhrun -a feed
-	assert_status 0
-	cut -f1 "$T/out" >kinds
-	[ "$(grep -c '^unique$' kinds)" -eq 300 ] || fail "$(sort kinds | uniq -c)"
-	start_daemon -f line -d db --listen "unix:$T/sock"
-	# Sent, and the client gone before the replies: they never went.
-	dleave "unix:$T/sock" feed 302
-	wait_delivered "unix:$T/sock" 302	# (their replies given up)
-	dsend "unix:$T/sock" feed >r1
-	cut -f1 r1 >kinds1
-	assert_same kinds kinds1
-	[ "$(grep -c '^unique	.*	replay$' r1)" -eq 300 ] ||
-	    fail "$(grep -vc 'replay$' r1) not replays:" "$(grep -v 'replay$' r1 | head)"
-	# Their replies went: duplicates now, of themselves (similarity 1).
-	dsend "unix:$T/sock" feed >r2
-	[ "$(grep -c '^duplicate	.*	1\.0000$' r2)" -eq 302 ] ||
-	    fail "$(grep -v '1\.0000$' r2 | head)"
+	line_replies_lost db
 	# After kill -9, once the marks are committed: the same.
 	sleep 1
 	kill -9 "$DPID"

@@ -611,6 +611,13 @@ ranges_of() {
 	[ "$(ranges_of "$db")" = 0 ] || fail "$(ranges_of "$db") ranges left"
 }
 
+# Line records have no id of their own: the daemon's ids differ on every
+# connection, so their text tells a record sent again (filter_self).
+@test "the daemon on a Redis index, line records: replies that never went are replays on the next connection, once" {
+	line_replies_lost "$(fresh single)"
+	stop_daemon
+}
+
 # --------------------------------------------- many writers on one index
 
 # Check the verdicts of a split run (annotated outputs $@) against the
