@@ -455,8 +455,8 @@ filter_unreplay(struct filter *f, const uint64_t *docids, size_t n)
 /*
  * This run's documents [first, end) of each range given will never have
  * their output written (a daemon's client went away first:
- * pipeline_marks_losing).  A record without an id of its own may be one of them sent
- * again: filter_self.  Between batches only.
+ * pipeline_marks_losing).  A record without an id of its own may be one
+ * of them sent again: filter_self.  Between batches only.
  */
 void
 filter_abandon(struct filter *f, const uint64_t *ranges, size_t n)
