@@ -150,6 +150,7 @@ static ssize_t	client_sock_write(struct client *, const char *, size_t,
 		    char **);
 static void	client_fill(struct client *);
 static int	client_read_input(struct client *);
+static void	client_put(struct buf *, const char *, size_t, char);
 static void	client_add_local(struct client *, const struct rawrec *,
 		    int, char *);
 static int	client_blank(struct client *, const struct rawrec *);
@@ -615,9 +616,29 @@ client_fill(struct client *c)
 			continue;
 		cr->k = ++c->nsent;
 		client_map_add(c, cr->k, cr->r.recno);
-		buf_append(&c->obuf, cr->r.raw.data, cr->r.raw.len);
+		client_put(&c->obuf, cr->r.raw.data, cr->r.raw.len, d);
 		buf_append(&c->obuf, &d, 1);
 	}
+}
+
+/*
+ * Append a record to what is sent, without the delimiter's bytes that it
+ * holds: a NUL inside a mail message would end it early, the daemon would
+ * answer its two halves and every reply after would be another message's.
+ * The daemon judges the message without them; the client writes its own
+ * copy, as read.  (A line record never holds its delimiter.)
+ */
+static void
+client_put(struct buf *out, const char *p, size_t len, char d)
+{
+	const char	*q;
+
+	while ((q = memchr(p, d, len)) != NULL) {
+		buf_append(out, p, (size_t)(q - p));
+		len -= (size_t)(q - p) + 1;
+		p = q + 1;
+	}
+	buf_append(out, p, len);
 }
 
 /*

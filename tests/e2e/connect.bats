@@ -169,6 +169,38 @@ same_as_stream() {
 	    -gt 10 ] || fail "few groups of three or more"
 }
 
+# An mbox of four messages: the first holds a NUL byte in its body, the
+# third is a copy of the second (another Message-ID), the fourth is new.
+nul_mbox() {
+	local n
+
+	for n in 1 2 3 4; do
+		printf 'From a@example.org Tue Jul  1 10:00:0%d 2025\n' "$n"
+		printf 'From: a@example.org\nMessage-ID: <n%d@example.org>\n' "$n"
+		printf 'Subject: note %d\n\n' "$n"
+		case $n in
+		1) printf 'The backup ran at noon; its log holds a NUL here: '
+		   printf '\0 and goes on after it for a while longer.\n' ;;
+		2|3) printf 'Lunch is at noon in the usual place; bring your '
+		   printf 'own sandwiches, the kitchen is closed for repairs.\n' ;;
+		4) printf 'The disk images of the three test machines are '
+		   printf 'attached, taken this morning before the upgrade.\n' ;;
+		esac
+		printf '\n'
+	done
+}
+
+@test "mail with a NUL byte inside a message: the stream's bytes, every verdict in step" {
+	nul_mbox >in.mbox
+	[ "$(tr -cd '\0' <in.mbox | wc -c)" -eq 1 ] || fail "no NUL in the input"
+	same_as_stream in.mbox mail unix default -a
+	# The copy is a duplicate of the second message, the fourth unique.
+	grep -q '^X-Mhfilter: duplicate.*n2@example.org' "$T/got" ||
+	    fail "the copy not a duplicate of n2" "$(grep ^X-Mhfilter "$T/got")"
+	[ "$(grep -c '^X-Mhfilter: unique' "$T/got")" -eq 3 ] ||
+	    fail "not three unique" "$(grep ^X-Mhfilter "$T/got")"
+}
+
 @test "tcp: the stream's bytes, default and -a, line and tsv" {
 	make_input line 2000 >in.line
 	make_input tsv 2000 >in.tsv
