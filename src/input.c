@@ -56,6 +56,7 @@
 
 #include "mhfilter.h"
 
+#define WHOLE_LISTED	2	/* in->whole: a file of a folder, listed */
 #define INPUT_CHUNK	(256 * 1024)
 
 /* What a file's first bytes say it is. */
@@ -92,7 +93,8 @@ struct input {
 	uint64_t	  line;
 	/* Mail framing (FRAME_MBOX, FRAME_SINGLE) or FRAME_DELIM. */
 	int		  framing;
-	char		 *whole;	/* by file: one message, not an mbox */
+	char		 *whole;	/* by file: one message, not an mbox
+					   (WHOLE_LISTED: a folder's file) */
 	char		**owned;	/* the file list, Maildirs expanded */
 	char		 *error;	/* a Maildir that could not be listed */
 	uint64_t	  nl;		/* newlines before start in this file */
@@ -219,7 +221,7 @@ input_dir_files(struct input *in, const char *sub, int all, int *n)
 		    sizeof *in->owned);
 		in->whole = xreallocarray(in->whole, *n + 1, 1);
 		xasprintf(&in->owned[*n], "%s/%s", sub, de->d_name);
-		in->whole[(*n)++] = 1;
+		in->whole[(*n)++] = WHOLE_LISTED;
 	}
 	closedir(d);
 	return (1);
@@ -875,17 +877,64 @@ input_is_one(const char *path, char **files, int nfiles)
 	return (0);
 }
 
-/* Close the current file, if any, and open the next.  0 when none left. */
+/*
+ * Where a folder's message listed as path is now, if a mail reader moved
+ * it since (as Maildir readers do, from new/ to cur/, a flag changed in
+ * its name after a colon): the file in the Maildir's cur/ with its base
+ * name, whatever its flags.  A new path, or NULL.
+ */
+static char *
+input_moved(const char *path)
+{
+	const char	*name, *sub;
+	struct dirent	*de;
+	char		*dir, *cur, *found = NULL;
+	size_t		 base;
+	DIR		*d;
+
+	if ((name = strrchr(path, '/')) == NULL || name == path)
+		return (NULL);
+	for (sub = name - 1; sub > path && sub[-1] != '/'; sub--)
+		;
+	if ((size_t)(name - sub) != 3 || (strncmp(sub, "new", 3) != 0 &&
+	    strncmp(sub, "cur", 3) != 0))
+		return (NULL);		/* not in a Maildir */
+	name++;
+	base = strcspn(name, ":");
+	dir = xstrndup(path, (size_t)(sub - path));
+	xasprintf(&cur, "%scur", dir);
+	free(dir);
+	if ((d = opendir(cur)) != NULL) {
+		while (found == NULL && (de = readdir(d)) != NULL) {
+			if (strncmp(de->d_name, name, base) == 0 &&
+			    (de->d_name[base] == ':' ||
+			    de->d_name[base] == '\0'))
+				xasprintf(&found, "%s/%s", cur, de->d_name);
+		}
+		closedir(d);
+	}
+	free(cur);
+	return (found);
+}
+
+/*
+ * Close the current file, if any, and open the next.  0 when none left.
+ * A folder's message that is gone since the folder was listed (deleted,
+ * or moved where input_moved does not find it) was never this run's to
+ * lose: it is passed over, said.
+ */
 static int
 input_advance(struct input *in, char **cause)
 {
 	struct stat	 st;
 	const char	*f;
+	char		*moved;
 
 	if (in->fd > STDIN_FILENO)
 		close(in->fd);
 	in->fd = -1;
 	input_codec_end(in);
+again:
 	if (in->next == in->nfiles)
 		return (0);
 	f = in->files[in->next++];
@@ -893,7 +942,22 @@ input_advance(struct input *in, char **cause)
 		in->fd = STDIN_FILENO;
 		in->name = "stdin";
 	} else {
-		if ((in->fd = open(f, O_RDONLY|O_CLOEXEC)) == -1) {
+		if ((in->fd = open(f, O_RDONLY|O_CLOEXEC)) == -1 &&
+		    errno == ENOENT && in->whole != NULL &&
+		    in->whole[in->next - 1] == WHOLE_LISTED) {
+			if ((moved = input_moved(f)) != NULL) {
+				free(in->owned[in->next - 1]);
+				in->owned[in->next - 1] = moved;
+				f = moved;
+				in->fd = open(f, O_RDONLY|O_CLOEXEC);
+			}
+			if (in->fd == -1 && errno == ENOENT) {
+				log_warnx("%s: gone since its folder was "
+				    "listed: passed over", f);
+				goto again;
+			}
+		}
+		if (in->fd == -1) {
 			xasprintf(cause, "%s: %s", f, strerror(errno));
 			return (-1);
 		}

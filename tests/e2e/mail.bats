@@ -284,6 +284,37 @@ assert_delivered() {
 	assert_err_has "not a Maildir"
 }
 
+@test "Maildir: a message moved from new/ to cur/ while the run reads is read where it went; one deleted meanwhile is passed over, the rest read" {
+	mkdir -p md/cur md/new md/tmp
+	# cur/ sorts first: its FIFO holds the run until the folder changed.
+	mkfifo md/cur/1751364000.M1P1.host:2,S
+	msg d2@example.org 'Lunch' "$BODY2" >md/cur/1751364100.M2P1.host:2,S
+	msg d3@example.org 'Images' "$BODY3" >md/cur/1751364200.M3P1.host:2,
+	msg d4@example.org 'Release notes' "$BODY1" >md/new/1751364300.M4P1.host
+	ln -s nowhere md/cur/1751364150.M5P1.host:2,
+	"$MHFILTER" -f mail -a --stats md >"$T/out" 2>"$T/err" &
+	local pid=$! i
+	# Listed, and waiting in the FIFO's open for a writer.
+	for i in $(seq 100); do
+		[ "$(cat /proc/$pid/wchan 2>/dev/null)" = wait_for_partner ] &&
+		    break
+		sleep 0.1
+	done
+	# (Where wchan says nothing, 10 s is long enough to have listed.)
+	rm md/cur/1751364100.M2P1.host:2,S
+	mv md/new/1751364300.M4P1.host md/cur/1751364300.M4P1.host:2,S
+	msg d1@example.org 'Notes' "$BODY1" >md/cur/1751364000.M1P1.host:2,S
+	wait $pid || fail "status $?" "$(cat "$T/err")"
+	grep -q 'records: 3$' "$T/err" || fail "not 3 records" "$(cat "$T/err")"
+	grep -o 'Message-ID: <d[0-9]' "$T/out" | tr -d '\n' |
+	    grep -q '^Message-ID: <d1Message-ID: <d3Message-ID: <d4$' ||
+	    fail "not d1, d3, d4" "$(grep Message-ID "$T/out")"
+	grep -q 'M2P1.host:2,S: gone since its folder was listed' "$T/err" ||
+	    fail "the deleted message not said" "$(cat "$T/err")"
+	grep -q 'M5P1.host:2,: gone since its folder was listed' "$T/err" ||
+	    fail "the dangling link not said" "$(cat "$T/err")"
+}
+
 @test "an MH folder or a news spool: numbered files in numeric order" {
 	mkdir spool
 	msg n1@example.org 'Release notes' "$BODY1" >spool/9
