@@ -1862,6 +1862,12 @@ filter_decide(struct fbatch *fb, struct index *ix, char **cause)
 		f->st = saved;		/* the batch is counted once */
 		replayed_truncate(f, replays);
 	}
+	/*
+	 * A batch that failed wrote nothing: its replays are replays again
+	 * when sent again (a daemon goes on after it), not seen.
+	 */
+	if (rc != 0 && f->replays.n > replays)
+		replayed_truncate(f, replays);
 	filter_start_next(f);
 	fb->ahead_on = 0;
 	vwork_trim(&f->w);

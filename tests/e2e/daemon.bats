@@ -609,6 +609,32 @@ seen_replies() {
 	stop_daemon
 }
 
+@test "a batch of replays whose commit failed: sent again, still replays, not seen" {
+	gen_tsv 200 7 >feed
+	# Run 1: the client goes away unanswered: all 200 undelivered.
+	start_daemon -f tsv -d db --listen "unix:$T/sock"
+	dleave "unix:$T/sock" feed 200
+	wait_delivered "unix:$T/sock" 200
+	sleep 0.5	# (the marks of the lost batch are committed)
+	stop_daemon
+	# Run 2: the index's first sync fails once: the commit of the first
+	# batch, the feed and a new record (which the batch must write); the
+	# daemon goes on.
+	printf 'new1\tcompletely fresh words nobody has seen in this index\n' |
+	    cat - feed >feed2
+	FAULT_PATH=data.mdb FAULT_CALLS=fdatasync FAULT_AT=1 FAULT_ERRNO=EIO \
+	    FAULT_LOG="$T/faults" LD_PRELOAD="$(fault_preload)" \
+	    start_daemon -f tsv -d db --listen "unix:$T/sock"
+	dsend "unix:$T/sock" feed2 >r1
+	[ "$(grep -c '^error	' r1)" -eq 201 ] ||
+	    fail "the batch did not fail" "$(cut -f1 r1 | sort | uniq -c)"
+	dsend "unix:$T/sock" feed >r2
+	cut -f1 feed | sed 's/^/unique	/; s/$/	replay/' | assert_same - r2
+	dsend "unix:$T/sock" feed >r3
+	seen_replies feed | assert_same - r3
+	stop_daemon
+}
+
 # Line records have no id of their own: the daemon gives each one,
 # RUN:CONN:NUMBER, another on every connection.
 @test "line records: replies that never went are replays when the records come again on another connection, identical copies judged as the stream judges them" {
