@@ -1100,6 +1100,16 @@ client_read_input(struct client *c)
 		}
 		if (over != NULL)
 			client_add_local(c, &rr, V_TOOLONG, over);
+		else if ((format_get(c->po->format)->flags & FMT_PIECES) &&
+		    rr.len > c->po->max_bytes)
+			/*
+			 * A message (or WARC record) under --max-message but
+			 * over --max-bytes, which the daemon takes no record
+			 * over: written through unjudged, as the stream does
+			 * one over --max-message, not sent to be refused.
+			 */
+			client_add_local(c, &rr, V_UNCHECKED,
+			    xstrdup("too-large"));
 		else if (rr.len >= sizeof COMMAND - 1 &&
 		    memcmp(rr.data, COMMAND, sizeof COMMAND - 1) == 0) {
 			/* The daemon would take it for a command. */

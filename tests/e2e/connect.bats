@@ -201,6 +201,47 @@ nul_mbox() {
 	    fail "not three unique" "$(grep ^X-Mhfilter "$T/got")"
 }
 
+@test "mail over the daemon's --max-bytes (an attachment of 9 MB): written through unjudged, the messages after it judged" {
+	python3 - >in.mbox <<'P'
+import base64, random
+rnd = random.Random(3)
+def msg(n, body, att=None):
+    out = ["From a@example.org Tue Jul  1 10:00:0%d 2025" % n,
+           "From: a@example.org", "Message-ID: <b%d@example.org>" % n,
+           "Subject: note %d" % n, "MIME-Version: 1.0"]
+    if att is None:
+        out += ["", body, ""]
+    else:
+        out += ['Content-Type: multipart/mixed; boundary="xx"', "",
+                "--xx", "Content-Type: text/plain", "", body, "--xx",
+                "Content-Type: application/octet-stream",
+                "Content-Transfer-Encoding: base64", ""]
+        b = base64.b64encode(att).decode()
+        out += [b[i:i + 76] for i in range(0, len(b), 76)]
+        out += ["--xx--", ""]
+    return "\n".join(out) + "\n"
+lunch = ("Lunch is at noon in the usual place; bring your own sandwiches, "
+         "the kitchen is closed for repairs until the end of the month.")
+print(msg(1, lunch), end="")
+print(msg(2, "The disk images of the test machines, taken this morning "
+      "before the upgrade, in case we roll back on Thursday.",
+      bytes(rnd.getrandbits(8) for _ in range(9 << 20))), end="")
+print(msg(3, lunch), end="")
+P
+	[ "$(wc -c <in.mbox)" -gt $((12 << 20)) ] || fail "the input is small"
+	same_as_stream in.mbox mail unix default
+	[ "$(grep -c '^Message-ID: <b' "$T/got")" -eq 2 ] ||
+	    fail "not two messages" "$(grep '^Message-ID' "$T/got")"
+	serve mail unix
+	client_of in.mbox -f mail -a
+	stop_daemon
+	[ "$GOT_STATUS" -eq 0 ] || fail "status $GOT_STATUS" "$(cat "$T/cerr")"
+	grep -q '^X-Mhfilter: unchecked; reason=too-large' "$T/got" ||
+	    fail "no reason given" "$(grep '^X-Mhfilter' "$T/got")"
+	grep -q '^X-Mhfilter: duplicate; of=<b1@example.org>' "$T/got" ||
+	    fail "the third message not judged" "$(grep '^X-Mhfilter' "$T/got")"
+}
+
 @test "tcp: the stream's bytes, default and -a, line and tsv" {
 	make_input line 2000 >in.line
 	make_input tsv 2000 >in.tsv
