@@ -138,6 +138,7 @@ struct input {
 };
 
 static int	input_advance(struct input *, char **);
+static void	input_mbox_lead(struct input *);
 static int	input_fill(struct input *, char **);
 static int	input_failed(struct input *, char **);
 static void	input_bom(struct input *);
@@ -522,6 +523,33 @@ input_mail_cut(struct input *in)
 }
 
 /*
+ * Blank lines before an mbox's first From_ line (an mbox put together by
+ * hand, or by a tool that starts each message with one) are no message:
+ * the first is the From_ line's, and starts there.  Until the line after
+ * them is read whole, nothing is decided (the caller reads on).
+ */
+static void
+input_mbox_lead(struct input *in)
+{
+	const char	*p = in->buf + in->start, *end = in->buf + in->end;
+	const char	*q = p, *nl;
+	uint64_t	 n = 0;
+
+	while (q < end && (*q == '\n' || (*q == '\r' && q + 1 < end &&
+	    q[1] == '\n'))) {
+		q += *q == '\r' ? 2 : 1;
+		n++;
+	}
+	if (q == p || (nl = memchr(q, '\n', end - q)) == NULL ||
+	    !input_from_line(q, nl - q))
+		return;
+	in->start = q - in->buf;
+	in->nl += n;
+	if (in->scanned < in->start)
+		in->scanned = in->start;
+}
+
+/*
  * The next message (input_next with mail framing): an mbox is cut before
  * each separator; a Maildir file or a single message is a whole input.
  * A message over the limit is not dropped: it comes in pieces of about
@@ -547,9 +575,11 @@ input_mail_next(struct input *in, struct rawrec *rr, char **cause)
 				return (rv);
 		}
 		p = NULL;
-		if (!in->whole[in->next - 1])
+		if (!in->whole[in->next - 1]) {
+			if (in->line == 0)
+				input_mbox_lead(in);
 			p = input_mbox_sep(in, &blank);
-		else
+		} else
 			in->scanned = in->end;
 		if (p != NULL || in->eof) {
 			len = (p != NULL ? (size_t)(p + 1 - in->buf) :

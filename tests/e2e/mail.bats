@@ -256,6 +256,24 @@ assert_delivered() {
 	! grep -q '^>From' "$T/out" || fail "wrong quoting"
 }
 
+@test "an mbox that starts with blank lines: its first message judged and written as without them" {
+	local lead
+
+	make_mbox
+	mhrun -f mail -a in.mbox
+	assert_status 0
+	cp "$T/out" want
+	for lead in '\n' '\r\n' '\n\r\n\n'; do
+		{ printf "$lead"; cat in.mbox; } >lead.mbox
+		mhrun -f mail -a --stats lead.mbox
+		assert_status 0
+		assert_stat records 3
+		assert_stat unchecked 0
+		assert_stat duplicates 1
+		assert_same want "$T/out"
+	done
+}
+
 @test "Maildir: cur/ and new/ in file-name order, written as mbox with quoting" {
 	mkdir -p md/cur md/new md/tmp
 	msg d1@example.org 'Release notes' "$BODY1"$'\nFrom me.' \
