@@ -64,6 +64,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <netdb.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,6 +131,7 @@ struct client {
 	size_t			 scanned;	/* input known to hold no delim */
 	int			 state;		/* C_* */
 	int			 eof;		/* it half-closed: no more input */
+	int			 ended;		/* client_ended told the filter */
 	int			 throttled;	/* not read: replies unread */
 	int			 waiting;	/* not read: no batch free */
 	int			 discarding;	/* inside an over-long record */
@@ -243,6 +245,8 @@ static void	daemon_status(struct daemon *, int);
 
 static struct client *client_new(struct daemon *, int, const char *, int);
 static void	client_close_notify(struct client *);
+static void	client_ended(struct client *);
+static int	client_hung_up(struct client *);
 static void	client_tls_failed(struct client *);
 static void	daemon_refuse(struct daemon *, int, int);
 static void	client_free(struct client *);
@@ -918,6 +922,8 @@ client_free(struct client *c)
 	if (c->admitted)
 		d->nadmitted--;
 	client_close_notify(c);
+	if (c->pending > 0 || !TAILQ_EMPTY(&c->marks))
+		client_ended(c);
 	/* What it was sent is delivered; what it was not never will be. */
 	client_marks(c, 0);
 	evbuffer_remove_cb_entry(bufferevent_get_output(c->bev), c->drain);
@@ -932,6 +938,33 @@ client_free(struct client *c)
 		free(c);
 	if (d->stopping && d->nclients == 0)
 		event_base_loopexit(d->base, NULL);
+}
+
+/*
+ * The client ended, or closed its side, with replies it has not taken:
+ * the filter is told once (pipeline_owner_ended), so that a record it
+ * sent, sent again by another client before its batch's marks are known,
+ * is a replay there rather than seen.
+ */
+static void
+client_ended(struct client *c)
+{
+	if (c->ended)
+		return;
+	c->ended = 1;
+	pipeline_owner_ended(c->d->p, c->conn);
+}
+
+/* Has the client's socket hung up (its peer closed it, not just its side)? */
+static int
+client_hung_up(struct client *c)
+{
+	struct pollfd	 pfd;
+
+	memset(&pfd, 0, sizeof pfd);
+	pfd.fd = bufferevent_getfd(c->bev);
+	pfd.events = POLLOUT;
+	return (poll(&pfd, 1, 0) == 1 && (pfd.revents & (POLLHUP|POLLERR)));
 }
 
 /* The id of this client's current record: RUN:CONN:RECNO. */
@@ -1243,6 +1276,15 @@ client_event(struct bufferevent *bev, short what, void *arg)
 		if (c->tls)
 			bufferevent_enable(bev, EV_WRITE);
 		c->eof = 1;
+		/*
+		 * A client killed ends its input as one that only shuts
+		 * its side (and reads on) does; over a unix socket the hang
+		 * up tells them apart at once, over TCP only a reply that
+		 * fails will (client_free).
+		 */
+		if ((c->pending > 0 || !TAILQ_EMPTY(&c->marks)) &&
+		    client_hung_up(c))
+			client_ended(c);
 		client_process(c);
 		client_settle(c);
 		return;

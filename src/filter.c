@@ -228,7 +228,27 @@ struct filter {
 	 * client went away first): first, end pairs, sorted (filter_abandon).
 	 */
 	struct u64vec		 lost;
+	/*
+	 * This run's latest documents with the owner of their record (a
+	 * daemon's connection), in document order (filter_owner), and the
+	 * owners that ended with replies not taken, sorted
+	 * (filter_owners_ended); refresh has the pipeline hand those over.
+	 */
+	struct owndoc		*own;
+	size_t			 nown, ownsize;
+	uint64_t		 own_dropped;	/* the oldest, let go */
+	struct u64vec		 ended;
+	void			 (*refresh)(void *);
+	void			*refresh_arg;
 };
+
+/* A document of this run and its record's owner. */
+struct owndoc {
+	uint64_t	 docid;
+	uint64_t	 owner;
+};
+#define OWN_MAX		(1U << 18)	/* documents kept, the latest */
+#define ENDED_MAX	(1U << 16)	/* owners kept, the latest */
 
 static void	*prep_run(void *);
 static void	*prepare_run(void *);
@@ -318,6 +338,8 @@ filter_free(struct filter *f)
 	free(f->replayed);
 	u64vec_free(&f->replays);
 	u64vec_free(&f->lost);
+	free(f->own);
+	u64vec_free(&f->ended);
 	free(f);
 }
 
@@ -491,6 +513,128 @@ filter_abandon(struct filter *f, const uint64_t *ranges, size_t n)
 		}
 	}
 	v->n = j;
+}
+
+/*
+ * These owners (a daemon's connections) ended with replies not taken: a
+ * copy of a record they sent is theirs no more (filter_owner).
+ */
+void
+filter_owners_ended(struct filter *f, const uint64_t *owners, size_t n)
+{
+	struct u64vec	*v = &f->ended;
+	size_t		 i, j;
+
+	if (n == 0)
+		return;
+	for (i = 0; i < n; i++)
+		u64vec_push(v, owners[i]);
+	qsort(v->v, v->n, sizeof *v->v, u64_cmp);
+	for (i = j = 0; i < v->n; i++)
+		if (j == 0 || v->v[j - 1] != v->v[i])
+			v->v[j++] = v->v[i];
+	v->n = j;
+	/* Connections are numbered in order: the oldest go first. */
+	if (v->n > ENDED_MAX) {
+		memmove(v->v, v->v + v->n - ENDED_MAX / 2,
+		    ENDED_MAX / 2 * sizeof *v->v);
+		v->n = ENDED_MAX / 2;
+	}
+}
+
+/*
+ * Have fn(arg) hand the filter what filter_abandon and filter_owners_ended
+ * take, when a decision needs the latest (pipeline.c).
+ */
+void
+filter_on_refresh(struct filter *f, void (*fn)(void *), void *arg)
+{
+	f->refresh = fn;
+	f->refresh_arg = arg;
+}
+
+/* Document docid of this run was inserted for a record of owner. */
+static void
+own_add(struct filter *f, uint64_t docid, uint64_t owner)
+{
+	if (f->nown == OWN_MAX) {
+		memmove(f->own, f->own + OWN_MAX / 2,
+		    OWN_MAX / 2 * sizeof *f->own);
+		f->nown = OWN_MAX / 2;
+		f->own_dropped += OWN_MAX / 2;
+	}
+	if (f->nown == f->ownsize) {
+		f->ownsize = f->ownsize ? 2 * f->ownsize : 1024;
+		f->own = xreallocarray(f->own, f->ownsize, sizeof *f->own);
+	}
+	f->own[f->nown].docid = docid;
+	f->own[f->nown++].owner = owner;
+}
+
+/* Forget the documents added since there were n in all (a batch undone). */
+static void
+own_truncate(struct filter *f, uint64_t n)
+{
+	f->nown = n > f->own_dropped ? (size_t)(n - f->own_dropped) : 0;
+}
+
+/* The owner of this run's document docid's record, or 0 (not known). */
+static uint64_t
+own_find(const struct filter *f, uint64_t docid)
+{
+	size_t	 lo = 0, hi = f->nown, mid;
+
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		if (f->own[mid].docid < docid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return (lo < f->nown && f->own[lo].docid == docid ? f->own[lo].owner :
+	    0);
+}
+
+/* Did owner end with replies not taken (the pipeline's latest news)? */
+static int
+own_ended(struct filter *f, uint64_t owner)
+{
+	if (f->refresh != NULL)
+		f->refresh(f->refresh_arg);
+	return (u64_sorted_has(f->ended.v, f->ended.n, owner));
+}
+
+/*
+ * Whose is this run's document docid, as far as a record r sent again can
+ * tell, while its delivery is not known: 1 when its owner is the record's
+ * own (a connection sending what it sent before: its first reply goes
+ * before this one, or neither does) or a connection still there, whose
+ * reply will go; 0 when its owner ended with replies not taken, or is not
+ * known (not a daemon's, or too long ago).
+ */
+static int
+filter_owner(struct filter *f, const struct record *r, uint64_t docid)
+{
+	uint64_t	 owner = own_find(f, docid);
+
+	if (owner == 0)
+		return (0);
+	return (owner == r->owner || !own_ended(f, owner));
+}
+
+/*
+ * Did this run's document docid come from an owner that ended with
+ * replies not taken, other than the record's own?  (Not known: no.)
+ */
+static int
+filter_owner_ended(struct filter *f, const struct record *r, uint64_t docid)
+{
+	uint64_t	 owner;
+
+	if (r->owner == 0 || (owner = own_find(f, docid)) == 0 ||
+	    owner == r->owner)
+		return (0);
+	return (own_ended(f, owner));
 }
 
 /* qsort and bsearch order of uint64_t. */
@@ -1049,9 +1193,10 @@ filter_self(struct filter *f, struct index *ix, const struct record *r,
 			return (0);
 		return (earlier || f->o.replay != REPLAY_ALL);
 	}
-	if (f->o.replay == REPLAY_ALL ||
-	    (!earlier && !pairs_has(&f->lost, d->docid)) ||
-	    !(d->flags & DOC_UNIQUE) || replayed_has(f, d->docid))
+	if (f->o.replay == REPLAY_ALL || (!earlier &&
+	    !pairs_has(&f->lost, d->docid) && !filter_owner_ended(f, r,
+	    d->docid)) || !(d->flags & DOC_UNIQUE) ||
+	    replayed_has(f, d->docid))
 		return (0);
 	return (index_undelivered(ix, d->docid, cause));
 }
@@ -1072,7 +1217,13 @@ filter_copy(struct filter *f, struct index *ix, const struct record *r,
 	uint64_t	 group;
 	int		 pending = 1, rc;
 
-	if ((index_own(ix, self) && !f->o.run_unsure) ||
+	/*
+	 * This run's copy, sent by a connection still there (or the one
+	 * sending this record), is written by it, once: only one whose
+	 * reply was lost, or whose owner is not known, may be owed.
+	 */
+	if ((index_own(ix, self) && (!f->o.run_unsure ||
+	    (!pairs_has(&f->lost, self) && filter_owner(f, r, self)))) ||
 	    (f->o.replay != REPLAY_ALL && replayed_has(f, self)))
 		pending = 0;		/* this run writes it, once */
 	else if (f->o.replay != REPLAY_ALL && r->id.len != 0 && !r->genid &&
@@ -1768,6 +1919,8 @@ filter_one(struct filter *f, struct index *ix, struct fbatch *fb, size_t i,
 	    cause);
 	if (rc == 0 && fb->ahead_on)
 		inb_add(&f->inb, keys, f->o.p.bands, index_last_doc(ix));
+	if (rc == 0 && f->o.run_unsure && r->owner != 0)
+		own_add(f, index_last_doc(ix), r->owner);
 	if (rc == 0 && v->kind == V_DUPLICATE)
 		rc = index_set_group(ix, group, cause);
 	return (rc);
@@ -1784,6 +1937,7 @@ filter_decide(struct fbatch *fb, struct index *ix, char **cause)
 	struct filter_stats	 saved;
 	uint64_t		 expired;
 	size_t			 i, n = fb->n, replays = f->replays.n, pending;
+	uint64_t		 owns = f->own_dropped + f->nown;
 	int			 rc, ahead;
 
 	filter_prepare_wait(fb);
@@ -1861,6 +2015,7 @@ filter_decide(struct fbatch *fb, struct index *ix, char **cause)
 			break;
 		f->st = saved;		/* the batch is counted once */
 		replayed_truncate(f, replays);
+		own_truncate(f, owns);
 	}
 	/*
 	 * A batch that failed wrote nothing: its replays are replays again
@@ -1868,6 +2023,8 @@ filter_decide(struct fbatch *fb, struct index *ix, char **cause)
 	 */
 	if (rc != 0 && f->replays.n > replays)
 		replayed_truncate(f, replays);
+	if (rc != 0)
+		own_truncate(f, owns);	/* its documents were not kept */
 	filter_start_next(f);
 	fb->ahead_on = 0;
 	vwork_trim(&f->w);

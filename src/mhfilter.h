@@ -1217,6 +1217,8 @@ void		 filter_on_ahead(struct filter *, void (*)(void *), void *);
 void		 filter_stats(struct filter *, struct filter_stats *);
 void		 filter_unreplay(struct filter *, const uint64_t *, size_t);
 void		 filter_abandon(struct filter *, const uint64_t *, size_t);
+void		 filter_owners_ended(struct filter *, const uint64_t *, size_t);
+void		 filter_on_refresh(struct filter *, void (*)(void *), void *);
 void		 verdict_pair(struct verdict *, uint64_t, const char *, size_t,
 		    double);
 void		 verdict_reset(struct verdict *);
@@ -1530,6 +1532,7 @@ struct plmarks	*pipeline_marks_of(struct pipeline *, struct plbatch *,
 		    char **);
 void		 pipeline_marks_give(struct pipeline *, struct plmarks *);
 void		 pipeline_marks_lose(struct pipeline *, struct plmarks *);
+void		 pipeline_owner_ended(struct pipeline *, uint64_t);
 void		 pipeline_marks_losing(struct pipeline *,
 		    const struct plmarks *);
 void		 pipeline_marks_free(struct plmarks *);

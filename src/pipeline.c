@@ -108,6 +108,7 @@ struct pipeline {
 	struct plmarks		 given;		/* delivered, to mark */
 	struct plmarks		 lost;		/* never will be */
 	struct u64vec		 losing;	/* lost to a client, at once */
+	struct u64vec		 ended;		/* owners gone, replies owed */
 	int			 defer_marks;	/* the source gives them */
 
 	/* The source thread's. */
@@ -134,6 +135,7 @@ static int	 pipeline_busy(struct pipeline *);
 static int	 pipeline_parse(struct record *, void *, char **);
 static int	 pipeline_mark(struct pipeline *, struct plbatch *, char **);
 static int	 pipeline_marks_take(struct pipeline *);
+static void	 pipeline_refresh(void *);
 static void	 pipeline_marks_queue(struct pipeline *, struct plmarks *,
 		    struct plmarks *);
 static int	 pipeline_marks_any(const struct pipeline *);
@@ -161,6 +163,7 @@ pipeline_create(const struct pipeline_opts *o, const struct filter_opts *fo,
 	f.parse_arg = p;
 	p->f = filter_create(&f);
 	filter_on_ahead(p->f, pipeline_phase1_next, p);
+	filter_on_refresh(p->f, pipeline_refresh, p);
 	for (i = 0; i < NBATCH; i++) {
 		p->b[i].max = o->batch;
 		p->b[i].fb = fbatch_create(p->f);
@@ -219,6 +222,7 @@ pipeline_free(struct pipeline *p)
 	u64vec_free(&p->lost.ranges);
 	u64vec_free(&p->lost.replays);
 	u64vec_free(&p->losing);
+	u64vec_free(&p->ended);
 	u64vec_free(&p->halted);
 	close(p->notify[0]);
 	close(p->notify[1]);
@@ -1125,8 +1129,40 @@ pipeline_marks_take(struct pipeline *p)
 	p->lost.ranges.n = p->lost.replays.n = 0;
 	filter_abandon(p->f, p->losing.v, p->losing.n / 2);
 	p->losing.n = 0;
+	filter_owners_ended(p->f, p->ended.v, p->ended.n);
+	p->ended.n = 0;
 	pthread_mutex_unlock(&p->lock);
 	return (any);
+}
+
+/*
+ * What the filter needs of the source's news in the middle of a batch:
+ * the batches a client lost, the owners gone (filter_on_refresh; writer).
+ */
+static void
+pipeline_refresh(void *arg)
+{
+	struct pipeline	*p = arg;
+
+	pthread_mutex_lock(&p->lock);
+	filter_abandon(p->f, p->losing.v, p->losing.n / 2);
+	p->losing.n = 0;
+	filter_owners_ended(p->f, p->ended.v, p->ended.n);
+	p->ended.n = 0;
+	pthread_mutex_unlock(&p->lock);
+}
+
+/*
+ * The owner (a daemon's connection) ended with replies it never took, or
+ * may not take (it closed its side first): a record it sent, sent again
+ * by another, may be owed (filter_owners_ended).
+ */
+void
+pipeline_owner_ended(struct pipeline *p, uint64_t owner)
+{
+	pthread_mutex_lock(&p->lock);
+	u64vec_push(&p->ended, owner);
+	pthread_mutex_unlock(&p->lock);
 }
 
 /*

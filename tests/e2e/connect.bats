@@ -242,6 +242,40 @@ P
 	    fail "the third message not judged" "$(grep '^X-Mhfilter' "$T/got")"
 }
 
+# Input $1 with every block of $2 records followed by the same block
+# again (records as make_input makes them: lines, or mbox messages).
+repeat_blocks() {
+	python3 - "$1" "$2" <<'P'
+import re, sys
+data = open(sys.argv[1]).read()
+if data.startswith("From "):
+    recs = re.split(r"(?m)^(?=From sender@)", data)[1:]
+else:
+    recs = data.splitlines(True)
+k = int(sys.argv[2])
+for i in range(0, len(recs), k):
+    sys.stdout.write("".join(recs[i:i + k]) * 2)
+P
+}
+
+@test "records with ids sent twice on one connection, the copy while the first is in flight: the stream's bytes, each written once" {
+	local fmt
+
+	for fmt in tsv jsonl mail; do
+		make_input "$fmt" 3000 >base
+		repeat_blocks base 500 >"in.$fmt"
+		same_as_stream "in.$fmt" "$fmt" unix default -a
+	done
+	# Each record of the tsv feed is written once.
+	make_input tsv 3000 >base
+	repeat_blocks base 500 >in.tsv
+	serve tsv unix
+	client_of in.tsv -f tsv
+	stop_daemon
+	[ "$(wc -l <"$T/got")" -eq "$(sort -u "$T/got" | wc -l)" ] ||
+	    fail "records written twice"
+}
+
 @test "tcp: the stream's bytes, default and -a, line and tsv" {
 	make_input line 2000 >in.line
 	make_input tsv 2000 >in.tsv

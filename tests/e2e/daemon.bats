@@ -635,6 +635,24 @@ seen_replies() {
 	stop_daemon
 }
 
+@test "two clients send the same records with ids at once: each record answered unique once in all, the other answer seen" {
+	gen_tsv 5000 3 >feed
+	start_daemon -f tsv -d db --listen "unix:$T/sock"
+	dsend "unix:$T/sock" feed >ra &
+	local pa=$!
+	dsend "unix:$T/sock" feed >rb &
+	local pb=$!
+	wait $pa || fail "client a: status $?"
+	wait $pb || fail "client b: status $?"
+	stop_daemon
+	[ "$(cat ra rb | grep -c '^unique	')" -eq 5000 ] ||
+	    fail "$(cat ra rb | grep -c '^unique	') unique answers, not 5000"
+	[ "$(cat ra rb | grep '^unique	' | cut -f2 | sort -u | wc -l)" \
+	    -eq 5000 ] || fail "an id answered unique twice"
+	[ "$(cat ra rb | grep -c '	seen$')" -eq 5000 ] ||
+	    fail "$(cat ra rb | grep -c '	seen$') seen, not 5000"
+}
+
 # Line records have no id of their own: the daemon gives each one,
 # RUN:CONN:NUMBER, another on every connection.
 @test "line records: replies that never went are replays when the records come again on another connection, identical copies judged as the stream judges them" {
