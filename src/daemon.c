@@ -50,12 +50,14 @@
 #include "config.h"
 
 #include <sys/types.h>
+#include <sys/ioctl.h>
 #include <sys/queue.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <netinet/in.h>
+#include <linux/sockios.h>
 #include <arpa/inet.h>
 
 #include <dirent.h>
@@ -119,6 +121,9 @@ struct client {
 	struct daemon		*d;
 	struct bufferevent	*bev;
 	uint64_t		 added;		/* reply bytes queued, ever */
+	uint64_t		 taken;		/* of them, taken (client_taken) */
+	int			 tcp;		/* over TCP (or TLS over it) */
+	struct event		*recheck;	/* client_recheck */
 	struct cmarks		 marks;		/* batches its replies end */
 	struct evbuffer_cb_entry *drain;	/* client_drained */
 	int			 tls;		/* accepted on a tls: listener */
@@ -247,6 +252,9 @@ static struct client *client_new(struct daemon *, int, const char *, int);
 static void	client_close_notify(struct client *);
 static void	client_ended(struct client *);
 static int	client_hung_up(struct client *);
+static int	client_polled(struct client *, short);
+static uint64_t	client_taken(struct client *);
+static void	client_recheck(evutil_socket_t, short, void *);
 static void	client_tls_failed(struct client *);
 static void	daemon_refuse(struct daemon *, int, int);
 static void	client_free(struct client *);
@@ -871,12 +879,18 @@ daemon_refuse(struct daemon *d, int fd, int tls)
 static struct client *
 client_new(struct daemon *d, int fd, const char *peer, int tls)
 {
-	struct client	*c;
-	struct timeval	 tv;
+	struct sockaddr_storage	 ss;
+	socklen_t		 sslen;
+	struct client		*c;
+	struct timeval		 tv;
 
 	c = xcalloc(1, sizeof *c);
 	c->d = d;
 	c->conn = ++d->connections;
+	memset(&ss, 0, sizeof ss);
+	sslen = sizeof ss;
+	c->tcp = getsockname(fd, (struct sockaddr *)&ss, &sslen) == 0 &&
+	    (ss.ss_family == AF_INET || ss.ss_family == AF_INET6);
 	TAILQ_INIT(&c->marks);
 	snprintf(c->peer, sizeof c->peer, "%s", peer);
 	evutil_make_socket_nonblocking(fd);
@@ -890,6 +904,8 @@ client_new(struct daemon *d, int fd, const char *peer, int tls)
 	bufferevent_setcb(c->bev, client_read, client_write, client_event, c);
 	c->drain = evbuffer_add_cb(bufferevent_get_output(c->bev),
 	    client_drained, c);
+	if ((c->recheck = evtimer_new(d->base, client_recheck, c)) == NULL)
+		fatalx("evtimer_new failed");
 	/* At most one record (and its delimiter) waits unread. */
 	bufferevent_setwatermark(c->bev, EV_READ, 0, d->po->max_bytes + 1);
 	bufferevent_set_max_single_read(c->bev, READ_MAX);
@@ -924,10 +940,12 @@ client_free(struct client *c)
 	client_close_notify(c);
 	if (c->pending > 0 || !TAILQ_EMPTY(&c->marks))
 		client_ended(c);
-	/* What it was sent is delivered; what it was not never will be. */
+	/* What it took is delivered; what it did not never will be. */
 	client_marks(c, 0);
 	evbuffer_remove_cb_entry(bufferevent_get_output(c->bev), c->drain);
 	client_marks(c, 1);
+	event_free(c->recheck);
+	c->recheck = NULL;
 	bufferevent_free(c->bev);	/* and its TLS state */
 	c->bev = NULL;
 	free(c->last);
@@ -955,16 +973,26 @@ client_ended(struct client *c)
 	pipeline_owner_ended(c->d->p, c->conn);
 }
 
-/* Has the client's socket hung up (its peer closed it, not just its side)? */
+/* Does the client's socket say one of what (POLLHUP, POLLERR) now? */
 static int
-client_hung_up(struct client *c)
+client_polled(struct client *c, short what)
 {
 	struct pollfd	 pfd;
 
 	memset(&pfd, 0, sizeof pfd);
 	pfd.fd = bufferevent_getfd(c->bev);
 	pfd.events = POLLOUT;
-	return (poll(&pfd, 1, 0) == 1 && (pfd.revents & (POLLHUP|POLLERR)));
+	return (poll(&pfd, 1, 0) == 1 && (pfd.revents & what));
+}
+
+/*
+ * Has the client's socket hung up: its peer closed it, not just its side
+ * (a unix socket tells them apart; TCP does not until an error)?
+ */
+static int
+client_hung_up(struct client *c)
+{
+	return (client_polled(c, POLLHUP|POLLERR));
 }
 
 /* The id of this client's current record: RUN:CONN:RECNO. */
@@ -1016,24 +1044,72 @@ dmark_done(struct daemon *d, struct dmark *dm, int lost)
 }
 
 /*
- * The batches whose replies to c its socket has taken (the output buffer
- * drained past them); with lost, all the others as lost (it is closing).
+ * The reply bytes the client has taken: out of the output buffer, and
+ * over TCP out of the socket as well, as the kernel says when its send
+ * queue is empty (SIOCOUTQ: what the peer has not acknowledged).  A socket
+ * in error says nothing: a peer killed answers what comes after with a
+ * reset, which empties the queue.  A socket that took bytes is not a
+ * client that took them: a client killed while its replies were on their
+ * way had its records counted delivered, and sent again, seen, never
+ * written.  (A unix socket whose peer closes, having read or not, empties
+ * its queue alike: there the output buffer's account is kept, and a
+ * client stopped, then killed, still loses its replies.)
+ */
+static uint64_t
+client_taken(struct client *c)
+{
+	uint64_t	 drained;
+	int		 queued;
+
+	if (c->bev == NULL)
+		return (c->taken);
+	drained = c->added -
+	    evbuffer_get_length(bufferevent_get_output(c->bev));
+	if (drained > c->taken && (!c->tcp ||
+	    (ioctl(bufferevent_getfd(c->bev), SIOCOUTQ, &queued) == 0 &&
+	    queued == 0 && !client_polled(c, POLLERR))))
+		c->taken = drained;
+	return (c->taken);
+}
+
+/* How long a client's marks wait before the socket is asked again. */
+#define TAKEN_RECHECK_MS	10
+
+/*
+ * The batches whose replies c has taken (client_taken); with lost, all the
+ * others as lost (it is closing).  Replies that left the output buffer
+ * and not yet the socket are looked at again shortly.
  */
 static void
 client_marks(struct client *c, int lost)
 {
 	struct cmark	*cm;
-	uint64_t	 drained;
+	struct timeval	 tv;
+	uint64_t	 taken;
 
-	drained = c->added - (c->bev != NULL ?
-	    evbuffer_get_length(bufferevent_get_output(c->bev)) : c->added);
+	taken = client_taken(c);
 	while ((cm = TAILQ_FIRST(&c->marks)) != NULL) {
-		if (cm->upto > drained && !lost)
+		if (cm->upto > taken && !lost)
 			break;
 		TAILQ_REMOVE(&c->marks, cm, entry);
-		dmark_done(c->d, cm->dm, cm->upto > drained);
+		dmark_done(c->d, cm->dm, cm->upto > taken);
 		free(cm);
 	}
+	if (!lost && c->bev != NULL && c->recheck != NULL &&
+	    !TAILQ_EMPTY(&c->marks) && !evtimer_pending(c->recheck, NULL)) {
+		tv.tv_sec = 0;
+		tv.tv_usec = TAKEN_RECHECK_MS * 1000;
+		evtimer_add(c->recheck, &tv);
+	}
+}
+
+/* The socket's send queue may have emptied: see what is delivered. */
+static void
+client_recheck(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	client_marks(arg, 0);
 }
 
 /* Bytes of replies left the output buffer: see what is delivered. */

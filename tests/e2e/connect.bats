@@ -276,6 +276,26 @@ P
 	    fail "records written twice"
 }
 
+@test "tcp: a client killed before its replies, run again: every record written (the replies its socket took after it died were not delivered)" {
+	local pid
+
+	gen_tsv 200 7 >feed
+	# The batch closes 2 s after its first record: its replies go to a
+	# client already killed, whose kernel takes the first bytes.
+	serve tsv tcp --batch-delay 2s
+	"$MHFILTER" -f tsv --connect "$ADDR" feed >o1 2>e1 &
+	pid=$!
+	sleep 0.7
+	kill -9 "$pid"
+	wait "$pid" || true
+	wait_delivered "$ADDR" 200
+	client_of feed -f tsv
+	stop_daemon
+	[ "$GOT_STATUS" -eq 0 ] || fail "status $GOT_STATUS" "$(cat "$T/cerr")"
+	[ "$(wc -l <"$T/got")" -eq 200 ] ||
+	    fail "the second run wrote $(wc -l <"$T/got") of 200"
+}
+
 @test "tcp: the stream's bytes, default and -a, line and tsv" {
 	make_input line 2000 >in.line
 	make_input tsv 2000 >in.tsv
