@@ -1077,8 +1077,9 @@ client_taken(struct client *c)
 
 /*
  * The batches whose replies c has taken (client_taken); with lost, all the
- * others as lost (it is closing).  Replies that left the output buffer
- * and not yet the socket are looked at again shortly.
+ * others as lost (it is closing).  Over TCP, replies that left the output
+ * buffer and not yet the socket are looked at again shortly (the output
+ * buffer's draining calls again for the rest).
  */
 static void
 client_marks(struct client *c, int lost)
@@ -1095,8 +1096,9 @@ client_marks(struct client *c, int lost)
 		dmark_done(c->d, cm->dm, cm->upto > taken);
 		free(cm);
 	}
-	if (!lost && c->bev != NULL && c->recheck != NULL &&
-	    !TAILQ_EMPTY(&c->marks) && !evtimer_pending(c->recheck, NULL)) {
+	if (!lost && c->tcp && c->bev != NULL && c->recheck != NULL &&
+	    !TAILQ_EMPTY(&c->marks) && !evtimer_pending(c->recheck, NULL) &&
+	    evbuffer_get_length(bufferevent_get_output(c->bev)) == 0) {
 		tv.tv_sec = 0;
 		tv.tv_usec = TAKEN_RECHECK_MS * 1000;
 		evtimer_add(c->recheck, &tv);
