@@ -251,7 +251,6 @@ static void	daemon_status(struct daemon *, int);
 static struct client *client_new(struct daemon *, int, const char *, int);
 static void	client_close_notify(struct client *);
 static void	client_ended(struct client *);
-static int	client_hung_up(struct client *);
 static int	client_polled(struct client *, short);
 static uint64_t	client_taken(struct client *);
 static void	client_recheck(evutil_socket_t, short, void *);
@@ -938,8 +937,7 @@ client_free(struct client *c)
 	if (c->admitted)
 		d->nadmitted--;
 	client_close_notify(c);
-	if (c->pending > 0 || !TAILQ_EMPTY(&c->marks))
-		client_ended(c);
+	client_ended(c);
 	/* What it took is delivered; what it did not never will be. */
 	client_marks(c, 0);
 	evbuffer_remove_cb_entry(bufferevent_get_output(c->bev), c->drain);
@@ -959,15 +957,15 @@ client_free(struct client *c)
 }
 
 /*
- * The client ended, or closed its side, with replies it has not taken:
- * the filter is told once (pipeline_owner_ended), so that a record it
- * sent, sent again by another client before its batch's marks are known,
- * is a replay there rather than seen.
+ * The client ended, or closed its side, with records or replies it has
+ * not taken: the filter is told once (pipeline_owner_ended), so that a
+ * record it sent, sent again by another client before its batch's marks
+ * are known, is a replay there rather than seen.
  */
 static void
 client_ended(struct client *c)
 {
-	if (c->ended)
+	if (c->ended || (c->pending == 0 && TAILQ_EMPTY(&c->marks)))
 		return;
 	c->ended = 1;
 	pipeline_owner_ended(c->d->p, c->conn);
@@ -983,16 +981,6 @@ client_polled(struct client *c, short what)
 	pfd.fd = bufferevent_getfd(c->bev);
 	pfd.events = POLLOUT;
 	return (poll(&pfd, 1, 0) == 1 && (pfd.revents & what));
-}
-
-/*
- * Has the client's socket hung up: its peer closed it, not just its side
- * (a unix socket tells them apart; TCP does not until an error)?
- */
-static int
-client_hung_up(struct client *c)
-{
-	return (client_polled(c, POLLHUP|POLLERR));
 }
 
 /* The id of this client's current record: RUN:CONN:RECNO. */
@@ -1356,12 +1344,11 @@ client_event(struct bufferevent *bev, short what, void *arg)
 		c->eof = 1;
 		/*
 		 * A client killed ends its input as one that only shuts
-		 * its side (and reads on) does; over a unix socket the hang
-		 * up tells them apart at once, over TCP only a reply that
-		 * fails will (client_free).
+		 * its side (and reads on) does; a unix socket's hang up
+		 * tells them apart at once, TCP only a reply that fails
+		 * (client_free).
 		 */
-		if ((c->pending > 0 || !TAILQ_EMPTY(&c->marks)) &&
-		    client_hung_up(c))
+		if (client_polled(c, POLLHUP|POLLERR))
 			client_ended(c);
 		client_process(c);
 		client_settle(c);

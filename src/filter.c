@@ -595,22 +595,18 @@ own_find(const struct filter *f, uint64_t docid)
 	    0);
 }
 
-/* Did owner end with replies not taken (the pipeline's latest news)? */
-static int
-own_ended(struct filter *f, uint64_t owner)
-{
-	if (f->refresh != NULL)
-		f->refresh(f->refresh_arg);
-	return (u64_sorted_has(f->ended.v, f->ended.n, owner));
-}
+/* What filter_owner tells of a document's owner. */
+#define OWNER_UNKNOWN	0	/* not a daemon's, or too long ago */
+#define OWNER_THERE	1	/* the record's own, or still connected */
+#define OWNER_GONE	2	/* ended with replies not taken */
 
 /*
  * Whose is this run's document docid, as far as a record r sent again can
- * tell, while its delivery is not known: 1 when its owner is the record's
- * own (a connection sending what it sent before: its first reply goes
- * before this one, or neither does) or a connection still there, whose
- * reply will go; 0 when its owner ended with replies not taken, or is not
- * known (not a daemon's, or too long ago).
+ * tell, while its delivery is not known: its owner is the record's own (a
+ * connection sending what it sent before: its first reply goes before
+ * this one, or neither does) or a connection still there, whose reply
+ * will go; or it ended with replies not taken (the pipeline's latest
+ * news); or it is not known.
  */
 static int
 filter_owner(struct filter *f, const struct record *r, uint64_t docid)
@@ -618,23 +614,13 @@ filter_owner(struct filter *f, const struct record *r, uint64_t docid)
 	uint64_t	 owner = own_find(f, docid);
 
 	if (owner == 0)
-		return (0);
-	return (owner == r->owner || !own_ended(f, owner));
-}
-
-/*
- * Did this run's document docid come from an owner that ended with
- * replies not taken, other than the record's own?  (Not known: no.)
- */
-static int
-filter_owner_ended(struct filter *f, const struct record *r, uint64_t docid)
-{
-	uint64_t	 owner;
-
-	if (r->owner == 0 || (owner = own_find(f, docid)) == 0 ||
-	    owner == r->owner)
-		return (0);
-	return (own_ended(f, owner));
+		return (OWNER_UNKNOWN);
+	if (owner == r->owner)
+		return (OWNER_THERE);
+	if (f->refresh != NULL)
+		f->refresh(f->refresh_arg);
+	return (u64_sorted_has(f->ended.v, f->ended.n, owner) ? OWNER_GONE :
+	    OWNER_THERE);
 }
 
 /* qsort and bsearch order of uint64_t. */
@@ -1194,8 +1180,8 @@ filter_self(struct filter *f, struct index *ix, const struct record *r,
 		return (earlier || f->o.replay != REPLAY_ALL);
 	}
 	if (f->o.replay == REPLAY_ALL || (!earlier &&
-	    !pairs_has(&f->lost, d->docid) && !filter_owner_ended(f, r,
-	    d->docid)) || !(d->flags & DOC_UNIQUE) ||
+	    !pairs_has(&f->lost, d->docid) && filter_owner(f, r, d->docid) !=
+	    OWNER_GONE) || !(d->flags & DOC_UNIQUE) ||
 	    replayed_has(f, d->docid))
 		return (0);
 	return (index_undelivered(ix, d->docid, cause));
@@ -1223,7 +1209,8 @@ filter_copy(struct filter *f, struct index *ix, const struct record *r,
 	 * reply was lost, or whose owner is not known, may be owed.
 	 */
 	if ((index_own(ix, self) && (!f->o.run_unsure ||
-	    (!pairs_has(&f->lost, self) && filter_owner(f, r, self)))) ||
+	    (!pairs_has(&f->lost, self) &&
+	    filter_owner(f, r, self) == OWNER_THERE))) ||
 	    (f->o.replay != REPLAY_ALL && replayed_has(f, self)))
 		pending = 0;		/* this run writes it, once */
 	else if (f->o.replay != REPLAY_ALL && r->id.len != 0 && !r->genid &&

@@ -135,6 +135,7 @@ static int	 pipeline_busy(struct pipeline *);
 static int	 pipeline_parse(struct record *, void *, char **);
 static int	 pipeline_mark(struct pipeline *, struct plbatch *, char **);
 static int	 pipeline_marks_take(struct pipeline *);
+static void	 pipeline_news(struct pipeline *);
 static void	 pipeline_refresh(void *);
 static void	 pipeline_marks_queue(struct pipeline *, struct plmarks *,
 		    struct plmarks *);
@@ -1127,28 +1128,32 @@ pipeline_marks_take(struct pipeline *p)
 	}
 	p->given.ranges.n = p->given.replays.n = 0;
 	p->lost.ranges.n = p->lost.replays.n = 0;
-	filter_abandon(p->f, p->losing.v, p->losing.n / 2);
-	p->losing.n = 0;
-	filter_owners_ended(p->f, p->ended.v, p->ended.n);
-	p->ended.n = 0;
+	pipeline_news(p);
 	pthread_mutex_unlock(&p->lock);
 	return (any);
 }
 
 /*
- * What the filter needs of the source's news in the middle of a batch:
- * the batches a client lost, the owners gone (filter_on_refresh; writer).
+ * Hand the filter the source's news: the batches a client lost, the
+ * owners gone (p->lock held; writer).
  */
+static void
+pipeline_news(struct pipeline *p)
+{
+	filter_abandon(p->f, p->losing.v, p->losing.n / 2);
+	p->losing.n = 0;
+	filter_owners_ended(p->f, p->ended.v, p->ended.n);
+	p->ended.n = 0;
+}
+
+/* The same in the middle of a batch (filter_on_refresh; writer). */
 static void
 pipeline_refresh(void *arg)
 {
 	struct pipeline	*p = arg;
 
 	pthread_mutex_lock(&p->lock);
-	filter_abandon(p->f, p->losing.v, p->losing.n / 2);
-	p->losing.n = 0;
-	filter_owners_ended(p->f, p->ended.v, p->ended.n);
-	p->ended.n = 0;
+	pipeline_news(p);
 	pthread_mutex_unlock(&p->lock);
 }
 
