@@ -1060,6 +1060,7 @@ client_add_local(struct client *c, const struct rawrec *rr, int kind,
 	cr->r.recno = ++c->recno;
 	cr->r.line = rr->line;
 	cr->r.file = rr->file;
+	cr->r.whole = rr->whole;
 	cr->r.inlen = (rr->toolong ? rr->fulllen : rr->len) + rr->delimited;
 	c->held += cr->r.raw.len;
 	c->tail++;
@@ -1144,6 +1145,7 @@ client_big(struct client *c)
 	r.recno = ++c->recno;
 	r.line = rr.line;
 	r.file = rr.file;
+	r.whole = rr.whole;
 	for (;;) {
 		r.raw.data = (char *)rr.data;
 		r.raw.len = rr.len;

@@ -603,6 +603,7 @@ input_mail_next(struct input *in, struct rawrec *rr, char **cause)
 			    next - in->start);
 			input_take(in, rr, len, p != NULL, next);
 			rr->line = line;
+			rr->whole = in->whole[in->next - 1] != 0;
 			if (in->piece) {
 				rr->piece = 2;
 				in->piece = 0;
@@ -616,6 +617,7 @@ input_mail_next(struct input *in, struct rawrec *rr, char **cause)
 			in->nl += input_count_nl(in->buf + in->start, len);
 			input_take(in, rr, len, 0, in->start + len);
 			rr->line = line;
+			rr->whole = in->whole[in->next - 1] != 0;
 			rr->piece = in->piece ? 2 : 1;
 			rr->more = 1;
 			in->piece = 1;

@@ -309,6 +309,10 @@ struct rawrec {
 	int		 piece;		/* mail over the limit: 1 its first
 					   piece, 2 a later one; 0 whole */
 	int		 more;		/* more pieces of it follow */
+	int		 whole;		/* mail: a file of its own (Maildir,
+					   MH, --single), not cut from an
+					   mbox: no From_ line but a valid
+					   one, no >From quoting */
 };
 struct input	*input_open(char **, int, int, int, size_t);
 int		 input_next(struct input *, struct rawrec *, char **);
@@ -343,6 +347,7 @@ struct record {
 	int		 genid;		/* id given by its source (the
 					   daemon's RUN:CONN:RECNO), not its
 					   own: not the same when sent again */
+	int		 whole;		/* mail: a file of its own (rawrec) */
 };
 int		 record_parse(struct record *, int, const char *, const char *,
 		    char **);

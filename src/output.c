@@ -513,7 +513,8 @@ output_mail_copy(struct buf *b, const char *p, const char *end, int quote,
 
 /*
  * A mail message: as mbox (a From_ line, mboxrd quoting of a message that
- * had none, a blank line after it), as read (--single) or NUL-terminated
+ * had none or is a file of its own, a blank line after it), as read
+ * (--single) or NUL-terminated
  * (-z); with v, the X-Mhfilter header field first.  A message over
  * --max-message comes in pieces (output_piece): first says this is its
  * first, which has the From_ line and the header, last that the message
@@ -532,9 +533,18 @@ output_mail(struct output *o, const struct record *r, const struct verdict *v,
 
 	if (first) {
 		had = r->raw.len >= 5 && memcmp(p, "From ", 5) == 0;
+		nl = memchr(p, '\n', end - p);
+		nl = nl != NULL ? nl + 1 : end;
+		/*
+		 * A message that is a file of its own (r->whole) starts with
+		 * a From_ line only if its first line reads as one: else
+		 * that line is the message's, which an mbox would take for
+		 * a separator no reader knows (mhfilter, mutt) and a
+		 * Maildir keeps.
+		 */
+		if (had && r->whole && (mbox || o->maildir != NULL))
+			had = input_from_line(p, nl - p - (nl[-1] == '\n'));
 		if (had) {
-			nl = memchr(p, '\n', end - p);
-			nl = nl != NULL ? nl + 1 : end;
 			/* A Maildir file has no From_ line. */
 			if (o->maildir == NULL)
 				buf_append(&o->b, p, nl - p);
@@ -561,8 +571,9 @@ output_mail(struct output *o, const struct record *r, const struct verdict *v,
 		    (strcmp(v->error, "no-header") == 0 ||
 		    strcmp(v->error, "unreadable") == 0)))
 			output_mail_header(&o->b, v, o->group, o->eol);
-		o->quote = mbox && !had;
-		o->unquote = o->maildir != NULL && had;
+		/* A file of its own has no quoting: it needs it in an mbox. */
+		o->quote = mbox && (!had || r->whole);
+		o->unquote = o->maildir != NULL && had && !r->whole;
 		o->lastc = '\n';
 	}
 	output_mail_copy(&o->b, p, end, o->quote ? 1 : o->unquote ? -1 : 0,

@@ -987,6 +987,7 @@ record_reset(struct record *r)
 	r->scope = 0;
 	r->pairs = 0;
 	r->genid = 0;
+	r->whole = 0;
 }
 
 /*

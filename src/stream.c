@@ -142,6 +142,7 @@ stream_read(struct stream *s, struct plbatch *b)
 		r->recno = ++s->recno;
 		r->line = rr.line;
 		r->file = rr.file;
+		r->whole = rr.whole;
 	}
 	return (0);
 }
@@ -172,6 +173,7 @@ stream_big(struct stream *s)
 	r.recno = ++s->recno;
 	r.line = rr.line;
 	r.file = rr.file;
+	r.whole = rr.whole;
 	for (;;) {
 		r.raw.data = (char *)rr.data;
 		r.raw.len = rr.len;

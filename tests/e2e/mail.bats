@@ -302,6 +302,51 @@ assert_delivered() {
 	assert_err_has "not a Maildir"
 }
 
+@test "Maildir: a file's own From lines, a From_ line or not, never cut or merge a message in an mbox, and are kept in a Maildir" {
+	mkdir -p md/cur md/new md/tmp
+	# A file of its own has no >From quoting: its text is as it reads.
+	{
+		echo 'From jane@example.org'
+		msg f1@example.org 'Release notes' "$BODY1"$'\nFrom now on, Mondays.'
+	} >md/cur/1751364000.M1P1.host:2,S
+	{
+		echo 'From 5d2b80fb Mon Sep 17 00:00:00 2001'
+		msg f2@example.org 'Lunch' "$BODY2"$'\nFrom the desk of Bob\n>From a reply'
+	} >md/cur/1751364100.M2P1.host:2,S
+	msg f3@example.org 'Disks' "$BODY3" >md/cur/1751364200.M3P1.host:2,S
+	{
+		echo 'From 5d2b80fb Mon Sep 17 00:00:00 2001'
+		msg f4@example.org 'Re: Lunch' "$BODY2"$'\nFrom the desk of Bob\n>From a reply'
+	} >md/cur/1751364300.M4P1.host:2,S
+	mhrun -f mail --stats --duplicates-to q/ md
+	assert_status 0
+	assert_stat records 4
+	assert_stat duplicates 1
+	# In the mbox: a From_ line that is not one is the message's, quoted
+	# as its other From lines; one that is stays; every line that starts
+	# with "From " (what the simplest mbox reader cuts at) starts one of
+	# the three.
+	[ "$(grep -c '^From ' "$T/out")" -eq 3 ] || fail "$(grep '^From ' "$T/out")"
+	grep -qx '>From jane@example.org' "$T/out"
+	grep -qx '>From now on, Mondays.' "$T/out"
+	grep -qx 'From 5d2b80fb Mon Sep 17 00:00:00 2001' "$T/out"
+	grep -qx '>From the desk of Bob' "$T/out"
+	grep -qx '>>From a reply' "$T/out"
+	# Read again: the same three messages, in order, the same text.
+	cp "$T/out" out.mbox
+	mhrun -f mail --stats -a out.mbox
+	assert_status 0
+	assert_stat records 3
+	grep -o 'Message-ID: <f[0-9]' "$T/out" | tr -d '\n' |
+	    grep -qx 'Message-ID: <f1Message-ID: <f2Message-ID: <f3'
+	# The copy in the quarantine Maildir: the file less its From_ line,
+	# with the field; its ">From" line is text, kept as it was.
+	[ "$(ls q/new | wc -l)" -eq 1 ]
+	grep -v '^X-Mhfilter: ' q/new/* >got
+	tail -n +2 md/cur/1751364300.M4P1.host:2,S >want
+	assert_same want got
+}
+
 @test "Maildir: a message moved from new/ to cur/ while the run reads is read where it went; one deleted meanwhile is passed over, the rest read" {
 	mkdir -p md/cur md/new md/tmp
 	# cur/ sorts first: its FIFO holds the run until the folder changed.
