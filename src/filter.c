@@ -1063,6 +1063,17 @@ filter_similarity(const struct filter *f, struct vwork *w,
 	    (double)both / (double)(mine + theirs - both);
 	sim[SIM_IN] = mine == 0 ? 1.0 : (double)both / (double)mine;
 	sim[SIM_OUT] = theirs == 0 ? 1.0 : (double)both / (double)theirs;
+	/*
+	 * Mail with an attachment the document has not is no copy of it,
+	 * nor held in it, however similar the texts; the document is held
+	 * in the record only with what it attached.
+	 */
+	if (f->o.within != NULL) {
+		if (!f->o.within(norm->data, norm->len, text->data, text->len))
+			sim[SIM_J] = sim[SIM_IN] = 0.0;
+		if (!f->o.within(text->data, text->len, norm->data, norm->len))
+			sim[SIM_OUT] = 0.0;
+	}
 	return (0);
 }
 

@@ -196,8 +196,9 @@ mail_part_digest(GMimePart *part, struct buf *out)
 	    g_mime_stream_flush(fs) == 0 &&
 	    (hex = g_mime_filter_checksum_get_string(
 	    GMIME_FILTER_CHECKSUM(ck))) != NULL) {
-		buf_append(out, "attachment ", 11);
-		buf_append(out, hex, strlen(hex) < 32 ? strlen(hex) : 32);
+		buf_append(out, MAIL_ATTACH " ", sizeof MAIL_ATTACH);
+		buf_append(out, hex, strlen(hex) < MAIL_DIGEST ? strlen(hex) :
+		    MAIL_DIGEST);
 		buf_append(out, "\n", 1);
 		g_free(hex);
 	}

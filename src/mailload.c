@@ -235,6 +235,69 @@ mail_flags(void)
 	return (mail_global_flags);
 }
 
+/* White space around an attachment's words (mail_attach_prev). */
+#define MAIL_SPACE(c)	((c) == ' ' || (c) == '\n' || (c) == '\t' || \
+			 (c) == '\r')
+
+/*
+ * The attachment before position *end of a mail text (mail.c ends it with
+ * a line "attachment" and 32 hex digits for each; normalised, the lines are
+ * words): its digest, with *end moved before it, or NULL when the words
+ * there are not one.
+ */
+static const char *
+mail_attach_prev(const char *p, size_t *end)
+{
+	const char	*d;
+	size_t		 i = *end, n = sizeof MAIL_ATTACH - 1, k;
+
+	while (i > 0 && MAIL_SPACE(p[i - 1]))
+		i--;
+	if (i < n + 1 + MAIL_DIGEST)
+		return (NULL);
+	d = p + i - MAIL_DIGEST;
+	for (k = 0; k < MAIL_DIGEST; k++) {
+		if (!((d[k] >= '0' && d[k] <= '9') ||
+		    (d[k] >= 'a' && d[k] <= 'f')))
+			return (NULL);
+	}
+	i -= MAIL_DIGEST;
+	if (!MAIL_SPACE(p[i - 1]))
+		return (NULL);
+	while (i > 0 && MAIL_SPACE(p[i - 1]))
+		i--;
+	if (i < n || memcmp(p + i - n, MAIL_ATTACH, n) != 0 ||
+	    (i > n && !MAIL_SPACE(p[i - n - 1])))
+		return (NULL);
+	*end = i - n;
+	return (d);
+}
+
+/*
+ * May a message of text a be a copy of one of text b (both as the filter
+ * compares them, normalised)?  Not when it has an attachment that b has
+ * not: one text with other attachments (this month's invoice with last
+ * month's text) is another message, and so is one that brings a file the
+ * first did not (the text sent again with a screenshot); one with fewer
+ * (a copy whose attachment a list stripped) brings nothing new.
+ */
+int
+mail_attach_within(const char *a, size_t alen, const char *b, size_t blen)
+{
+	const char	*da, *db;
+	size_t		 ia = alen, ib;
+
+	while ((da = mail_attach_prev(a, &ia)) != NULL) {
+		ib = blen;
+		while ((db = mail_attach_prev(b, &ib)) != NULL &&
+		    memcmp(da, db, MAIL_DIGEST) != 0)
+			;
+		if (db == NULL)
+			return (0);
+	}
+	return (1);
+}
+
 /* Parse "quotes,signature,footer" or "none" into MAIL_STRIP_* flags. */
 int
 mail_strip_parse(const char *s, int *flags, char **cause)

@@ -895,6 +895,7 @@ check_options(struct options *o, int modes, int src)
 		}
 
 		mail_set_limits(o->pl.max_bytes, o->min_text);
+		o->f.within = mail_attach_within;
 		/* (GMime and libxml2 come with the mail module: see mailload.c.) */
 		if (mail_init(&cause) != 0) {
 			log_errx("%s", cause);

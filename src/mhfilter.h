@@ -1169,6 +1169,11 @@ struct filter_opts {
 	 */
 	int		(*parse)(struct record *, void *, char **);
 	void		*parse_arg;
+	/*
+	 * Mail: may a record of the first text (normalised) be a copy of a
+	 * document of the second (mail_attach_within)?  NULL: any may.
+	 */
+	int		(*within)(const char *, size_t, const char *, size_t);
 	struct retention ret;		/* expired a bounded amount per batch */
 };
 struct pair {
@@ -1352,6 +1357,10 @@ int		 mail_flags(void);
 int		 mail_strip_parse(const char *, int *, char **);
 int		 mail_extract(const char *, size_t, int, struct buf *,
 		    struct buf *, int64_t *, char **);
+#define MAIL_ATTACH	"attachment"	/* an attachment's line in a text: */
+#define MAIL_DIGEST	32		/* that, a space, as many hex digits */
+int		 mail_attach_within(const char *, size_t, const char *,
+		    size_t);
 void		 mailmod_html(const char *, size_t, const char *,
 		    struct buf *);
 int		 mail_html(const char *, size_t, const char *, struct buf *,

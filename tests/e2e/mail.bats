@@ -174,6 +174,70 @@ assert_delivered() {
 	[ -s "$T/out" ] || fail "no output for line records"
 }
 
+# A message with Message-ID <$1>, the text $BODY1 and $BODY3 (an attachment
+# line weighs little beside it) and, with $2, a PDF attachment whose content
+# is $2 (base64).
+invoice() {
+	printf 'From: Accounts <acc@example.org>\nTo: alice@example.org\n'
+	printf 'Message-ID: <%s>\nSubject: Your invoice\n' "$1"
+	printf 'MIME-Version: 1.0\n'
+	if [ -z "${2:-}" ]; then
+		printf 'Content-Type: text/plain\n\n%s\n%s\n' "$BODY1" "$BODY3"
+		return
+	fi
+	printf 'Content-Type: multipart/mixed; boundary="b1"\n\n--b1\n'
+	printf 'Content-Type: text/plain\n\n%s\n%s\n--b1\n' "$BODY1" \
+	    "$BODY3"
+	printf 'Content-Type: application/pdf; name="invoice.pdf"\n'
+	printf 'Content-Disposition: attachment; filename="invoice.pdf"\n'
+	printf 'Content-Transfer-Encoding: base64\n\n'
+	printf '%%PDF-1.4 %s' "$2" | base64
+	printf '%s\n' '--b1--'
+}
+
+@test "one text with other attachments: other messages, kept, as one that brings a file; one with fewer, or the same again, a copy, in the run and in a later one" {
+	local m
+
+	for m in june:'June: 120.00' july:'July: 180.00' none: \
+	    june2:'June: 120.00'; do
+		echo 'From acc@example.org Tue Jul  1 10:00:00 2025'
+		invoice "${m%%:*}@example.org" "${m#*:}"
+		echo
+	done >in.mbox
+	mhrun -f mail --stats -d db -p in.mbox
+	assert_status 0
+	assert_stat records 4
+	assert_stat duplicates 2
+	# The text without a file brings nothing new: a copy (of the first).
+	printf '%s\t%s\t%s\n' july@example.org none@example.org 0.8877 \
+	    june@example.org none@example.org 0.8877 \
+	    june@example.org june2@example.org 1.0000 | assert_out
+	# A later run: August's invoice is new, June's again a copy.
+	{
+		echo 'From acc@example.org Tue Jul  1 10:00:00 2025'
+		invoice aug@example.org 'August: 90.00'
+		echo
+		echo 'From acc@example.org Tue Jul  1 10:00:00 2025'
+		invoice june3@example.org 'June: 120.00'
+	} >more.mbox
+	mhrun -f mail --stats -d db -a more.mbox
+	assert_status 0
+	assert_stat duplicates 1
+	[ "$(grep -c '^X-Mhfilter: unique$' "$T/out")" -eq 1 ]
+	grep -qx 'X-Mhfilter: duplicate; of=<june@example.org>; similarity=1.00' \
+	    "$T/out"
+	# The text first, then with a file: the file is new.
+	for m in none: june:'June: 120.00'; do
+		echo 'From acc@example.org Tue Jul  1 10:00:00 2025'
+		invoice "${m%%:*}@example.org" "${m#*:}"
+		echo
+	done >first.mbox
+	mhrun -f mail --stats -a first.mbox
+	assert_status 0
+	assert_stat duplicates 0
+	[ "$(grep -c '^X-Mhfilter: unique$' "$T/out")" -eq 2 ]
+}
+
 @test "mbox: --duplicates writes the copy, --pairs the Message-IDs" {
 	make_mbox
 	mhrun -f mail -D in.mbox

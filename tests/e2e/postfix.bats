@@ -279,6 +279,47 @@ assert_field() {
 	    fail "$(cat "$T/derr")"
 }
 
+# A message with Message-ID <$1@test.example>, the text $BODY and, with $2,
+# a PDF attachment whose content is $2 (an invoice of a month).
+invoice() {
+	printf 'From: Accounts <alice@test.example>\nTo: box@test.example\n'
+	printf 'Subject: Your invoice\nMessage-ID: <%s@test.example>\n' "$1"
+	printf 'Date: Tue, 3 Mar 2026 10:00:00 +0000\nMIME-Version: 1.0\n'
+	if [ -z "${2:-}" ]; then
+		printf 'Content-Type: text/plain\n\n%s\n' "$BODY"
+		return
+	fi
+	printf 'Content-Type: multipart/mixed; boundary="b1"\n\n--b1\n'
+	printf 'Content-Type: text/plain\n\n%s\n--b1\n' "$BODY"
+	printf 'Content-Type: application/pdf; name="invoice.pdf"\n'
+	printf 'Content-Disposition: attachment; filename="invoice.pdf"\n'
+	printf 'Content-Transfer-Encoding: base64\n\n'
+	printf '%%PDF-1.4 %s' "$2" | base64
+	printf '%s\n' '--b1--'
+}
+
+@test "Postfix with the milter, discard: invoices of one text with other PDFs, and one that brings a file, all delivered; a re-sent one discarded" {
+	local out
+
+	pf_start --milter-action discard
+	for m in none: june:'June: 120.00' july:'July: 180.00' \
+	    june2:'June: 120.00'; do
+		out="$(invoice "${m%%:*}" "${m#*:}" | smtp_send)" &&
+		    [ "$out" = 250 ] || fail "${m%%:*}: $out"
+	done
+	wait_pf_log 'status=sent (delivered to maildir)' 3
+	# June's invoice brings a file the text alone did not; July's another.
+	assert_field june 'unique'
+	assert_field july 'unique'
+	assert_field none 'unique'
+	[ -z "$(delivered june2)" ] || fail "the re-sent copy was delivered"
+	stop_daemon
+	grep -q 'milter stopped after 4 messages' "$T/derr" ||
+	    fail "$(cat "$T/derr")"
+	grep -q 'message-id=<june2@test.example>: duplicate of <june@test.example>' \
+	    "$T/derr" || fail "$(cat "$T/derr")"
+}
+
 @test "Postfix with --milter-action reject: the SMTP client gets the 5xx reply, the copies are not delivered" {
 	pf_start --milter-action reject
 	send_expect one "$BODY"

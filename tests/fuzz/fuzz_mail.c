@@ -1,6 +1,8 @@
 /*
  * Fuzz target: one message (mail_extract), with the MAIL_* flags of the
- * first byte (quote, signature and footer stripping; no id).
+ * first byte (quote, signature and footer stripping; no id); its text and
+ * the raw bytes as the attachments' reader (mail_attach_within) meets
+ * them, each way.
  */
 
 #include "config.h"
@@ -28,6 +30,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (mail_extract((const char *)data + 1, size - 1, flags, &text, &id,
 	    &t, &cause) != 0)
 		free(cause);
+	if (mail_attach_within(text.data, text.len, (const char *)data + 1,
+	    size - 1) != 1 && text.len == 0)
+		abort();	/* nothing attached is within anything */
+	(void)mail_attach_within((const char *)data + 1, size - 1, text.data,
+	    text.len);
 	buf_free(&text);
 	buf_free(&id);
 	return (0);

@@ -327,6 +327,99 @@ test_errors(void **state)
 	buf_free(&id);
 }
 
+/*
+ * A message of one text with attachments whose contents are a and b (none
+ * when NULL), in that order, and its text as the filter compares it
+ * (normalised as norm says).
+ */
+static char *
+attach_text(const char *a, const char *b, int norm)
+{
+	struct buf	 text = { 0 }, id = { 0 }, out = { 0 };
+	int64_t		 t;
+	char		*m, *cause = NULL;
+
+	xasprintf(&m, "From: a@b\nSubject: Invoice\nMIME-Version: 1.0\n"
+	    "Content-Type: multipart/mixed; boundary=\"X\"\n\n"
+	    "--X\nContent-Type: text/plain\n\nYour invoice is attached.\n"
+	    "%s%s%s%s%s--X--\n",
+	    a != NULL ? "--X\nContent-Type: application/pdf\n"
+	    "Content-Disposition: attachment\n\n" : "", a != NULL ? a : "",
+	    b != NULL ? "\n--X\nContent-Type: image/png\n"
+	    "Content-Disposition: attachment\n\n" : "", b != NULL ? b : "",
+	    a != NULL || b != NULL ? "\n" : "");
+	if (mail_extract(m, strlen(m), MAIL_STRIP_DEFAULT, &text, &id, &t,
+	    &cause) != 0)
+		fail_msg("%s", cause);
+	if (norm != -1)
+		(void)normalize(text.data, text.len, norm, &out);
+	else
+		buf_append(&out, text.data, text.len);
+	buf_append(&out, "", 1);
+	free(m);
+	buf_free(&text);
+	buf_free(&id);
+	return (out.data);
+}
+
+/* mail_attach_within of two NUL-terminated texts. */
+static int
+within(const char *a, const char *b)
+{
+	return (mail_attach_within(a, strlen(a), b, strlen(b)));
+}
+
+/*
+ * A message may be a copy of another only if that one has every attachment
+ * it has, in any order, whatever the normalisation made of their lines; a
+ * line that only looks like an attachment's somewhere else is text.
+ */
+static void
+test_attach_within(void **state)
+{
+	static const int norms[] = { -1, 0, NORM_DEFAULT, NORM_ALL };
+	const char	*june = "%PDF June", *july = "%PDF July", *logo = "PNG";
+	char		*t[6];
+	size_t		 i, k;
+
+	(void)state;
+	for (i = 0; i < sizeof norms / sizeof norms[0]; i++) {
+		t[0] = attach_text(NULL, NULL, norms[i]);
+		t[1] = attach_text(june, NULL, norms[i]);
+		t[2] = attach_text(july, NULL, norms[i]);
+		t[3] = attach_text(june, logo, norms[i]);
+		t[4] = attach_text(logo, june, norms[i]);
+		t[5] = attach_text(NULL, logo, norms[i]);
+		assert_non_null(strstr(t[1], "attachment "));
+		assert_true(within(t[0], t[0]) && within(t[1], t[1]));
+		assert_true(within(t[0], t[1]));	/* fewer: a copy */
+		assert_false(within(t[1], t[0]));	/* one more: new */
+		assert_false(within(t[1], t[2]));	/* another file */
+		assert_false(within(t[2], t[1]));
+		assert_true(within(t[3], t[4]) && within(t[4], t[3]));
+		assert_true(within(t[1], t[3]) && within(t[5], t[4]));
+		assert_false(within(t[3], t[1]));
+		assert_false(within(t[4], t[5]));
+		for (k = 0; k < 6; k++)
+			free(t[k]);
+	}
+	/* Its own words at the end of the text, nothing else. */
+	assert_false(within("x\nattachment 0123456789abcdef0123456789abcdef",
+	    "x"));
+	assert_false(within("attachment 0123456789abcdef0123456789abcdef",
+	    ""));
+	assert_true(within("x myattachment 0123456789abcdef0123456789abcdef",
+	    "x"));
+	assert_true(within("x attachment 0123456789ABCDEF0123456789abcdef",
+	    "x"));
+	assert_true(within("x attachment 0123456789abcdef0123456789abcdef0",
+	    "x"));
+	assert_true(within("x attachment 123456789abcdef0123456789abcdef",
+	    "x"));
+	assert_true(within("attachment 0123456789abcdef0123456789abcdef x",
+	    ""));
+}
+
 /* Re-sent copies (other headers, base64, HTML alternative) give one text. */
 static void
 test_same_text(void **state)
@@ -432,6 +525,7 @@ main(void)
 		cmocka_unit_test(test_id_time),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_same_text),
+		cmocka_unit_test(test_attach_within),
 		cmocka_unit_test(test_truncated),
 		cmocka_unit_test(test_options),
 	};
