@@ -24,9 +24,15 @@
  * bounded (--connect-retries), with a backoff doubling from
  * RETRY_FIRST_MS to RETRY_MAX_MS; a reply resets the count.
  *
- * For -p, --clusters and --group, each connection starts with the
- * commands "#mhfilter pairs" and "#mhfilter groups", whose replies come
- * first; a duplicate's reply then carries every match and its group.
+ * Each connection starts with the command "#mhfilter ack", and for -p,
+ * --clusters and --group "#mhfilter pairs" and "#mhfilter groups", whose
+ * replies come first; a duplicate's reply then carries every match and
+ * its group.  With "ack" the daemon counts a reply delivered only once
+ * the client says "#mhfilter taken N" (N: reply bytes taken on the
+ * connection), which it does once it wrote, and synced, the records they
+ * answer (client_tell), and before it closes, after the daemon's error
+ * line too (client_end): a client killed between a reply and its record's
+ * output gets the record as a replay when run again.
  *
  * Records without an id of their own (-f line, JSON Lines without the
  * --id-field) get RUN:CONN:NUMBER from the daemon.  The client keeps, for
@@ -119,6 +125,15 @@ struct client {
 	int				 pairs;		/* ask for every match */
 	int				 groups;	/* ask for groups */
 	int				 acks;		/* command replies due */
+	int				 ack_due;	/* "ack" is (the first) */
+	int				 acking;	/* the daemon takes
+							   "taken N" */
+	uint64_t			 rbytes;	/* reply bytes taken */
+	uint64_t			 told;		/* "taken" said so */
+	int				 outfail;	/* the output failed */
+	char				*ending;	/* the daemon's last line,
+							   to tell before closing */
+	int				 ending_counted;
 	struct connmap			*maps;		/* one a connection */
 	size_t				 nmaps;
 	unsigned			 fails;		/* in a row */
@@ -140,6 +155,9 @@ static int	client_open(struct client *, char **);
 static int	client_handshake(struct client *, char **);
 static void	client_close(struct client *);
 static void	client_command(struct client *, const char *);
+static int	client_tell(struct client *);
+static void	client_tell_last(struct client *);
+static void	client_end(struct client *);
 static void	client_extra(struct client *, struct verdict *, const char *,
 		    const char *);
 static void	client_lost(struct client *, int, const char *, ...)
@@ -477,6 +495,10 @@ client_connect(struct client *c)
 	c->sent = c->ans;
 	/* The commands go first, their replies come first. */
 	c->acks = 0;
+	c->acking = 0;
+	c->rbytes = c->told = 0;
+	client_command(c, "ack");
+	c->ack_due = 1;
 	if (c->pairs)
 		client_command(c, "pairs");
 	if (c->groups)
@@ -498,6 +520,72 @@ client_command(struct client *c, const char *name)
 	buf_append(&c->obuf, name, strlen(name));
 	buf_append(&c->obuf, &d, 1);
 	c->acks++;
+}
+
+/*
+ * Tell a daemon that acks how many bytes of its replies this connection
+ * took, once the records they answer are written (and, in a file,
+ * synced): it counts them delivered then, not when its socket took them,
+ * so that a client killed with replies read, or not yet read, gets them
+ * again as replays when it runs again.  0, or an exit status.
+ */
+static int
+client_tell(struct client *c)
+{
+	char	 line[64], *cause;
+	int	 n;
+
+	if (c->fd == -1 || !c->acking || c->rbytes == c->told || c->outfail)
+		return (0);
+	if (output_sync(c->out, &cause) != 0) {
+		log_warnx("%s%s%s", c->o->output != NULL ? c->o->output : "",
+		    c->o->output != NULL ? ": " : "", cause);
+		free(cause);
+		return (EXIT_ERROR);
+	}
+	n = snprintf(line, sizeof line, COMMAND "taken %" PRIu64 "%c",
+	    c->rbytes, (char)c->senddelim);
+	buf_append(&c->obuf, line, (size_t)n);
+	c->told = c->rbytes;
+	return (0);
+}
+
+/*
+ * The daemon ended the connection with an error line (client_reply): once
+ * the records answered before it are written, the last "taken", then the
+ * end.
+ */
+static void
+client_end(struct client *c)
+{
+	char	*why = c->ending;
+
+	c->ending = NULL;
+	client_tell_last(c);
+	if (c->fd != -1)
+		client_lost(c, c->ending_counted, "%s", why);
+	free(why);
+}
+
+/*
+ * Before the connection closes: the last "taken", sent as far as the
+ * socket takes it within CONNECT_SECS.
+ */
+static void
+client_tell_last(struct client *c)
+{
+	double	 until = now_seconds() + CONNECT_SECS;
+
+	if (client_tell(c) != 0)
+		return;
+	while (c->fd != -1 && c->ooff < c->obuf.len &&
+	    now_seconds() < until) {
+		if (client_io(c, 0) != 0)
+			return;
+		if (c->ooff < c->obuf.len)
+			(void)wait_fd(c->fd, c->tls_want != 0 ? c->tls_want :
+			    POLLOUT, 100);
+	}
 }
 
 /*
@@ -688,7 +776,7 @@ client_io(struct client *c, int readable)
 		}
 		c->ibuf.len += n;
 		client_replies(c);
-		if (c->fd == -1)
+		if (c->fd == -1 || c->ending != NULL)
 			return (-1);	/* an error line ended it */
 	}
 	return (0);
@@ -702,9 +790,10 @@ client_replies(struct client *c)
 	size_t	 left;
 
 	while (p < end && (nl = memchr(p, '\n', end - p)) != NULL) {
+		c->rbytes += nl + 1 - p;
 		client_reply(c, p, nl - p);
 		p = nl + 1;
-		if (c->fd == -1)
+		if (c->fd == -1 || c->ending != NULL)
 			return;
 	}
 	left = end - p;
@@ -820,6 +909,7 @@ client_reply(struct client *c, char *line, size_t len)
 	size_t		 fl[6], nf = 0;
 	struct crec	*cr;
 	struct verdict	*v;
+	int		 counted;
 
 	if (len > 0 && line[len - 1] == '\r')
 		end--;
@@ -833,7 +923,23 @@ client_reply(struct client *c, char *line, size_t len)
 			break;
 		p++;
 	}
-	/* The replies to this connection's commands. */
+	/* The reply to "ack", first: an older daemon does not know it. */
+	if (c->ack_due && fl[0] == 3 && memcmp(f[0], "ack", 3) == 0) {
+		c->ack_due = 0;
+		c->acking = 1;
+		c->acks--;
+		return;
+	}
+	if (c->ack_due && nf >= 3 && fl[2] == 7 &&
+	    memcmp(f[2], "command", 7) == 0) {
+		log_debug("--connect %s: the daemon does not take '#mhfilter "
+		    "ack': a reply counts delivered once its socket took it",
+		    c->o->addr);
+		c->ack_due = 0;
+		c->acks--;
+		return;
+	}
+	/* The replies to this connection's other commands. */
 	if (c->acks > 0) {
 		if ((fl[0] == 5 && memcmp(f[0], "pairs", 5) == 0) ||
 		    (fl[0] == 6 && memcmp(f[0], "groups", 6) == 0)) {
@@ -868,9 +974,22 @@ client_reply(struct client *c, char *line, size_t len)
 				c->status = EXIT_ERROR;
 				c->abort = 1;
 			}
-			client_lost(c, fl[2] != 4 || memcmp(f[2], "idle",
-			    4) != 0, "error %.*s: %.*s", (int)fl[2], f[2],
-			    nf > 3 ? (int)fl[3] : 0, nf > 3 ? f[3] : "");
+			counted = fl[2] != 4 || memcmp(f[2], "idle", 4) != 0;
+			/*
+			 * A daemon that acks hears what was taken first
+			 * (client_end, once the records are written).
+			 */
+			if (c->acking && !c->abort) {
+				free(c->ending);
+				xasprintf(&c->ending, "error %.*s: %.*s",
+				    (int)fl[2], f[2], nf > 3 ? (int)fl[3] : 0,
+				    nf > 3 ? f[3] : "");
+				c->ending_counted = counted;
+				return;
+			}
+			client_lost(c, counted, "error %.*s: %.*s",
+			    (int)fl[2], f[2], nf > 3 ? (int)fl[3] : 0,
+			    nf > 3 ? f[3] : "");
 			return;
 		}
 	}
@@ -1025,6 +1144,7 @@ client_write(struct client *c)
 	return (0);
 
 fail:
+	c->outfail = 1;
 	if (rc == OUTPUT_CLOSED)
 		return (128 + SIGPIPE);
 	if (c->o->output != NULL)
@@ -1228,11 +1348,14 @@ client_run(const struct client_opts *o, const struct pipeline_opts *po,
 			c.status = rc;
 			c.eof = 1;	/* answer what was read, then stop */
 		}
-		if ((rc = client_write(&c)) != 0) {
+		if ((rc = client_write(&c)) != 0 ||
+		    (rc = client_tell(&c)) != 0) {
 			if (c.status == 0 || rc == EXIT_DATA)
 				c.status = rc;
 			break;
 		}
+		if (c.ending != NULL)
+			client_end(&c);
 		if (c.havebig && c.head == c.tail) {
 			if ((rc = client_big(&c)) != 0) {
 				c.status = rc;
@@ -1291,7 +1414,9 @@ client_run(const struct client_opts *o, const struct pipeline_opts *po,
 	}
 
 	if (c.fd != -1) {
-		if (c.ssl != NULL)
+		if (!c.outfail)
+			client_tell_last(&c);
+		if (c.fd != -1 && c.ssl != NULL)
 			(void)c.tm->client_io(c.ssl, TLSC_SHUTDOWN, NULL, 0,
 			    NULL);
 		client_close(&c);
@@ -1326,5 +1451,6 @@ client_run(const struct client_opts *o, const struct pipeline_opts *po,
 	buf_free(&c.ibuf);
 	buf_free(&c.idbuf);
 	free(c.why);
+	free(c.ending);
 	return (rc);
 }

@@ -39,8 +39,10 @@
  *
  * Delivery (--db): a batch is marked delivered, as the stream marks one
  * whose output is written, only once every client with a reply in it has
- * had its replies taken by its socket (its output buffer drained past
- * them: struct dmark, one per batch, and a client's list of cmarks).  A
+ * taken its replies (struct dmark, one per batch, and a client's list of
+ * cmarks): a client that acks ("#mhfilter ack", as --connect does) says
+ * so itself ("#mhfilter taken N") once it wrote their records; for any
+ * other, its socket took them (client_taken).  A
  * batch with a reply that never went (its client went away, the daemon was
  * killed) stays undelivered: its records are answered unique again, as
  * replays, when they come back; one whose replies went is "seen" then,
@@ -92,7 +94,7 @@
 #define STATUS_SECS	1.0		/* systemd STATUS= at most this often */
 #define COMMAND		"#mhfilter "	/* a record starting so is a command */
 #define UNKNOWN_COMMAND	"unknown command (use '#mhfilter stats', 'version', " \
-			"'pairs' or 'groups')"
+			"'pairs', 'groups', 'ack' or, after 'ack', 'taken N')"
 #define COMMAND_MAX	256
 #define ID_PREFIX	4096		/* an over-long record's id is here */
 #define SOCKNAME_MAX	192		/* "unix:" and a path, tcp:, tls: */
@@ -122,6 +124,9 @@ struct client {
 	struct bufferevent	*bev;
 	uint64_t		 added;		/* reply bytes queued, ever */
 	uint64_t		 taken;		/* of them, taken (client_taken) */
+	int			 acking;	/* it says so ("#mhfilter ack") */
+	uint64_t		 acked;		/* of them, it said it wrote
+						   ("#mhfilter taken N") */
 	int			 tcp;		/* over TCP (or TLS over it) */
 	struct event		*recheck;	/* client_recheck */
 	struct cmarks		 marks;		/* batches its replies end */
@@ -161,6 +166,7 @@ TAILQ_HEAD(clients, client);
 #define S_GROUPS	4
 #define S_UNKNOWN	5	/* a command that is not one */
 #define S_TOOLONG	6	/* an over-long record: raw is its reply */
+#define S_ACK		7	/* "ack": the client says what it took */
 #define SLOT_TAG(type, want)	((type) | (want) << 4)
 #define SLOT_TYPE(tag)		((tag) & 0xf)
 #define SLOT_WANT(tag)		((tag) >> 4)
@@ -253,6 +259,7 @@ static void	client_close_notify(struct client *);
 static void	client_ended(struct client *);
 static int	client_polled(struct client *, short);
 static uint64_t	client_taken(struct client *);
+static void	client_linger_read(struct client *);
 static void	client_recheck(evutil_socket_t, short, void *);
 static void	client_tls_failed(struct client *);
 static void	daemon_refuse(struct daemon *, int, int);
@@ -1041,7 +1048,9 @@ dmark_done(struct daemon *d, struct dmark *dm, int lost)
  * way had its records counted delivered, and sent again, seen, never
  * written.  (A unix socket whose peer closes, having read or not, empties
  * its queue alike: there the output buffer's account is kept, and a
- * client stopped, then killed, still loses its replies.)
+ * client stopped, then killed, loses its replies.)  A client that acks
+ * ("#mhfilter ack", as --connect does) says itself what it took, once its
+ * records are written: nothing else counts.
  */
 static uint64_t
 client_taken(struct client *c)
@@ -1049,6 +1058,11 @@ client_taken(struct client *c)
 	uint64_t	 drained;
 	int		 queued;
 
+	if (c->acking) {
+		if (c->acked > c->taken)
+			c->taken = c->acked < c->added ? c->acked : c->added;
+		return (c->taken);
+	}
 	if (c->bev == NULL)
 		return (c->taken);
 	drained = c->added -
@@ -1084,7 +1098,8 @@ client_marks(struct client *c, int lost)
 		dmark_done(c->d, cm->dm, cm->upto > taken);
 		free(cm);
 	}
-	if (!lost && c->tcp && c->bev != NULL && c->recheck != NULL &&
+	if (!lost && c->tcp && !c->acking && c->bev != NULL &&
+	    c->recheck != NULL &&
 	    !TAILQ_EMPTY(&c->marks) && !evtimer_pending(c->recheck, NULL) &&
 	    evbuffer_get_length(bufferevent_get_output(c->bev)) == 0) {
 		tv.tv_sec = 0;
@@ -1196,7 +1211,6 @@ static void
 client_finish(struct client *c)
 {
 	struct timeval	 tv = { LINGER_SECS, 0 };
-	struct evbuffer	*in = bufferevent_get_input(c->bev);
 
 	c->finish = 0;
 	if (!c->last_sent || c->eof) {
@@ -1206,7 +1220,7 @@ client_finish(struct client *c)
 	c->state = C_LINGER;
 	client_close_notify(c);
 	shutdown(bufferevent_getfd(c->bev), SHUT_WR);
-	evbuffer_drain(in, evbuffer_get_length(in));
+	client_linger_read(c);
 	bufferevent_set_timeouts(c->bev, &tv, NULL);
 	bufferevent_setwatermark(c->bev, EV_READ, 0, 0);
 	bufferevent_enable(c->bev, EV_READ);
@@ -1276,13 +1290,54 @@ static void
 client_read(struct bufferevent *bev, void *arg)
 {
 	struct client	*c = arg;
-	struct evbuffer	*in = bufferevent_get_input(bev);
 
 	if (c->state == C_LINGER) {
-		evbuffer_drain(in, evbuffer_get_length(in));
+		client_linger_read(c);
 		return;
 	}
 	client_process(c);
+}
+
+/*
+ * Input while lingering is dropped, but for what a client that acks says
+ * it took ("#mhfilter taken N"): the records it wrote before the error
+ * line are delivered.
+ */
+static void
+client_linger_read(struct client *c)
+{
+	struct evbuffer		*in = bufferevent_get_input(c->bev);
+	struct evbuffer_ptr	 p;
+	char			 delim = (char)c->d->po->delim;
+	char			 cmd[COMMAND_MAX];
+	size_t			 len;
+	uint64_t		 n;
+
+	while (c->acking) {
+		p = evbuffer_search(in, &delim, 1, NULL);
+		len = evbuffer_get_length(in);
+		if (p.pos == -1) {
+			/* What cannot be a command is dropped to its end. */
+			if (len >= sizeof cmd) {
+				evbuffer_drain(in, len);
+				c->discarding = 1;
+			}
+			return;
+		}
+		if (!c->discarding && (size_t)p.pos < sizeof cmd) {
+			evbuffer_copyout(in, cmd, p.pos);
+			if ((size_t)p.pos >= sizeof COMMAND - 1 &&
+			    memcmp(cmd, COMMAND, sizeof COMMAND - 1) == 0 &&
+			    daemon_taken(cmd + sizeof COMMAND - 1, p.pos -
+			    (sizeof COMMAND - 1), &n) && n > c->acked) {
+				c->acked = n;
+				client_marks(c, 0);
+			}
+		}
+		c->discarding = 0;
+		evbuffer_drain(in, p.pos + 1);
+	}
+	evbuffer_drain(in, evbuffer_get_length(in));
 }
 
 /* Output was written down to the low-water mark. */
@@ -1573,19 +1628,29 @@ client_take(struct client *c, size_t len, size_t dlen)
 	struct evbuffer	*in = bufferevent_get_input(c->bev);
 	struct record	*r;
 	char		 cmd[COMMAND_MAX];
-	size_t		 i;
+	size_t		 i, clen;
+	uint64_t	 n;
 
 	if (len >= sizeof COMMAND - 1) {
 		evbuffer_copyout(in, cmd, sizeof COMMAND - 1);
 		if (memcmp(cmd, COMMAND, sizeof COMMAND - 1) == 0) {
+			i = len < sizeof cmd ? len : sizeof cmd - 1;
+			clen = len < sizeof cmd ? i - (sizeof COMMAND - 1) :
+			    (size_t)-1;
+			/* "taken N": no reply, no batch: it acts now. */
+			evbuffer_copyout(in, cmd, i);
+			if (c->acking && daemon_taken(cmd + sizeof COMMAND - 1,
+			    clen, &n)) {
+				evbuffer_drain(in, len + dlen);
+				if (n > c->acked)
+					c->acked = n;
+				client_marks(c, 0);
+				return (1);
+			}
 			if (c->pending > 0 && !daemon_ready(d))
 				return (0);
-			i = len < sizeof cmd ? len : sizeof cmd - 1;
-			evbuffer_remove(in, cmd, i);
-			evbuffer_drain(in, len - i + dlen);
-			client_command(c, cmd + sizeof COMMAND - 1,
-			    len < sizeof cmd ? i - (sizeof COMMAND - 1) :
-			    (size_t)-1);
+			evbuffer_drain(in, len + dlen);
+			client_command(c, cmd + sizeof COMMAND - 1, clen);
 			return (1);
 		}
 	}
@@ -1644,7 +1709,33 @@ daemon_command(const char *cmd, size_t len)
 		return (S_PAIRS);
 	if (len == 6 && strncasecmp(cmd, "groups", 6) == 0)
 		return (S_GROUPS);
+	if (len == 3 && strncasecmp(cmd, "ack", 3) == 0)
+		return (S_ACK);
 	return (-1);
+}
+
+/*
+ * Is the command (as daemon_command has it) "taken N", N decimal: with N
+ * into *n.  It has no reply: see client_take.
+ */
+int
+daemon_taken(const char *cmd, size_t len, uint64_t *n)
+{
+	uint64_t	 v = 0;
+	size_t		 i;
+
+	while (len != (size_t)-1 && len > 0 && (cmd[len - 1] == '\r' ||
+	    cmd[len - 1] == ' '))
+		len--;
+	if (len == (size_t)-1 || len < 7 || strncasecmp(cmd, "taken ", 6) != 0)
+		return (0);
+	for (i = 6; i < len; i++) {
+		if (cmd[i] < '0' || cmd[i] > '9' || v > (UINT64_MAX - 9) / 10)
+			return (0);
+		v = v * 10 + (uint64_t)(cmd[i] - '0');
+	}
+	*n = v;
+	return (1);
 }
 
 /*
@@ -1666,6 +1757,8 @@ client_command(struct client *c, const char *cmd, size_t len)
 		c->want |= WANT_PAIRS;
 	else if (type == S_GROUPS)
 		c->want |= WANT_GROUPS;
+	else if (type == S_ACK)
+		c->acking = 1;
 	if (c->pending == 0) {
 		if (type == -1)
 			reply_error(&b, NULL, 0, "command", UNKNOWN_COMMAND);
@@ -1784,9 +1877,9 @@ reply_command(struct daemon *d, struct buf *b, int type)
 		daemon_stats_line(d, b, '\t');
 		return;
 	}
-	if (type == S_PAIRS || type == S_GROUPS) {
+	if (type == S_PAIRS || type == S_GROUPS || type == S_ACK) {
 		snprintf(v, sizeof v, "%s\n", type == S_PAIRS ? "pairs" :
-		    "groups");
+		    type == S_GROUPS ? "groups" : "ack");
 		buf_append(b, v, strlen(v));
 		return;
 	}

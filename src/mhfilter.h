@@ -1591,6 +1591,7 @@ int		 daemon_run(const struct daemon_opts *, struct pipeline *);
 int		 daemon_check_http(const char *, int, char **);
 int		 daemon_check_listen(const struct daemon_opts *, char **);
 int		 daemon_command(const char *, size_t);
+int		 daemon_taken(const char *, size_t, uint64_t *);
 
 /*
  * metrics.c: a serving source's statistics, as a log line (SIGUSR1,

@@ -276,24 +276,73 @@ P
 	    fail "records written twice"
 }
 
-@test "tcp: a client killed before its replies, run again: every record written (the replies its socket took after it died were not delivered)" {
+# 200 records sent over address kind $1 by a client killed with its
+# replies on their way ($2 before: killed before the batch closes, 2 s
+# after its first record) or unread in its socket (stopped: stopped
+# before, killed once they came); run again, it must write every record.
+killed_then_again() {
 	local pid
 
 	gen_tsv 200 7 >feed
-	# The batch closes 2 s after its first record: its replies go to a
-	# client already killed, whose kernel takes the first bytes.
-	serve tsv tcp --batch-delay 2s
+	serve tsv "$1" --batch-delay 2s
 	"$MHFILTER" -f tsv --connect "$ADDR" feed >o1 2>e1 &
 	pid=$!
 	sleep 0.7
+	if [ "$2" = stopped ]; then
+		kill -STOP "$pid"
+		wait_delivered "$ADDR" 200
+		sleep 0.5	# the replies in its socket
+	fi
 	kill -9 "$pid"
 	wait "$pid" || true
-	wait_delivered "$ADDR" 200
+	[ "$2" = stopped ] || wait_delivered "$ADDR" 200
+	[ ! -s o1 ] || fail "the first run wrote $(wc -l <o1) records"
 	client_of feed -f tsv
 	stop_daemon
 	[ "$GOT_STATUS" -eq 0 ] || fail "status $GOT_STATUS" "$(cat "$T/cerr")"
 	[ "$(wc -l <"$T/got")" -eq 200 ] ||
 	    fail "the second run wrote $(wc -l <"$T/got") of 200"
+}
+
+@test "tcp: a client killed before its replies, run again: every record written (the replies its socket took after it died were not delivered)" {
+	killed_then_again tcp before
+}
+
+@test "unix: a client stopped with its replies unread, then killed, run again: every record written" {
+	killed_then_again unix stopped
+}
+
+@test "a client killed with its replies read and its output blocked, run again: every record written by one run or the other" {
+	local pid rd
+
+	gen_tsv 3000 7 >feed
+	serve tsv unix --batch-delay 2s
+	# Its output is a pipe whose reader stops before the replies come:
+	# the client reads them and blocks writing what they decide.
+	mkfifo out.fifo
+	cat out.fifo >o1 &
+	rd=$!
+	"$MHFILTER" -f tsv --connect "$ADDR" feed >out.fifo 2>e1 &
+	pid=$!
+	sleep 0.7
+	kill -STOP "$rd"
+	wait_delivered "$ADDR" 3000
+	sleep 1
+	kill -9 "$pid"
+	wait "$pid" || true
+	kill -CONT "$rd"
+	wait "$rd"
+	# What the pipe took was written, but for a record cut short; the
+	# batch it ends was not told taken, so the second run writes it all
+	# again, as the stream does a batch it was killed writing.
+	[ "$(tail -c 1 o1)" = "" ] || sed -i '$d' o1
+	[ "$(wc -l <o1)" -lt 3000 ] || fail "the output did not block"
+	client_of feed -f tsv
+	stop_daemon
+	[ "$GOT_STATUS" -eq 0 ] || fail "status $GOT_STATUS" "$(cat "$T/cerr")"
+	sort -u o1 "$T/got" >both
+	sort feed >all
+	assert_same all both
 }
 
 @test "tcp: the stream's bytes, default and -a, line and tsv" {

@@ -109,6 +109,28 @@ abcd_replies() {
 	stop_daemon
 }
 
+@test "commands ack and taken: a reply counts delivered only once the client says it took it; taken without ack is unknown" {
+	# A batch a record: one told taken (seen when sent again), one not
+	# (a replay).
+	start_daemon -f tsv -d db --batch 1 --listen "unix:$T/sock"
+	printf '#mhfilter ack\na1\tthe first text of the feed here with words\n' >s1
+	printf 'a2\tanother text entirely different words in it\n' >>s1
+	# "ack\n" and "unique\ta1\n": 14 bytes.
+	printf '#mhfilter taken 14\n' >s2
+	dsteps "unix:$T/sock" r1 s1 +3 s2 close
+	printf 'ack\nunique\ta1\nunique\ta2\n' >want
+	assert_same want r1
+	tail -n +2 s1 >again
+	dsend "unix:$T/sock" again r2
+	printf 'duplicate\ta1\ta1\t1.0000\tseen\nunique\ta2\treplay\n' >want
+	assert_same want r2
+	# Without ack, taken is no command.
+	printf '#mhfilter taken 5\n' >s3
+	dsend "unix:$T/sock" s3 r3
+	grep -q "^error	-	command	unknown command" r3 || fail "$(cat r3)"
+	stop_daemon
+}
+
 @test "commands pairs and groups: the duplicates after them carry every match and their group, as -p and --group say them" {
 	t="the quick brown fox jumps over the lazy dog again and again"
 	printf 'a\t%s\nb\t%s!\n#mhfilter pairs\n#mhfilter groups\nc\t%s?\nd\tsomething else entirely, nothing like the others at all\n' \

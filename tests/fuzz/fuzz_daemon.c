@@ -28,6 +28,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t		 len;
 	uint64_t	 recno = 0;
 	int		 delim, format;
+	uint64_t	 n;
 
 	if (size < 1)
 		return (0);
@@ -43,6 +44,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    memcmp(p, COMMAND, strlen(COMMAND)) == 0) {
 			daemon_command(p + strlen(COMMAND),
 			    len - strlen(COMMAND));
+			(void)daemon_taken(p + strlen(COMMAND),
+			    len - strlen(COMMAND), &n);
 			continue;
 		}
 		record_reset(&r);
