@@ -82,6 +82,8 @@ struct crec {
 	struct verdict	 v;
 	int		 local;		/* decided here, never sent */
 	uint64_t	 k;		/* its number on the connection */
+	uint64_t	 conn;		/* the connection that answered it */
+	uint64_t	 upto;		/* its reply ends there (rbytes) */
 };
 
 /* Which record each of a connection's numbers was: runs of (k, recno). */
@@ -128,7 +130,10 @@ struct client {
 	int				 ack_due;	/* "ack" is (the first) */
 	int				 acking;	/* the daemon takes
 							   "taken N" */
-	uint64_t			 rbytes;	/* reply bytes taken */
+	uint64_t			 conns;		/* connections made */
+	uint64_t			 rbytes;	/* reply bytes read */
+	uint64_t			 done;		/* of them, of records
+							   written */
 	uint64_t			 told;		/* "taken" said so */
 	int				 outfail;	/* the output failed */
 	char				*ending;	/* the daemon's last line,
@@ -156,6 +161,7 @@ static int	client_handshake(struct client *, char **);
 static void	client_close(struct client *);
 static void	client_command(struct client *, const char *);
 static int	client_tell(struct client *);
+static void	client_done(struct client *, const struct crec *);
 static void	client_tell_last(struct client *);
 static void	client_end(struct client *);
 static void	client_extra(struct client *, struct verdict *, const char *,
@@ -496,7 +502,8 @@ client_connect(struct client *c)
 	/* The commands go first, their replies come first. */
 	c->acks = 0;
 	c->acking = 0;
-	c->rbytes = c->told = 0;
+	c->conns++;
+	c->rbytes = c->done = c->told = 0;
 	client_command(c, "ack");
 	c->ack_due = 1;
 	if (c->pairs)
@@ -535,7 +542,7 @@ client_tell(struct client *c)
 	char	 line[64], *cause;
 	int	 n;
 
-	if (c->fd == -1 || !c->acking || c->rbytes == c->told || c->outfail)
+	if (c->fd == -1 || !c->acking || c->done <= c->told || c->outfail)
 		return (0);
 	if (output_sync(c->out, &cause) != 0) {
 		log_warnx("%s%s%s", c->o->output != NULL ? c->o->output : "",
@@ -544,9 +551,9 @@ client_tell(struct client *c)
 		return (EXIT_ERROR);
 	}
 	n = snprintf(line, sizeof line, COMMAND "taken %" PRIu64 "%c",
-	    c->rbytes, (char)c->senddelim);
+	    c->done, (char)c->senddelim);
 	buf_append(&c->obuf, line, (size_t)n);
-	c->told = c->rbytes;
+	c->told = c->done;
 	return (0);
 }
 
@@ -575,16 +582,24 @@ static void
 client_tell_last(struct client *c)
 {
 	double	 until = now_seconds() + CONNECT_SECS;
+	char	*cause;
+	ssize_t	 n;
 
 	if (client_tell(c) != 0)
 		return;
 	while (c->fd != -1 && c->ooff < c->obuf.len &&
 	    now_seconds() < until) {
-		if (client_io(c, 0) != 0)
+		n = client_sock_write(c, c->obuf.data + c->ooff,
+		    c->obuf.len - c->ooff, &cause);
+		if (n == -1) {
+			free(cause);	/* gone: it hears nothing more */
 			return;
-		if (c->ooff < c->obuf.len)
+		}
+		if (n == -2)
 			(void)wait_fd(c->fd, c->tls_want != 0 ? c->tls_want :
 			    POLLOUT, 100);
+		else
+			c->ooff += n;
 	}
 }
 
@@ -766,12 +781,23 @@ client_io(struct client *c, int readable)
 		if (n == -1 || n == 0) {
 			if (n == 0)
 				cause = xstrdup("connection closed");
+			free(c->ending);
 			if (c->ans < c->sent)
-				client_lost(c, 1, "%s with %" PRIu64 " records "
-				    "not answered", cause, c->sent - c->ans);
+				xasprintf(&c->ending, "%s with %" PRIu64
+				    " records not answered", cause,
+				    c->sent - c->ans);
 			else
-				client_lost(c, 0, "%s", cause);
+				c->ending = xstrdup(cause);
+			c->ending_counted = c->ans < c->sent;
 			free(cause);
+			/*
+			 * The daemon half-closed (after an error reply, as
+			 * --on-bad-input fail): one that acks hears what
+			 * was taken first (client_end).
+			 */
+			if (n == 0 && c->acking)
+				return (-1);
+			client_end(c);
 			return (-1);
 		}
 		c->ibuf.len += n;
@@ -930,7 +956,8 @@ client_reply(struct client *c, char *line, size_t len)
 		c->acks--;
 		return;
 	}
-	if (c->ack_due && nf >= 3 && fl[2] == 7 &&
+	if (c->ack_due && nf >= 3 && fl[0] == 5 &&
+	    memcmp(f[0], "error", 5) == 0 && fl[2] == 7 &&
 	    memcmp(f[2], "command", 7) == 0) {
 		log_debug("--connect %s: the daemon does not take '#mhfilter "
 		    "ack': a reply counts delivered once its socket took it",
@@ -979,7 +1006,7 @@ client_reply(struct client *c, char *line, size_t len)
 			 * A daemon that acks hears what was taken first
 			 * (client_end, once the records are written).
 			 */
-			if (c->acking && !c->abort) {
+			if (c->acking) {
 				free(c->ending);
 				xasprintf(&c->ending, "error %.*s: %.*s",
 				    (int)fl[2], f[2], nf > 3 ? (int)fl[3] : 0,
@@ -1001,6 +1028,8 @@ client_reply(struct client *c, char *line, size_t len)
 		return;
 	}
 	cr = &c->ring[c->ans % c->cap];
+	cr->conn = c->conns;
+	cr->upto = c->rbytes;
 	v = &cr->v;
 	verdict_reset(v);
 	if (nf >= 2) {
@@ -1094,6 +1123,17 @@ client_mail_time(struct client *c, struct record *r)
 }
 
 /*
+ * Record cr is written (or left out, as decided): its reply, if it came on
+ * this connection, may be told taken (client_tell).
+ */
+static void
+client_done(struct client *c, const struct crec *cr)
+{
+	if (!cr->local && cr->conn == c->conns && cr->upto > c->done)
+		c->done = cr->upto;
+}
+
+/*
  * Write the decided records at the head of the window, in input order.
  * 0, or an exit status (an output error, a bad record under fail).
  */
@@ -1122,22 +1162,30 @@ client_write(struct client *c)
 				policy = POLICY_SKIP;
 			client_warn(c, cr, policy);
 			if (policy == POLICY_FAIL) {
-				/* The records before it are written. */
+				/*
+				 * The records before it are written; it is
+				 * decided (invalid), and told taken so.
+				 */
 				if ((rc = output_flush(c->out, &cause)) != 0)
 					goto fail;
+				client_done(c, cr);
 				return (EXIT_DATA);
 			}
-			if (policy == POLICY_SKIP)
+			if (policy == POLICY_SKIP) {
+				client_done(c, cr);
 				continue;
+			}
 		}
-		if (cr->v.kind == V_SKIP)
+		if (cr->v.kind == V_SKIP) {
+			client_done(c, cr);
 			continue;
+		}
 		if (c->po->framing == FRAME_MBOX && cr->r.time == 0 &&
-		    !(cr->r.raw.len >= 5 && memcmp(cr->r.raw.data, "From ",
-		    5) == 0))
+		    !output_mail_from(&cr->r, 1))
 			client_mail_time(c, &cr->r);
 		if ((rc = output_record(c->out, &cr->r, &cr->v, &cause)) != 0)
 			goto fail;
+		client_done(c, cr);
 	}
 	if ((rc = output_flush(c->out, &cause)) != 0)
 		goto fail;

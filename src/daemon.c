@@ -1213,7 +1213,9 @@ client_finish(struct client *c)
 	struct timeval	 tv = { LINGER_SECS, 0 };
 
 	c->finish = 0;
-	if (!c->last_sent || c->eof) {
+	/* One that acks may yet say which replies it wrote. */
+	if ((!c->last_sent && !(c->acking && !TAILQ_EMPTY(&c->marks))) ||
+	    c->eof) {
 		client_free(c);
 		return;
 	}

@@ -504,19 +504,21 @@ input_blank_end(const char *p, size_t len)
 /*
  * Where to cut a message over the limit that is handed out in pieces: at
  * the last line end in the data, less the run of line ends before it, so
- * that a separator (a blank line and a From_ line) is never cut; the whole
- * data when it has no line end, or for a whole-file message.
+ * that a separator (a blank line and a From_ line) is never cut; a
+ * whole-file message, which has none, after its last line end, so that the
+ * next piece starts a line (output_mail quotes a piece's lines); the whole
+ * data when it has no line end.
  */
 static size_t
 input_mail_cut(struct input *in)
 {
 	const char	*first = in->buf + in->start, *p;
 
-	if (in->whole[in->next - 1])
-		return (in->end - in->start);
 	p = memrchr(first, '\n', in->end - in->start);
 	if (p == NULL)
 		return (in->end - in->start);
+	if (in->whole[in->next - 1])
+		return (p + 1 - first);
 	while (p > first && (p[-1] == '\n' || p[-1] == '\r'))
 		p--;
 	return (p - first);

@@ -273,29 +273,71 @@ mail_attach_prev(const char *p, size_t *end)
 	return (d);
 }
 
+/* Order attachments' digests (pointers to MAIL_DIGEST hex digits). */
+static int
+mail_digest_cmp(const void *a, const void *b)
+{
+	return (memcmp(*(const char *const *)a, *(const char *const *)b,
+	    MAIL_DIGEST));
+}
+
+/*
+ * The digests of the attachments that end text p into *d (sorted; *d is
+ * the caller's array of max, or one allocated when more are there), and
+ * their number.
+ */
+static size_t
+mail_attach_list(const char *p, size_t len, const char ***d, size_t max)
+{
+	const char	**v = *d;
+	size_t		 n = 0, i = len;
+
+	for (;;) {
+		if (n == max) {
+			max *= 2;
+			v = v == *d ? memcpy(xreallocarray(NULL, max,
+			    sizeof *v), v, n * sizeof *v) :
+			    xreallocarray(v, max, sizeof *v);
+		}
+		if ((v[n] = mail_attach_prev(p, &i)) == NULL)
+			break;
+		n++;
+	}
+	if (n > 1)
+		qsort(v, n, sizeof *v, mail_digest_cmp);
+	*d = v;
+	return (n);
+}
+
 /*
  * May a message of text a be a copy of one of text b (both as the filter
  * compares them, normalised)?  Not when it has an attachment that b has
  * not: one text with other attachments (this month's invoice with last
  * month's text) is another message, and so is one that brings a file the
  * first did not (the text sent again with a screenshot); one with fewer
- * (a copy whose attachment a list stripped) brings nothing new.
+ * (a copy whose attachment a list stripped) brings nothing new.  Sorted,
+ * so that a message of many attachments costs no more than its reading.
  */
 int
 mail_attach_within(const char *a, size_t alen, const char *b, size_t blen)
 {
-	const char	*da, *db;
-	size_t		 ia = alen, ib;
+	const char	*sa[16], *sb[16], **da = sa, **db = sb;
+	size_t		 na, nb, i, j = 0;
+	int		 c, within = 1;
 
-	while ((da = mail_attach_prev(a, &ia)) != NULL) {
-		ib = blen;
-		while ((db = mail_attach_prev(b, &ib)) != NULL &&
-		    memcmp(da, db, MAIL_DIGEST) != 0)
-			;
-		if (db == NULL)
-			return (0);
+	if ((na = mail_attach_list(a, alen, &da, 16)) == 0)
+		return (1);
+	nb = mail_attach_list(b, blen, &db, 16);
+	for (i = 0; i < na && within; i++) {
+		while (j < nb && (c = memcmp(db[j], da[i], MAIL_DIGEST)) < 0)
+			j++;
+		within = j < nb && c == 0;
 	}
-	return (1);
+	if (da != sa)
+		free(da);
+	if (db != sb)
+		free(db);
+	return (within);
 }
 
 /* Parse "quotes,signature,footer" or "none" into MAIL_STRIP_* flags. */

@@ -1262,6 +1262,7 @@ void		 output_field(struct buf *, const char *, size_t);
 void		 output_mail_header(struct buf *, const struct verdict *, int,
 		    const char *);
 void		 output_mail_value(struct buf *, const struct verdict *, int);
+int		 output_mail_from(const struct record *, int);
 /* The formats' writers (format.c's write): one record, or a piece. */
 int		 output_write_line(struct output *, const struct record *,
 		    const struct verdict *, int, int, char **);

@@ -512,6 +512,29 @@ output_mail_copy(struct buf *b, const char *p, const char *end, int quote,
 }
 
 /*
+ * Does the message start with a From_ line, which output_mail writes as
+ * its own (as mbox) or leaves out (in a Maildir)?  For those, strict: a
+ * first line that begins with "From " but does not read as one
+ * (input_from_line: a file's "From jane@example.org", a message sent to
+ * the daemon) is the message's, which an mbox would take for a separator
+ * no reader knows (mhfilter, mutt), and a Maildir keeps.  Otherwise
+ * (--single, -z) any such line is kept first, as read.
+ */
+int
+output_mail_from(const struct record *r, int strict)
+{
+	const char	*p = r->raw.data, *nl;
+
+	if (r->raw.len < 5 || memcmp(p, "From ", 5) != 0)
+		return (0);
+	if (!strict)
+		return (1);
+	nl = memchr(p, '\n', r->raw.len);
+	return (input_from_line(p, nl != NULL ? (size_t)(nl - p) :
+	    r->raw.len));
+}
+
+/*
  * A mail message: as mbox (a From_ line, mboxrd quoting of a message that
  * had none or is a file of its own, a blank line after it), as read
  * (--single) or NUL-terminated
@@ -532,19 +555,10 @@ output_mail(struct output *o, const struct record *r, const struct verdict *v,
 	int		 mbox = o->framing == FRAME_MBOX, had;
 
 	if (first) {
-		had = r->raw.len >= 5 && memcmp(p, "From ", 5) == 0;
-		nl = memchr(p, '\n', end - p);
-		nl = nl != NULL ? nl + 1 : end;
-		/*
-		 * A message that is a file of its own (r->whole) starts with
-		 * a From_ line only if its first line reads as one: else
-		 * that line is the message's, which an mbox would take for
-		 * a separator no reader knows (mhfilter, mutt) and a
-		 * Maildir keeps.
-		 */
-		if (had && r->whole && (mbox || o->maildir != NULL))
-			had = input_from_line(p, nl - p - (nl[-1] == '\n'));
+		had = output_mail_from(r, mbox || o->maildir != NULL);
 		if (had) {
+			nl = memchr(p, '\n', end - p);
+			nl = nl != NULL ? nl + 1 : end;
 			/* A Maildir file has no From_ line. */
 			if (o->maildir == NULL)
 				buf_append(&o->b, p, nl - p);

@@ -345,6 +345,64 @@ killed_then_again() {
 	assert_same all both
 }
 
+@test "a Maildir whose messages start with From lines, From_ lines or not: the stream's bytes" {
+	mkdir -p md/cur md/new md/tmp
+	printf 'From jane@example.org\nFrom: jane@example.org\nDate: Tue, 02 Jun 2020 10:00:00 +0000\nSubject: hello\nMessage-ID: <j1@example.org>\n\nA message body with a few words in it, enough to be judged here.\n' \
+	    >md/new/1.host
+	printf 'From bob@example.org Mon Jan  1 00:00:00 2024\nFrom: bob@example.org\nSubject: other\nMessage-ID: <b1@example.org>\n\nAnother body, of other words than the first one has.\nFrom the desk of Bob\n' \
+	    >md/new/2.host
+	serve mail unix
+	timeout 60 "$MHFILTER" -f mail -a md >want
+	timeout 60 "$MHFILTER" -f mail --connect "$ADDR" -a md >got ||
+	    fail "status $?"
+	stop_daemon
+	assert_same want got
+}
+
+# Records of feed $1 with a bad record in bad (a record over the client's
+# --max-bytes 300, or invalid JSON), sent with --on-bad-input fail (more
+# client options after), then the fixed feed: every record written by one
+# run or the other.  (Those of the batch the first run stopped in, whose
+# later replies were not taken, may be written again: a replay.)
+fail_then_fixed() {
+	local feed="$1" st=0
+
+	shift
+	timeout 60 "$MHFILTER" --connect "$ADDR" --on-bad-input fail "$@" \
+	    bad >o1 2>e1 || st=$?
+	[ "$st" -eq 3 ] || fail "status $st, not 3" "$(cat e1)"
+	timeout 60 "$MHFILTER" --connect "$ADDR" "${@:1:2}" "$feed" >o2 2>e2 ||
+	    fail "status $?" "$(cat e2)"
+	stop_daemon
+	[ "$(wc -l <o1)" -gt 0 ] || fail "the first run wrote nothing"
+	sort -u o1 o2 >both
+	sort "$feed" >all
+	assert_same all both
+	# With $ONCE, none twice.
+	[ -z "${ONCE:-}" ] || [ "$(sort o1 o2 | uniq -d | wc -l)" -eq 0 ] ||
+	    fail "written twice:" "$(sort o1 o2 | uniq -d)"
+}
+
+@test "--on-bad-input fail, the client's own too-long record: the replies read after it are not told taken; run again, every record written" {
+	gen_tsv 60 3 >feed
+	{ head -n 10 feed; printf 'big\t%s\n' "$(head -c 600 /dev/zero | tr '\0' x)"
+	    tail -n +11 feed; } >bad
+	serve tsv unix --batch-delay 200ms
+	fail_then_fixed feed -f tsv --max-bytes 300
+}
+
+@test "--on-bad-input fail in client and daemon, invalid JSON: the records before it told taken, though the daemon closes; run again, every record written once" {
+	gen_tsv 60 4 | python3 -c '
+import json, sys
+for l in sys.stdin:
+    i, t = l.rstrip("\n").split("\t")
+    print(json.dumps({"id": i, "text": t}))' >feed
+	{ head -n 30 feed; echo '{"id": "broken", "text": '; tail -n +31 feed; } >bad
+	serve jsonl unix --batch-delay 100ms --on-bad-input fail
+	# Its batch ends at the invalid record: all told taken.
+	ONCE=1 fail_then_fixed feed -f jsonl
+}
+
 @test "tcp: the stream's bytes, default and -a, line and tsv" {
 	make_input line 2000 >in.line
 	make_input tsv 2000 >in.tsv
@@ -375,9 +433,10 @@ killed_then_again() {
 	stop_daemon
 }
 
-@test "-p against a daemon that does not know '#mhfilter pairs' (an older version): exit 1, saying so" {
-	# A stand-in for the older daemon: an unknown command is an error
-	# line, a record is unique.
+# A stand-in for a daemon of an older version on unix socket $T/old, for
+# one connection: a command is an unknown one (an error line), a record
+# unique.
+old_daemon() {
 	timeout 60 python3 -c '
 import os, socket, sys
 s = socket.socket(socket.AF_UNIX)
@@ -393,11 +452,24 @@ for line in f:
 ' "$T/old" &
 	BG_PIDS+=($!)
 	for i in $(seq 100); do [ -S "$T/old" ] && break; sleep 0.05; done
+}
+
+@test "-p against a daemon that does not know '#mhfilter pairs' (an older version): exit 1, saying so" {
+	old_daemon
 	make_input tsv 20 >in
 	run timeout 60 "$MHFILTER" --connect "unix:$T/old" -f tsv -p <in
 	[ "$status" -eq 1 ] || fail "status $status" "$output"
 	[[ "$output" == *"--connect unix:$T/old: the daemon does not know '#mhfilter pairs'"* ]] ||
 	    fail "$output"
+}
+
+@test "a daemon that does not know '#mhfilter ack' (an older version): every record written, its replies counted by its socket" {
+	old_daemon
+	make_input tsv 20 >in
+	run timeout 60 "$MHFILTER" --connect "unix:$T/old" -f tsv -v <in
+	[ "$status" -eq 0 ] || fail "status $status" "$output"
+	[[ "$output" == *"does not take '#mhfilter ack'"* ]] || fail "$output"
+	[ "$(grep -c '^[a-z0-9]*	' <<<"$output")" -eq 20 ] || fail "$output"
 }
 
 @test "exit statuses: no daemon (1, naming it), bad input under fail (3), usage (2), a closed output (141)" {

@@ -370,6 +370,50 @@ within(const char *a, const char *b)
 }
 
 /*
+ * Texts of many attachments (more than mail_attach_within holds on its
+ * stack), in other orders: a text of attachments 0 to 299 in one order,
+ * the same in another, a part of them, and one with another besides.
+ */
+static void
+attach_many(void)
+{
+	struct buf	 all = { 0 }, rev = { 0 }, part = { 0 }, more = { 0 };
+	char		 line[64];
+	int		 i, n;
+
+	buf_append(&all, "text", 4);
+	buf_append(&rev, "text", 4);
+	buf_append(&part, "text", 4);
+	buf_append(&more, "text", 4);
+	for (i = 0; i < 300; i++) {
+		n = snprintf(line, sizeof line, "\nattachment %032x", i * 7919);
+		buf_append(&all, line, n);
+		if (i % 3 == 0)
+			buf_append(&part, line, n);
+		buf_append(&more, line, n);
+		n = snprintf(line, sizeof line, " attachment %032x",
+		    (299 - i) * 7919);
+		buf_append(&rev, line, n);
+	}
+	n = snprintf(line, sizeof line, "\nattachment %032x", 1);
+	buf_append(&more, line, n);
+	assert_true(mail_attach_within(all.data, all.len, rev.data, rev.len));
+	assert_true(mail_attach_within(rev.data, rev.len, all.data, all.len));
+	assert_true(mail_attach_within(part.data, part.len, rev.data,
+	    rev.len));
+	assert_false(mail_attach_within(rev.data, rev.len, part.data,
+	    part.len));
+	assert_false(mail_attach_within(more.data, more.len, rev.data,
+	    rev.len));
+	assert_true(mail_attach_within(rev.data, rev.len, more.data,
+	    more.len));
+	buf_free(&all);
+	buf_free(&rev);
+	buf_free(&part);
+	buf_free(&more);
+}
+
+/*
  * A message may be a copy of another only if that one has every attachment
  * it has, in any order, whatever the normalisation made of their lines; a
  * line that only looks like an attachment's somewhere else is text.
@@ -418,6 +462,7 @@ test_attach_within(void **state)
 	    "x"));
 	assert_true(within("attachment 0123456789abcdef0123456789abcdef x",
 	    ""));
+	attach_many();
 }
 
 /* Re-sent copies (other headers, base64, HTML alternative) give one text. */
