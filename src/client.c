@@ -819,8 +819,10 @@ client_replies(struct client *c)
 		c->rbytes += nl + 1 - p;
 		client_reply(c, p, nl - p);
 		p = nl + 1;
-		if (c->fd == -1 || c->ending != NULL)
+		if (c->fd == -1)
 			return;
+		if (c->ending != NULL)
+			break;		/* no more: the connection ends */
 	}
 	left = end - p;
 	memmove(c->ibuf.data, p, left);
@@ -1443,7 +1445,7 @@ client_run(const struct client_opts *o, const struct pipeline_opts *po,
 			    !input_wait(c.in, 0)) {
 				/* Nothing in flight: wait for either. */
 				readable = !input_wait_or(c.in, c.fd);
-				if (!readable)
+				if (readable)
 					(void)client_io(&c, 1);
 				continue;
 			}

@@ -1418,9 +1418,14 @@ client_event(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	if ((what & BEV_EVENT_TIMEOUT) && (what & BEV_EVENT_READING)) {
-		/* Waiting for its answers is not being idle. */
+		/*
+		 * Waiting for its answers is not being idle, nor is a
+		 * client that acks and has yet to say it took its replies
+		 * (its output may be slow): it would lose their marks.
+		 */
 		if (c->state != C_READING || c->pending != 0 ||
-		    evbuffer_get_length(out) != 0) {
+		    evbuffer_get_length(out) != 0 ||
+		    (c->acking && !TAILQ_EMPTY(&c->marks))) {
 			if (c->state == C_READING && !c->throttled)
 				bufferevent_enable(bev, EV_READ);
 			return;
@@ -2150,7 +2155,9 @@ daemon_stop(struct daemon *d, const char *why)
 	for (c = TAILQ_FIRST(&d->clients); c != NULL; c = next) {
 		next = TAILQ_NEXT(c, entry);
 		if (c->state == C_LINGER) {
-			client_free(c);
+			/* One that acks may yet say what it took. */
+			if (!c->acking || TAILQ_EMPTY(&c->marks))
+				client_free(c);
 			continue;
 		}
 		bufferevent_disable(c->bev, EV_READ);

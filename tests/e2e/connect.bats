@@ -403,11 +403,60 @@ for l in sys.stdin:
 	ONCE=1 fail_then_fixed feed -f jsonl
 }
 
+@test "a client whose output is slower than --idle-timeout: not idle while its replies are not told taken; run again, nothing written twice" {
+	local rd cl
+
+	gen_tsv 3000 8 >feed
+	serve tsv unix --idle-timeout 1s
+	# Its output is a pipe whose reader stops: the client blocks with
+	# every reply sent, past the idle timeout and the daemon's linger.
+	mkfifo out.fifo
+	cat out.fifo >o1 &
+	rd=$!
+	exec 7>out.fifo		# (bats has 3)
+	sleep 0.3
+	kill -STOP "$rd"
+	"$MHFILTER" -f tsv --connect "$ADDR" feed >&7 2>e1 &
+	cl=$!
+	exec 7>&-
+	sleep 7
+	kill -CONT "$rd"
+	wait "$cl" || fail "status $?" "$(cat e1)"
+	wait "$rd"
+	client_of feed -f tsv
+	stop_daemon
+	[ "$(wc -l <o1)" -eq 3000 ] || fail "the first run wrote $(wc -l <o1)"
+	[ "$GOT_STATUS" -eq 0 ] && [ ! -s "$T/got" ] ||
+	    fail "the second run wrote $(wc -l <"$T/got")" "$(cat "$T/cerr")"
+}
+
 @test "tcp: the stream's bytes, default and -a, line and tsv" {
 	make_input line 2000 >in.line
 	make_input tsv 2000 >in.tsv
 	same_as_stream in.line line tcp default -a
 	same_as_stream in.tsv tsv tcp default -a -D
+}
+
+@test "tls: a batch that failed to commit, its error line read with the replies before it: those applied once, its records sent again" {
+	local i fp
+
+	[ -f "$C/ca.pem" ] ||
+	    skip "the openssl command is not installed (Debian package openssl)"
+	for i in $(seq 0 9); do
+		printf 'id%d\tsome text number %d with several words in it\n' "$i" "$i"
+	done >feed
+	python3 "$E2E_DIR/failing-daemon.py" "$C/server.pem" "$C/server.key" \
+	    port log &
+	fp=$!
+	BG_PIDS+=("$fp")
+	for i in $(seq 100); do [ -s port ] && break; sleep 0.05; done
+	timeout 60 "$MHFILTER" -f tsv --connect "tls:127.0.0.1:$(cat port)" \
+	    --tls-ca "$C/ca.pem" feed >got 2>err || fail "status $?" "$(cat err)"
+	kill "$fp"
+	# id1 is the only duplicate; id2 and id3 went again on connection 2.
+	[ "$(cut -f1 got | tr '\n' ' ')" = "id0 id2 id3 id4 id5 id6 id7 id8 id9 " ] ||
+	    fail "$(cat got)" "$(cat log)"
+	grep -q '^conn2 id2$' log && grep -q '^conn2 id3$' log || fail "$(cat log)"
 }
 
 @test "tls: the stream's bytes with a client certificate; a wrong CA exits 1" {
@@ -676,6 +725,24 @@ for l in sys.stdin:
 	[ "$status" -eq 0 ] || fail "client status $status" "$(cat "$T/cerr")"
 	grep -q 'error busy' "$T/cerr" || fail "$(cat "$T/cerr")"
 	assert_same "$T/want" "$T/got"
+	stop_daemon
+}
+
+@test "a producer that pauses: what it sent is answered and written during the pause" {
+	local cl i
+
+	make_input line 1500 >in
+	serve line unix
+	{ cat in; sleep 4; } | "$MHFILTER" --connect "$ADDR" >got 2>cerr &
+	cl=$!
+	BG_PIDS+=("$cl")
+	for i in $(seq 60); do
+		[ "$(wc -l <got)" -gt 0 ] && break
+		sleep 0.05
+	done
+	# Within 3 s of a pause of 4 (the client read no reply before).
+	[ "$(wc -l <got)" -gt 0 ] || fail "nothing written in the pause"
+	wait "$cl" || fail "status $?" "$(cat cerr)"
 	stop_daemon
 }
 
