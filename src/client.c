@@ -581,12 +581,27 @@ client_end(struct client *c)
 static void
 client_tell_last(struct client *c)
 {
-	double	 until = now_seconds() + CONNECT_SECS;
-	char	*cause;
-	ssize_t	 n;
+	double		 until = now_seconds() + CONNECT_SECS;
+	struct pollfd	 pfd;
+	char		*cause, *q, scratch[4096];
+	ssize_t		 n;
 
+	/*
+	 * Records queued and not sent go no more (sent again on another
+	 * connection, if any): the one begun goes to its end, then "taken"
+	 * (again, if one queued went with them).
+	 */
+	q = c->ooff > 0 && c->obuf.data[c->ooff - 1] != (char)c->senddelim ?
+	    memchr(c->obuf.data + c->ooff, c->senddelim, c->obuf.len -
+	    c->ooff) : NULL;
+	c->obuf.len = q != NULL ? (size_t)(q + 1 - c->obuf.data) : c->ooff;
+	c->told = 0;
 	if (client_tell(c) != 0)
 		return;
+	/*
+	 * The replies still coming are read and dropped meanwhile: a daemon
+	 * whose replies wait stops reading.
+	 */
 	while (c->fd != -1 && c->ooff < c->obuf.len &&
 	    now_seconds() < until) {
 		n = client_sock_write(c, c->obuf.data + c->ooff,
@@ -595,11 +610,26 @@ client_tell_last(struct client *c)
 			free(cause);	/* gone: it hears nothing more */
 			return;
 		}
-		if (n == -2)
-			(void)wait_fd(c->fd, c->tls_want != 0 ? c->tls_want :
-			    POLLOUT, 100);
-		else
+		if (n >= 0) {
 			c->ooff += n;
+			continue;
+		}
+		if (c->ssl != NULL) {
+			if ((n = client_sock_read(c, scratch, sizeof scratch,
+			    &cause)) == -1)
+				free(cause);
+			if (n == -1 || n == 0)
+				return;
+			if (n == -2)
+				(void)wait_fd(c->fd, c->tls_want != 0 ?
+				    c->tls_want : POLLOUT, 100);
+			continue;
+		}
+		pfd.fd = c->fd;
+		pfd.events = POLLIN|POLLOUT;
+		if (poll(&pfd, 1, 100) > 0 && (pfd.revents & POLLIN) &&
+		    read(c->fd, scratch, sizeof scratch) == 0)
+			return;		/* it closed */
 	}
 }
 

@@ -88,6 +88,7 @@
 #define REPLY_HIGH	(256 * 1024)	/* stop reading a client above this */
 #define REPLY_LOW	(64 * 1024)	/* and read it again below this */
 #define LINGER_SECS	5		/* read and drop after an error line */
+#define ACK_MARKS_MAX	1024		/* batches a client that acks may owe */
 /* Refused clients held to be told "busy" and linger: a burst's worth. */
 #define REFUSED_MAX(max) ((size_t)((max) > 256 ? (max) : 256))
 #define DRAIN_SECS	10		/* at exit, for clients to read replies */
@@ -127,6 +128,7 @@ struct client {
 	int			 acking;	/* it says so ("#mhfilter ack") */
 	uint64_t		 acked;		/* of them, it said it wrote
 						   ("#mhfilter taken N") */
+	size_t			 nmarks;	/* in marks */
 	int			 tcp;		/* over TCP (or TLS over it) */
 	struct event		*recheck;	/* client_recheck */
 	struct cmarks		 marks;		/* batches its replies end */
@@ -1095,6 +1097,7 @@ client_marks(struct client *c, int lost)
 		if (cm->upto > taken && !lost)
 			break;
 		TAILQ_REMOVE(&c->marks, cm, entry);
+		c->nmarks--;
 		dmark_done(c->d, cm->dm, cm->upto > taken);
 		free(cm);
 	}
@@ -1138,8 +1141,21 @@ client_mark(struct client *c, struct dmark *dm)
 		cm->dm = dm;
 		dm->waiting++;
 		TAILQ_INSERT_TAIL(&c->marks, cm, entry);
+		c->nmarks++;
 	}
 	cm->upto = c->added;
+	/*
+	 * One that acks and does not (a client gone wrong) would hold every
+	 * batch's marks: past ACK_MARKS_MAX the oldest are lost, their
+	 * records replays when they come again.
+	 */
+	if (c->acking && c->nmarks > ACK_MARKS_MAX) {
+		cm = TAILQ_FIRST(&c->marks);
+		TAILQ_REMOVE(&c->marks, cm, entry);
+		c->nmarks--;
+		dmark_done(c->d, cm->dm, 1);
+		free(cm);
+	}
 }
 
 /*
@@ -1218,6 +1234,12 @@ client_finish(struct client *c)
 	    c->eof) {
 		client_free(c);
 		return;
+	}
+	/* One that acks may be slow to say what it took. */
+	if (c->acking && !TAILQ_EMPTY(&c->marks) &&
+	    c->d->o->idle_timeout > LINGER_SECS) {
+		tv.tv_sec = (time_t)c->d->o->idle_timeout;
+		tv.tv_usec = 0;
 	}
 	c->state = C_LINGER;
 	client_close_notify(c);
@@ -1412,6 +1434,11 @@ client_event(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	if ((what & BEV_EVENT_TIMEOUT) && (what & BEV_EVENT_WRITING)) {
+		/* One that acks may be slow to take them: see below. */
+		if (c->acking && !TAILQ_EMPTY(&c->marks)) {
+			bufferevent_enable(bev, EV_WRITE);
+			return;
+		}
 		log_debug("connection %" PRIu64 ": replies not read for "
 		    "%.0f s; closed", c->conn, c->d->o->idle_timeout);
 		client_free(c);

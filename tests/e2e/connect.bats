@@ -403,31 +403,61 @@ for l in sys.stdin:
 	ONCE=1 fail_then_fixed feed -f jsonl
 }
 
-@test "a client whose output is slower than --idle-timeout: not idle while its replies are not told taken; run again, nothing written twice" {
+# The client with options $@ (--connect $ADDR), its output into o1 through
+# a pipe whose reader stops for 7 s before the first replies come (the
+# client blocks writing them meanwhile); its status into $SLOW_STATUS.
+slow_client() {
 	local rd cl
 
-	gen_tsv 3000 8 >feed
-	serve tsv unix --idle-timeout 1s
-	# Its output is a pipe whose reader stops: the client blocks with
-	# every reply sent, past the idle timeout and the daemon's linger.
 	mkfifo out.fifo
 	cat out.fifo >o1 &
 	rd=$!
 	exec 7>out.fifo		# (bats has 3)
 	sleep 0.3
 	kill -STOP "$rd"
-	"$MHFILTER" -f tsv --connect "$ADDR" feed >&7 2>e1 &
+	"$MHFILTER" --connect "$ADDR" "$@" >&7 2>e1 &
 	cl=$!
 	exec 7>&-
 	sleep 7
 	kill -CONT "$rd"
-	wait "$cl" || fail "status $?" "$(cat e1)"
+	SLOW_STATUS=0
+	wait "$cl" || SLOW_STATUS=$?
 	wait "$rd"
+}
+
+@test "a client whose output is slower than --idle-timeout: not idle while its replies are not told taken; run again, nothing written twice" {
+	# Ids of 300 bytes: more replies than its socket holds, so that the
+	# daemon waits to write as well as to read.
+	gen_tsv 8000 8 | sed "s/^id/$(printf 'x%.0s' $(seq 290))/" >feed
+	serve tsv unix --idle-timeout 1s
+	# The client blocks with every reply sent, past the idle timeout
+	# and the daemon's linger.
+	slow_client -f tsv feed
+	[ "$SLOW_STATUS" -eq 0 ] || fail "status $SLOW_STATUS" "$(cat e1)"
 	client_of feed -f tsv
 	stop_daemon
-	[ "$(wc -l <o1)" -eq 3000 ] || fail "the first run wrote $(wc -l <o1)"
+	[ "$(wc -l <o1)" -eq 8000 ] || fail "the first run wrote $(wc -l <o1)"
 	[ "$GOT_STATUS" -eq 0 ] && [ ! -s "$T/got" ] ||
 	    fail "the second run wrote $(wc -l <"$T/got")" "$(cat "$T/cerr")"
+}
+
+@test "--on-bad-input fail in the daemon, a client whose output is slower than the daemon's linger: its last 'taken' heard; run again, nothing written twice" {
+	gen_tsv 3000 81 | python3 -c '
+import json, sys
+for l in sys.stdin:
+    i, t = l.rstrip("\n").split("\t")
+    print(json.dumps({"id": i, "text": t}))' >feed
+	{ head -n 1500 feed; echo '{"id": "broken", "text": '
+	    tail -n +1501 feed; } >bad
+	serve jsonl unix --batch-delay 100ms --on-bad-input fail
+	# Blocked past the daemon's 5 s linger.
+	slow_client -f jsonl --on-bad-input fail bad
+	[ "$SLOW_STATUS" -eq 3 ] || fail "status $SLOW_STATUS" "$(cat e1)"
+	client_of feed -f jsonl
+	stop_daemon
+	[ "$(wc -l <o1)" -eq 1500 ] || fail "the first run wrote $(wc -l <o1)"
+	[ "$(sort o1 "$T/got" | uniq -d | wc -l)" -eq 0 ] ||
+	    fail "written twice: $(sort o1 "$T/got" | uniq -d | wc -l)"
 }
 
 @test "tcp: the stream's bytes, default and -a, line and tsv" {
