@@ -545,9 +545,11 @@ client_tell(struct client *c)
 	if (c->fd == -1 || !c->acking || c->done <= c->told || c->outfail)
 		return (0);
 	if (output_sync(c->out, &cause) != 0) {
+		/* Its records may not be there: nothing more is told. */
 		log_warnx("%s%s%s", c->o->output != NULL ? c->o->output : "",
 		    c->o->output != NULL ? ": " : "", cause);
 		free(cause);
+		c->outfail = 1;
 		return (EXIT_ERROR);
 	}
 	n = snprintf(line, sizeof line, COMMAND "taken %" PRIu64 "%c",

@@ -460,6 +460,23 @@ for l in sys.stdin:
 	    fail "written twice: $(sort o1 "$T/got" | uniq -d | wc -l)"
 }
 
+@test "--connect -o FILE whose sync fails: exit 1 with one message naming the file; its records not told taken, written again by the next run" {
+	local st=0
+
+	gen_tsv 300 9 >feed
+	serve tsv unix
+	FAULT_PATH=out.tsv FAULT_CALLS=fdatasync FAULT_AT=1 FAULT_TIMES=0 \
+	    LD_PRELOAD="$(fault_preload)" timeout 60 "$MHFILTER" -f tsv \
+	    --connect "$ADDR" -o out.tsv feed 2>e1 || st=$?
+	[ "$st" -eq 1 ] || fail "status $st" "$(cat e1)"
+	[ "$(grep -c 'out.tsv: sync error' e1)" -eq 1 ] || fail "$(cat e1)"
+	client_of feed -f tsv
+	stop_daemon
+	[ "$GOT_STATUS" -eq 0 ] || fail "status $GOT_STATUS" "$(cat "$T/cerr")"
+	[ "$(wc -l <"$T/got")" -eq 300 ] ||
+	    fail "the second run wrote $(wc -l <"$T/got") of 300"
+}
+
 @test "tcp: the stream's bytes, default and -a, line and tsv" {
 	make_input line 2000 >in.line
 	make_input tsv 2000 >in.tsv
