@@ -2204,13 +2204,14 @@ daemon_stop(struct daemon *d, const char *why)
 		event_base_loopexit(d->base, NULL);
 }
 
-/* Clients did not read their last replies in time: stop waiting. */
+/* Clients did not take their last replies in time: stop waiting. */
 static void
 daemon_drain_timer(evutil_socket_t fd, short events, void *arg)
 {
 	struct daemon	*d = arg;
 
-	log_warnx("%zu clients did not read their last replies in %d s",
+	log_warnx("%zu clients did not take their last replies in %d s: "
+	    "their records are answered again when they come back (replays)",
 	    d->nclients, DRAIN_SECS);
 	event_base_loopexit(d->base, NULL);
 }
