@@ -928,8 +928,8 @@ client_match(struct client *c, struct buf *id)
 	struct connmap	*m;
 	const char	*p;
 	char		*end, num[32];
-	uint64_t	 k, recno = 0;
-	size_t		 i, j, plen;
+	uint64_t	 k, recno;
+	size_t		 i, j, lo, hi, plen;
 
 	if (id->len == 0 || id->len > 64 || strspn(id->data, "0123456789:") <
 	    id->len)
@@ -946,13 +946,20 @@ client_match(struct client *c, struct buf *id)
 		k = strtoull(p, &end, 10);
 		if (errno != 0 || end != id->data + id->len || k == 0)
 			return (0);
-		for (j = 0; j + 1 < m->runs.n; j += 2) {
-			if (m->runs.v[j] > k)
-				break;
-			recno = m->runs.v[j + 1] + (k - m->runs.v[j]);
+		/* The last run that starts at k or before (they are in order). */
+		lo = 0;
+		hi = m->runs.n / 2;
+		while (lo < hi) {
+			j = lo + (hi - lo) / 2;
+			if (m->runs.v[2 * j] <= k)
+				lo = j + 1;
+			else
+				hi = j;
 		}
-		if (recno == 0)
+		if (lo == 0)
 			return (0);
+		j = 2 * (lo - 1);
+		recno = m->runs.v[j + 1] + (k - m->runs.v[j]);
 		id->len = 0;
 		snprintf(num, sizeof num, "%" PRIu64, recno);
 		buf_append(id, num, strlen(num));

@@ -169,6 +169,33 @@ same_as_stream() {
 	    -gt 10 ] || fail "few groups of three or more"
 }
 
+# Records the client decides itself (a line over --max-bytes, a blank JSON
+# line) split a connection's numbers into runs (client_map_add), in which
+# a match's RUN:CONN:NUMBER is looked up: one every few records, and -a
+# and -p name every match as the stream does.
+@test "records the client decides itself among the others (over --max-bytes, blank JSON lines): -a and -p name every match as the stream does" {
+	local mode
+
+	make_input line 3000 | awk '{ print } NR % 3 == 0 {
+	    printf "%0500d\n", NR }' >in.line
+	make_input line 3000 | python3 -c '
+import json, sys
+for i, l in enumerate(sys.stdin):
+    print(json.dumps({"text": l.rstrip("\n")}))
+    if i % 3 == 2:
+        print()' >in.jsonl
+	for mode in -a -p; do
+		same_as_stream in.line line unix "$mode --max-bytes 400" ||
+		    return 1
+		# A match by its number: "duplicate N SIM", or "N M SIM".
+		grep -Eq '^(duplicate	)?[0-9]+	[0-9.]+	' "$T/want" ||
+		    fail "$mode: no matches named" "$(head "$T/want")"
+		[ "$(grep -c 'over --max-bytes' "$T/cerr")" -eq 1000 ] ||
+		    fail "$mode: not every long line refused" "$(head "$T/cerr")"
+		same_as_stream in.jsonl jsonl unix "$mode" || return 1
+	done
+}
+
 # An mbox of four messages: the first holds a NUL byte in its body, the
 # third is a copy of the second (another Message-ID), the fourth is new.
 nul_mbox() {
