@@ -88,7 +88,11 @@
 #define REPLY_HIGH	(256 * 1024)	/* stop reading a client above this */
 #define REPLY_LOW	(64 * 1024)	/* and read it again below this */
 #define LINGER_SECS	5		/* read and drop after an error line */
-#define ACK_MARKS_MAX	1024		/* batches a client that acks may owe */
+#define ACK_MARKS_MAX	16384		/* batches a client that acks may owe:
+					   more than --connect-window's
+					   default records */
+#define ACK_PATIENCE	30		/* s, at least, that such a client may
+					   owe them without a word */
 /* Refused clients held to be told "busy" and linger: a burst's worth. */
 #define REFUSED_MAX(max) ((size_t)((max) > 256 ? (max) : 256))
 #define DRAIN_SECS	10		/* at exit, for clients to read replies */
@@ -128,6 +132,8 @@ struct client {
 	int			 acking;	/* it says so ("#mhfilter ack") */
 	uint64_t		 acked;		/* of them, it said it wrote
 						   ("#mhfilter taken N") */
+	double			 owing;		/* since then, or since it
+						   began to owe (marks) */
 	size_t			 nmarks;	/* in marks */
 	int			 tcp;		/* over TCP (or TLS over it) */
 	struct event		*recheck;	/* client_recheck */
@@ -284,6 +290,8 @@ static void	client_settle(struct client *);
 static void	client_finish(struct client *);
 static void	client_reply(struct client *, const struct buf *);
 static void	client_marks(struct client *, int);
+static int	client_patient(const struct client *);
+static void	client_stuck(const struct client *);
 static void	client_drained(struct evbuffer *,
 		    const struct evbuffer_cb_info *, void *);
 static void	client_id(struct client *, struct buf *);
@@ -1137,6 +1145,8 @@ client_mark(struct client *c, struct dmark *dm)
 	struct cmark	*cm = TAILQ_LAST(&c->marks, cmarks);
 
 	if (cm == NULL || cm->dm != dm) {
+		if (cm == NULL)
+			c->owing = now_seconds();
 		cm = xcalloc(1, sizeof *cm);
 		cm->dm = dm;
 		dm->waiting++;
@@ -1355,6 +1365,7 @@ client_linger_read(struct client *c)
 			    daemon_taken(cmd + sizeof COMMAND - 1, p.pos -
 			    (sizeof COMMAND - 1), &n) && n > c->acked) {
 				c->acked = n;
+				c->owing = now_seconds();
 				client_marks(c, 0);
 			}
 		}
@@ -1382,6 +1393,36 @@ client_write(struct bufferevent *bev, void *arg)
 	if (c->state == C_CLOSING && c->pending == 0 && left == 0 &&
 	    !c->finish)
 		client_finish(c);
+}
+
+/*
+ * Is c a client that acks, owes "taken" for replies it was sent, and has
+ * said nothing of them for less than --idle-timeout, or ACK_PATIENCE if
+ * that is longer?  Its output may be slow (a pipe's reader, a disk's
+ * sync): a timeout spares it.  Past that it is stuck, and would hold its
+ * connection, and a --max-clients place, until the daemon stops.
+ */
+static int
+client_patient(const struct client *c)
+{
+	double	 wait = c->d->o->idle_timeout;
+
+	if (!c->acking || TAILQ_EMPTY(&c->marks))
+		return (0);
+	if (wait < ACK_PATIENCE)
+		wait = ACK_PATIENCE;
+	return (now_seconds() - c->owing < wait);
+}
+
+/* Say that a client that owed "taken" is closed as stuck (above). */
+static void
+client_stuck(const struct client *c)
+{
+	if (!c->acking || TAILQ_EMPTY(&c->marks))
+		return;
+	log_warnx("connection %" PRIu64 " from %s: no word of its replies "
+	    "for %.0f s: closed, their records replays when they come again",
+	    c->conn, c->peer, now_seconds() - c->owing);
 }
 
 /* End of input, an error, or a timeout on a connection. */
@@ -1435,10 +1476,11 @@ client_event(struct bufferevent *bev, short what, void *arg)
 	}
 	if ((what & BEV_EVENT_TIMEOUT) && (what & BEV_EVENT_WRITING)) {
 		/* One that acks may be slow to take them: see below. */
-		if (c->acking && !TAILQ_EMPTY(&c->marks)) {
+		if (client_patient(c)) {
 			bufferevent_enable(bev, EV_WRITE);
 			return;
 		}
+		client_stuck(c);
 		log_debug("connection %" PRIu64 ": replies not read for "
 		    "%.0f s; closed", c->conn, c->d->o->idle_timeout);
 		client_free(c);
@@ -1451,12 +1493,12 @@ client_event(struct bufferevent *bev, short what, void *arg)
 		 * (its output may be slow): it would lose their marks.
 		 */
 		if (c->state != C_READING || c->pending != 0 ||
-		    evbuffer_get_length(out) != 0 ||
-		    (c->acking && !TAILQ_EMPTY(&c->marks))) {
+		    evbuffer_get_length(out) != 0 || client_patient(c)) {
 			if (c->state == C_READING && !c->throttled)
 				bufferevent_enable(bev, EV_READ);
 			return;
 		}
+		client_stuck(c);
 		client_fail(c, NULL, "idle", "nothing received for %g s "
 		    "(--idle-timeout)", c->d->o->idle_timeout);
 	}
@@ -1676,8 +1718,10 @@ client_take(struct client *c, size_t len, size_t dlen)
 			if (c->acking && daemon_taken(cmd + sizeof COMMAND - 1,
 			    clen, &n)) {
 				evbuffer_drain(in, len + dlen);
-				if (n > c->acked)
+				if (n > c->acked) {
 					c->acked = n;
+					c->owing = now_seconds();
+				}
 				client_marks(c, 0);
 				return (1);
 			}

@@ -179,6 +179,7 @@ void		 u64vec_free(struct u64vec *);
 #define TRIM_BYTES	(8 * 1024)	/* larger reused buffers are freed */
 void		 buf_trim(struct buf *);
 void		 u64vec_trim(struct u64vec *);
+void		 u64vec_fit(struct u64vec *);
 
 /* log.c */
 void		 log_init(const char *);

@@ -998,6 +998,9 @@ pipeline_marks_of(struct pipeline *p, struct plbatch *b, char **cause)
 		if (b->vs[i].self != 0)
 			u64vec_push(&m->replays, b->vs[i].self);
 	}
+	/* A daemon's may wait long for its clients: a few bytes, not 2 KB. */
+	u64vec_fit(&m->ranges);
+	u64vec_fit(&m->replays);
 	return (m);
 }
 

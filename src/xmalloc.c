@@ -312,3 +312,17 @@ u64vec_trim(struct u64vec *v)
 		u64vec_free(v);
 	v->n = 0;
 }
+
+/* Hold no more memory than a vector kept as it is needs. */
+void
+u64vec_fit(struct u64vec *v)
+{
+	if (v->n == v->size)
+		return;
+	if (v->n == 0) {
+		u64vec_free(v);
+		return;
+	}
+	v->v = xreallocarray(v->v, v->n, sizeof *v->v);
+	v->size = v->n;
+}

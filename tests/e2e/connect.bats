@@ -468,6 +468,60 @@ slow_client() {
 	    fail "the second run wrote $(wc -l <"$T/got")" "$(cat "$T/cerr")"
 }
 
+# A client that acks may owe 'taken' for at most so many batches (16384),
+# more than --connect sends ahead by default: with batches of one record
+# (a slow feed's, or --batch 1) a client that keeps up owes as many as it
+# has records in flight, and the daemon lost the oldest past 1,024 (a
+# second run wrote 1,900 of 3,000 again).
+@test "batches of one record, 2,000 in flight: a client that keeps up owes them all; run again, nothing written twice" {
+	gen_tsv 3000 17 >feed
+	serve tsv unix --batch 1
+	client_of feed -f tsv --connect-window 2000
+	[ "$GOT_STATUS" -eq 0 ] || fail "status $GOT_STATUS" "$(cat "$T/cerr")"
+	[ "$(wc -l <"$T/got")" -eq 3000 ] ||
+	    fail "the first run wrote $(wc -l <"$T/got")"
+	client_of feed -f tsv --connect-window 2000
+	stop_daemon
+	[ "$GOT_STATUS" -eq 0 ] && [ ! -s "$T/got" ] ||
+	    fail "the second run wrote $(wc -l <"$T/got")" "$(cat "$T/cerr")"
+}
+
+# A client that acks and then says nothing (its output blocked for good,
+# here its reader stopped) is spared by --idle-timeout for 30 s at least,
+# then closed: it held its connection, and the only --max-clients place,
+# until the daemon stopped.  The next client is served.
+@test "a client that acks and then says nothing for 30 s is closed, and frees its --max-clients place" {
+	local rd cl
+
+	gen_tsv 8000 8 | sed "s/^id/$(printf 'x%.0s' $(seq 290))/" >feed
+	serve tsv unix --idle-timeout 1s --max-clients 1
+	mkfifo out.fifo
+	cat out.fifo >o1 &
+	rd=$!
+	BG_PIDS+=("$rd")
+	exec 7>out.fifo		# (bats has 3)
+	sleep 0.3
+	kill -STOP "$rd"
+	"$MHFILTER" --connect "$ADDR" -f tsv feed >&7 2>e1 &
+	cl=$!
+	BG_PIDS+=("$cl")
+	exec 7>&-
+	# The next, told "busy", tries again for some 45 s.
+	gen_tsv 100 9 >other
+	client_of other -f tsv --connect-retries 14
+	[ "$GOT_STATUS" -eq 0 ] || fail "status $GOT_STATUS" "$(cat "$T/cerr")"
+	[ "$(wc -l <"$T/got")" -eq 100 ] || fail "wrote $(wc -l <"$T/got")"
+	grep -q "no word of its replies for [0-9]* s: closed" "$T/derr" ||
+	    fail "$(cat "$T/derr")"
+	# Let go, the first client writes every record, at least once.
+	kill -CONT "$rd"
+	wait_exit "$cl" 120 || return 1
+	[ "$status" -eq 0 ] || fail "status $status" "$(cat e1)"
+	wait "$rd"
+	[ "$(sort -u o1 | wc -l)" -eq 8000 ] || fail "wrote $(sort -u o1 | wc -l)"
+	stop_daemon
+}
+
 @test "--on-bad-input fail in the daemon, a client whose output is slower than the daemon's linger: its last 'taken' heard; run again, nothing written twice" {
 	gen_tsv 3000 81 | python3 -c '
 import json, sys
