@@ -1245,10 +1245,13 @@ client_finish(struct client *c)
 		client_free(c);
 		return;
 	}
-	/* One that acks may be slow to say what it took. */
-	if (c->acking && !TAILQ_EMPTY(&c->marks) &&
-	    c->d->o->idle_timeout > LINGER_SECS) {
-		tv.tv_sec = (time_t)c->d->o->idle_timeout;
+	/*
+	 * One that acks may be slow to say what it took: as patient as
+	 * with one connected (client_patient), but for the daemon's stop.
+	 */
+	if (c->acking && !TAILQ_EMPTY(&c->marks)) {
+		tv.tv_sec = c->d->o->idle_timeout > ACK_PATIENCE ?
+		    (time_t)c->d->o->idle_timeout : ACK_PATIENCE;
 		tv.tv_usec = 0;
 	}
 	c->state = C_LINGER;
@@ -1411,7 +1414,12 @@ client_patient(const struct client *c)
 		return (0);
 	if (wait < ACK_PATIENCE)
 		wait = ACK_PATIENCE;
-	return (now_seconds() - c->owing < wait);
+	/*
+	 * The timeout that asks was armed by the read that set owing: a
+	 * moment's slack, or it would be spared once more, a whole
+	 * --idle-timeout longer.
+	 */
+	return (now_seconds() - c->owing < wait - 0.5);
 }
 
 /* Say that a client that owed "taken" is closed as stuck (above). */
@@ -1451,7 +1459,10 @@ client_event(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	if (c->state == C_LINGER) {
-		client_free(c);		/* EOF, or it lingered long enough */
+		/* EOF, or it lingered long enough. */
+		if (what & BEV_EVENT_TIMEOUT)
+			client_stuck(c);
+		client_free(c);
 		return;
 	}
 	if (what & BEV_EVENT_EOF) {

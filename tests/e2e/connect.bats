@@ -434,22 +434,42 @@ for l in sys.stdin:
 # a pipe whose reader stops for 7 s before the first replies come (the
 # client blocks writing them meanwhile); its status into $SLOW_STATUS.
 slow_client() {
-	local rd cl
+	blocked_client "$@"
+	sleep 7
+	kill -CONT "$BLOCKED_RD"
+	SLOW_STATUS=0
+	wait "$BLOCKED_CL" || SLOW_STATUS=$?
+	wait "$BLOCKED_RD"
+}
 
+# Start a client to $ADDR with options $@ whose output is a pipe to a
+# reader stopped (SIGSTOP), which writes o1 once let go (kill -CONT
+# "$BLOCKED_RD"); the client's pid is in $BLOCKED_CL, its stderr in e1.
+blocked_client() {
 	mkfifo out.fifo
 	cat out.fifo >o1 &
-	rd=$!
+	BLOCKED_RD=$!
+	BG_PIDS+=("$BLOCKED_RD")
 	exec 7>out.fifo		# (bats has 3)
 	sleep 0.3
-	kill -STOP "$rd"
+	kill -STOP "$BLOCKED_RD"
 	"$MHFILTER" --connect "$ADDR" "$@" >&7 2>e1 &
-	cl=$!
+	BLOCKED_CL=$!
+	BG_PIDS+=("$BLOCKED_CL")
 	exec 7>&-
-	sleep 7
-	kill -CONT "$rd"
-	SLOW_STATUS=0
-	wait "$cl" || SLOW_STATUS=$?
-	wait "$rd"
+}
+
+# Wait until the daemon has done all it will, its CPU time staying put
+# for half a second (up to 30 s): its replies wait for a client.
+daemon_settled() {
+	local i now last=-1
+
+	for i in $(seq 60); do
+		now="$(cut -d' ' -f14,15 "/proc/$DPID/stat")"
+		[ "$now" = "$last" ] && break
+		last="$now"
+		sleep 0.5
+	done
 }
 
 @test "a client whose output is slower than --idle-timeout: not idle while its replies are not told taken; run again, nothing written twice" {
@@ -491,21 +511,9 @@ slow_client() {
 # then closed: it held its connection, and the only --max-clients place,
 # until the daemon stopped.  The next client is served.
 @test "a client that acks and then says nothing for 30 s is closed, and frees its --max-clients place" {
-	local rd cl
-
 	gen_tsv 8000 8 | sed "s/^id/$(printf 'x%.0s' $(seq 290))/" >feed
 	serve tsv unix --idle-timeout 1s --max-clients 1
-	mkfifo out.fifo
-	cat out.fifo >o1 &
-	rd=$!
-	BG_PIDS+=("$rd")
-	exec 7>out.fifo		# (bats has 3)
-	sleep 0.3
-	kill -STOP "$rd"
-	"$MHFILTER" --connect "$ADDR" -f tsv feed >&7 2>e1 &
-	cl=$!
-	BG_PIDS+=("$cl")
-	exec 7>&-
+	blocked_client -f tsv feed
 	# The next, told "busy", tries again for some 45 s.
 	gen_tsv 100 9 >other
 	client_of other -f tsv --connect-retries 14
@@ -514,10 +522,10 @@ slow_client() {
 	grep -q "no word of its replies for [0-9]* s: closed" "$T/derr" ||
 	    fail "$(cat "$T/derr")"
 	# Let go, the first client writes every record, at least once.
-	kill -CONT "$rd"
-	wait_exit "$cl" 120 || return 1
+	kill -CONT "$BLOCKED_RD"
+	wait_exit "$BLOCKED_CL" 120 || return 1
 	[ "$status" -eq 0 ] || fail "status $status" "$(cat e1)"
-	wait "$rd"
+	wait "$BLOCKED_RD"
 	[ "$(sort -u o1 | wc -l)" -eq 8000 ] || fail "wrote $(sort -u o1 | wc -l)"
 	stop_daemon
 }
@@ -784,35 +792,30 @@ restart_mid_input() {
 	restart_mid_input TERM 2000
 }
 
-# The client stopped (SIGSTOP) with its replies unread, then the daemon
-# stopped (SIGTERM): it waits 10 s for them to be taken, not longer (a
-# client that never reads must not hold a restart), says so and exits 0,
-# its records counted not delivered.  The client, let go, reads the replies
-# its socket holds and writes their records, and the daemon started again
-# answers a later identical text of one of them as a replay.
-@test "the daemon stopped (SIGTERM) while a client does not take its replies: it exits in 10 s, saying so; the client, let go, writes every record" {
-	local cl
-
+# A client whose output is blocked (its reader stopped) owes the daemon
+# 'taken' for the replies it was sent; the daemon stopped (SIGTERM) waits
+# 10 s for them, not longer (a client that never takes them must not hold
+# a restart), says so and exits 0, counting them not delivered.  The
+# client, let go, writes the records it has replies for, sends the others
+# again to the daemon started again, which answers a later identical text
+# of an undelivered one as a replay: every record, at least once.
+@test "the daemon stopped (SIGTERM) while a client's output is blocked: it exits in 10 s, saying so; the client, let go, writes every record" {
 	make_input line 60000 >long
 	stream_of long
 	serve line unix
-	# (Not under timeout(1), whose child SIGSTOP would not stop;
-	# wait_exit bounds it.)
-	"$MHFILTER" --connect "$ADDR" -v <long >"$T/got" 2>"$T/cerr" &
-	cl=$!
-	BG_PIDS+=("$cl")
-	wait_lines "$T/got" 60 2000 || return 1
-	kill -STOP "$cl"
+	blocked_client long
+	daemon_settled
 	kill -TERM "$DPID"
 	wait_exit "$DPID" 30 || return 1
 	[ "$status" -eq 0 ] || fail "daemon status $status" "$(cat "$T/derr")"
 	grep -q '1 clients did not take their last replies in 10 s' \
 	    "$T/derr" || fail "$(cat "$T/derr")"
 	start_daemon -f line -d "$T/db" --listen "unix:$T/sock"
-	kill -CONT "$cl"
-	wait_exit "$cl" 240 || return 1
-	[ "$status" -eq 0 ] || fail "client status $status" "$(cat "$T/cerr")"
-	assert_stream_or_again line "$T/want" "$T/got"
+	kill -CONT "$BLOCKED_RD"
+	wait_exit "$BLOCKED_CL" 240 || return 1
+	[ "$status" -eq 0 ] || fail "client status $status" "$(cat e1)"
+	wait "$BLOCKED_RD"
+	assert_stream_or_again line "$T/want" o1
 	stop_daemon
 }
 
@@ -828,7 +831,7 @@ restart_mid_input() {
 # for them: each is a replay of its identical text in a killed run's
 # undelivered batch, written; none is a duplicate of itself.
 @test "the daemon killed with answers committed and never sent, records without ids: sent again, each written" {
-	local fmt cl i last now
+	local fmt cl
 
 	for fmt in line jsonl; do
 		make_input line 60000 >long
@@ -849,15 +852,7 @@ for l in sys.stdin:
 		BG_PIDS+=("$cl")
 		wait_lines "$T/got" 60 1000 || return 1
 		kill -STOP "$cl"
-		# Until the daemon has done all it will (its CPU time stays
-		# put): its replies wait.
-		last=-1
-		for i in $(seq 60); do
-			now="$(cut -d' ' -f14,15 "/proc/$DPID/stat")"
-			[ "$now" = "$last" ] && break
-			last="$now"
-			sleep 0.5
-		done
+		daemon_settled
 		kill -KILL "$DPID"
 		wait_exit "$DPID" 30 || return 1
 		start_daemon -f "$fmt" -d "$T/db" --listen "unix:$T/sock"
