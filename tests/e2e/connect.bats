@@ -492,7 +492,7 @@ daemon_settled() {
 # more than --connect sends ahead by default: with batches of one record
 # (a slow feed's, or --batch 1) a client that keeps up owes as many as it
 # has records in flight, and the daemon lost the oldest past 1,024 (a
-# second run wrote 1,900 of 3,000 again).
+# second run wrote 1,973 of 3,000 again).
 @test "batches of one record, 2,000 in flight: a client that keeps up owes them all; run again, nothing written twice" {
 	gen_tsv 3000 17 >feed
 	serve tsv unix --batch 1
@@ -755,7 +755,7 @@ EOF
 # 10 s for its clients to say they took their last replies: a client
 # slower than that (its output's fdatasync stalled by a loaded disk) has
 # them come back as replays, as after SIGKILL, and the daemon says so;
-# the test after this one makes that case on purpose.
+# a test below (the client's output blocked) makes that case on purpose.
 restart_mid_input() {
 	local sig="$1" after="$2" cl
 
