@@ -616,21 +616,16 @@ client_tell_last(struct client *c)
 			c->ooff += n;
 			continue;
 		}
-		if (c->ssl != NULL) {
-			if ((n = client_sock_read(c, scratch, sizeof scratch,
-			    &cause)) == -1)
-				free(cause);
-			if (n == -1 || n == 0)
-				return;
-			if (n == -2)
-				(void)wait_fd(c->fd, c->tls_want != 0 ?
-				    c->tls_want : POLLOUT, 100);
-			continue;
-		}
+		/* TLS may hold replies read from the socket: always try. */
 		pfd.fd = c->fd;
-		pfd.events = POLLIN|POLLOUT;
-		if (poll(&pfd, 1, 100) > 0 && (pfd.revents & POLLIN) &&
-		    read(c->fd, scratch, sizeof scratch) == 0)
+		pfd.events = POLLIN | (c->tls_want != 0 ? c->tls_want : POLLOUT);
+		if ((poll(&pfd, 1, 100) <= 0 || !(pfd.revents & POLLIN)) &&
+		    c->ssl == NULL)
+			continue;
+		if ((n = client_sock_read(c, scratch, sizeof scratch,
+		    &cause)) == -1)
+			free(cause);
+		if (n == -1 || n == 0)
 			return;		/* it closed */
 	}
 }

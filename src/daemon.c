@@ -290,7 +290,10 @@ static void	client_settle(struct client *);
 static void	client_finish(struct client *);
 static void	client_reply(struct client *, const struct buf *);
 static void	client_marks(struct client *, int);
+static void	client_unmark(struct client *, struct cmark *, int);
+static void	client_acked(struct client *, uint64_t);
 static int	client_patient(const struct client *);
+static double	ack_patience(const struct daemon *);
 static void	client_stuck(const struct client *);
 static void	client_drained(struct evbuffer *,
 		    const struct evbuffer_cb_info *, void *);
@@ -1104,10 +1107,7 @@ client_marks(struct client *c, int lost)
 	while ((cm = TAILQ_FIRST(&c->marks)) != NULL) {
 		if (cm->upto > taken && !lost)
 			break;
-		TAILQ_REMOVE(&c->marks, cm, entry);
-		c->nmarks--;
-		dmark_done(c->d, cm->dm, cm->upto > taken);
-		free(cm);
+		client_unmark(c, cm, cm->upto > taken);
 	}
 	if (!lost && c->tcp && !c->acking && c->bev != NULL &&
 	    c->recheck != NULL &&
@@ -1159,13 +1159,29 @@ client_mark(struct client *c, struct dmark *dm)
 	 * batch's marks: past ACK_MARKS_MAX the oldest are lost, their
 	 * records replays when they come again.
 	 */
-	if (c->acking && c->nmarks > ACK_MARKS_MAX) {
-		cm = TAILQ_FIRST(&c->marks);
-		TAILQ_REMOVE(&c->marks, cm, entry);
-		c->nmarks--;
-		dmark_done(c->d, cm->dm, 1);
-		free(cm);
+	if (c->acking && c->nmarks > ACK_MARKS_MAX)
+		client_unmark(c, TAILQ_FIRST(&c->marks), 1);
+}
+
+/* Its part in a batch's marks ends: taken, or lost. */
+static void
+client_unmark(struct client *c, struct cmark *cm, int lost)
+{
+	TAILQ_REMOVE(&c->marks, cm, entry);
+	c->nmarks--;
+	dmark_done(c->d, cm->dm, lost);
+	free(cm);
+}
+
+/* It said it took n bytes of replies ("#mhfilter taken N"). */
+static void
+client_acked(struct client *c, uint64_t n)
+{
+	if (n > c->acked) {
+		c->acked = n;
+		c->owing = now_seconds();
 	}
+	client_marks(c, 0);
 }
 
 /*
@@ -1250,8 +1266,7 @@ client_finish(struct client *c)
 	 * with one connected (client_patient), but for the daemon's stop.
 	 */
 	if (c->acking && !TAILQ_EMPTY(&c->marks)) {
-		tv.tv_sec = c->d->o->idle_timeout > ACK_PATIENCE ?
-		    (time_t)c->d->o->idle_timeout : ACK_PATIENCE;
+		tv.tv_sec = (time_t)ack_patience(c->d);
 		tv.tv_usec = 0;
 	}
 	c->state = C_LINGER;
@@ -1366,11 +1381,8 @@ client_linger_read(struct client *c)
 			if ((size_t)p.pos >= sizeof COMMAND - 1 &&
 			    memcmp(cmd, COMMAND, sizeof COMMAND - 1) == 0 &&
 			    daemon_taken(cmd + sizeof COMMAND - 1, p.pos -
-			    (sizeof COMMAND - 1), &n) && n > c->acked) {
-				c->acked = n;
-				c->owing = now_seconds();
-				client_marks(c, 0);
-			}
+			    (sizeof COMMAND - 1), &n))
+				client_acked(c, n);
 		}
 		c->discarding = 0;
 		evbuffer_drain(in, p.pos + 1);
@@ -1408,18 +1420,22 @@ client_write(struct bufferevent *bev, void *arg)
 static int
 client_patient(const struct client *c)
 {
-	double	 wait = c->d->o->idle_timeout;
-
 	if (!c->acking || TAILQ_EMPTY(&c->marks))
 		return (0);
-	if (wait < ACK_PATIENCE)
-		wait = ACK_PATIENCE;
 	/*
 	 * The timeout that asks was armed by the read that set owing: a
 	 * moment's slack, or it would be spared once more, a whole
 	 * --idle-timeout longer.
 	 */
-	return (now_seconds() - c->owing < wait - 0.5);
+	return (now_seconds() - c->owing < ack_patience(c->d) - 0.5);
+}
+
+/* How long a client that acks may owe "taken" without a word. */
+static double
+ack_patience(const struct daemon *d)
+{
+	return (d->o->idle_timeout > ACK_PATIENCE ? d->o->idle_timeout :
+	    ACK_PATIENCE);
 }
 
 /* Say that a client that owed "taken" is closed as stuck (above). */
@@ -1729,11 +1745,7 @@ client_take(struct client *c, size_t len, size_t dlen)
 			if (c->acking && daemon_taken(cmd + sizeof COMMAND - 1,
 			    clen, &n)) {
 				evbuffer_drain(in, len + dlen);
-				if (n > c->acked) {
-					c->acked = n;
-					c->owing = now_seconds();
-				}
-				client_marks(c, 0);
+				client_acked(c, n);
 				return (1);
 			}
 			if (c->pending > 0 && !daemon_ready(d))
