@@ -62,13 +62,21 @@
 #define GUARD_SPIN	15	/* seconds of processor time without a beat */
 #define GUARD_THREADS	64	/* watched at once; more go unwatched */
 
-/* A thread watched (guard_w). */
+/*
+ * A thread watched (guard_w).  Its thread writes on and beats at every
+ * guarded call, from any core, and the watchdog reads them once a second:
+ * each slot has a cache line of its own, so that threads in guarded calls
+ * at once do not take the line from each other at every call (one counter
+ * of beats for the process did, on the writer's path and its readers').
+ */
 struct gwatch {
-	_Atomic pid_t	 tid;		/* 0: a free slot */
+	_Alignas(64) _Atomic pid_t tid;	/* 0: a free slot */
 	_Atomic int	 on;		/* in a guarded call */
+	_Atomic uint64_t beats;		/* lm_beat on its thread, ever */
 };
 
-_Atomic uint64_t		 lm_beats;
+static _Atomic uint64_t		 guard_beats;	/* threads without a slot */
+__thread _Atomic uint64_t	*lm_beatp = &guard_beats;
 static __thread sigjmp_buf	*guard_jmp;	/* armed on this thread */
 static __thread char		 guard_what[160];	/* what was caught */
 static struct sigaction		 guard_segv, guard_bus;	/* as they were */
@@ -92,13 +100,18 @@ guard_claim(void)
 		if (atomic_compare_exchange_strong(&guard_w[i].tid, &none,
 		    tid)) {
 			guard_me = &guard_w[i];
+			lm_beatp = &guard_me->beats;
 			pthread_setspecific(guard_key, guard_me);
 			return;
 		}
 	}
 }
 
-/* A thread that had a slot ends (guard_key's destructor). */
+/*
+ * A thread that had a slot ends (guard_key's destructor).  Its beats stay,
+ * for the next thread of the slot to count on from: their sum over the
+ * slots (guard_beat) only grows.
+ */
 static void
 guard_release(void *arg)
 {
@@ -143,6 +156,20 @@ guard_clock(pid_t tid)
 	return ((clockid_t)((~(unsigned)tid << 3) | 6));
 }
 
+/* The process's beats: every thread's, summed. */
+static uint64_t
+guard_beat(void)
+{
+	uint64_t	 n;
+	int		 i;
+
+	n = atomic_load_explicit(&guard_beats, memory_order_relaxed);
+	for (i = 0; i < GUARD_THREADS; i++)
+		n += atomic_load_explicit(&guard_w[i].beats,
+		    memory_order_relaxed);
+	return (n);
+}
+
 /*
  * The watchdog: once a second, the processor time of each thread in a
  * guarded call since the last beat; past GUARD_SPIN, a SIGSEGV for it.
@@ -173,8 +200,7 @@ guard_watch(void *arg)
 				from[i] = -1;
 				continue;
 			}
-			beat = atomic_load_explicit(&lm_beats,
-			    memory_order_relaxed);
+			beat = guard_beat();
 			if (clock_gettime(guard_clock(tid), &ts) != 0) {
 				from[i] = -1;
 				continue;
@@ -186,8 +212,7 @@ guard_watch(void *arg)
 				continue;
 			}
 			if (cpu - from[i] < GUARD_SPIN ||
-			    atomic_load_explicit(&lm_beats,
-			    memory_order_relaxed) != seen[i] ||
+			    guard_beat() != seen[i] ||
 			    !atomic_load(&guard_w[i].on) ||
 			    atomic_load(&guard_w[i].tid) != tid)
 				continue;

@@ -274,8 +274,8 @@ int		 lm_undelivered_apply(struct lmdb *, char **);
  * an LMDB call that may rightly run long on its own (a commit, a copy),
  * lm_long(0) after.
  */
-extern _Atomic uint64_t lm_beats;
+extern __thread _Atomic uint64_t *lm_beatp;
 #define lm_beat()							\
-	atomic_store_explicit(&lm_beats, atomic_load_explicit(&lm_beats,\
+	atomic_store_explicit(lm_beatp, atomic_load_explicit(lm_beatp,	\
 	    memory_order_relaxed) + 1, memory_order_relaxed)
 void		 lm_long(int);
