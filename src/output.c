@@ -535,10 +535,34 @@ output_mail_from(const struct record *r, int strict)
 }
 
 /*
+ * The end of the lines at p that start with "From " after any number of
+ * '>': envelope lines before the header fields, a From_ line that an
+ * earlier delivery quoted (">From ") or one that reads as none.  Readers
+ * take them there only (mutt skips them; a line that is not a field ends
+ * the header for others): the X-Mhfilter field goes after them, not
+ * between them and the message's other fields.
+ */
+static const char *
+output_mail_envelope(const char *p, const char *end)
+{
+	const char	*q, *nl;
+
+	for (;;) {
+		for (q = p; q < end && *q == '>'; q++)
+			;
+		if (end - q < 5 || memcmp(q, "From ", 5) != 0 ||
+		    (nl = memchr(q, '\n', end - q)) == NULL)
+			return (p);
+		p = nl + 1;
+	}
+}
+
+/*
  * A mail message: as mbox (a From_ line, mboxrd quoting of a message that
  * had none or is a file of its own, a blank line after it), as read
  * (--single) or NUL-terminated
- * (-z); with v, the X-Mhfilter header field first.  A message over
+ * (-z); with v, the X-Mhfilter header field first, after the envelope
+ * lines (output_mail_envelope).  A message over
  * --max-message comes in pieces (output_piece): first says this is its
  * first, which has the From_ line and the header, last that the message
  * ends here.  A piece after the first starts where a line does (input.c
@@ -548,7 +572,7 @@ static void
 output_mail(struct output *o, const struct record *r, const struct verdict *v,
     int first, int last)
 {
-	const char	*p = r->raw.data, *end = p + r->raw.len, *nl;
+	const char	*p = r->raw.data, *end = p + r->raw.len, *nl, *env;
 	char		 from[80];
 	struct tm	 tm;
 	time_t		 t;
@@ -577,6 +601,15 @@ output_mail(struct output *o, const struct record *r, const struct verdict *v,
 			buf_append(&o->b, from, strlen(from));
 			buf_append(&o->b, o->eol, strlen(o->eol));
 		}
+		/* A file of its own has no quoting: it needs it in an mbox. */
+		o->quote = mbox && (!had || r->whole);
+		o->unquote = o->maildir != NULL && had && !r->whole;
+		o->lastc = '\n';
+		if ((env = output_mail_envelope(p, end)) > p) {
+			output_mail_copy(&o->b, p, env, o->quote ? 1 :
+			    o->unquote ? -1 : 0, 0);
+			p = env;
+		}
 		/*
 		 * Not into a message without a header: the field would
 		 * make its first line a header field.
@@ -585,10 +618,6 @@ output_mail(struct output *o, const struct record *r, const struct verdict *v,
 		    (strcmp(v->error, "no-header") == 0 ||
 		    strcmp(v->error, "unreadable") == 0)))
 			output_mail_header(&o->b, v, o->group, o->eol);
-		/* A file of its own has no quoting: it needs it in an mbox. */
-		o->quote = mbox && (!had || r->whole);
-		o->unquote = o->maildir != NULL && had && !r->whole;
-		o->lastc = '\n';
 	}
 	output_mail_copy(&o->b, p, end, o->quote ? 1 : o->unquote ? -1 : 0,
 	    first && v != NULL);

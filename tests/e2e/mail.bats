@@ -411,6 +411,59 @@ invoice() {
 	assert_same want got
 }
 
+# The line numbers in $1 of the X-Mhfilter field and of the From: field,
+# and of the lines that start with ">From " or "From " before the From:
+# field, each after its name.
+field_lines() {
+	awk '/^X-Mhfilter: /{ printf "x%d ", NR } /^From: /{ printf "f%d\n", NR; exit }
+	    /^>*From /{ printf "e%d ", NR }' "$1"
+}
+
+@test "--annotate: the X-Mhfilter field goes after the envelope lines (a From_ line quoted by an earlier delivery), among the header fields, in an mbox, with --single and in a Maildir" {
+	# A delivery agent that met a From_ line quotes it as ">From ".
+	{
+		echo 'From alice@example.org Tue Jul  1 10:00:00 2025'
+		echo '>From bob@example.org Tue Jul  1 09:00:00 2025'
+		msg e1@example.org 'Release notes' "$BODY1"
+		echo
+		echo 'From alice@example.org Tue Jul  1 10:05:00 2025'
+		echo '>From bob@example.org Tue Jul  1 09:05:00 2025'
+		echo '>>From carol@example.org Tue Jul  1 09:04:00 2025'
+		msg e2@example.org 'Release notes' "$BODY1"
+	} >in.mbox
+	mhrun -f mail --annotate --stats in.mbox
+	assert_status 0
+	assert_stat duplicates 1
+	[ "$(field_lines "$T/out" | head -1)" = "e1 e2 x3 f4" ] ||
+	    fail "first: $(field_lines "$T/out")"
+	sed -n '/^From alice@example.org Tue Jul  1 10:05/,$p' "$T/out" >second
+	[ "$(field_lines second)" = "e1 e2 e3 x4 f5" ] ||
+	    fail "second: $(field_lines second)"
+	grep -qx 'X-Mhfilter: duplicate; of=<e1@example.org>; similarity=1.00' second ||
+	    fail "$(grep '^X-Mhfilter' second)"
+	# Read again, the header is whole: the same verdicts, by Message-ID.
+	cp "$T/out" again.mbox
+	mhrun -f mail --stats -p again.mbox
+	assert_status 0
+	assert_stat duplicates 1
+	grep -q '^e1@example.org.e2@example.org' "$T/out" || fail "$(cat "$T/out")"
+	# One message, as procmail hands it over.
+	sed -n '1,/^$/p;/^$/q' in.mbox >one.eml
+	printf '%s\n' "$BODY1" >>one.eml
+	mhrun -f mail --single --annotate one.eml
+	assert_status 0
+	[ "$(field_lines "$T/out")" = "e1 e2 x3 f4" ] || fail "$(field_lines "$T/out")"
+	# In a Maildir the From_ line is left out, the others unquoted.
+	mhrun -f mail --duplicates-to q/ in.mbox
+	assert_status 0
+	[ "$(ls q/new | wc -l)" -eq 1 ]
+	f=$(echo q/new/*)
+	[ "$(field_lines "$f")" = "e1 e2 x3 f4" ] || fail "$(field_lines "$f")"
+	head -2 "$f" | tr '\n' '|' |
+	    grep -qx 'From bob@example.org Tue Jul  1 09:05:00 2025|>From carol@example.org Tue Jul  1 09:04:00 2025|' ||
+	    fail "$(head -3 "$f")"
+}
+
 @test "a message file read as an mbox of one, starting with a From line that is no From_ line: read back, still its own message" {
 	msg y1@example.org 'First' "$BODY1" >y.eml
 	{
