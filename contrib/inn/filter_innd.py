@@ -4,7 +4,11 @@
 #	mhfilter -f mail --db /var/lib/news/mhfilter --retain 30d \
 #	    --listen unix:/run/mhfilter/news.sock
 #
-# and install this file as filter_innd.py in INN's filter directory
+# innd runs the filter as the user news, which must be able to connect to
+# the socket: run the daemon as news, or as a user of its own with a umask
+# of 007 and the socket's directory set-group-ID news (install -d -o USER
+# -g news -m 2750 /run/mhfilter), so that the socket is the group news's.
+# Install this file as filter_innd.py in INN's filter directory
 # (pathfilter), then "ctlinnd reload filter.python x".  Each article goes to
 # the daemon followed by a NUL (-f mail reads NUL-terminated messages on
 # its sockets); the daemon answers one line, "unique<TAB>id" or
@@ -248,8 +252,16 @@ class MhfilterFilter:
             value = art.get(name)
             if value is not None:
                 msg += name.encode() + b": " + bytes(value) + b"\r\n"
+        # innd gives the body as NNTP carried it: a line that begins with a
+        # dot has it doubled, and the "." line that ends the article is
+        # there but for its LF.  The daemon must see the text as posted.
+        body = bytes(art.get("__BODY__") or b"")
+        if body == b".\r" or body.endswith(b"\r\n.\r"):
+            body = body[:-2].replace(b"\r\n..", b"\r\n.")
+            if body.startswith(b".."):
+                body = body[1:]
         # A NUL would end the record early: the daemon would answer twice.
-        msg += b"\r\n" + bytes(art.get("__BODY__") or b"").replace(b"\0", b"")
+        msg += b"\r\n" + body.replace(b"\0", b"")
         msgid = bytes(art.get("Message-ID") or b"").decode("utf-8", "replace")
         rid = reply_id(msgid)
         try:

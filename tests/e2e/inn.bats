@@ -344,3 +344,27 @@ EOF2
 	assert_log '^syslog	err' no
 	stop_daemon
 }
+
+@test "an article's text reaches the daemon as posted, not as NNTP carries it (dots doubled, the end's dot): the same text as mail is its duplicate at 1.0000" {
+	start_daemon -f mail --db db --listen "unix:$T/sock"
+	body='.profile and .bashrc are read at login; see the notes below.
+..and the end.
+.'
+	art dots@example.org 'Dot files' "$body" >dots
+	art short@example.org 'Short' 'See you at noon at the station, by the clock.' >short
+	printf 'set SOCKET %s\nart dots\nart short\nclose\n' "$T/sock" >steps
+	drive_bg
+	drive_wait
+	assert_verdict dots accept
+	assert_verdict short accept
+	assert_log 'not judged' no
+	# The same articles as -f mail reads them from a mailbox or a spool.
+	{ art dots.mail@example.net 'Dot files' "$body"; printf '\0'
+	  art short.mail@example.net 'Short' 'See you at noon at the station, by the clock.'
+	  printf '\0'; } >direct
+	dsend "unix:$T/sock" direct >replies
+	printf 'duplicate\t%s.mail@example.net\t%s@example.org\t1.0000\n' \
+	    dots dots short short >expected
+	assert_same expected replies
+	stop_daemon
+}

@@ -21,8 +21,19 @@ def set_filter_hook(instance):
     _record("set_filter_hook", type(instance).__name__)
 
 
+def _text(x):
+    """innd takes its functions' strings as str or bytes ("s#"), a str
+    encoded in UTF-8: another type, or a str that cannot be, raises."""
+    if isinstance(x, str):
+        x.encode("utf-8")
+    elif not isinstance(x, bytes):
+        raise TypeError("a str or bytes is required, not %s" %
+                        type(x).__name__)
+    return x
+
+
 def syslog(level, message):
-    _record("syslog", level, message)
+    _record("syslog", _text(level), _text(message))
 
 
 # innd's other functions: recorded, with the answers of an empty server.

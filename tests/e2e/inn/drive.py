@@ -8,13 +8,19 @@ directory (see INN.py) and follows STEPS, one a line:
 
   set NAME VALUE   set the filter module's NAME (a number if VALUE is one)
   art FILE         give the article in FILE (a header, a blank line, the
-                   body) to filter_art as innd does: a dict of memoryviews,
-                   the body in wire format (CRLF); print "FILE accept" or
-                   "FILE reject REASON", and the seconds it took, on stdout
+                   body; LF line ends) to filter_art as innd 2.7 does (see
+                   article below); print "FILE accept" or "FILE reject
+                   REASON" (REASON cut to innd's 200 bytes), and the
+                   seconds it took, on stdout
   sleep SECONDS
   pause NAME       create NAME.reached, then wait (at most 60 s) for the
                    file NAME.go, so that the test can act meanwhile
   close            call filter_close, as innd at shutdown
+
+A filter_art that raises fails the run: innd would accept the article
+without a word, and leave the exception set, so that every later call of
+the filter fails too (every article accepted) until the filter is
+reloaded.
 """
 
 import os
@@ -27,28 +33,68 @@ sys.path.insert(0, sys.argv[1])
 import INN  # noqa: E402  (the stand-in)
 import filter_innd  # noqa: E402
 
-# The header names innd fills in (a few of them): absent ones are None.
-NAMES = ("Path", "From", "Newsgroups", "Subject", "Message-ID", "Date",
-         "Injection-Date", "NNTP-Posting-Date", "MIME-Version",
-         "Content-Type", "Content-Transfer-Encoding", "References")
+# The header fields innd 2.7 gives filter_art (innd/art.c), under these
+# names whatever the article's spelling; those absent from the article are
+# None, and no other field is given.
+NAMES = (
+    "Also-Control", "Approved", "Archive", "Archived-At", "Bytes",
+    "Cancel-Key", "Cancel-Lock", "Comments", "Content-Base",
+    "Content-Disposition", "Content-Transfer-Encoding", "Content-Type",
+    "Control", "Date", "Date-Received", "Distribution", "Expires", "Face",
+    "Followup-To", "From", "In-Reply-To", "Injection-Date",
+    "Injection-Info", "Jabber-ID", "Keywords", "Lines", "List-ID",
+    "Message-ID", "MIME-Version", "Newsgroups", "NNTP-Posting-Date",
+    "NNTP-Posting-Host", "NNTP-Posting-Path", "Organization",
+    "Original-Sender", "Originator", "Path", "Posted", "Posting-Version",
+    "Received", "References", "Relay-Version", "Reply-To", "Sender",
+    "Subject", "Summary", "Supersedes", "User-Agent", "X-Auth",
+    "X-Auth-Sender", "X-Canceled-By", "X-Cancelled-By", "X-Complaints-To",
+    "X-Face", "X-HTTP-UserAgent", "X-HTTP-Via", "X-Mailer", "X-Modbot",
+    "X-Modtrace", "X-Newsposter", "X-Newsreader", "X-No-Archive",
+    "X-Original-Message-ID", "X-Original-NNTP-Posting-Host",
+    "X-Original-Trace", "X-Originating-IP", "X-PGP-Key", "X-PGP-Sig",
+    "X-Poster-Trace", "X-Postfilter", "X-Proxy-User", "X-Submissions-To",
+    "X-Trace", "X-Usenet-Provider", "X-User-ID", "Xref")
+CANONICAL = {name.lower(): name for name in NAMES}
 
 
 def article(path):
+    """The dict innd 2.7 gives filter_art for the article in path: each
+    value a (writable) memoryview on innd's buffer, holding the field's
+    body after the one space that follows the colon, trailing white space
+    kept, folded lines joined by CRLF (Message-ID and Supersedes trimmed
+    both sides), the first of repeated fields; __BODY__ the body as NNTP
+    carried it, in wire format: CRLF line ends, a line that begins with a
+    dot with the dot doubled, and the "." line that ends the article but
+    for its LF; __LINES__ the body's line count."""
     with open(path, "rb") as f:
         data = f.read()
     head, _, body = data.partition(b"\n\n")
     art = {name: None for name in NAMES}
-    name = None
+    fields = []
     for line in head.split(b"\n"):
-        if line[:1] in (b" ", b"\t") and name is not None:
-            art[name] = memoryview(bytes(art[name]) + b"\r\n" + line)
+        if line[:1] in (b" ", b"\t") and fields:
+            fields[-1][1] += b"\r\n" + line
+        else:
+            key, colon, value = line.partition(b":")
+            if not colon or value[:1] not in (b" ", b"\t"):
+                # innd rejects the article ("No colon-space").
+                sys.exit("drive.py: %s: no colon-space in %r" % (path, line))
+            fields.append([key.decode(), value[1:]])
+    for key, value in fields:
+        name = CANONICAL.get(key.lower())
+        if name is None or art[name] is not None:
             continue
-        key, _, value = line.partition(b":")
-        name = key.decode()
-        art[name] = memoryview(value.strip())
-    body = body.replace(b"\n", b"\r\n")
-    art["__BODY__"] = memoryview(body) if body else None
-    art["__LINES__"] = body.count(b"\n")
+        if name in ("Message-ID", "Supersedes"):
+            value = value.strip()
+        art[name] = memoryview(bytearray(value))
+    lines = body.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    wire = b"".join((b"." if line.startswith(b".") else b"") + line +
+                    b"\r\n" for line in lines) + b".\r"
+    art["__BODY__"] = memoryview(bytearray(wire))
+    art["__LINES__"] = len(lines)
     return art
 
 
@@ -73,7 +119,9 @@ def main():
             took = time.monotonic() - start
             if rc is not None and not isinstance(rc, str):
                 sys.exit("drive.py: filter_art returned %r" % (rc,))
-            verdict = "reject " + rc if rc else "accept"
+            # innd answers with the first 200 bytes of the reason.
+            reason = rc.encode()[:200].decode("utf-8", "replace")
+            verdict = "reject " + reason if rc else "accept"
             print("%s %s %.3f" % (step[1], verdict, took), flush=True)
         elif step[0] == "sleep":
             time.sleep(float(step[1]))
