@@ -96,6 +96,8 @@
 /* Refused clients held to be told "busy" and linger: a burst's worth. */
 #define REFUSED_MAX(max) ((size_t)((max) > 256 ? (max) : 256))
 #define DRAIN_SECS	10		/* at exit, for clients to read replies */
+#define UNACKED_SECS	2.0		/* for a TCP peer that closes to
+					   acknowledge its last replies */
 #define STATUS_SECS	1.0		/* systemd STATUS= at most this often */
 #define COMMAND		"#mhfilter "	/* a record starting so is a command */
 #define UNKNOWN_COMMAND	"unknown command (use '#mhfilter stats', 'version', " \
@@ -154,6 +156,9 @@ struct client {
 	int			 waiting;	/* not read: no batch free */
 	int			 discarding;	/* inside an over-long record */
 	int			 finish;	/* close it from the reap event */
+	double			 unacked;	/* since then, closing, its last
+						   replies not acknowledged
+						   (client_finish), or 0 */
 	int			 admitted;	/* counts for --max-clients */
 	int			 gone;		/* closed; pending > 0 */
 	char			*last;		/* error line to end with */
@@ -956,10 +961,15 @@ client_free(struct client *c)
 	d->nclients--;
 	if (c->admitted)
 		d->nadmitted--;
-	client_close_notify(c);
 	client_ended(c);
-	/* What it took is delivered; what it did not never will be. */
+	/*
+	 * What it took is delivered; what it did not never will be.  Seen
+	 * before a TLS close_notify is sent: its bytes would be in the
+	 * socket's send queue, which over TCP says the replies are not yet
+	 * taken.
+	 */
 	client_marks(c, 0);
+	client_close_notify(c);
 	evbuffer_remove_cb_entry(bufferevent_get_output(c->bev), c->drain);
 	client_marks(c, 1);
 	event_free(c->recheck);
@@ -1123,9 +1133,34 @@ client_marks(struct client *c, int lost)
 static void
 client_recheck(evutil_socket_t fd, short what, void *arg)
 {
+	struct client	*c = arg;
+
 	(void)fd;
 	(void)what;
-	client_marks(arg, 0);
+	if (c->unacked != 0)
+		client_finish(c);	/* waiting to close (may free c) */
+	else
+		client_marks(c, 0);
+}
+
+/*
+ * Is c, over TCP and closing, a client whose replies (some of them) wait
+ * in its socket's send queue, not yet acknowledged by a peer that is
+ * still there?  Over TLS its peer's close_notify ends its input, and the
+ * last replies were often still on their way: counted not taken at once,
+ * they were lost, and each item of a feed sent again was a replay.
+ */
+static int
+client_unacked(struct client *c)
+{
+	int	 queued;
+
+	if (!c->tcp || c->acking)
+		return (0);
+	client_marks(c, 0);
+	return (!TAILQ_EMPTY(&c->marks) &&
+	    ioctl(bufferevent_getfd(c->bev), SIOCOUTQ, &queued) == 0 &&
+	    queued > 0 && !client_polled(c, POLLERR|POLLHUP));
 }
 
 /* Bytes of replies left the output buffer: see what is delivered. */
@@ -1258,6 +1293,16 @@ client_finish(struct client *c)
 	/* One that acks may yet say which replies it wrote. */
 	if ((!c->last_sent && !(c->acking && !TAILQ_EMPTY(&c->marks))) ||
 	    c->eof) {
+		/* Over TCP, for the peer to acknowledge them, a while. */
+		if (client_unacked(c) && (c->unacked == 0 ||
+		    now_seconds() - c->unacked < UNACKED_SECS)) {
+			if (c->unacked == 0)
+				c->unacked = now_seconds();
+			tv.tv_sec = 0;
+			tv.tv_usec = TAKEN_RECHECK_MS * 1000;
+			evtimer_add(c->recheck, &tv);
+			return;
+		}
 		client_free(c);
 		return;
 	}

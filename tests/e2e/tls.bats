@@ -207,6 +207,35 @@ check_replies() {
 	stop_daemon
 }
 
+@test "a feed sent again over TLS, by socat and by a client that closes at once: every item seen, none a replay" {
+	command -v socat >/dev/null 2>&1 || skip "socat is not installed (Debian package socat)"
+	local i n
+
+	seq 40 | sed 's/^\(.*\)$/a\1\tItem number \1 of the feed, with words of its own: \1 \1/' >feed
+	start_daemon -f tsv --db db --listen tls:127.0.0.1:0 \
+	    --tls-cert "$C/server.pem" --tls-key "$C/server.key" \
+	    --tls-client-ca "$C/ca.pem"
+	addr="$(tls_addr)"
+	for i in 1 2 3; do
+		timeout 60 socat -t 30 - "OPENSSL:${addr#tls:},cert=$C/client.pem,key=$C/client.key,cafile=$C/ca.pem,commonname=localhost" \
+		    <feed >replies$i || fail "socat $i failed"
+		[ "$(wc -l <replies$i)" -eq 40 ] || fail "run $i: $(cat replies$i)"
+	done
+	n="$(grep -c '^unique	a[0-9]*$' replies1 || true)"
+	[ "$n" -eq 40 ] || fail "first run: $n unique:" "$(cat replies1)"
+	for i in 2 3; do
+		# Its replies were taken: each item seen, not a replay.
+		n="$(grep -c '^duplicate	a\([0-9]*\)	a\1	1\.0000	seen$' replies$i || true)"
+		[ "$n" -eq 40 ] || fail "run $i: $n seen:" "$(sort replies$i | uniq -c | head)"
+	done
+	# The test's client, which closes as soon as it has its replies.
+	tls_send "$addr" client <feed >replies4
+	[ "$status" -eq 0 ] || fail "client status $status"
+	n="$(grep -c '	seen$' replies4 || true)"
+	[ "$n" -eq 40 ] || fail "client: $n seen:" "$(cat replies4)"
+	stop_daemon
+}
+
 @test "a TCP half-close without close_notify ends a TLS client's input: every record answered" {
 	# Small batches: replies are still to be written when the end comes
 	# (libevent stops writing at the end of a TLS stream).
