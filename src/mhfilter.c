@@ -1397,6 +1397,7 @@ main(int argc, char **argv)
 	char			*cause;
 	int			 status, serve;
 
+	std_fds_open();
 	xmalloc_init();
 	log_init("mhfilter");
 	argv[0] = (char *)"mhfilter";	/* getopt's messages name it so */

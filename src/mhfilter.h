@@ -1788,5 +1788,6 @@ int		 simd_avx512_vbmi2(void);
 #define SIMD_AVX2	2	/* AVX2, not AVX-512 */
 int		 simd_allow(int);
 void		 thread_start(pthread_t *, void *(*)(void *), void *);
+void		 std_fds_open(void);
 
 #endif /* MHFILTER_H */

@@ -254,7 +254,7 @@ pipeline_exit(struct pipeline *p)
 
 /*
  * Where decided records are written (NULL: nowhere); name, if not NULL,
- * goes into the message of a write error.
+ * goes into the message of a write error ("-": standard output).
  */
 void
 pipeline_set_output(struct pipeline *p, struct output *out, const char *name)
@@ -754,8 +754,11 @@ pipeline_next_done(struct pipeline *p)
 static void
 pipeline_write_failed(struct pipeline *p, int rc, char *cause)
 {
-	if (rc != OUTPUT_CLOSED && p->outname != NULL)
+	if (rc != OUTPUT_CLOSED && p->outname != NULL &&
+	    strcmp(p->outname, "-") != 0)
 		log_warnx("output %s: %s", p->outname, cause);
+	else if (rc != OUTPUT_CLOSED && p->outname != NULL)
+		log_warnx("standard output: %s", cause);
 	else if (rc != OUTPUT_CLOSED)
 		log_warnx("%s", cause);
 	free(cause);

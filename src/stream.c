@@ -299,7 +299,7 @@ stream_run(const struct stream_opts *o, struct pipeline *p, char **files,
 	s.start = now_seconds();
 	out = output_open(outfd, po->mode, po->format, po->framing,
 	    po->delim);
-	pipeline_set_output(p, out, NULL);
+	pipeline_set_output(p, out, o->output != NULL ? o->output : "-");
 	pipeline_set_quarantine(p, dupout, o->duplicates_to);
 	pipeline_set_deliver(p, stream_deliver, &s);
 

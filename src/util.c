@@ -9,6 +9,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "mhfilter.h"
 
@@ -693,4 +695,28 @@ thread_start(pthread_t *thread, void *(*fn)(void *), void *arg)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc != 0)
 		fatalx("cannot start a thread");
+}
+
+/*
+ * Standard input, output or error closed when the process starts: the
+ * next file opened (an input, the index's lock.mdb) would take its number,
+ * and records or messages written to "standard output" would go into it.
+ * Each closed one is opened on /dev/null the other way round, so that
+ * using it fails: a read of input, or a write of output, is then the
+ * error it should be (exit 1), not silent damage.
+ */
+void
+std_fds_open(void)
+{
+	int	 fd, want;
+
+	for (want = 0; want <= 2; want++) {
+		if (fcntl(want, F_GETFD) != -1 || errno != EBADF)
+			continue;
+		fd = open("/dev/null", want == 0 ? O_WRONLY : O_RDONLY);
+		if (fd != want) {
+			/* (No stderr to say it on, perhaps: the status.) */
+			_exit(1);
+		}
+	}
 }

@@ -140,12 +140,45 @@ V='Voters in the northern province head to the polls on Sunday'
 	status=0
 	printf 'one line\n' | mhf -a >/dev/full 2>err || status=$?
 	[ "$status" -eq 1 ]
-	grep -q 'write error: No space left on device' err
+	grep -qx 'mhfilter: standard output: write error: No space left on device' err ||
+	    fail "$(cat err)"
+	status=0
+	mhf -o /dev/full "$DATA/sample-news.txt" 2>err || status=$?
+	[ "$status" -eq 1 ]
+	grep -qx 'mhfilter: output /dev/full: write error: No space left on device' err ||
+	    fail "$(cat err)"
 	# --stats is still written.
 	status=0
 	mhf --stats <"$DATA/sample-news.txt" >/dev/full 2>err || status=$?
 	[ "$status" -eq 1 ]
 	grep -q '^mhfilter: records: 40$' err
+}
+
+@test "standard input, output or error closed: an error (exit 1), never the index's or an input's file written or read in their place" {
+	printf 'one record of words\nanother record, of other words\n' >in
+	# Output closed: the records cannot be written; lock.mdb untouched.
+	status=0
+	"$MHFILTER" -d db in >&- 2>err || status=$?
+	[ "$status" -eq 1 ] || fail "status $status" "$(cat err)"
+	grep -qx 'mhfilter: standard output: write error: Bad file descriptor' err ||
+	    fail "$(cat err)"
+	run grep -c 'record' db/lock.mdb
+	[ "$output" = 0 ] || fail "lock.mdb holds records"
+	# Not written, so not delivered: the next run writes them.
+	"$MHFILTER" -d db in >out 2>err || fail "$(cat err)"
+	cmp in out
+	# Error output closed: a failure still fails, and goes nowhere else.
+	status=0
+	"$MHFILTER" -d db2 in >/dev/full 2>&- || status=$?
+	[ "$status" -eq 1 ] || fail "status $status"
+	run grep -c 'write error' db2/lock.mdb
+	[ "$output" = 0 ] || fail "lock.mdb holds the message"
+	# Input closed: a read error, not another file read instead.
+	status=0
+	"$MHFILTER" -d db3 <&- >out 2>err || status=$?
+	[ "$status" -eq 1 ] || fail "status $status" "$(cat err)"
+	grep -qx 'mhfilter: read stdin: Bad file descriptor' err || fail "$(cat err)"
+	[ ! -s out ] || fail "$(cat out)"
 }
 
 @test "a closed pipe (| head -1) ends the run quietly, with the status grep and sort give (141)" {
