@@ -591,8 +591,15 @@ input_mail_next(struct input *in, struct rawrec *rr, char **cause)
 			if (p == NULL && !in->whole[in->next - 1])
 				len -= input_blank_end(in->buf + in->start,
 				    len);
-			if (!in->piece && input_blank(in->buf + in->start,
-			    len)) {
+			/*
+			 * Blank lines between two messages of an mbox are
+			 * no message; a file of its own (--single, a
+			 * Maildir's) is one, whatever it holds but nothing
+			 * (the end of one taken): passed through, not lost.
+			 */
+			if (!in->piece && (in->whole[in->next - 1] ?
+			    len == 0 : input_blank(in->buf + in->start,
+			    len))) {
 				in->start = in->scanned = next;
 				if (p == NULL && (rv = input_advance(in,
 				    cause)) <= 0)

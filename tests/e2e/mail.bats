@@ -464,6 +464,30 @@ field_lines() {
 	    fail "$(head -3 "$f")"
 }
 
+@test "a message of blank lines alone is passed through as read, never lost: --single (a procmail filter's), with -a, and in a Maildir" {
+	local m
+
+	for m in $'\n\n' $' \n' $'\r\n' $'\n'; do
+		printf '%s' "$m" >blank
+		mhrun -f mail --single -a --stats blank
+		assert_status 0
+		assert_same blank "$T/out"
+		assert_stat records 1
+		assert_stat unchecked 1
+		assert_err_has "passed through unchecked"
+	done
+	# In a Maildir: a message like any other, kept in the mbox written.
+	mkdir -p md/cur md/new md/tmp
+	msg b1@example.org 'Release notes' "$BODY1" >md/cur/1751364000.M1P1.host:2,S
+	printf '\n\n' >md/cur/1751364100.M2P1.host:2,S
+	msg b3@example.org 'Lunch' "$BODY2" >md/cur/1751364200.M3P1.host:2,S
+	mhrun -f mail --stats md
+	assert_status 0
+	assert_stat records 3
+	assert_stat unchecked 1
+	[ "$(grep -c '^From ' "$T/out")" -eq 3 ] || fail "$(cat "$T/out")"
+}
+
 @test "a message file read as an mbox of one, starting with a From line that is no From_ line: read back, still its own message" {
 	msg y1@example.org 'First' "$BODY1" >y.eml
 	{
