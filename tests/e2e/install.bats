@@ -84,6 +84,25 @@ dirs() {
 		    "$units/$u" >out 2>&1 || fail "$u:" "$(cat out)"
 		[ ! -s out ] || fail "$u:" "$(cat out)"
 	done
+	# The expiry's drop-in for a Redis password, as its comment gives it.
+	mkdir "$units/mhfilter-expire.service.d"
+	sed -n 's/^#   //p' "$units/mhfilter-expire.service" \
+	    >"$units/mhfilter-expire.service.d/redis.conf"
+	grep -q '^ExecStart=.* --expire --redis-password-file %d/redis-password$' \
+	    "$units/mhfilter-expire.service.d/redis.conf" ||
+	    fail "$(cat "$units/mhfilter-expire.service.d/redis.conf")"
+	systemd-analyze verify --man=no --root="$T/root" \
+	    "$units/mhfilter-expire.service" >out 2>&1 || fail "drop-in:" "$(cat out)"
+	[ ! -s out ] || fail "drop-in:" "$(cat out)"
+	# A Redis index ("db = redis://...") is reached over IP, local or
+	# not: the expiry, like the daemon, must not be cut off from it.
+	for u in mhfilter.service mhfilter-expire.service; do
+		grep -qx 'RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6' \
+		    "$units/$u" || fail "$u: no IP sockets"
+		if grep -Eq '^(PrivateNetwork=yes|IPAddressDeny=)' "$units/$u"; then
+			fail "$u: no network"
+		fi
+	done
 	# And it can fail: a unit whose binary is elsewhere does not pass.
 	sed -i "s|^ExecStart=$bindir/|ExecStart=/nonexistent/|" \
 	    "$units/mhfilter.service"
