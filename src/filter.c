@@ -266,6 +266,7 @@ static int	filter_ahead_wanted(const struct filter *, struct index *,
 static int	filter_ahead_found(struct filter *, struct fbatch *, size_t,
 		    const uint64_t *);
 static int	amemo_cmp(const void *, const void *);
+static int	amemo_est_cmp(const void *, const void *);
 static const struct amemo *filter_memo(const struct filter *, uint64_t);
 static void	inb_reset(struct inb *, size_t);
 static void	inb_add(struct inb *, const uint64_t *, unsigned, uint64_t);
@@ -1283,6 +1284,14 @@ filter_copy(struct filter *f, struct index *ix, const struct record *r,
  * (filter_on_ahead), so that the two do not share the cores with the
  * writer at once.
  */
+/*
+ * Candidates verified after the first match, for a better one (but for
+ * --pairs, which wants them all): in a family of near-copies every earlier
+ * member's estimate is within the margin of the best, and each new member
+ * verified --max-candidates of them.
+ */
+#define VERIFY_MORE	8
+
 #define AHEAD_MIN	256
 #define AHEAD_CHUNK	16
 #define AHEAD_FOUND_MAX	(1U << 20)	/* bucket entries kept, a batch */
@@ -1303,9 +1312,10 @@ ahead_one(struct athr *a, size_t i)
 	struct docinfo	 d;
 	unsigned	 K = f->o.p.perms;
 	const uint32_t	*sig = fb->sigs + i * K;
-	double		 floor = f->o.p.threshold - f->margin;
-	size_t		 c, n, start = a->arena.n;
-	int		 bytes, rc, verify;
+	double		 t = f->o.p.threshold, floor = t - f->margin;
+	double		 best = -1;
+	size_t		 c, n, start = a->arena.n, more = 0;
+	int		 bytes, rc, verify, pairs;
 
 	if (!s->pending || a->arena.n > a->found_max)
 		return;		/* (past its budget: the writer looks) */
@@ -1326,6 +1336,7 @@ ahead_one(struct athr *a, size_t i)
 		return;
 	verify = f->o.verify == VERIFY_EXACT &&
 	    f->o.p.measure != MEASURE_CONTAINMENT;
+	pairs = f->o.want_pairs || fb->recs[i].pairs;
 	/* The arena's order does not matter: filter_one gathers again. */
 	n = filter_gather(w, a->arena.v + start, ah->nfound);
 	if (n > f->o.max_candidates)
@@ -1347,8 +1358,21 @@ ahead_one(struct athr *a, size_t i)
 		m->est = minhash_similarity(sig, d.sig, K);
 		m->shingles = d.shingles;
 		m->verified = 0;
-		if (!verify || m->est < floor)
-			continue;
+	}
+	/*
+	 * Verified in filter_one's order and by its rules, the cut and
+	 * VERIFY_MORE, as far as this lookup tells (the batch's own inserts
+	 * may add candidates: the writer verifies what it lacks).
+	 */
+	if (verify && ah->nmemo > 1)
+		qsort(a->memo + ah->memo, ah->nmemo, sizeof *a->memo,
+		    amemo_est_cmp);
+	for (c = 0; verify && c < ah->nmemo; c++) {
+		m = &a->memo[ah->memo + c];
+		if (m->est < (pairs ? floor : fmax(t, best) - f->margin))
+			break;
+		if (!pairs && best >= 0 && ++more > VERIFY_MORE)
+			break;
 		if ((rc = index_reader_text(a->rd, m->docid, &w->text,
 		    &bytes)) != 0) {
 			if (rc < 0) {
@@ -1360,6 +1384,10 @@ ahead_one(struct athr *a, size_t i)
 		m->same = filter_similarity(f, w, s, &w->text, bytes, m->sim);
 		m->verified = 1;
 		a->nverified++;
+		if (m->sim[SIM_J] >= t && m->sim[SIM_J] > best)
+			best = m->sim[SIM_J];
+		if (!pairs && best >= 1.0)
+			break;
 	}
 	if (ah->nmemo > 1)
 		qsort(a->memo + ah->memo, ah->nmemo, sizeof *a->memo,
@@ -1372,6 +1400,17 @@ amemo_cmp(const void *a, const void *b)
 {
 	const struct amemo	*x = a, *y = b;
 
+	return ((x->docid > y->docid) - (x->docid < y->docid));
+}
+
+/* Order similarities as filter_one takes candidates (est_cmp). */
+static int
+amemo_est_cmp(const void *a, const void *b)
+{
+	const struct amemo	*x = a, *y = b;
+
+	if (x->est != y->est)
+		return (x->est > y->est ? -1 : 1);
 	return ((x->docid > y->docid) - (x->docid < y->docid));
 }
 
@@ -1761,7 +1800,7 @@ filter_one(struct filter *f, struct index *ix, struct fbatch *fb, size_t i,
 	struct docinfo	 d;
 	struct cand	*cd;
 	const struct amemo *m;
-	size_t		 c, n, kept;
+	size_t		 c, n, kept, more = 0;
 	uint64_t	 best_doc = 0, self = 0, group = 0, held_doc = 0;
 	int		 rc, flags, self_unique = 0, indexed = 0;
 	int		 pairs = f->o.want_pairs || r->pairs;
@@ -1844,6 +1883,9 @@ filter_one(struct filter *f, struct index *ix, struct fbatch *fb, size_t i,
 			 */
 			cut = (pairs ? t : fmax(t, best)) - f->margin;
 			if (!contain && cd->est < cut)
+				break;
+			if (!contain && !pairs && best >= 0 &&
+			    ++more > VERIFY_MORE)
 				break;
 			if (contain && !contain_may(f, s, cd, pairs ? t :
 			    fmax(t, best), !f->o.want_held ? 2.0 : pairs ?

@@ -601,6 +601,26 @@ for i in range(0, len(data), 4096):
 	grep -q "	3	" "$T/out"
 }
 
+@test "a family of near-copies: each record verifies at most 9 candidates once it has a match, the verdicts those of every match (-p)" {
+	# 1,500 copies of one line, each with its own number: every record a
+	# near-copy of every other, all inserted (chains), so that every
+	# earlier one is a candidate within the margin of the best.
+	python3 -c 'for i in range(1500): print("a%d\tOil prices slipped for a third straight session as crude inventories rose more than expected, record %d" % (i, i))' >fam
+	mhrun -f tsv --stats -D fam
+	assert_status 0
+	assert_stat duplicates 1499
+	v="$(sed -n 's/^mhfilter: verified: //p' "$T/err")"
+	[ "$v" -le $((9 * 1499)) ] || fail "verified $v candidates for 1499 records"
+	cut -f1 "$T/out" >dups
+	# -p verifies every candidate: the same records are duplicates.
+	mhrun -f tsv --stats -p fam
+	assert_status 0
+	vp="$(sed -n 's/^mhfilter: verified: //p' "$T/err")"
+	[ "$vp" -gt $((9 * 1499)) ] || fail "-p verified only $vp"
+	cut -f2 "$T/out" | sort -u >paired
+	sort dups | cmp - paired
+}
+
 @test "--text-field and --id-field with their default names are accepted without jsonl" {
 	echo hi >in
 	mhrun --text-field text --id-field id in
