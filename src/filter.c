@@ -954,15 +954,22 @@ cand_cmp(const void *a, const void *b)
 	return ((x->docid > y->docid) - (x->docid < y->docid));
 }
 
+/* The order of est_cmp for estimates ex, ey of documents dx, dy. */
+static int
+est_order(double ex, uint64_t dx, double ey, uint64_t dy)
+{
+	if (ex != ey)
+		return (ex > ey ? -1 : 1);
+	return ((dx > dy) - (dx < dy));
+}
+
 /* Order candidates: highest estimate first, then the earliest. */
 static int
 est_cmp(const void *a, const void *b)
 {
 	const struct cand	*x = a, *y = b;
 
-	if (x->est != y->est)
-		return (x->est > y->est ? -1 : 1);
-	return ((x->docid > y->docid) - (x->docid < y->docid));
+	return (est_order(x->est, x->docid, y->est, y->docid));
 }
 
 /*
@@ -1409,9 +1416,7 @@ amemo_est_cmp(const void *a, const void *b)
 {
 	const struct amemo	*x = a, *y = b;
 
-	if (x->est != y->est)
-		return (x->est > y->est ? -1 : 1);
-	return ((x->docid > y->docid) - (x->docid < y->docid));
+	return (est_order(x->est, x->docid, y->est, y->docid));
 }
 
 /*
