@@ -2,8 +2,9 @@
 # near-duplicate mail in a folder of its own.
 #
 # The execute test pipes the message to the program; with --print-verdict
-# mhfilter --mda prints its verdict (duplicate, unique, or unchecked for a
-# message it cannot judge: too large, too short, no header) and exits 0,
+# mhfilter --mda prints its verdict (duplicate, unique, empty for one with
+# no text to compare, or unchecked for a message it cannot judge: too
+# large, too short, no header) and exits 0,
 # so Dovecot logs no failure for an ordinary message.  Only "duplicate"
 # files the message away; anything else, an error included (the test is
 # then false), delivers as usual.  See mhfilter(1), MAIL AND NEWS.

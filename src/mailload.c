@@ -383,8 +383,10 @@ mail_strip_parse(const char *s, int *flags, char **cause)
  * message was a duplicate, MAIL_EXIT_UNIQUE otherwise (new, or not judged),
  * as formail -D does; an error keeps its own status, which a hook also
  * reads as "deliver".  With print, the verdict is on standard output
- * instead ("duplicate", "unique" or "unchecked", no newline: what Sieve's
- * execute :output compares) and the status 0, but for an error.
+ * instead ("duplicate", "unique", "empty" for a message with no text to
+ * compare, as its X-Mhfilter field says, or "unchecked", also for no
+ * message at all; no newline: what Sieve's execute :output compares) and
+ * the status 0, but for an error.
  */
 int
 mail_mda_status(const struct pl_counts *ct, int status, int print)
@@ -395,8 +397,10 @@ mail_mda_status(const struct pl_counts *ct, int status, int print)
 		return (status);
 	if (ct->duplicates > 0 && ct->unique == 0)
 		word = "duplicate";
-	else if (ct->unchecked > 0)
+	else if (ct->unchecked > 0 || ct->records == 0)
 		word = "unchecked";
+	else if (ct->empty > 0 && ct->unique == 0)
+		word = "empty";
 	if (!print)
 		return (strcmp(word, "duplicate") == 0 ? MAIL_EXIT_DUPLICATE :
 		    MAIL_EXIT_UNIQUE);

@@ -1005,6 +1005,19 @@ before it: the printer on the second floor is fixed.' >new
 	mhrun --mda --print-verdict --db db <new
 	assert_status 0
 	[ "$(cat "$T/out")" = unique ]
+	# No text to compare: "empty", as -a's field says; no message at all
+	# is not judged.
+	printf 'From: a@example.org\nMessage-ID: <e1@example.org>\n\n' >notext
+	mhrun --mda --print-verdict --db db <notext
+	assert_status 0
+	[ "$(cat "$T/out")" = empty ] || fail "$(cat "$T/out")"
+	mhrun -f mail --single -a <notext
+	assert_status 0
+	grep -qx 'X-Mhfilter: empty' "$T/out"
+	: >nothing
+	mhrun --mda --print-verdict --db db <nothing
+	assert_status 0
+	[ "$(cat "$T/out")" = unchecked ] || fail "$(cat "$T/out")"
 	mhrun --print-verdict -f mail <new
 	assert_status 2
 	assert_err_has "--print-verdict goes with --mda"
