@@ -1131,6 +1131,17 @@ client_warn(struct client *c, const struct crec *cr, int policy)
 
 	if (c->po->quiet && policy != POLICY_FAIL)
 		return;
+	/*
+	 * A message "too-large" here is under --max-message (one over it
+	 * goes by client_big) but over the --max-bytes the daemon takes:
+	 * the limit to raise.
+	 */
+	if (cr->v.kind == V_UNCHECKED && strcmp(say, "too-large") == 0) {
+		log_warnx("%s:%" PRIu64 ": over --max-bytes (%" PRIu64 " bytes, "
+		    "the most the daemon takes): passed through unchecked",
+		    file, cr->r.line, c->po->max_bytes);
+		return;
+	}
 	if (cr->v.kind == V_UNCHECKED) {
 		mail_warn_unchecked(cr->r.file, cr->r.line, cr->v.error);
 		return;

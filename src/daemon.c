@@ -731,8 +731,9 @@ daemon_activated(struct daemon *d, char **cause)
 }
 
 /*
- * Is there a listener (from systemd) on the address spec names?  Its name
- * is the socket's own address, then " (from systemd)".
+ * Is there a listener on the address spec names: 1 from systemd (its name
+ * is the socket's own address, then " (from systemd)"), 2 one of an
+ * earlier --listen, 0 none.
  */
 static int
 daemon_has_listener(struct daemon *d, const char *spec)
@@ -742,7 +743,7 @@ daemon_has_listener(struct daemon *d, const char *spec)
 	for (i = 0; i < d->nls; i++) {
 		if (strncmp(d->ls[i].name, spec, n) == 0 &&
 		    (d->ls[i].name[n] == '\0' || d->ls[i].name[n] == ' '))
-			return (1);
+			return (d->ls[i].name[n] == ' ' ? 1 : 2);
 	}
 	return (0);
 }
@@ -2475,10 +2476,15 @@ daemon_run(const struct daemon_opts *o, struct pipeline *p)
 	if (daemon_activated(d, &cause) != 0)
 		goto fail;
 	for (i = 0; i < o->nlisten; i++) {
-		if (daemon_has_listener(d, o->listen[i])) {
+		switch (daemon_has_listener(d, o->listen[i])) {
+		case 1:
 			/* The configuration names the unit's socket too. */
 			log_info("--listen %s: systemd passed this socket: "
 			    "serving it", o->listen[i]);
+			continue;
+		case 2:
+			log_warnx("--listen %s: given twice: served once",
+			    o->listen[i]);
 			continue;
 		}
 		if (daemon_listen(d, o->listen[i], &cause) != 0)

@@ -267,6 +267,9 @@ P
 	    fail "no reason given" "$(grep '^X-Mhfilter' "$T/got")"
 	grep -q '^X-Mhfilter: duplicate; of=<b1@example.org>' "$T/got" ||
 	    fail "the third message not judged" "$(grep '^X-Mhfilter' "$T/got")"
+	# The warning names the limit to raise: --max-bytes, not --max-message.
+	grep -q ':9: over --max-bytes (8388608 bytes, the most the daemon takes): passed through unchecked' \
+	    "$T/cerr" || fail "$(cat "$T/cerr")"
 }
 
 # Input $1 with every block of $2 records followed by the same block

@@ -61,6 +61,19 @@ abcd_replies() {
 	stop_daemon
 }
 
+@test "--listen given twice: served once, and the log says so, not that systemd passed it" {
+	make_abcd
+	start_daemon -f tsv --listen "unix:$T/sock" --listen "unix:$T/sock"
+	head -n 1 in | dsend "unix:$T/sock" >r1
+	printf 'unique\ta\n' | assert_same - r1
+	stop_daemon
+	grep -qF -- "--listen unix:$T/sock: given twice: served once" "$T/derr" ||
+	    fail "$(cat "$T/derr")"
+	run grep -c 'systemd' "$T/derr"
+	[ "$output" = 0 ] || fail "$(cat "$T/derr")"
+	[ "$(grep -c '^mhfilter: listening on' "$T/derr")" -eq 1 ] || fail "$(cat "$T/derr")"
+}
+
 @test "records without ids get RUN:CONNECTION:RECORD ids; matches across connections name them" {
 	printf 'first line of the first client, long enough\nsecond line of the first client, long enough\n' >one
 	printf 'nothing like the others at all\nfirst line of the first client, long enough\n' >two
