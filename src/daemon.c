@@ -2164,9 +2164,13 @@ daemon_deliver(void *arg, struct plbatch *b)
 	}
 	daemon_status(d, 0);
 	if (pipeline_status(d->p) != EXIT_OK && !d->stopping) {
-		/* The index holds what the output lacks: stop here. */
+		/*
+		 * The index holds what the output lacks, or it was lost:
+		 * stop here.
+		 */
 		d->status = EXIT_ERROR;
-		daemon_stop(d, "an output error");
+		daemon_stop(d, b->rc == PL_FAILED ? "an index error" :
+		    "an output error");
 	}
 }
 

@@ -575,6 +575,9 @@ struct index_params {
 				   a damaged page; see lmdbcheck.c: lm_walk) */
 #define INDEX_TRACK	0x10	/* keep each batch's documents undelivered
 				   until index_delivered */
+#define INDEX_LOST	0x20	/* its data went away under it (a Redis
+				   emptied): no batch may go on, and the
+				   process stops (pipeline_decide) */
 
 struct index;
 struct ixreader;

@@ -100,6 +100,8 @@ struct milter {
 	uint64_t			 recno;
 	uint64_t			 messages; /* decided or passed */
 	int				 stopping;
+	int				 lost;		/* the index: stopping
+							   (milter_deliver) */
 	int				 wake[2]; /* the collector's */
 	int				 sigfd;	/* SIGUSR1 */
 	pthread_t			 collector;
@@ -688,6 +690,12 @@ milter_deliver(void *arg, struct plbatch *b)
 		log_warnx("milter: a batch of %zu records failed: %s; "
 		    "answered with a temporary failure", b->n, b->cause);
 		mt->failing = 1;
+		/* An index lost (pipeline_decide): no batch may go on. */
+		if (pipeline_status(mt->p) != EXIT_OK && !mt->lost) {
+			mt->lost = 1;
+			log_warnx("milter: stopping on an index error");
+			smfi_stop();
+		}
 	} else if (b->rc == 0 && mt->failing) {
 		log_info("milter: batches are committed again");
 		mt->failing = 0;

@@ -1399,7 +1399,11 @@ pipeline_decide(struct pipeline *p, struct plbatch *b)
 	filter_stats(p->f, &b->fst);
 	if (b->rc != 0) {
 		b->cause = cause;
-		if (p->o.stop_on_error) {
+		/*
+		 * An index whose data went away (INDEX_LOST) stops a server
+		 * too: going on would take what is left for a new index.
+		 */
+		if (p->o.stop_on_error || (p->ix->flags & INDEX_LOST)) {
 			log_warnx("%s", cause);
 			pthread_mutex_lock(&p->lock);
 			p->stopped = 1;

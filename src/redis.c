@@ -315,6 +315,11 @@ reserve_docs(struct redis *r, size_t n, uint64_t *first, char **cause)
 	char			 num[32];
 	long long		 last;
 
+	if (r->base.flags & INDEX_LOST) {
+		xasprintf(cause, "index %s was lost (its document counter "
+		    "went back, above): not used again", r->base.path);
+		return (INDEX_ERROR);
+	}
 	snprintf(num, sizeof num, "%zu", n);
 	ns_key(r, "seq", &r->key);
 	q2(r, &r->key, "INCRBY", num, strlen(num));
@@ -338,6 +343,11 @@ reserve_docs(struct redis *r, size_t n, uint64_t *first, char **cause)
 		    "%" PRIu64 " to %" PRIu64 ": the index was lost (a Redis "
 		    "restarted without persistence?) or replaced; stopping",
 		    r->base.path, r->seq_seen, *first - 1);
+		/*
+		 * For good: this INCRBY moved the counter on, so that the
+		 * next batch's numbers would pass the test above.
+		 */
+		r->base.flags |= INDEX_LOST;
 		return (INDEX_ERROR);
 	}
 	r->seq_seen = *first + n - 1;

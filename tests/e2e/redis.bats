@@ -465,6 +465,31 @@ ranges_of() {
 	head -n "$n" all | cmp - out
 }
 
+@test "a Redis restarted empty under the daemon: the batch that meets it is answered 'index', and the daemon stops (exit 1), never answering an earlier item as new" {
+	local port
+
+	gen_tsv 50 >feed
+	port="$(redis_free_ports 1)"
+	redis_start_port "$RDIR" "$port"
+	start_daemon -f tsv -d "redis://127.0.0.1:$port/dlost?timeout=20" \
+	    --listen "unix:$T/sock"
+	dsend "unix:$T/sock" <feed >r1
+	[ "$(grep -c '^unique	' r1)" -eq 50 ] || fail "$(cat r1)"
+	redis_kill_port "$port"
+	redis_start_port "$RDIR" "$port"
+	dsend "unix:$T/sock" <feed >r2 || true
+	run grep -c '^unique' r2
+	[ "$output" = 0 ] || fail "answered as new:" "$(cat r2)"
+	grep -q '^error	id[0-9]*	index	.*its document counter went back' r2 ||
+	    fail "$(cat r2)"
+	wait_exit "$DPID" 30
+	[ "$status" -eq 1 ] || fail "status $status" "$(cat "$T/derr")"
+	grep -q 'stopping on an index error' "$T/derr" || fail "$(cat "$T/derr")"
+	# Nothing more was written into the empty Redis but the counter.
+	[ "$(timeout 10 redis-cli -p "$port" DBSIZE)" -le 1 ] ||
+	    fail "$(timeout 10 redis-cli -p "$port" KEYS '*' | head)"
+}
+
 @test "a feed polled again writes nothing the second time, on every backend; --replay all writes it again" {
 	head -n 600 "$BATS_FILE_TMPDIR/stream" >in
 	for b in lmdb single cluster; do
