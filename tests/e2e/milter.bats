@@ -81,6 +81,24 @@ mtsend() {
 	    fail "undelivered ranges left"
 }
 
+@test "on a Redis index restarted empty: the message is answered a temporary failure and the milter stops (exit 1), never taking it for new" {
+	local port
+
+	redis_have || skip "redis-server, redis-cli or python3 is not installed (Debian packages redis-server, redis-tools, python3)"
+	redis_single_start "$T/redis"
+	port="${REDIS_SINGLE##*:}"
+	start_daemon --milter "unix:$T/sock" -d "redis://$REDIS_SINGLE/milter" \
+	    --milter-action discard
+	mtsend unique '<one@example.org>' RCPTS=bob
+	redis_kill_port "$port"
+	redis_start_port "$T/redis" "$port"
+	mtsend tempfail '<one@example.org>' RCPTS=bob
+	wait_exit "$DPID" 30
+	[ "$status" -eq 1 ] || fail "status $status" "$(cat "$T/derr")"
+	grep -q 'its document counter went back' "$T/derr" || fail "$(cat "$T/derr")"
+	grep -q 'milter: stopping on an index error' "$T/derr" || fail "$(cat "$T/derr")"
+}
+
 @test "--milter-action reject: a duplicate gets the SMTP reply asked for" {
 	start_daemon --milter "unix:$T/sock" -d db --milter-action reject
 	mtsend unique '<one@example.org>'
