@@ -210,11 +210,11 @@ innd_stop() {
 	INNCONF="$T/news/etc/inn.conf" timeout 30 "$CTLINND" shutdown 'test over' \
 	    >"$T/ctlinnd.out" 2>&1 ||
 	    fail "ctlinnd shutdown failed: $(cat "$T/ctlinnd.out")"
-	if ! wait_exit "$INND_PID" 20; then
+	wait_exit "$INND_PID" 20 || {
 		kill -9 "$INND_PID" 2>/dev/null || true
 		INND_PID=
 		return 1
-	fi
+	}
 	INND_PID=
 	[ "$status" -eq 0 ] || fail "innd exit status $status" "$(innd_logs)"
 }
