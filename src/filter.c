@@ -973,6 +973,31 @@ est_cmp(const void *a, const void *b)
 }
 
 /*
+ * Candidates verified after the first match, for a better one (but for
+ * --pairs, which wants them all): in a family of near-copies every earlier
+ * member's estimate is within the margin of the best, and each new member
+ * verified --max-candidates of them.
+ */
+#define VERIFY_MORE	8
+
+/*
+ * Does exact verification stop before a candidate of estimate est, taken
+ * in est_cmp's order, with best the best match so far (-1: none) and
+ * *more the candidates verified since it (counted here)?  filter_one's
+ * rule, which the lookahead follows.
+ */
+static int
+verify_done(const struct filter *f, double est, double best, int pairs,
+    size_t *more)
+{
+	double	 t = f->o.p.threshold;
+
+	if (est < (pairs ? t : fmax(t, best)) - f->margin)
+		return (1);
+	return (!pairs && best >= 0 && ++*more > VERIFY_MORE);
+}
+
+/*
  * Turn bucket contents (found[0..nfound), sorted here) into candidates in
  * w->cands with their shared-band counts, most shared first.
  */
@@ -1291,14 +1316,6 @@ filter_copy(struct filter *f, struct index *ix, const struct record *r,
  * (filter_on_ahead), so that the two do not share the cores with the
  * writer at once.
  */
-/*
- * Candidates verified after the first match, for a better one (but for
- * --pairs, which wants them all): in a family of near-copies every earlier
- * member's estimate is within the margin of the best, and each new member
- * verified --max-candidates of them.
- */
-#define VERIFY_MORE	8
-
 #define AHEAD_MIN	256
 #define AHEAD_CHUNK	16
 #define AHEAD_FOUND_MAX	(1U << 20)	/* bucket entries kept, a batch */
@@ -1319,7 +1336,7 @@ ahead_one(struct athr *a, size_t i)
 	struct docinfo	 d;
 	unsigned	 K = f->o.p.perms;
 	const uint32_t	*sig = fb->sigs + i * K;
-	double		 t = f->o.p.threshold, floor = t - f->margin;
+	double		 t = f->o.p.threshold;
 	double		 best = -1;
 	size_t		 c, n, start = a->arena.n, more = 0;
 	int		 bytes, rc, verify, pairs;
@@ -1367,8 +1384,8 @@ ahead_one(struct athr *a, size_t i)
 		m->verified = 0;
 	}
 	/*
-	 * Verified in filter_one's order and by its rules, the cut and
-	 * VERIFY_MORE, as far as this lookup tells (the batch's own inserts
+	 * Verified in filter_one's order and by its rules (verify_done), as
+	 * far as this lookup tells (the batch's own inserts
 	 * may add candidates: the writer verifies what it lacks).
 	 */
 	if (verify && ah->nmemo > 1)
@@ -1376,9 +1393,7 @@ ahead_one(struct athr *a, size_t i)
 		    amemo_est_cmp);
 	for (c = 0; verify && c < ah->nmemo; c++) {
 		m = &a->memo[ah->memo + c];
-		if (m->est < (pairs ? floor : fmax(t, best) - f->margin))
-			break;
-		if (!pairs && best >= 0 && ++more > VERIFY_MORE)
+		if (verify_done(f, m->est, best, pairs, &more))
 			break;
 		if ((rc = index_reader_text(a->rd, m->docid, &w->text,
 		    &bytes)) != 0) {
@@ -1800,7 +1815,7 @@ filter_one(struct filter *f, struct index *ix, struct fbatch *fb, size_t i,
 	unsigned	 K = f->o.p.perms;
 	const uint32_t	*sig = fb->sigs + i * K;
 	const uint64_t	*keys = fb->keys + i * f->o.p.bands;
-	double		 t = f->o.p.threshold, sim, best = -1, cut, ex[NSIM];
+	double		 t = f->o.p.threshold, sim, best = -1, ex[NSIM];
 	double		 held = -1;
 	struct docinfo	 d;
 	struct cand	*cd;
@@ -1886,11 +1901,8 @@ filter_one(struct filter *f, struct index *ix, struct fbatch *fb, size_t i,
 			 * in no order: contain_may decides candidate by
 			 * candidate.
 			 */
-			cut = (pairs ? t : fmax(t, best)) - f->margin;
-			if (!contain && cd->est < cut)
-				break;
-			if (!contain && !pairs && best >= 0 &&
-			    ++more > VERIFY_MORE)
+			if (!contain && verify_done(f, cd->est, best, pairs,
+			    &more))
 				break;
 			if (contain && !contain_may(f, s, cd, pairs ? t :
 			    fmax(t, best), !f->o.want_held ? 2.0 : pairs ?
