@@ -137,7 +137,10 @@ struct client {
 	double			 owing;		/* since then, or since it
 						   began to owe (marks) */
 	size_t			 nmarks;	/* in marks */
-	int			 tcp;		/* over TCP (or TLS over it) */
+	int			 outq;		/* its socket's SIOCOUTQ says what
+						   the peer has yet to take */
+	int			 reset;		/* the socket failed: the peer
+						   took nothing more */
 	struct event		*recheck;	/* client_recheck */
 	struct cmarks		 marks;		/* batches its replies end */
 	struct evbuffer_cb_entry *drain;	/* client_drained */
@@ -914,8 +917,9 @@ client_new(struct daemon *d, int fd, const char *peer, int tls)
 	c->conn = ++d->connections;
 	memset(&ss, 0, sizeof ss);
 	sslen = sizeof ss;
-	c->tcp = getsockname(fd, (struct sockaddr *)&ss, &sslen) == 0 &&
-	    (ss.ss_family == AF_INET || ss.ss_family == AF_INET6);
+	c->outq = getsockname(fd, (struct sockaddr *)&ss, &sslen) == 0 &&
+	    (ss.ss_family == AF_INET || ss.ss_family == AF_INET6 ||
+	    ss.ss_family == AF_UNIX);
 	TAILQ_INIT(&c->marks);
 	snprintf(c->peer, sizeof c->peer, "%s", peer);
 	evutil_make_socket_nonblocking(fd);
@@ -1063,16 +1067,32 @@ dmark_done(struct daemon *d, struct dmark *dm, int lost)
 }
 
 /*
- * The reply bytes the client has taken: out of the output buffer, and
- * over TCP out of the socket as well, as the kernel says when its send
- * queue is empty (SIOCOUTQ: what the peer has not acknowledged).  A socket
- * in error says nothing: a peer killed answers what comes after with a
- * reset, which empties the queue.  A socket that took bytes is not a
- * client that took them: a client killed while its replies were on their
- * way had its records counted delivered, and sent again, seen, never
- * written.  (A unix socket whose peer closes, having read or not, empties
- * its queue alike: there the output buffer's account is kept, and a
- * client stopped, then killed, loses its replies.)  A client that acks
+ * Has the peer taken every byte written to c's socket?  Its send queue
+ * says (SIOCOUTQ): over TCP what the peer's host has not acknowledged,
+ * over a unix socket what the peer has not read.  A queue emptied by a
+ * failure says nothing: a TCP peer killed answers with a reset, and a
+ * unix peer that closes with replies unread leaves the socket in error
+ * (ECONNRESET), the kernel having thrown them away; once a read took that
+ * error, c->reset keeps it.  The queue is asked first, the error after:
+ * a closing unix peer sets the error before it empties the queue.
+ */
+static int
+client_sock_empty(struct client *c)
+{
+	int	 queued;
+
+	if (!c->outq || c->reset)
+		return (0);
+	return (ioctl(bufferevent_getfd(c->bev), SIOCOUTQ, &queued) == 0 &&
+	    queued == 0 && !client_polled(c, POLLERR));
+}
+
+/*
+ * The reply bytes the client has taken: out of the output buffer, and out
+ * of the socket as well (client_sock_empty).  A socket that took bytes is
+ * not a client that took them: a client killed while its replies were on
+ * their way, or waited unread in its socket, had its records counted
+ * delivered, and sent again, seen, never written.  A client that acks
  * ("#mhfilter ack", as --connect does) says itself what it took, once its
  * records are written: nothing else counts.
  */
@@ -1080,7 +1100,6 @@ static uint64_t
 client_taken(struct client *c)
 {
 	uint64_t	 drained;
-	int		 queued;
 
 	if (c->acking) {
 		if (c->acked > c->taken)
@@ -1091,9 +1110,7 @@ client_taken(struct client *c)
 		return (c->taken);
 	drained = c->added -
 	    evbuffer_get_length(bufferevent_get_output(c->bev));
-	if (drained > c->taken && (!c->tcp ||
-	    (ioctl(bufferevent_getfd(c->bev), SIOCOUTQ, &queued) == 0 &&
-	    queued == 0 && !client_polled(c, POLLERR))))
+	if (drained > c->taken && client_sock_empty(c))
 		c->taken = drained;
 	return (c->taken);
 }
@@ -1103,9 +1120,9 @@ client_taken(struct client *c)
 
 /*
  * The batches whose replies c has taken (client_taken); with lost, all the
- * others as lost (it is closing).  Over TCP, replies that left the output
- * buffer and not yet the socket are looked at again shortly (the output
- * buffer's draining calls again for the rest).
+ * others as lost (it is closing).  Replies that left the output buffer and
+ * not yet the socket are looked at again shortly (the output buffer's
+ * draining calls again for the rest).
  */
 static void
 client_marks(struct client *c, int lost)
@@ -1120,7 +1137,7 @@ client_marks(struct client *c, int lost)
 			break;
 		client_unmark(c, cm, cm->upto > taken);
 	}
-	if (!lost && c->tcp && !c->acking && c->bev != NULL &&
+	if (!lost && c->outq && !c->acking && c->bev != NULL &&
 	    c->recheck != NULL &&
 	    !TAILQ_EMPTY(&c->marks) && !evtimer_pending(c->recheck, NULL) &&
 	    evbuffer_get_length(bufferevent_get_output(c->bev)) == 0) {
@@ -1145,18 +1162,19 @@ client_recheck(evutil_socket_t fd, short what, void *arg)
 }
 
 /*
- * Is c, over TCP and closing, a client whose replies (some of them) wait
- * in its socket's send queue, not yet acknowledged by a peer that is
- * still there?  Over TLS its peer's close_notify ends its input, and the
- * last replies were often still on their way: counted not taken at once,
- * they were lost, and each item of a feed sent again was a replay.
+ * Is c, closing, a client whose replies (some of them) wait in its
+ * socket's send queue, not yet taken by a peer that is still there?  Over
+ * TLS its peer's close_notify ends its input, and the last replies were
+ * often still on their way; a unix client that shut its side reads them
+ * after: counted not taken at once, they were lost, and each item of a
+ * feed sent again was a replay.
  */
 static int
 client_unacked(struct client *c)
 {
 	int	 queued;
 
-	if (!c->tcp || c->acking)
+	if (!c->outq || c->acking)
 		return (0);
 	client_marks(c, 0);
 	return (!TAILQ_EMPTY(&c->marks) &&
@@ -1517,6 +1535,7 @@ client_event(struct bufferevent *bev, short what, void *arg)
 	if (what & BEV_EVENT_ERROR) {
 		log_debug("connection %" PRIu64 ": %s", c->conn,
 		    evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+		c->reset = 1;	/* (client_sock_empty) */
 		client_free(c);
 		return;
 	}

@@ -541,6 +541,65 @@ seen_replies() {
 	stop_daemon
 }
 
+# A unix client that sends its feed, shuts its side and reads nothing:
+# the replies wait in its socket.  Run in the background, it says "ready"
+# into $3 once all of them ($4 bytes) have come, then waits to be killed.
+unread_client() {
+	python3 -c '
+import fcntl, socket, struct, sys, termios, time
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(open(sys.argv[2], "rb").read())
+s.shutdown(socket.SHUT_WR)
+end = time.time() + 60
+while time.time() < end:
+    n = struct.unpack("i", fcntl.ioctl(s, termios.FIONREAD, b"\0" * 4))[0]
+    if n >= int(sys.argv[4]):
+        open(sys.argv[3], "w").write("ready %d\n" % n)
+        break
+    time.sleep(0.02)
+time.sleep(120)' "${1#unix:}" "$2" "$3" "$4" 7>&- &
+	UNREAD_PID=$!
+}
+
+@test "a unix client killed with its replies unread in its socket: replays when the feed comes again; one that read them all and closed at once: seen" {
+	gen_tsv 200 11 >feed
+	start_daemon -f tsv -d db --listen "unix:$T/sock"
+	# Every reply "unique ID": 8 bytes and the id's.
+	unread_client "unix:$T/sock" feed ready \
+	    "$(cut -f1 feed | awk '{ n += length($0) + 8 } END { print n }')"
+	local i
+	for i in $(seq 300); do
+		[ -s ready ] && break
+		sleep 0.1
+	done
+	[ -s ready ] || fail "the replies did not come"
+	kill -9 "$UNREAD_PID"
+	wait "$UNREAD_PID" 2>/dev/null || true
+	wait_delivered "unix:$T/sock" 200
+	dsend "unix:$T/sock" feed >r1
+	cut -f1 feed | sed 's/^/unique	/; s/$/	replay/' | assert_same - r1
+	dsend "unix:$T/sock" feed >r2
+	seen_replies feed | assert_same - r2
+	# A client that reads every reply and closes at once, not waiting
+	# for the daemon's end of the stream: it took them all.
+	gen_tsv 200 12 >feed2
+	timeout 60 python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(open(sys.argv[2], "rb").read())
+s.shutdown(socket.SHUT_WR)
+f = s.makefile("rb")
+for i in range(int(sys.argv[3])):
+    sys.stdout.buffer.write(f.readline())
+s.close()' "$T/sock" feed2 200 >r3
+	[ "$(grep -c '^unique	' r3)" -eq 200 ] || fail "$(head r3)"
+	dsend "unix:$T/sock" feed2 >r4
+	seen_replies feed2 | assert_same - r4
+	stop_daemon
+}
+
 @test "--check-config: what a start would refuse, found without starting (exit 2); bad listeners and --http are usage errors" {
 	# Usage errors exit 2, before anything listens.
 	mhrun --listen bogus:foo
