@@ -193,7 +193,7 @@ export_write_error(char **cause)
 {
 	*cause = NULL;
 	if (errno != EPIPE)
-		xasprintf(cause, "export: write error: %s", strerror(errno));
+		xasprintf(cause, "write error: %s", strerror(errno));
 	return (INDEX_ERROR);
 }
 
@@ -358,8 +358,10 @@ import_batch(struct index *ix, char **lines, const size_t *lens, size_t n,
 	if ((rc = index_begin(ix, cause)) != 0)
 		return (rc);
 	for (i = 0; i < n; i++) {
-		if ((o = json_loadb(lines[i], lens[i], 0, &jerr)) == NULL) {
-			xasprintf(cause, "import: line %" PRIu64 ": %s",
+		/* A text may hold NUL bytes (as \u0000). */
+		if ((o = json_loadb(lines[i], lens[i], JSON_ALLOW_NUL,
+		    &jerr)) == NULL) {
+			xasprintf(cause, "line %" PRIu64 ": %s",
 			    first + i + 1, jerr.text);
 			index_abort(ix);
 			return (INDEX_ERROR);
@@ -370,7 +372,7 @@ import_batch(struct index *ix, char **lines, const size_t *lens, size_t n,
 		    2 * ix->p.perms) != 0 ||
 		    (ix->p.texts && json_getbytes(o, "text", text) != 0)) {
 			json_decref(o);
-			xasprintf(cause, "import: line %" PRIu64 ": not a "
+			xasprintf(cause, "line %" PRIu64 ": not a "
 			    "document of this export", first + i + 1);
 			index_abort(ix);
 			return (INDEX_ERROR);
@@ -382,7 +384,7 @@ import_batch(struct index *ix, char **lines, const size_t *lens, size_t n,
 		group = json_integer_value(json_object_get(o, "group"));
 		if (group < 0 || (uint64_t)group > docs->n) {
 			json_decref(o);
-			xasprintf(cause, "import: line %" PRIu64 ": its group "
+			xasprintf(cause, "line %" PRIu64 ": its group "
 			    "is not an earlier document", first + i + 1);
 			index_abort(ix);
 			docs->n = had;
@@ -422,11 +424,11 @@ import_header(struct index *ix, const char *line, size_t len, char **cause)
 
 	if ((hdr = json_loadb(line, len, 0, &jerr)) == NULL ||
 	    json_integer_value(json_object_get(hdr, "mhfilter_export")) != 1) {
-		xasprintf(cause, "import: line 1: not an mhfilter export");
+		xasprintf(cause, "line 1: not an mhfilter export");
 		goto out;
 	}
 	if (strcmp(json_str(hdr, "scheme", ""), MHF_SCHEME_NAME) != 0) {
-		xasprintf(cause, "import: line 1: signature scheme is not %s",
+		xasprintf(cause, "line 1: signature scheme is not %s",
 		    MHF_SCHEME_NAME);
 		goto out;
 	}
@@ -443,17 +445,17 @@ import_header(struct index *ix, const char *line, size_t len, char **cause)
 	if (parse_uint(json_str(hdr, "seed", "0"), 0, UINT64_MAX, &want.seed,
 	    &c) != 0) {
 		free(c);
-		xasprintf(cause, "import: line 1: bad seed");
+		xasprintf(cause, "line 1: bad seed");
 		goto out;
 	}
 	if ((want.measure = measure_parse(json_str(hdr, "measure",
 	    "jaccard"))) == -1) {
-		xasprintf(cause, "import: line 1: unknown measure '%s'",
+		xasprintf(cause, "line 1: unknown measure '%s'",
 		    json_str(hdr, "measure", ""));
 		goto out;
 	}
 	if (!params_ok(&want)) {
-		xasprintf(cause, "import: line 1: bad parameters");
+		xasprintf(cause, "line 1: bad parameters");
 		goto out;
 	}
 	want.texts = json_is_true(json_object_get(hdr, "texts"));
@@ -462,7 +464,7 @@ import_header(struct index *ix, const char *line, size_t len, char **cause)
 	if (want.verify < VERIFY_EXACT || want.verify > VERIFY_NONE ||
 	    (want.verify == VERIFY_EXACT && !want.texts) ||
 	    !(want.threshold >= 0.01 && want.threshold <= 1.0)) {
-		xasprintf(cause, "import: line 1: bad verify or threshold");
+		xasprintf(cause, "line 1: bad verify or threshold");
 		goto out;
 	}
 	if (want.perms != ix->p.perms || want.bands != ix->p.bands ||
@@ -499,7 +501,10 @@ index_import(struct index *ix, FILE *f, uint64_t *count, char **cause)
 
 	*count = 0;
 	if ((len = getline(&line, &linesize, f)) <= 0) {
-		xasprintf(cause, "import: no header line");
+		if (ferror(f))
+			xasprintf(cause, "read error: %s", strerror(errno));
+		else
+			xasprintf(cause, "empty: not an mhfilter export");
 		free(line);
 		return (INDEX_ERROR);
 	}
@@ -538,7 +543,7 @@ index_import(struct index *ix, FILE *f, uint64_t *count, char **cause)
 	}
 	rc = 0;
 	if (ferror(f)) {
-		xasprintf(cause, "import: read error: %s", strerror(errno));
+		xasprintf(cause, "read error: %s", strerror(errno));
 		rc = INDEX_ERROR;
 	}
 out:

@@ -339,7 +339,10 @@ lmdb_remove_dir(const char *path)
 /*
  * Is data.mdb as long as its meta page says it is (the last page in use)?
  * A shorter file is damaged, and reading a page past its end through the
- * map would raise SIGBUS.  0, or INDEX_ERROR.
+ * map would raise SIGBUS; unless every page past its end is free: LMDB
+ * never writes the pages a transaction allocated and freed again (its
+ * last ones, at times), and leaves the file short of them.  0, or
+ * INDEX_ERROR.
  */
 static int
 lm_size_check(struct lmdb *ix, char **cause)
@@ -348,7 +351,7 @@ lm_size_check(struct lmdb *ix, char **cause)
 	MDB_stat	 ms;
 	struct stat	 sb;
 	mdb_filehandle_t fd;
-	uint64_t	 want;
+	uint64_t	 want, have;
 	int		 rc;
 
 	if ((rc = mdb_env_info(ix->db.env, &info)) != 0 ||
@@ -361,8 +364,10 @@ lm_size_check(struct lmdb *ix, char **cause)
 		return (INDEX_ERROR);
 	}
 	want = ((uint64_t)info.me_last_pgno + 1) * ms.ms_psize;
-	if (info.me_last_pgno < 1 || (uint64_t)sb.st_size < want ||
-	    want > info.me_mapsize) {
+	have = (uint64_t)sb.st_size / ms.ms_psize;
+	if (info.me_last_pgno < 1 || want > info.me_mapsize ||
+	    ((uint64_t)sb.st_size < want && (have < 2 ||
+	    !lm_tail_free(ix, have, info.me_last_pgno)))) {
 		xasprintf(cause, "index %s is damaged (data.mdb is %jd bytes, "
 		    "its last page ends at %" PRIu64 "): restore a copy, or "
 		    "rebuild it (see mhfilter(1), Damaged indexes)",

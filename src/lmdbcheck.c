@@ -343,15 +343,16 @@ lm_pages(struct lmdb *ix, MDB_txn *txn, char *why, size_t whysize)
 {
 	struct pagewalk	 pw;
 	unsigned char	 meta[2][256], *m;
+	MDB_envinfo	 info;
 	MDB_stat	 ms;
-	struct stat	 sb;
 	uint64_t	 txnid = mdb_txn_id(txn);
 	unsigned	 i;
 	int		 rc = -1;
 
 	memset(&pw, 0, sizeof pw);
 	if (mdb_env_stat(ix->db.env, &ms) != 0 ||
-	    mdb_env_get_fd(ix->db.env, &pw.fd) != 0 || fstat(pw.fd, &sb) != 0) {
+	    mdb_env_info(ix->db.env, &info) != 0 ||
+	    mdb_env_get_fd(ix->db.env, &pw.fd) != 0) {
 		snprintf(why, whysize, "its data file cannot be read");
 		return (-1);
 	}
@@ -372,11 +373,15 @@ lm_pages(struct lmdb *ix, MDB_txn *txn, char *why, size_t whysize)
 	else
 		m = meta[pw_u64(meta[1] + META_TXNID) >
 		    pw_u64(meta[0] + META_TXNID)];
+	/*
+	 * Past the file's end there may be free pages only (lm_size_check):
+	 * a page of a tree there cannot be read (pw_read).
+	 */
 	pw.last = pw_u64(m + META_LAST);
-	if (pw.last < 1 || pw.last >= (uint64_t)sb.st_size / pw.psize) {
+	if (pw.last < 1 || pw.last >= info.me_mapsize / pw.psize) {
 		snprintf(why, whysize, "meta page %d says its last page is %"
-		    PRIu64 ", of a file of %" PRIu64 " pages", m != meta[0],
-		    pw.last, (uint64_t)sb.st_size / pw.psize);
+		    PRIu64 ", of a map of %" PRIu64 " pages", m != meta[0],
+		    pw.last, (uint64_t)info.me_mapsize / pw.psize);
 		return (-1);
 	}
 	pw.seen = xcalloc(pw.last / 8 + 1, 1);
@@ -398,6 +403,56 @@ lm_pages(struct lmdb *ix, MDB_txn *txn, char *why, size_t whysize)
 		free(pw.page[i]);
 	free(pw.seen);
 	return (rc);
+}
+
+/*
+ * Are pages [first, last] all free in the newest snapshot, last its last
+ * page?  Its free list's tree is read as lm_pages reads it, with pread,
+ * not through the map: the file may end before those pages
+ * (lm_size_check), and a page of the list past its end, which would raise
+ * SIGBUS through the map, is a read that fails.  1, or 0.
+ */
+int
+lm_tail_free(struct lmdb *ix, uint64_t first, uint64_t last)
+{
+	struct pagewalk	 pw;
+	unsigned char	 meta[2][256], *m;
+	MDB_envinfo	 info;
+	MDB_stat	 ms;
+	uint64_t	 i;
+	unsigned	 j;
+	int		 ok = 0;
+
+	memset(&pw, 0, sizeof pw);
+	if (mdb_env_stat(ix->db.env, &ms) != 0 ||
+	    mdb_env_info(ix->db.env, &info) != 0 ||
+	    mdb_env_get_fd(ix->db.env, &pw.fd) != 0)
+		return (0);
+	pw.psize = ms.ms_psize;
+	for (j = 0; j < 2; j++) {
+		if (pread(pw.fd, meta[j], sizeof meta[j], (off_t)(j *
+		    pw.psize)) != (ssize_t)sizeof meta[j])
+			return (0);
+	}
+	m = meta[pw_u64(meta[1] + META_TXNID) > pw_u64(meta[0] + META_TXNID)];
+	pw.last = pw_u64(m + META_LAST);
+	if (pw.last != last || first > last ||
+	    pw.last >= info.me_mapsize / pw.psize)
+		return (0);
+	pw.seen = xcalloc(pw.last / 8 + 1, 1);
+	pw.page[0] = xmalloc(pw.psize);
+	if (pw_u64(m + META_DBS + 40) == PG_INVALID ||
+	    pw_tree(&pw, pw_u64(m + META_DBS + 40), pw_u16(m + META_DBS + 6),
+	    1, 2) == 0) {
+		for (i = first; i <= last &&
+		    (pw.seen[i / 8] & (1U << (i % 8))); i++)
+			;
+		ok = i > last;
+	}
+	for (j = 0; j < PG_DEPTH_MAX; j++)
+		free(pw.page[j]);
+	free(pw.seen);
+	return (ok);
 }
 
 /*

@@ -251,6 +251,7 @@ void		 chunk_key(unsigned char *, unsigned, MDB_val *);
 int		 lm_overflow(struct lmstore *, const MDB_val *);
 int		 lm_ovf_ok(struct lmstore *, const MDB_val *);
 int		 lm_walk(struct lmdb *, char **);
+int		 lm_tail_free(struct lmdb *, uint64_t, uint64_t);
 int		 lmdb_info(struct index *, struct index_info *, char **);
 int		 lmdb_check(struct index *, FILE *, uint64_t *, char **);
 int		 lmdb_compact(struct index *, const char *, char **);

@@ -62,19 +62,40 @@ maint_status(int rc, char *cause)
 	return (index_exit_status(rc));
 }
 
+/* "what name: cause", for cause (freed; NULL stays NULL). */
+static char *
+maint_name(char *cause, const char *what, const char *name)
+{
+	char	*c;
+
+	if (cause == NULL)
+		return (NULL);
+	xasprintf(&c, "%s %s: %s", what, name, cause);
+	free(cause);
+	return (c);
+}
+
 /*
  * Open the index for a mode.  Only --import may create one: the others on
- * a directory without an index would make an empty one and report on it.
+ * a directory without an index, or whose data.mdb is empty (the run that
+ * was creating it failed), would make an empty one and report on it.
  */
 static int
 maint_open(const struct maint_opts *mo, int flags, struct index **ixp)
 {
 	struct index_params	 p = mo->p;
 	char			*cause;
+	uint64_t		 size;
 	int			 rc;
 
-	if (mo->mode != MAINT_IMPORT && !index_exists(mo->db, NULL)) {
+	if (mo->mode != MAINT_IMPORT && !index_exists(mo->db, &size)) {
 		log_warnx("no index at %s", mo->db);
+		return (EXIT_ERROR);
+	}
+	if (mo->mode != MAINT_IMPORT && !index_is_remote(mo->db) &&
+	    size == 0) {
+		log_warnx("no index at %s yet (its data.mdb is empty: the run "
+		    "creating it failed)", mo->db);
 		return (EXIT_ERROR);
 	}
 	if ((rc = index_open(ixp, mo->db, flags, &p, mo->given, &cause)) != 0)
@@ -372,7 +393,7 @@ maint_export(const struct maint_opts *mo, struct index *ix)
 			fclose(f);
 		if (rc == INDEX_ERROR && cause == NULL)
 			return (128 + SIGPIPE);	/* the reader went away */
-		return (maint_status(rc, cause));
+		return (maint_status(rc, maint_name(cause, "export", name)));
 	}
 	status = maint_flush(f, name);
 	if (f != stdout && fclose(f) != 0 && status == EXIT_OK) {
@@ -401,7 +422,8 @@ maint_import(const struct maint_opts *mo, struct index *ix)
 	if (f != stdin)
 		fclose(f);
 	if (rc != 0)
-		return (maint_status(rc, cause));
+		return (maint_status(rc, maint_name(cause, "import",
+		    f != stdin ? mo->arg : "stdin")));
 	printf("imported: %" PRIu64 "\n", n);
 	return (maint_flush(stdout, "stdout"));
 }

@@ -140,6 +140,18 @@ jrec() {
 		[ ! -e nodb ] || fail "$mode created the index directory"
 		[ ! -e copy ]; [ ! -e dump ]
 	done
+	# A data.mdb left empty by a run that failed creating it: no index
+	# either, for the modes that write too.
+	mkdir empty
+	: >empty/data.mdb
+	for mode in --info --check "--expire --max-docs 3" "--remove ids" \
+	    "--compact copy" "--export dump"; do
+		mhrun -d empty $mode
+		status_is 1 || fail "$mode: status $status, expected 1"
+		assert_err_has "no index at empty yet"
+		[ ! -s empty/data.mdb ] || fail "$mode made an index"
+		[ ! -e copy ]; [ ! -e dump ]
+	done
 }
 
 # ---------------------------------------------------------- --time-field
@@ -504,6 +516,41 @@ for line in open(sys.argv[1]):
 	assert_same v1 v3
 }
 
+@test "--export/--import: texts and ids with NUL bytes go and come back; an import's errors name its file and line" {
+	printf '{"id":"a\\u0000b","text":"before \\u0000 after, a text with a NUL byte"}\n{"id":"c","text":"an ordinary text of some words"}\n' >in.jsonl
+	mhf -f jsonl -d db in.jsonl >/dev/null
+	mhrun -d db --export dump.jsonl
+	assert_status 0
+	grep -q 'before \\u0000 after' dump.jsonl || fail "$(cat dump.jsonl)"
+	mhrun -d db2 --import dump.jsonl
+	assert_status 0
+	printf 'imported: 2\n' | assert_out
+	mhf -d db2 --export dump2.jsonl
+	assert_same dump.jsonl dump2.jsonl
+	# The copy finds the text again, with its NUL byte.
+	mhrun -f jsonl -d db2 -a in.jsonl
+	assert_status 0
+	[ "$(grep -c '"verdict":"seen","match":"[ac][^"]*","similarity":1.0000' \
+	    "$T/out")" -eq 2 ] ||
+	    fail "$(cat "$T/out")"
+	# Errors: the file and the line, in the index's own words.
+	{ head -1 dump.jsonl; echo '{"id":"x"}'; } >bad.jsonl
+	mhrun -d db3 --import bad.jsonl
+	assert_status 1
+	assert_err_has "import bad.jsonl: line 2: not a document of this export"
+	printf '%s\n' '{"not": "an export"}' >notexport.jsonl
+	mhrun -d db3 --import - <notexport.jsonl
+	assert_status 1
+	assert_err_has "import stdin: line 1: not an mhfilter export"
+	mhrun -d db3 --import "$T"
+	assert_status 1
+	assert_err_has "import $T: read error: Is a directory"
+	: >empty.jsonl
+	mhrun -d db3 --import empty.jsonl
+	assert_status 1
+	assert_err_has "import empty.jsonl: empty: not an mhfilter export"
+}
+
 @test "--export/--import move an index with its own parameters" {
 	A='Storm damage closed the coastal road for two days'
 	B='Storm damage closed the coastal highway for three days'
@@ -533,7 +580,7 @@ for line in open(sys.argv[1]):
 	assert_status 0
 	mhrun -d db --export /dev/full
 	assert_status 1
-	[ -s "$T/err" ]
+	assert_err_has "export /dev/full: write error: No space left on device"
 	status=0
 	timeout 60 "$MHFILTER" -d db --export - >/dev/full 2>"$T/err" || status=$?
 	assert_status 1
