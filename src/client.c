@@ -1410,7 +1410,8 @@ client_run(const struct client_opts *o, const struct pipeline_opts *po,
 	uint64_t		 i;
 	int			 outfd = STDOUT_FILENO, rc, ms, readable;
 
-	if ((rc = input_output_fd(o->output, files, nfiles, &outfd)) != 0)
+	if ((rc = input_output_fd(o->output, NULL, files, nfiles,
+	    &outfd)) != 0)
 		return (rc);
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = SIG_IGN;

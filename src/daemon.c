@@ -99,6 +99,8 @@
 #define UNACKED_SECS	2.0		/* for a TCP peer that closes to
 					   acknowledge its last replies */
 #define STATUS_SECS	1.0		/* systemd STATUS= at most this often */
+#define HANDSHAKE_SECS	30.0		/* for a TLS handshake, at most (and at
+					   most --idle-timeout) */
 #define COMMAND		"#mhfilter "	/* a record starting so is a command */
 #define UNKNOWN_COMMAND	"unknown command (use '#mhfilter stats', 'version', " \
 			"'pairs', 'groups', 'ack' or, after 'ack', 'taken N')"
@@ -142,6 +144,7 @@ struct client {
 	int			 reset;		/* the socket failed: the peer
 						   took nothing more */
 	struct event		*recheck;	/* client_recheck */
+	struct event		*handshake;	/* client_handshake_late */
 	struct cmarks		 marks;		/* batches its replies end */
 	struct evbuffer_cb_entry *drain;	/* client_drained */
 	int			 tls;		/* accepted on a tls: listener */
@@ -278,6 +281,7 @@ static uint64_t	client_taken(struct client *);
 static void	client_linger_read(struct client *);
 static void	client_recheck(evutil_socket_t, short, void *);
 static void	client_tls_failed(struct client *);
+static void	client_handshake_late(evutil_socket_t, short, void *);
 static void	daemon_refuse(struct daemon *, int, int);
 static void	client_free(struct client *);
 static void	client_read(struct bufferevent *, void *);
@@ -911,6 +915,7 @@ client_new(struct daemon *d, int fd, const char *peer, int tls)
 	socklen_t		 sslen;
 	struct client		*c;
 	struct timeval		 tv;
+	double			 secs;
 
 	c = xcalloc(1, sizeof *c);
 	c->d = d;
@@ -944,6 +949,22 @@ client_new(struct daemon *d, int fd, const char *peer, int tls)
 		tv.tv_usec = (suseconds_t)((d->o->idle_timeout - tv.tv_sec) *
 		    1e6);
 		bufferevent_set_timeouts(c->bev, &tv, &tv);
+	}
+	/*
+	 * A handshake has a bound of its own: the bufferevent's timeouts
+	 * wait for records, and do not fire while it goes on, so clients
+	 * that connect and never finish one held --max-clients' places.
+	 */
+	if (c->tls) {
+		if ((c->handshake = evtimer_new(d->base, client_handshake_late,
+		    c)) == NULL)
+			fatalx("evtimer_new failed");
+		secs = d->o->idle_timeout > 0 &&
+		    d->o->idle_timeout < HANDSHAKE_SECS ?
+		    d->o->idle_timeout : HANDSHAKE_SECS;
+		tv.tv_sec = (time_t)secs;
+		tv.tv_usec = (suseconds_t)((secs - tv.tv_sec) * 1e6);
+		evtimer_add(c->handshake, &tv);
 	}
 	bufferevent_enable(c->bev, EV_READ|EV_WRITE);
 	TAILQ_INSERT_TAIL(&d->clients, c, entry);
@@ -979,6 +1000,10 @@ client_free(struct client *c)
 	client_marks(c, 1);
 	event_free(c->recheck);
 	c->recheck = NULL;
+	if (c->handshake != NULL) {
+		event_free(c->handshake);
+		c->handshake = NULL;
+	}
 	bufferevent_free(c->bev);	/* and its TLS state */
 	c->bev = NULL;
 	free(c->last);
@@ -1358,6 +1383,25 @@ client_close_notify(struct client *c)
 }
 
 /*
+ * A TLS client refused before its handshake was done: counted, and said
+ * at most every 10 s (else with -v only), so that a flood says little.
+ */
+static void
+client_tls_refused(struct client *c, const char *what)
+{
+	static double	 warned;
+
+	c->d->tls_refused++;
+	if (now_seconds() - warned >= 10) {
+		warned = now_seconds();
+		log_warnx("connection %" PRIu64 " from %s: %s", c->conn,
+		    c->peer, what);
+	} else
+		log_debug("connection %" PRIu64 " from %s: %s", c->conn,
+		    c->peer, what);
+}
+
+/*
  * A TLS connection failed: in the handshake (a plaintext client, no
  * certificate or one not signed by --tls-client-ca, expired, an old
  * protocol) or later.  Logged (a handshake failure at most every 10 s,
@@ -1366,24 +1410,18 @@ client_close_notify(struct client *c)
 static void
 client_tls_failed(struct client *c)
 {
-	static double	 warned;
-	char		 why[256];
+	char		 why[256], what[300];
 
 	c->d->tm->failure(c->bev,
 	    evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()), why,
 	    sizeof why);
 	c->tls_done = 1;
-	if (!c->tls_up)
-		c->d->tls_refused++;
 	if (c->tls_up)
 		log_debug("connection %" PRIu64 ": TLS: %s", c->conn, why);
-	else if (now_seconds() - warned >= 10) {
-		warned = now_seconds();
-		log_warnx("connection %" PRIu64 " from %s: TLS handshake "
-		    "failed: %s", c->conn, c->peer, why);
-	} else
-		log_debug("connection %" PRIu64 " from %s: TLS handshake "
-		    "failed: %s", c->conn, c->peer, why);
+	else {
+		snprintf(what, sizeof what, "TLS handshake failed: %s", why);
+		client_tls_refused(c, what);
+	}
 	client_free(c);
 }
 
@@ -1513,6 +1551,25 @@ client_stuck(const struct client *c)
 	    c->conn, c->peer, now_seconds() - c->owing);
 }
 
+/* A TLS client that has not finished its handshake in time: closed. */
+static void
+client_handshake_late(evutil_socket_t fd, short what, void *arg)
+{
+	struct client	*c = arg;
+	double		 secs = c->d->o->idle_timeout;
+	char		 why[64];
+
+	(void)fd;
+	(void)what;
+	if (c->tls_up)
+		return;
+	if (secs <= 0 || secs > HANDSHAKE_SECS)
+		secs = HANDSHAKE_SECS;
+	snprintf(why, sizeof why, "no TLS handshake in %g s: closed", secs);
+	client_tls_refused(c, why);
+	client_free(c);
+}
+
 /* End of input, an error, or a timeout on a connection. */
 static void
 client_event(struct bufferevent *bev, short what, void *arg)
@@ -1524,6 +1581,7 @@ client_event(struct bufferevent *bev, short what, void *arg)
 	if (what & BEV_EVENT_CONNECTED) {
 		/* A TLS handshake is done. */
 		c->tls_up = 1;
+		evtimer_del(c->handshake);
 		c->d->tm->describe(c->bev, desc, sizeof desc);
 		log_debug("connection %" PRIu64 ": %s", c->conn, desc);
 		return;

@@ -1885,6 +1885,19 @@ filter_one(struct filter *f, struct index *ix, struct fbatch *fb, size_t i,
 			indexed = 1;	/* this record is in the index */
 		}
 	}
+	/*
+	 * Judged again as its copy was (filter_copy): against the documents
+	 * before that copy, not those indexed after it, the later records
+	 * of its batch, which would make it a duplicate of a record that
+	 * came after it, and that one of it.
+	 */
+	if (v->self != 0) {
+		for (c = n = 0; c < kept; c++) {
+			if (f->w.cands[c].docid < v->self)
+				f->w.cands[n++] = f->w.cands[c];
+		}
+		kept = n;
+	}
 	n = kept;
 
 	if (n > 1)

@@ -340,6 +340,16 @@ index_run_start(struct index *ix)
 	return (ix->run_doc);
 }
 
+/* Make the run's number this process's alone (see reserve_run). */
+int
+index_reserve_run(struct index *ix, char **cause)
+{
+	if (ix->ops->reserve_run == NULL ||
+	    (ix->flags & (INDEX_RDONLY | INDEX_TEMP)))
+		return (0);
+	GUARDED_IX(ix, cause, ix->ops->reserve_run(ix, cause));
+}
+
 /*
  * Did this process insert docid (this run's document)?  By the backend's
  * record of its own commits where it keeps one (LMDB: another writer's

@@ -894,6 +894,27 @@ input_warc_next(struct input *in, struct rawrec *rr, char **cause)
 	}
 }
 
+/* Is the regular file out also one of the inputs (none: stdin)? */
+static int
+input_is_file(const struct stat *out, char **files, int nfiles)
+{
+	struct stat	 in;
+	int		 i, rc;
+
+	if (!S_ISREG(out->st_mode))
+		return (0);
+	for (i = 0; i < (nfiles > 0 ? nfiles : 1); i++) {
+		if (nfiles == 0 || strcmp(files[i], "-") == 0)
+			rc = fstat(STDIN_FILENO, &in);
+		else
+			rc = stat(files[i], &in);
+		if (rc == 0 && in.st_dev == out->st_dev &&
+		    in.st_ino == out->st_ino)
+			return (1);
+	}
+	return (0);
+}
+
 /*
  * Is path a regular file that is also one of the inputs (none: standard
  * input)?  Opening it for output would empty it before it is read.
@@ -901,21 +922,9 @@ input_warc_next(struct input *in, struct rawrec *rr, char **cause)
 int
 input_is_one(const char *path, char **files, int nfiles)
 {
-	struct stat	 out, in;
-	int		 i, rc;
+	struct stat	 out;
 
-	if (stat(path, &out) == -1 || !S_ISREG(out.st_mode))
-		return (0);
-	for (i = 0; i < (nfiles > 0 ? nfiles : 1); i++) {
-		if (nfiles == 0 || strcmp(files[i], "-") == 0)
-			rc = fstat(STDIN_FILENO, &in);
-		else
-			rc = stat(files[i], &in);
-		if (rc == 0 && in.st_dev == out.st_dev &&
-		    in.st_ino == out.st_ino)
-			return (1);
-	}
-	return (0);
+	return (stat(path, &out) == 0 && input_is_file(&out, files, nfiles));
 }
 
 /*
@@ -1584,16 +1593,44 @@ input_next_piece(struct input *in, struct rawrec *rr, uint64_t *skipped)
 /*
  * The file descriptor of --output path (NULL or "-": the standard
  * output), refused if it is one of the inputs, which it would empty before
- * they are read.  0, or the exit status, said.
+ * they are read; and the --duplicates-to file dups (or NULL), refused if
+ * it is one of them, which it would grow as they are read, or the output
+ * too.  0, or the exit status, said.
  */
 int
-input_output_fd(const char *path, char **files, int nfiles, int *fd)
+input_output_fd(const char *path, const char *dups, char **files,
+    int nfiles, int *fd)
 {
+	struct stat	 out, dst;
+
 	*fd = STDOUT_FILENO;
-	if (path != NULL && input_is_one(path, files, nfiles)) {
+	if (path != NULL && strcmp(path, "-") != 0 &&
+	    input_is_one(path, files, nfiles)) {
 		log_warnx("--output %s is also an input: it would be emptied "
 		    "before it is read (write to another file, then rename "
 		    "it)", path);
+		return (EXIT_USAGE);
+	}
+	if ((path == NULL || strcmp(path, "-") == 0) &&
+	    fstat(STDOUT_FILENO, &out) == 0 &&
+	    input_is_file(&out, files, nfiles)) {
+		log_warnx("the standard output is also an input: it would "
+		    "read what it writes (write to another file)");
+		return (EXIT_USAGE);
+	}
+	if (dups != NULL && input_is_one(dups, files, nfiles)) {
+		log_warnx("--duplicates-to %s is also an input: it would "
+		    "read the duplicates it writes", dups);
+		return (EXIT_USAGE);
+	}
+	/* The output, if it is a file already, or the same name. */
+	if (dups != NULL && ((path != NULL && strcmp(path, dups) == 0) ||
+	    (stat(dups, &dst) == 0 && S_ISREG(dst.st_mode) &&
+	    (path == NULL || strcmp(path, "-") == 0 ? fstat(STDOUT_FILENO,
+	    &out) == 0 : stat(path, &out) == 0) && out.st_dev == dst.st_dev &&
+	    out.st_ino == dst.st_ino))) {
+		log_warnx("--duplicates-to %s is the output too: give each a "
+		    "file of its own", dups);
 		return (EXIT_USAGE);
 	}
 	if (path != NULL && strcmp(path, "-") != 0 && (*fd = open(path,

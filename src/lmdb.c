@@ -1460,6 +1460,41 @@ lmdb_set_group(struct index *base, uint64_t group, char **cause)
 	return (0);
 }
 
+/*
+ * Take the next document number for this process alone, in a transaction
+ * of its own, and make it run_doc (index_reserve_run).  No document will
+ * have it: a gap, as a removed document leaves.
+ */
+static int
+lmdb_reserve_run(struct index *base, char **cause)
+{
+	struct lmdb	*ix = (struct lmdb *)base;
+	char		 v[32];
+	int		 rc;
+
+	if ((rc = lm_txn(ix, 0, &ix->db.txn)) != 0) {
+		ix->db.txn = NULL;
+		return (lm_fail(&ix->db, rc, "begin", cause));
+	}
+	if (lm_meta_u64(ix, "next_doc", &ix->next_doc, cause) != 0) {
+		mdb_txn_abort(ix->db.txn);
+		ix->db.txn = NULL;
+		return (INDEX_ERROR);
+	}
+	snprintf(v, sizeof v, "%" PRIu64, ix->next_doc + 1);
+	if ((rc = lm_meta_put(ix, "next_doc", v)) != 0) {
+		mdb_txn_abort(ix->db.txn);
+		ix->db.txn = NULL;
+		return (lm_fail(&ix->db, rc, "reserve a number", cause));
+	}
+	rc = mdb_txn_commit(ix->db.txn);
+	ix->db.txn = NULL;
+	if (rc != 0)
+		return (lm_fail(&ix->db, rc, "commit", cause));
+	ix->base.run_doc = ix->next_doc++;
+	return (0);
+}
+
 /* A batch's lookups, announced (the band index's: lsm_prepare). */
 static int
 lmdb_prepare(struct index *base, const struct ixdoc *docs, size_t n,
@@ -1488,6 +1523,7 @@ const struct index_ops lmdb_ops = {
 	.close = lmdb_close,
 	.begin = lmdb_begin,
 	.prepare = lmdb_prepare,
+	.reserve_run = lmdb_reserve_run,
 	.commit = lmdb_commit,
 	.abort = lmdb_abort,
 	.candidates = lmdb_candidates,

@@ -1187,6 +1187,13 @@ run_filter(struct options *o, const struct index_params *asked, int serve,
 		return (index_exit_status(rc));
 	}
 	atexit(cleanup);
+	/* A daemon's ids (RUN:CONN:RECNO) are its own, whoever else runs. */
+	if (serve && o->m.socket == NULL &&
+	    (rc = index_reserve_run(the_index, &cause)) != 0) {
+		log_errx("%s", cause);
+		free(cause);
+		return (index_exit_status(rc));
+	}
 	o->f.verify = o->f.p.verify;
 	if (o->f.p.measure == MEASURE_CONTAINMENT &&
 	    o->f.verify != VERIFY_EXACT) {

@@ -320,7 +320,8 @@ int		 input_next(struct input *, struct rawrec *, char **);
 int		 input_read(struct input *, int, struct rawrec *, uint64_t *,
 		    char **, int *);
 int		 input_next_piece(struct input *, struct rawrec *, uint64_t *);
-int		 input_output_fd(const char *, char **, int, int *);
+int		 input_output_fd(const char *, const char *, char **, int,
+		    int *);
 int		 input_wait(struct input *, int);
 int		 input_from_line(const char *, size_t);
 void		 input_set_pieces(struct input *);
@@ -689,6 +690,12 @@ struct index_info {
  *				count, or INDEX_ERROR naming the line.
  * index_path, index_run_start	the path as given; the first document
  *				number this process could have inserted.
+ * index_reserve_run		a daemon's: make index_run_start a number
+ *				no other process has (reserve_run), so that
+ *				the ids a daemon makes of it are its own
+ *				though another started on the index at the
+ *				same time.  0; ERROR.  Nothing for a
+ *				read-only or temporary index.
  * index_own			see own; docid >= index_run_start when the
  *				backend has none.
  * index_last_doc		the number of the document the last insert
@@ -753,6 +760,7 @@ int		 index_adopt(struct index *, const struct index_params *,
 		    char **);
 const char	*index_path(struct index *);
 uint64_t	 index_run_start(struct index *);
+int		 index_reserve_run(struct index *, char **);
 int		 index_own(struct index *, uint64_t);
 void		 index_batch_range(struct index *, uint64_t *, uint64_t *);
 uint64_t	 index_last_doc(struct index *);
@@ -912,6 +920,10 @@ int		 index_settle(struct index *, char **);
  * reader_text(reader, docid, out, bytes)
  *			text's, its DOC_BYTES flag into *bytes.
  * reader_close(reader)	end it.
+ * reserve_run(ix, cause)
+ *			take a document number for this process alone and
+ *			make it run_doc (index_reserve_run).  0; ERROR.  May
+ *			be NULL.
  * settle(ix, cause)	after the last reader_close: what the inserts made
  *			while readers were open reach the band index's
  *			lookups (until then kept from the readers).  0;
@@ -973,6 +985,7 @@ struct index_ops {
 	int		(*reader_text)(struct ixreader *, uint64_t,
 			    struct buf *, int *);
 	int		(*settle)(struct index *, char **);
+	int		(*reserve_run)(struct index *, char **);
 };
 /* A reader of the backend's (reader_open), which starts with this. */
 struct ixreader {

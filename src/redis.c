@@ -219,6 +219,7 @@ struct later {
 };
 
 static int	reserve_docs(struct redis *, size_t, uint64_t *, char **);
+static int	redis_reserve_run(struct index *, char **);
 static void	cache_reset(struct redis *);
 static struct rdoc *cache_find(struct redis *, uint64_t);
 static struct rdoc *cache_add(struct redis *, uint64_t, int, const char *,
@@ -304,6 +305,22 @@ replies_ok(struct redis *r, size_t from, size_t to, const char *what,
 		if (rp == NULL || rp->type == REDIS_REPLY_ERROR)
 			return (reply_error(r, rp, what, cause));
 	}
+	return (0);
+}
+
+/*
+ * Take a document number from the shared counter for this process alone
+ * and make it run_doc (index_reserve_run).
+ */
+static int
+redis_reserve_run(struct index *base, char **cause)
+{
+	struct redis	*r = (struct redis *)base;
+	uint64_t	 docid;
+
+	if (reserve_docs(r, 1, &docid, cause) != 0)
+		return (INDEX_ERROR);
+	r->base.run_doc = docid;
 	return (0);
 }
 
@@ -1698,4 +1715,5 @@ const struct index_ops redis_ops = {
 	.abandoned = redis_abandoned,
 	.own = redis_own,
 	.password_file = redis_password_file,
+	.reserve_run = redis_reserve_run,
 };

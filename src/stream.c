@@ -265,7 +265,8 @@ stream_run(const struct stream_opts *o, struct pipeline *p, char **files,
 	struct sigaction		 sa;
 	int				 outfd = STDOUT_FILENO, status, rc;
 
-	if ((rc = input_output_fd(o->output, files, nfiles, &outfd)) != 0)
+	if ((rc = input_output_fd(o->output, o->duplicates_to, files, nfiles,
+	    &outfd)) != 0)
 		return (rc);
 
 	if (o->duplicates_to != NULL && (dupout = output_open_quarantine(

@@ -169,6 +169,36 @@ same_as_stream() {
 	    -gt 10 ] || fail "few groups of three or more"
 }
 
+@test "two daemons started together on one index make ids of their own: a client of one never takes the other's record for one of its own" {
+	local W='the daily weather report says heavy rain is expected across the northern coast through thursday'
+	local i
+	start_daemon -f line -d db --listen "unix:$T/a.sock"
+	"$MHFILTER" -f line -d db --listen "unix:$T/b.sock" 2>"$T/berr" &
+	local bpid=$!
+	BG_PIDS+=("$bpid")
+	# (Its log, not a connection: the weather must be b's connection 1,
+	# as the other line is a's.)
+	for i in $(seq 200); do
+		grep -q 'ready:' "$T/berr" && break
+		sleep 0.1
+	done
+	# Through b, the weather; through a, another line, then the weather
+	# again: its match is b's record, not a's first line.
+	printf '%s\n' "$W" >w
+	"$MHFILTER" -f line --connect "unix:$T/b.sock" w >/dev/null
+	printf '%s\n%s!\n' 'an unrelated sentence about stock markets closing higher on tuesday after inflation data' "$W" >in
+	run "$MHFILTER" -f line --connect "unix:$T/a.sock" -a in
+	[ "$status" -eq 0 ] || fail "status $status: $output"
+	[ "$(printf '%s\n' "$output" | sed -n 1p | cut -f1)" = unique ] ||
+	    fail "$output"
+	# b's id (RUN:CONN:1), as the daemon gives it; not a's line 1.
+	printf '%s\n' "$output" | sed -n 2p | cut -f1,2 >got
+	grep -qE '^duplicate	[0-9]+:[0-9]+:1$' got || fail "$(cat got)"
+	kill -TERM "$bpid"
+	wait_exit "$bpid" 30
+	stop_daemon
+}
+
 # Records the client decides itself (a line over --max-bytes, a blank JSON
 # line) split a connection's numbers into runs (client_map_add), in which
 # a match's RUN:CONN:NUMBER is looked up: one every few records, and -a

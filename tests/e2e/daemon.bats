@@ -83,15 +83,16 @@ abcd_replies() {
 	printf 'unique\t1:1:1\nunique\t1:1:2\n' | assert_same - r1
 	printf 'unique\t1:2:1\nduplicate\t1:2:2\t1:1:1\t1.0000\n' | assert_same - r2
 	stop_daemon
-	# The run number is the index's next document number at start, so a
-	# later daemon on the same index never gives the same ids.
+	# The run number is a document number the daemon takes at start (1;
+	# its records 2 and 3), so a later daemon on the same index (4) never
+	# gives the same ids.
 	start_daemon --db db --listen "unix:$T/sock"
 	dsend "unix:$T/sock" one >r3
 	stop_daemon
 	start_daemon --db db --listen "unix:$T/sock"
 	dsend "unix:$T/sock" two >r4
 	printf 'unique\t1:1:1\nunique\t1:1:2\n' | assert_same - r3
-	printf 'unique\t3:1:1\nduplicate\t3:1:2\t1:1:1\t1.0000\n' | assert_same - r4
+	printf 'unique\t4:1:1\nduplicate\t4:1:2\t1:1:1\t1.0000\n' | assert_same - r4
 	stop_daemon
 }
 
@@ -703,6 +704,23 @@ s.close()' "$T/sock" feed2 200 >r3
 	stop_daemon
 }
 
+@test "a batch whose replies never went, sent again: each duplicate matches what it matched the first time, never a record after it" {
+	local A="the quick brown fox jumps over the lazy dog while the cat sleeps on the warm mat near the window of the old house"
+	printf 'a\t%s\nb\t%s again\nc\t%s again q\n' "$A" "$A" "$A" >abc
+	# The stream: b a duplicate of a, c of b.
+	mhrun -f tsv -a abc
+	assert_status 0
+	printf 'unique\t-\t-\ta\nduplicate\ta\t0.9450\tb\nduplicate\tb\t0.9820\tc\n' |
+	    assert_same - <(cut -f1-4 "$T/out")
+	start_daemon -f tsv -d db --listen "unix:$T/sock"
+	dleave "unix:$T/sock" abc 3
+	wait_delivered "unix:$T/sock" 3
+	dsend "unix:$T/sock" abc >r1
+	printf 'unique\ta\treplay\nduplicate\tb\ta\t0.9450\nduplicate\tc\tb\t0.9820\n' |
+	    assert_same - r1
+	stop_daemon
+}
+
 @test "a batch of replays whose commit failed: sent again, still replays, not seen" {
 	gen_tsv 200 7 >feed
 	# Run 1: the client goes away unanswered: all 200 undelivered.
@@ -711,12 +729,13 @@ s.close()' "$T/sock" feed2 200 >r3
 	wait_delivered "unix:$T/sock" 200
 	sleep 0.5	# (the marks of the lost batch are committed)
 	stop_daemon
-	# Run 2: the index's first sync fails once: the commit of the first
-	# batch, the feed and a new record (which the batch must write); the
-	# daemon goes on.
+	# Run 2: the index's second sync fails once (the first is the start's,
+	# of the number the daemon takes for its ids): the commit of the
+	# first batch, the feed and a new record (which the batch must
+	# write); the daemon goes on.
 	printf 'new1\tcompletely fresh words nobody has seen in this index\n' |
 	    cat - feed >feed2
-	FAULT_PATH=data.mdb FAULT_CALLS=fdatasync FAULT_AT=1 FAULT_ERRNO=EIO \
+	FAULT_PATH=data.mdb FAULT_CALLS=fdatasync FAULT_AT=2 FAULT_ERRNO=EIO \
 	    FAULT_LOG="$T/faults" LD_PRELOAD="$(fault_preload)" \
 	    start_daemon -f tsv -d db --listen "unix:$T/sock"
 	dsend "unix:$T/sock" feed2 >r1

@@ -36,6 +36,38 @@ start_fed() {
 	cmp in out
 }
 
+@test "--duplicates-to naming an input or the output, and a standard output appended to an input, are refused: nothing read again or lost" {
+	gen_tsv 100 >in
+	cat in in >twice
+	cp twice copy
+	# Its duplicates would be read again as it grows, without end.
+	mhrun -f tsv --duplicates-to twice twice
+	assert_status 2
+	assert_err_has "--duplicates-to twice is also an input"
+	cmp twice copy
+	# One file for both: the duplicates were lost, or mixed in.
+	mhrun -f tsv -o out --duplicates-to out twice
+	assert_status 2
+	assert_err_has "--duplicates-to out is the output too"
+	[ ! -s out ]
+	status=0
+	timeout 60 "$MHFILTER" -f tsv --duplicates-to both twice >both 2>err ||
+	    status=$?
+	[ "$status" -eq 2 ] || fail "status $status: $(cat err)"
+	grep -q -- '--duplicates-to both is the output too' err
+	# A standard output appended to an input: the same loop.
+	status=0
+	timeout 60 "$MHFILTER" -f tsv -D twice >>twice 2>err || status=$?
+	[ "$status" -eq 2 ] || fail "status $status: $(cat err)"
+	grep -q 'the standard output is also an input' err
+	cmp twice copy
+	# Files of their own: the uniques and the duplicates, 100 each.
+	mhrun -f tsv -o out --duplicates-to dups twice
+	assert_status 0
+	cmp in out
+	cmp in dups
+}
+
 @test "SIGUSR1 during a run prints the counters and the run goes on" {
 	gen_tsv 3000 >in
 	start_fed 1000

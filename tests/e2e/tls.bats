@@ -323,6 +323,31 @@ check_replies() {
 	stop_daemon
 }
 
+@test "connections that never finish a TLS handshake are closed after --idle-timeout: they do not hold --max-clients' places" {
+	start_daemon -f tsv --idle-timeout 1s --max-clients 3 \
+	    --listen tls:127.0.0.1:0 --listen "unix:$T/sock" \
+	    --tls-cert "$C/server.pem" --tls-key "$C/server.key"
+	addr="$(tls_addr)"
+	# Three TCP connections that send no ClientHello, one that sends
+	# half of one; each still open 4 s later says what the daemon did.
+	timeout 60 python3 -c '
+import socket, sys, time
+host, port = sys.argv[1].split(":")[1:]
+held = [socket.create_connection((host, int(port))) for i in range(3)]
+time.sleep(4)
+u = socket.socket(socket.AF_UNIX)
+u.connect(sys.argv[2])
+u.sendall(b"x\tsome text for the unix client\n")
+u.shutdown(socket.SHUT_WR)
+print(u.makefile().read(), end="")
+for s in held:
+    s.settimeout(5)
+    print("closed" if s.recv(100) == b"" else "open")' "$addr" "$T/sock" >out
+	printf 'unique\tx\nclosed\nclosed\nclosed\n' | assert_same - out
+	wait_log "no TLS handshake in 1 s: closed"
+	stop_daemon
+}
+
 @test "server-only TLS from a configuration file: any client is served" {
 	make_records
 	cat >conf <<EOF
