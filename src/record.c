@@ -13,11 +13,12 @@
  * jansson's: the record must be one JSON object; of a repeated member the
  * last counts.  yajl checks only the
  * shape of UTF-8 and turns a \u escape of half a surrogate pair into '?',
- * so json_checks first rejects what jansson did: invalid UTF-8 (overlong
- * forms, surrogates, beyond U+10FFFF) and unpaired surrogate escapes.
- * Unlike jansson, a number that does not fit 64 bits makes a record bad
- * only when it is the id or the time, and a record that is another JSON
- * value (an array, a number) is "not a JSON object" even when malformed.
+ * so json_checks first rejects what jansson did, invalid UTF-8 (overlong
+ * forms, surrogates, beyond U+10FFFF), and reads an unpaired surrogate
+ * escape, which jansson rejected, as U+FFFD.  Unlike jansson, a number
+ * that does not fit 64 bits makes a record bad only when it is the time
+ * (an id is its digits), and a record that is another JSON value (an
+ * array, a number) is "not a JSON object" even when malformed.
  * Most records never reach yajl: a fast path (jfast) reads the usual ones
  * in one pass, and leaves to yajl what it is not sure of.
  */
@@ -282,17 +283,22 @@ hex4(const char *p)
 }
 
 /*
- * What jansson rejected and yajl lets through (see the top): returns 0,
- * or -1 with a cause.  Malformed escapes are left to yajl to report.
+ * What jansson rejected and yajl lets through (see the top): invalid
+ * UTF-8, -1 with a cause.  A \u escape of half a surrogate pair (an emoji
+ * cut in two, in scraped text) is read as U+FFFD, as Go's decoder reads
+ * it: the record's bytes with each such escape made \ufffd, the same
+ * length, are put into fixed, and 1 returned; else 0.  Malformed escapes
+ * are left to yajl to report.
  */
 static int
-json_checks(const char *p, size_t len, char **cause)
+json_checks(const char *p, size_t len, struct buf *fixed, char **cause)
 {
 	const char	*at, *end = p + len;
 	utf8proc_int32_t cp;
 	utf8proc_ssize_t n;
 	size_t		 i;
 	long		 u, low;
+	int		 lone = 0;
 
 	for (i = 0; i < len; i++) {
 		i += ascii_span((const unsigned char *)p + i, len - i);
@@ -321,14 +327,16 @@ json_checks(const char *p, size_t len, char **cause)
 			continue;
 		}
 		if (u >= 0xd800 && u <= 0xdfff) {
-			xasprintf(cause, "invalid JSON at column %zu: \\u "
-			    "escape of half a surrogate pair",
-			    (size_t)(at - p) + 1);
-			return (-1);
+			if (!lone) {
+				fixed->len = 0;
+				buf_append(fixed, p, len);
+				lone = 1;
+			}
+			memcpy(fixed->data + (at - p) + 2, "fffd", 4);
 		}
 		at += 4;
 	}
-	return (0);
+	return (lone);
 }
 
 /*
@@ -776,13 +784,13 @@ record_parse_jsonl(struct record *r, const char *text_field,
     const char *id_field, const char *time_field, char **cause)
 {
 	struct jparse	 j;
-	struct buf	 tv = { 0 };
+	struct buf	 tv = { 0 }, fixed = { 0 };
 	yajl_handle	 h;
 	yajl_status	 st;
 	long long	 id;
 	char		 num[32];
 	unsigned	 f;
-	int		 atend = 0, rv = -1;
+	int		 atend = 0, rv = -1, lone;
 
 	memset(&j, 0, sizeof j);
 	j.name[F_TEXT] = text_field;
@@ -801,15 +809,17 @@ record_parse_jsonl(struct record *r, const char *text_field,
 			j.kind[f] = J_NONE;
 			j.val[f]->len = 0;
 		}
-		if (json_checks(r->raw.data, r->raw.len, cause) != 0) {
+		if ((lone = json_checks(r->raw.data, r->raw.len, &fixed,
+		    cause)) < 0) {
 			r->text.len = r->id.len = 0;
 			buf_free(&tv);
 			return (-1);
 		}
 		if ((h = yajl_alloc(&jcallbacks, NULL, &j)) == NULL)
 			fatalx("yajl_alloc: out of memory");
-		st = yajl_parse(h, (const unsigned char *)r->raw.data,
-		    r->raw.len);
+		st = yajl_parse(h, (const unsigned char *)(lone ? fixed.data :
+		    r->raw.data), r->raw.len);
+		buf_free(&fixed);
 		if (st == yajl_status_ok && (st = yajl_complete_parse(h)) !=
 		    yajl_status_ok)
 			atend = 1;
@@ -839,12 +849,12 @@ record_parse_jsonl(struct record *r, const char *text_field,
 	case J_STRING:
 		break;
 	case J_INTEGER:
-		if (jinteger(&r->id, &id) != 0) {
-			xasprintf(cause, "field \"%s\" is an integer out of "
-			    "range", id_field);
-			goto out;
-		}
-		/* Written as jansson did: "-0" is "0". */
+		/*
+		 * Written as jansson did: "-0" is "0".  One beyond 64 bits
+		 * (an unsigned 64-bit hash) is its digits as written.
+		 */
+		if (jinteger(&r->id, &id) != 0)
+			break;
 		snprintf(num, sizeof num, "%lld", id);
 		r->id.len = 0;
 		buf_append(&r->id, num, strlen(num));
