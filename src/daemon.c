@@ -265,7 +265,7 @@ static void	daemon_drain_timer(evutil_socket_t, short, void *);
 static void	daemon_watchdog(evutil_socket_t, short, void *);
 static void	daemon_signal(evutil_socket_t, short, void *);
 static void	daemon_stop(struct daemon *, const char *);
-static void	daemon_close_listeners(struct daemon *);
+static void	daemon_close_listeners(struct daemon *, int);
 static int	daemon_open_output(struct daemon *, char **);
 static int	daemon_open_log(struct daemon *, char **);
 static void	daemon_stats(void *, struct mstats *);
@@ -2331,9 +2331,12 @@ daemon_watchdog(evutil_socket_t fd, short events, void *arg)
 	notify_send("WATCHDOG=1");
 }
 
-/* Remove the listeners (and our socket files) and the HTTP server. */
+/*
+ * Remove the listeners (and our socket files) and, with http, the HTTP
+ * server, which a stop leaves to answer 503 while clients drain.
+ */
 static void
-daemon_close_listeners(struct daemon *d)
+daemon_close_listeners(struct daemon *d, int http)
 {
 	size_t	 i;
 
@@ -2351,8 +2354,10 @@ daemon_close_listeners(struct daemon *d)
 	free(d->ls);
 	d->ls = NULL;
 	d->nls = 0;
-	metrics_free(d->metrics);
-	d->metrics = NULL;
+	if (http) {
+		metrics_free(d->metrics);
+		d->metrics = NULL;
+	}
 }
 
 /*
@@ -2371,7 +2376,7 @@ daemon_stop(struct daemon *d, const char *why)
 	d->stopping = 1;
 	log_info("stopping on %s: finishing the batch in flight", why);
 	notify_send("STOPPING=1\nSTATUS=stopping on %s", why);
-	daemon_close_listeners(d);
+	daemon_close_listeners(d, 0);
 	pipeline_flush(d->p);
 	for (c = TAILQ_FIRST(&d->clients); c != NULL; c = next) {
 		next = TAILQ_NEXT(c, entry);
@@ -2612,7 +2617,7 @@ daemon_run(const struct daemon_opts *o, struct pipeline *p)
 	pipeline_finish(p);	/* every reply queued */
 	while ((c = TAILQ_FIRST(&d->clients)) != NULL)
 		client_free(c);
-	daemon_close_listeners(d);
+	daemon_close_listeners(d, 1);
 	if (o->stats)
 		mstats_log(daemon_stats, d);
 	log_info("stopped after %" PRIu64 " records in %" PRIu64
@@ -2640,7 +2645,7 @@ daemon_run(const struct daemon_opts *o, struct pipeline *p)
 fail:
 	log_errx("%s", cause);
 	free(cause);
-	daemon_close_listeners(d);
+	daemon_close_listeners(d, 1);
 	pipeline_set_output(p, NULL, NULL);
 	output_close(d->out);
 	if (d->outfd > STDERR_FILENO)

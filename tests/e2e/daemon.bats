@@ -973,7 +973,27 @@ s.close()' "$T/sock" feed2 200 >r3
 	timeout 60 python3 "$CLIENT" http "$h" /healthz >health
 	printf '200\nok\n' | assert_same - health
 	timeout 60 python3 "$CLIENT" http "$h" /nope | head -n 1 | grep -qx 404
-	stop_daemon
+	# Stopping, while a client that reads nothing keeps it draining:
+	# /healthz says so (503), for a load balancer to stop sending.
+	timeout 60 python3 -c '
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+time.sleep(30)' "$T/sock" &
+	local cl=$! i
+	BG_PIDS+=("$cl")
+	# (Two: it, and the one asking.)
+	for i in $(seq 200); do
+		[ "$(dstat "unix:$T/sock" clients)" -ge 2 ] && break
+		sleep 0.05
+	done
+	kill -TERM "$DPID"
+	wait_log "stopping on SIGTERM"
+	timeout 60 python3 "$CLIENT" http "$h" /healthz >health
+	head -n 1 health | grep -qx 503 || fail "$(cat health)"
+	grep -q stopping health || fail "$(cat health)"
+	kill "$cl"
+	wait_exit "$DPID" 30
 }
 
 @test "retention works in daemon mode: --max-docs expires the oldest documents batch by batch" {
