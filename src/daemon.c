@@ -37,16 +37,17 @@
  * never from inside another client's callback.  A client that goes away
  * with records in flight is kept, detached, until they are delivered.
  *
- * Delivery (--db): a batch is marked delivered, as the stream marks one
- * whose output is written, only once every client with a reply in it has
- * taken its replies (struct dmark, one per batch, and a client's list of
- * cmarks): a client that acks ("#mhfilter ack", as --connect does) says
- * so itself ("#mhfilter taken N") once it wrote their records; for any
- * other, its socket took them (client_taken).  A
- * batch with a reply that never went (its client went away, the daemon was
- * killed) stays undelivered: its records are answered unique again, as
- * replays, when they come back; one whose replies went is "seen" then,
- * in this run or after a restart (filter.c).
+ * Delivery (--db): a client's records of a batch are marked delivered, as
+ * the stream marks a batch whose output is written, once the client has
+ * taken its replies (struct dmark, one for each client's part of a batch,
+ * or one for the batch where its documents cannot be told apart by
+ * record, and a client's list of cmarks): a client that acks ("#mhfilter
+ * ack", as --connect does) says so itself ("#mhfilter taken N") once it
+ * wrote their records; for any other, its socket took them
+ * (client_taken).  Records whose replies never went (the client went
+ * away, the daemon was killed) stay undelivered: they are answered unique
+ * again, as replays, when they come back; those whose replies went are
+ * "seen" then, in this run or after a restart (filter.c).
  */
 
 #include "config.h"
@@ -119,6 +120,8 @@ struct dmark {
 	struct plmarks		*m;
 	size_t			 waiting;	/* clients, and the deliverer */
 	int			 lost;		/* a reply will never go */
+	int			 gone;		/* a part whose client went away
+						   (daemon_deliver) */
 };
 /* A client's part in a dmark: its replies end at byte upto. */
 struct cmark {
@@ -151,6 +154,9 @@ struct client {
 	int			 tls_up;	/* the handshake is done */
 	int			 tls_done;	/* close_notify sent, or broken */
 	uint64_t		 conn;		/* connection number, from 1 */
+	struct dmark		*part;		/* its part of batch part_seq's
+						   marks (daemon_part) */
+	uint64_t		 part_seq;
 	char			 peer[80];
 	uint64_t		 recno;		/* records read, from 1 */
 	size_t			 pending;	/* batch slots not answered */
@@ -218,6 +224,10 @@ struct daemon {
 	size_t			 nclients;
 	size_t			 nadmitted;	/* not refused as busy */
 	uint64_t		 run;		/* first docid of this run */
+	uint64_t		 delivered;	/* batches, for daemon_part */
+	struct dmark		**parts;	/* this batch's (daemon_part) */
+	size_t			 nparts;
+	size_t			 partsize;
 
 	int			 stalled;	/* no batch free: clients wait */
 
@@ -258,6 +268,7 @@ static void	daemon_accept(struct evconnlistener *, evutil_socket_t,
 		    struct sockaddr *, int, void *);
 static void	daemon_accept_error(struct evconnlistener *, void *);
 static void	daemon_deliver(void *, struct plbatch *);
+static struct dmark	*daemon_part(struct daemon *, struct client *);
 static void	daemon_notified(evutil_socket_t, short, void *);
 static void	daemon_batch_timer(evutil_socket_t, short, void *);
 static void	daemon_reap(evutil_socket_t, short, void *);
@@ -1084,7 +1095,9 @@ dmark_done(struct daemon *d, struct dmark *dm, int lost)
 		dmark_lose(d, dm);
 	if (--dm->waiting > 0)
 		return;
-	if (dm->lost)
+	if (dm->m->ranges.n == 0 && dm->m->replays.n == 0)
+		pipeline_marks_free(dm->m);	/* a part with nothing */
+	else if (dm->lost)
 		pipeline_marks_lose(d->p, dm->m);
 	else
 		pipeline_marks_give(d->p, dm->m);
@@ -1773,8 +1786,10 @@ client_toolong(struct client *c, size_t len, size_t reclen, size_t dlen)
 	if (record_prefix_id((const char *)evbuffer_pullup(in, idlen), idlen,
 	    d->po->format, d->po->id_field, &d->line) != 0)
 		client_id(c, &d->line);
-	snprintf(msg, sizeof msg, "record of %s%zu bytes is over --max-bytes "
-	    "%" PRIu64, more ? "more than " : "", reclen, d->po->max_bytes);
+	/* Cut short, it is known to be longer than the bound, no more. */
+	snprintf(msg, sizeof msg, "record of %s%" PRIu64 " bytes is over "
+	    "--max-bytes %" PRIu64, more ? "more than " : "", more ?
+	    d->po->max_bytes : (uint64_t)reclen, d->po->max_bytes);
 	if (d->po->policy == POLICY_FAIL) {
 		buf_append(&d->line, "", 1);
 		evbuffer_drain(in, len);
@@ -2185,11 +2200,11 @@ daemon_deliver(void *arg, struct plbatch *b)
 {
 	struct daemon	*d = arg;
 	struct client	*c, *next;
-	struct dmark	*dm = NULL;
+	struct dmark	*dm = NULL, *part = NULL;
 	struct plmarks	*m;
 	char		*cause;
 	size_t		 i;
-	int		 record;
+	int		 record, split = 0;
 
 	if (b->rc != PL_DROPPED)
 		metrics_batch(d->metrics, b->seconds);
@@ -2205,11 +2220,21 @@ daemon_deliver(void *arg, struct plbatch *b)
 		log_info("batches are committed again");
 		d->failing = 0;
 	}
-	/* The batch's marks wait for its replies to be written. */
+	/*
+	 * The batch's marks wait for its replies to be written: each
+	 * client's part apart (daemon_part), so that one that goes away
+	 * without its replies loses its records alone; as a whole where its
+	 * documents cannot be told apart by record.
+	 */
+	d->delivered++;
 	if ((m = pipeline_marks_of(d->p, b, &cause)) != NULL) {
-		dm = xcalloc(1, sizeof *dm);
-		dm->m = m;
-		dm->waiting = 1;	/* until every reply is queued */
+		if ((split = pipeline_marks_split(b)))
+			pipeline_marks_free(m);
+		else {
+			dm = xcalloc(1, sizeof *dm);
+			dm->m = m;
+			dm->waiting = 1;  /* until every reply is queued */
+		}
 	} else if (cause != NULL) {
 		log_warnx("%s", cause);	/* not marked: answered again */
 		free(cause);
@@ -2217,9 +2242,15 @@ daemon_deliver(void *arg, struct plbatch *b)
 	for (i = 0; i < b->n; i++) {
 		c = b->slots[i].owner;
 		record = SLOT_TYPE(b->slots[i].tag) == S_RECORD;
+		if (split && record) {
+			part = daemon_part(d, c);
+			pipeline_marks_add(part->m, b, i);
+		}
 		if (c->gone) {
-			if (dm != NULL && record)
-				dmark_lose(d, dm);	/* its reply never goes */
+			if (split && record)
+				part->gone = 1;	/* its replies never go */
+			else if (dm != NULL && record)
+				dmark_lose(d, dm);
 			if (--c->pending == 0)
 				free(c);	/* it went away */
 			continue;
@@ -2230,11 +2261,19 @@ daemon_deliver(void *arg, struct plbatch *b)
 			continue;	/* after its bad record, under fail */
 		daemon_reply(d, b, i, c, &d->line);
 		client_reply(c, &d->line);
-		if (dm != NULL)
+		if (split && record)
+			client_mark(c, part);
+		else if (dm != NULL)
 			client_mark(c, dm);
 	}
 	if (dm != NULL)
 		dmark_done(d, dm, 0);
+	for (i = 0; i < d->nparts; i++) {
+		if (d->parts[i]->gone)
+			dmark_lose(d, d->parts[i]);
+		dmark_done(d, d->parts[i], 0);
+	}
+	d->nparts = 0;
 	for (c = TAILQ_FIRST(&d->clients); c != NULL; c = next) {
 		next = TAILQ_NEXT(c, entry);
 		client_settle(c);
@@ -2249,6 +2288,31 @@ daemon_deliver(void *arg, struct plbatch *b)
 		daemon_stop(d, b->rc == PL_FAILED ? "an index error" :
 		    "an output error");
 	}
+}
+
+/*
+ * Client c's part of the marks of the batch being delivered: made at its
+ * first record, waiting for the deliverer (daemon_deliver) and for c.
+ */
+static struct dmark *
+daemon_part(struct daemon *d, struct client *c)
+{
+	struct dmark	*dm;
+
+	if (c->part_seq == d->delivered && c->part != NULL)
+		return (c->part);
+	dm = xcalloc(1, sizeof *dm);
+	dm->m = xcalloc(1, sizeof *dm->m);
+	dm->waiting = 1;
+	if (d->nparts == d->partsize) {
+		d->partsize = d->partsize ? 2 * d->partsize : 16;
+		d->parts = xreallocarray(d->parts, d->partsize,
+		    sizeof *d->parts);
+	}
+	d->parts[d->nparts++] = dm;
+	c->part = dm;
+	c->part_seq = d->delivered;
+	return (dm);
 }
 
 /* The batch's delay is over. */
@@ -2626,6 +2690,7 @@ daemon_run(const struct daemon_opts *o, struct pipeline *p)
 	pipeline_set_source(p, NULL, 0);
 	pipeline_set_output(p, NULL, NULL);
 	buf_free(&d->line);
+	free(d->parts);
 	for (i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
 		event_free(d->sig_ev[i]);
 	event_free(d->notify_ev);

@@ -1987,6 +1987,8 @@ filter_one(struct filter *f, struct index *ix, struct fbatch *fb, size_t i,
 	    fb->ids[i].data, fb->ids[i].len, s->norm.data, s->norm.len,
 	    f->o.p.texts ? s->enc.data : NULL, s->enc.len, flags, r->time,
 	    cause);
+	if (rc == 0)
+		v->doc = index_last_doc(ix);
 	if (rc == 0 && fb->ahead_on)
 		inb_add(&f->inb, keys, f->o.p.bands, index_last_doc(ix));
 	if (rc == 0 && f->o.run_unsure && r->owner != 0)
@@ -2109,6 +2111,7 @@ verdict_reset(struct verdict *v)
 	v->replay = 0;
 	v->seen = 0;
 	v->self = 0;
+	v->doc = 0;
 	free(v->error);
 	v->error = NULL;
 	v->sim = 0;

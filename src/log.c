@@ -38,6 +38,7 @@ static const char *log_name = "mhfilter";
 static int	 log_verbosity;
 static int	 log_journal;	/* stderr is the journal: add priorities */
 static int	 log_stamp;	/* stderr is a --log-file: add the time */
+static volatile int log_progress; /* a progress line ends stderr, unended */
 
 static void	log_vwrite(int, int, const char *, va_list);
 
@@ -135,6 +136,11 @@ log_vwrite(int pri, int errsv, const char *fmt, va_list ap)
 
 	vsnprintf(raw, sizeof raw, fmt, ap);
 	log_escape(raw, msg, sizeof msg);
+	/* A message does not run on from a progress line: it clears it. */
+	if (log_progress) {
+		log_progress = 0;
+		fputs("\r\033[K", stderr);
+	}
 	if (log_journal)
 		snprintf(prefix, sizeof prefix, "<%d>", pri);
 	else if (log_stamp) {
@@ -147,6 +153,16 @@ log_vwrite(int pri, int errsv, const char *fmt, va_list ap)
 		    strerror(errsv));
 	else
 		fprintf(stderr, "%s%s: %s\n", prefix, log_name, msg);
+}
+
+/*
+ * A progress line was drawn on stderr without its newline (on), or ended
+ * (off): the next message clears it first.
+ */
+void
+log_progress_line(int on)
+{
+	log_progress = on;
 }
 
 /* Warn, adding the reason errno gives. */

@@ -301,7 +301,8 @@ static const struct opt opts[] = {
 	  .help = "print a summary on stderr at the end" },
 	{ "progress", OPT_PROGRESS, OK_SET, FIELD(int, s.progress),
 	  .show = "[no-]progress",
-	  .help = "progress on stderr (default: if a terminal)" },
+	  .help = "progress on stderr (default: if it is a\n"
+	  "terminal and stdout is not)" },
 	{ "no-progress", OPT_NO_PROGRESS, OK_CLEAR, FIELD(int, s.progress),
 	  .flags = OF_HIDDEN },
 	{ "quiet", 'q', OK_SET, FIELD(int, pl.quiet),
@@ -746,7 +747,8 @@ parse_options(int argc, char **argv, struct options *o)
 	}
 	o->f.chain = 1;
 	o->pl.delim = '\n';
-	o->s.progress = isatty(STDERR_FILENO);
+	/* Not on the terminal the records are written to. */
+	o->s.progress = isatty(STDERR_FILENO) && !isatty(STDOUT_FILENO);
 	ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	o->f.threads = ncpu < 1 ? 1 : ncpu > 8 ? 8 : (unsigned)ncpu;
 

@@ -193,6 +193,7 @@ void		 log_warnx(const char *, ...)
 		    __attribute__((format(printf, 1, 2)));
 void		 log_verbose(int);
 void		 log_escape(const char *, char *, size_t);
+void		 log_progress_line(int);
 void		 log_info(const char *, ...)
 		    __attribute__((format(printf, 1, 2)));
 void		 log_debug(const char *, ...)
@@ -1207,6 +1208,9 @@ struct verdict {
 	uint64_t	 self;		/* an undelivered earlier copy that it
 					   was decided again for (a replay, or
 					   a duplicate judged again) */
+	uint64_t	 doc;		/* the document it inserted, or 0 (or
+					   a backend's token for one it
+					   numbers at its commit) */
 	char		*error;		/* V_BAD, V_TOOLONG: why */
 	double		 sim;		/* of the best match */
 	struct buf	 match;		/* the best match's external id */
@@ -1562,6 +1566,9 @@ struct plmarks {
 void		 pipeline_defer_marks(struct pipeline *);
 struct plmarks	*pipeline_marks_of(struct pipeline *, struct plbatch *,
 		    char **);
+int		 pipeline_marks_split(const struct plbatch *);
+void		 pipeline_marks_add(struct plmarks *, const struct plbatch *,
+		    size_t);
 void		 pipeline_marks_give(struct pipeline *, struct plmarks *);
 void		 pipeline_marks_lose(struct pipeline *, struct plmarks *);
 void		 pipeline_owner_ended(struct pipeline *, uint64_t);

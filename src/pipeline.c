@@ -1008,6 +1008,48 @@ pipeline_marks_of(struct pipeline *p, struct plbatch *b, char **cause)
 }
 
 /*
+ * Can a batch's marks be split by record (pipeline_marks_add), each of its
+ * documents known by the record that inserted it?  Not where the backend
+ * numbers documents at its commit (Redis, at times): then the batch is
+ * marked as a whole.
+ */
+int
+pipeline_marks_split(const struct plbatch *b)
+{
+	uint64_t	 known = 0;
+	size_t		 i;
+
+	for (i = 0; i < b->n; i++) {
+		if (b->vs[i].doc >= b->first && b->vs[i].doc < b->end)
+			known++;
+	}
+	return (known == b->end - b->first);
+}
+
+/*
+ * Add to m what record i of batch b makes of the batch's marks: the
+ * document it inserted (extending m's last range when it follows it) and
+ * the earlier copy it replayed.  A daemon's client's part of a batch, so
+ * that one that goes away without its replies loses its records alone.
+ */
+void
+pipeline_marks_add(struct plmarks *m, const struct plbatch *b, size_t i)
+{
+	const struct verdict	*v = &b->vs[i];
+
+	if (v->doc >= b->first && v->doc < b->end) {
+		if (m->ranges.n > 0 && m->ranges.v[m->ranges.n - 1] == v->doc)
+			m->ranges.v[m->ranges.n - 1]++;
+		else {
+			u64vec_push(&m->ranges, v->doc);
+			u64vec_push(&m->ranges, v->doc + 1);
+		}
+	}
+	if (v->self != 0)
+		u64vec_push(&m->replays, v->self);
+}
+
+/*
  * Hand marks to the writer, which has the index forget them as undelivered
  * in its next commit; m is freed.
  */

@@ -247,6 +247,7 @@ stream_progress(struct stream *s, int last)
 	fputs("\033[K", stderr);
 	if (last)
 		fputc('\n', stderr);
+	log_progress_line(!last);
 }
 
 /*
