@@ -1092,8 +1092,10 @@ input_fail(struct input *in, char **cause, const char *fmt, ...)
 
 /*
  * Is this first block of a file binary?  grep -I's test, a NUL byte, made
- * less eager: a text with a stray NUL (a logger's) is read, and NULs are
- * taken for binary only with invalid UTF-8 (an executable, an archive) or
+ * less eager: a text with a stray NUL (a logger's, in UTF-8 or Latin-1)
+ * is read, and NULs are taken for binary only with invalid UTF-8 and more
+ * than two bytes, and one in 64, control characters or NULs (an
+ * executable, an archive), or
  * with a third of the bytes control characters (UTF-16 text).
  */
 static int
@@ -1107,11 +1109,18 @@ input_binary(const char *p, size_t len)
 	if (memchr(p, '\0', len) == NULL)
 		return (0);
 	for (i = 0; i < len; i++) {
-		if (u[i] < 0x20 && strchr("\t\n\v\f\r", u[i]) == NULL)
-			ctl++;
+		if (u[i] == 0 || (u[i] < 0x20 &&
+		    strchr("\t\n\v\f\r", u[i]) == NULL))
+			ctl++;		/* (strchr finds NUL: its end) */
 	}
 	if (ctl > len / 3)
 		return (1);
+	/*
+	 * Else invalid UTF-8 with more than a stray control byte or two: an
+	 * executable, an archive, an image, not a Latin-1 text with a NUL.
+	 */
+	if (ctl <= 2 || ctl <= len / 64)
+		return (0);
 	cut = len > 4 ? len - 4 : 0;	/* a character cut by the block */
 	for (i = 0; i < cut; i++) {
 		if (u[i] < 0x80)
@@ -1348,9 +1357,8 @@ input_fill(struct input *in, char **cause)
 	if (n > 0 && in->textcheck) {
 		in->textcheck = 0;
 		if (input_binary(in->buf + in->end, n))
-			return (input_fail(in, cause, "binary data (NUL "
-			    "bytes and no text in its first %zd bytes): file "
-			    "skipped", n));
+			return (input_fail(in, cause, "binary data (NUL and "
+			    "control bytes in its first %zd bytes)", n));
 	}
 	if (n == 0)
 		in->eof = 1;

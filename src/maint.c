@@ -271,6 +271,9 @@ maint_remove(const struct maint_opts *mo, struct index *ix)
 			lineno++;
 			if (len > 0 && line[len - 1] == '\n')
 				len--;
+			/* A file of ids written on Windows: CRLF. */
+			if (len > 0 && line[len - 1] == '\r')
+				len--;
 			if (len == 0)
 				continue;
 			ids[n].id = xstrndup(line, len);

@@ -340,7 +340,7 @@ open("bad.gz", "wb").write(b)'
 	for f in line tsv jsonl; do
 		mhrun -f "$f" bin
 		assert_status 1
-		assert_err_has 'mhfilter: bin: binary data (NUL bytes and no text'
+		assert_err_has 'mhfilter: bin: binary data (NUL and control bytes in its first'
 		[ "$(wc -l <"$T/err")" -eq 1 ] || fail "$(cat "$T/err")"
 		[ ! -s "$T/out" ] || fail "binary written out"
 	done
@@ -373,6 +373,11 @@ open("bad.gz", "wb").write(b)'
 	mhrun stray
 	assert_status 0
 	assert_same stray "$T/out"
+	# Latin-1 (invalid UTF-8) with a stray NUL: a text too.
+	printf 'caf\351 au lait\nline two has a \0 byte\nline three\n' >latin
+	mhrun latin
+	assert_status 0
+	assert_same latin "$T/out"
 }
 
 @test "a UTF-8 byte-order mark at the start of a file is skipped" {

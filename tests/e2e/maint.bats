@@ -397,6 +397,11 @@ jrec() {
 	[ ! -s "$T/err" ]
 	mhrun -d db --info
 	assert_info documents 6
+	# A list written on Windows (CRLF): the same ids.
+	printf 'id3\r\nid4\r\n' >ids
+	mhrun -d db --remove ids
+	assert_status 0
+	printf 'removed: 2\nnot_found: 0\n' | assert_out
 	mhrun -d db --check
 	assert_status 0
 	# An unreadable list is an error.
