@@ -350,7 +350,7 @@ static const struct opt opts[] = {
 	{ "config", OPT_CONFIG, OK_CUSTOM, .flags = OF_NOCONF, .arg = "FILE",
 	  .help = "read long options from FILE, key = value" },
 	{ "check-config", OPT_CHECK_CONFIG, OK_SET, FIELD(int, check_config),
-	  .help = "check the options as a start would, then exit\n"
+	  .flags = OF_NOCONF, .help = "check the options as a start would, then exit\n"
 	  "(0, or 2 saying what is wrong)" },
 
 	{ .help = "Milter (a mail filter for Postfix and Sendmail):" },
@@ -1288,6 +1288,7 @@ run_check_config(struct options *o, int serve)
 	struct ssl_ctx_st	*ctx;
 	struct stat		 st;
 	char			*cause;
+	size_t			 i;
 	int			 bad = 0;
 
 	if (serve && o->m.socket == NULL &&
@@ -1295,6 +1296,13 @@ run_check_config(struct options *o, int serve)
 		log_warnx("%s", cause);
 		free(cause);
 		bad = 1;
+	}
+	/* A unix socket's directory must be there for it to be made. */
+	for (i = 0; serve && o->m.socket == NULL && i < o->d.nlisten; i++) {
+		if (strncmp(o->d.listen[i], "unix:", 5) == 0 &&
+		    o->d.listen[i][5] != '\0' &&
+		    check_writable("--listen", o->d.listen[i] + 5) != 0)
+			bad = 1;
 	}
 	if (o->m.socket != NULL &&
 	    daemon_check_http(o->d.http, o->d.trusted_network, &cause) != 0) {

@@ -640,6 +640,16 @@ s.close()' "$T/sock" feed2 200 >r3
 	mhrun --db notadir --listen "unix:$T/sock" --check-config
 	assert_status 2
 	assert_err_has "--db notadir: not a directory"
+	# A unix socket in a directory that is not there.
+	mhrun --listen "unix:$T/nodir/sock" --check-config
+	assert_status 2
+	assert_err_has "--listen $T/nodir/sock: its directory $T/nodir"
+	# A file cannot ask for the check itself (it would never serve).
+	printf 'listen = unix:%s/sock\ncheck-config = yes\n' "$T" >self.conf
+	mhrun --config self.conf
+	assert_status 2
+	assert_err_has "self.conf:2: unknown key 'check-config'"
+	[ ! -e "$T/sock" ]
 }
 
 @test "blank lines of TSV and JSON Lines are no records: skipped, no reply, as the stream does" {
