@@ -766,6 +766,8 @@ parse_options(int argc, char **argv, struct options *o)
 	optind = 0;		/* start afresh (glibc) */
 	apply_options(argc, argv, o);
 
+	if (o->db != NULL && o->db[0] == '\0')
+		usage_error("--db: the path is empty");
 	if (o->f.query_only && o->db == NULL)
 		usage_error("--query-only needs --db (a temporary index is "
 		    "empty)");

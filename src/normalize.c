@@ -160,6 +160,12 @@ normalize_parse(const char *list, int *flags, char **cause)
 			if (strcmp(word, norm_names[i].name) == 0)
 				break;
 		}
+		if (i == NNORM && strcmp(word, "none") == 0) {
+			xasprintf(cause, "'%s': none goes alone, not in a "
+			    "list", list);
+			free(copy);
+			return (-1);
+		}
 		if (i == NNORM) {
 			xasprintf(cause, "unknown normalisation '%s' (use "
 			    "casefold, nfkc, space, punct or none)", word);

@@ -170,6 +170,23 @@ static const struct {
 #define NUNITS		(sizeof duration_units / sizeof duration_units[0])
 #define DURATION_UNITS	"us, ms, s, m, h, d or w"
 
+/* secs in the largest unit that holds it whole ("36500d", "1s", "5ms"). */
+static void
+duration_str(double secs, char *buf, size_t len)
+{
+	double	 n;
+	size_t	 i;
+
+	for (i = NUNITS; i-- > 0;) {
+		n = secs / duration_units[i].secs;
+		if (n >= 1 && fabs(n - round(n)) < 1e-9) {
+			snprintf(buf, len, "%.0f%s", n, duration_units[i].name);
+			return;
+		}
+	}
+	snprintf(buf, len, "%.15gs", secs);
+}
+
 /*
  * Parse a duration: one or more numbers, each with a unit us, ms, s, m, h,
  * d or w ("5ms", "1d12h"); with loose, a lone number is seconds and numbers
@@ -181,7 +198,7 @@ duration_parse(const char *s, int loose, double lo, double hi, double *out,
     char **cause)
 {
 	const char	*p = s, *unit;
-	char		 num[64];
+	char		 num[64], los[32], his[32];
 	double		 v, total = 0;
 	size_t		 i, len, nlen;
 
@@ -230,7 +247,9 @@ bad:
 	    DURATION_UNITS ", like 5ms, 10m or 1d12h)", s);
 	return (-1);
 range:
-	xasprintf(cause, "'%s' is out of range (%.15gs to %.15gs)", s, lo, hi);
+	duration_str(lo, los, sizeof los);
+	duration_str(hi, his, sizeof his);
+	xasprintf(cause, "'%s' is out of range (%s to %s)", s, los, his);
 	return (-1);
 }
 

@@ -111,6 +111,20 @@ start_fed() {
 	assert_status 2
 	assert_err_has "--memtable: '1' is out of range (64K to 1T bytes)"
 	assert_err_lacks 9223372036854775807
+	# A duration's limits in the units the manual gives them.
+	mhrun -d db --retain 0s --expire </dev/null
+	assert_status 2
+	assert_err_has "--retain: '0s' is out of range (1s to 36500d)"
+	mhrun --batch-delay 2m --listen "unix:$T/sock" </dev/null
+	assert_status 2
+	assert_err_has "--batch-delay: '2m' is out of range (0s to 1m)"
+	# none is alone; an index is somewhere.
+	mhrun --normalize none,space </dev/null
+	assert_status 2
+	assert_err_has "--normalize: 'none,space': none goes alone"
+	mhrun -d "" </dev/null
+	assert_status 2
+	assert_err_has "--db: the path is empty"
 }
 
 @test "--explain says which of --max-fn and --max-fp is not met" {
