@@ -333,11 +333,18 @@ warc_parse(struct record *r, const char *text_field, const char *id_field,
 		p = plain.data;
 		len = plain.len;
 	}
-	if (warc_header(p, len, &h, &why) != 1 || h.total > len) {
+	if (warc_header(p, len, &h, &why) != 1) {
 		/* (input.c has checked it: only a caller of its own.) */
-		xasprintf(cause, "not a WARC record (%s)", why != NULL ? why :
-		    "cut short");
+		xasprintf(cause, "not a WARC record (%s)", why);
 		free(why);
+		rc = -1;
+		goto out;
+	}
+	/* A .warc.gz member whose block is not its Content-Length's. */
+	if (h.total != len || memcmp(p + len - 4, "\r\n\r\n", 4) != 0) {
+		xasprintf(cause, "not a WARC record (its block and two CRLFs "
+		    "are %zu bytes, not the %" PRIu64 " its Content-Length "
+		    "says)", len - h.hlen, h.clen + 4);
 		rc = -1;
 		goto out;
 	}

@@ -195,6 +195,30 @@ EOF
 	records in.warc 01 02 | cmp - "$T/out" || fail "fail policy"
 }
 
+@test "warc.gz: a record whose Content-Length is wrong is a malformed record, under --on-bad-input; the members after it are read" {
+	mkwarc in.warc
+	mkwarc g.warc.gz
+	# Member 3 again, its Content-Length 5 more than its block.
+	python3 -c '
+import gzip, re
+r3 = open("in.warc.03", "rb").read()
+m = re.search(rb"Content-Length: (\d+)", r3)
+r3 = r3[:m.start(1)] + str(int(m.group(1)) + 5).encode() + r3[m.end(1):]
+open("bad.03", "wb").write(gzip.compress(r3))' || fail "damaging failed"
+	cat g.warc.gz.01 g.warc.gz.02 bad.03 g.warc.gz.04 g.warc.gz.05 >cl.warc.gz
+	mhrun -f warc cl.warc.gz
+	assert_status 0
+	assert_err_has "cl.warc.gz:3: not a WARC record (its block and two CRLFs are"
+	assert_err_has "skipped"
+	records g.warc.gz 01 02 04 05 | cmp - "$T/out" || fail "skip"
+	mhrun -f warc --on-bad-input pass cl.warc.gz
+	assert_status 0
+	cmp cl.warc.gz "$T/out" || fail "pass"
+	mhrun -f warc --on-bad-input fail cl.warc.gz
+	assert_status 3
+	records g.warc.gz 01 02 | cmp - "$T/out" || fail "fail"
+}
+
 @test "warc: not with -z, --listen or --connect; --text-field is jsonl's" {
 	mkwarc in.warc
 	for opts in "-z" "--listen unix:$T/sock" "--connect unix:$T/sock"; do
