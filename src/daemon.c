@@ -1643,9 +1643,12 @@ client_event(struct bufferevent *bev, short what, void *arg)
 			bufferevent_enable(bev, EV_WRITE);
 			return;
 		}
+		/* (One that acks and owes them is said so, once.) */
+		if (!c->acking || TAILQ_EMPTY(&c->marks))
+			log_debug("connection %" PRIu64 ": replies not read "
+			    "for %.0f s; closed", c->conn,
+			    c->d->o->idle_timeout);
 		client_stuck(c);
-		log_debug("connection %" PRIu64 ": replies not read for "
-		    "%.0f s; closed", c->conn, c->d->o->idle_timeout);
 		client_free(c);
 		return;
 	}
