@@ -161,8 +161,8 @@ normalize_parse(const char *list, int *flags, char **cause)
 				break;
 		}
 		if (i == NNORM && strcmp(word, "none") == 0) {
-			xasprintf(cause, "'%s': none goes alone, not in a "
-			    "list", list);
+			xasprintf(cause, "'none' goes alone, not in a list "
+			    "('%s')", list);
 			free(copy);
 			return (-1);
 		}

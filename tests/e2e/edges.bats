@@ -121,7 +121,7 @@ start_fed() {
 	# none is alone; an index is somewhere.
 	mhrun --normalize none,space </dev/null
 	assert_status 2
-	assert_err_has "--normalize: 'none,space': none goes alone"
+	assert_err_has "--normalize: 'none' goes alone, not in a list ('none,space')"
 	mhrun -d "" </dev/null
 	assert_status 2
 	assert_err_has "--db: the path is empty"
