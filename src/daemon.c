@@ -914,6 +914,15 @@ daemon_refuse(struct daemon *d, int fd, int tls)
 	close(fd);
 }
 
+/* The time a TLS client has for its handshake: --idle-timeout, at most. */
+static double
+handshake_secs(const struct daemon *d)
+{
+	double	 secs = d->o->idle_timeout;
+
+	return (secs > 0 && secs < HANDSHAKE_SECS ? secs : HANDSHAKE_SECS);
+}
+
 /*
  * Make a client for an accepted connection.  On a tls: listener its
  * bufferevent is an OpenSSL one, with the current context: the rest of
@@ -970,9 +979,7 @@ client_new(struct daemon *d, int fd, const char *peer, int tls)
 		if ((c->handshake = evtimer_new(d->base, client_handshake_late,
 		    c)) == NULL)
 			fatalx("evtimer_new failed");
-		secs = d->o->idle_timeout > 0 &&
-		    d->o->idle_timeout < HANDSHAKE_SECS ?
-		    d->o->idle_timeout : HANDSHAKE_SECS;
+		secs = handshake_secs(d);
 		tv.tv_sec = (time_t)secs;
 		tv.tv_usec = (suseconds_t)((secs - tv.tv_sec) * 1e6);
 		evtimer_add(c->handshake, &tv);
@@ -1569,16 +1576,14 @@ static void
 client_handshake_late(evutil_socket_t fd, short what, void *arg)
 {
 	struct client	*c = arg;
-	double		 secs = c->d->o->idle_timeout;
 	char		 why[64];
 
 	(void)fd;
 	(void)what;
 	if (c->tls_up)
 		return;
-	if (secs <= 0 || secs > HANDSHAKE_SECS)
-		secs = HANDSHAKE_SECS;
-	snprintf(why, sizeof why, "no TLS handshake in %g s: closed", secs);
+	snprintf(why, sizeof why, "no TLS handshake in %g s: closed",
+	    handshake_secs(c->d));
 	client_tls_refused(c, why);
 	client_free(c);
 }

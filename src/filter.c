@@ -1990,9 +1990,9 @@ filter_one(struct filter *f, struct index *ix, struct fbatch *fb, size_t i,
 	if (rc == 0)
 		v->doc = index_last_doc(ix);
 	if (rc == 0 && fb->ahead_on)
-		inb_add(&f->inb, keys, f->o.p.bands, index_last_doc(ix));
+		inb_add(&f->inb, keys, f->o.p.bands, v->doc);
 	if (rc == 0 && f->o.run_unsure && r->owner != 0)
-		own_add(f, index_last_doc(ix), r->owner);
+		own_add(f, v->doc, r->owner);
 	if (rc == 0 && v->kind == V_DUPLICATE)
 		rc = index_set_group(ix, group, cause);
 	return (rc);

@@ -335,6 +335,83 @@ bad:
 }
 
 /*
+ * Start a walk of the snapshot of transaction txnid (0: the newest) of
+ * ix's data file, read with pread: its meta page into meta (returned, or
+ * NULL with why said in pw->why), pw set up for pw_tree.  Past the file's
+ * end there may be free pages (lm_size_check): a page of a tree there
+ * cannot be read (pw_read).  pw_close frees it, whatever this returned.
+ */
+static unsigned char *
+pw_open(struct lmdb *ix, uint64_t txnid, struct pagewalk *pw,
+    unsigned char meta[2][256])
+{
+	MDB_envinfo	 info;
+	MDB_stat	 ms;
+	unsigned char	*m;
+	unsigned	 i;
+
+	memset(pw, 0, sizeof *pw);
+	if (mdb_env_stat(ix->db.env, &ms) != 0 ||
+	    mdb_env_info(ix->db.env, &info) != 0 ||
+	    mdb_env_get_fd(ix->db.env, &pw->fd) != 0) {
+		snprintf(pw->why, sizeof pw->why, "its data file cannot be "
+		    "read");
+		return (NULL);
+	}
+	pw->psize = ms.ms_psize;
+	for (i = 0; i < 2; i++) {
+		if (pread(pw->fd, meta[i], 256, (off_t)(i * pw->psize)) !=
+		    256) {
+			snprintf(pw->why, sizeof pw->why, "meta page %u cannot "
+			    "be read", i);
+			return (NULL);
+		}
+	}
+	/* The snapshot's meta page: its transaction's, else the newer. */
+	if (txnid != 0 && pw_u64(meta[0] + META_TXNID) == txnid)
+		m = meta[0];
+	else if (txnid != 0 && pw_u64(meta[1] + META_TXNID) == txnid)
+		m = meta[1];
+	else
+		m = meta[pw_u64(meta[1] + META_TXNID) >
+		    pw_u64(meta[0] + META_TXNID)];
+	pw->last = pw_u64(m + META_LAST);
+	if (pw->last < 1 || pw->last >= info.me_mapsize / pw->psize) {
+		snprintf(pw->why, sizeof pw->why, "meta page %d says its last "
+		    "page is %" PRIu64 ", of a map of %" PRIu64 " pages",
+		    m != meta[0], pw->last,
+		    (uint64_t)info.me_mapsize / pw->psize);
+		return (NULL);
+	}
+	pw->seen = xcalloc(pw->last / 8 + 1, 1);
+	pw->page[0] = xmalloc(pw->psize);
+	return (m);
+}
+
+/* Walk database i (0 the free list, 1 the main one) of meta page m. */
+static int
+pw_db(struct pagewalk *pw, const unsigned char *m, unsigned i)
+{
+	uint64_t	 root = pw_u64(m + META_DBS + i * DB_SIZE + 40);
+
+	if (root == PG_INVALID)
+		return (0);
+	return (pw_tree(pw, root, pw_u16(m + META_DBS + i * DB_SIZE + 6), 1,
+	    i == 0 ? 2 : 1));
+}
+
+/* Free what pw_open made. */
+static void
+pw_close(struct pagewalk *pw)
+{
+	unsigned	 i;
+
+	for (i = 0; i < PG_DEPTH_MAX; i++)
+		free(pw->page[i]);
+	free(pw->seen);
+}
+
+/*
  * Check the structure of every page of txn's snapshot (above).  0, or -1
  * with where in why (of whysize bytes).
  */
@@ -343,65 +420,15 @@ lm_pages(struct lmdb *ix, MDB_txn *txn, char *why, size_t whysize)
 {
 	struct pagewalk	 pw;
 	unsigned char	 meta[2][256], *m;
-	MDB_envinfo	 info;
-	MDB_stat	 ms;
-	uint64_t	 txnid = mdb_txn_id(txn);
-	unsigned	 i;
 	int		 rc = -1;
 
-	memset(&pw, 0, sizeof pw);
-	if (mdb_env_stat(ix->db.env, &ms) != 0 ||
-	    mdb_env_info(ix->db.env, &info) != 0 ||
-	    mdb_env_get_fd(ix->db.env, &pw.fd) != 0) {
-		snprintf(why, whysize, "its data file cannot be read");
-		return (-1);
-	}
-	pw.psize = ms.ms_psize;
-	for (i = 0; i < 2; i++) {
-		if (pread(pw.fd, meta[i], sizeof meta[i], (off_t)(i *
-		    pw.psize)) != (ssize_t)sizeof meta[i]) {
-			snprintf(why, whysize, "meta page %u cannot be read",
-			    i);
-			return (-1);
-		}
-	}
-	/* The snapshot's meta page: its transaction's, else the newer. */
-	if (pw_u64(meta[0] + META_TXNID) == txnid)
-		m = meta[0];
-	else if (pw_u64(meta[1] + META_TXNID) == txnid)
-		m = meta[1];
-	else
-		m = meta[pw_u64(meta[1] + META_TXNID) >
-		    pw_u64(meta[0] + META_TXNID)];
-	/*
-	 * Past the file's end there may be free pages only (lm_size_check):
-	 * a page of a tree there cannot be read (pw_read).
-	 */
-	pw.last = pw_u64(m + META_LAST);
-	if (pw.last < 1 || pw.last >= info.me_mapsize / pw.psize) {
-		snprintf(why, whysize, "meta page %d says its last page is %"
-		    PRIu64 ", of a map of %" PRIu64 " pages", m != meta[0],
-		    pw.last, (uint64_t)info.me_mapsize / pw.psize);
-		return (-1);
-	}
-	pw.seen = xcalloc(pw.last / 8 + 1, 1);
-	pw.page[0] = xmalloc(pw.psize);
-	pw.why[0] = '\0';
 	/* The free list's tree, then the main one's, with the others. */
-	for (i = 0; i < 2; i++) {
-		if (pw_u64(m + META_DBS + i * DB_SIZE + 40) != PG_INVALID &&
-		    pw_tree(&pw, pw_u64(m + META_DBS + i * DB_SIZE + 40),
-		    pw_u16(m + META_DBS + i * DB_SIZE + 6), 1,
-		    i == 0 ? 2 : 1) != 0)
-			break;
-	}
-	if (i == 2)
+	if ((m = pw_open(ix, mdb_txn_id(txn), &pw, meta)) != NULL &&
+	    pw_db(&pw, m, 0) == 0 && pw_db(&pw, m, 1) == 0)
 		rc = 0;
 	else
 		snprintf(why, whysize, "%s", pw.why);
-	for (i = 0; i < PG_DEPTH_MAX; i++)
-		free(pw.page[i]);
-	free(pw.seen);
+	pw_close(&pw);
 	return (rc);
 }
 
@@ -417,42 +444,15 @@ lm_tail_free(struct lmdb *ix, uint64_t first, uint64_t last)
 {
 	struct pagewalk	 pw;
 	unsigned char	 meta[2][256], *m;
-	MDB_envinfo	 info;
-	MDB_stat	 ms;
-	uint64_t	 i;
-	unsigned	 j;
-	int		 ok = 0;
+	uint64_t	 i = first;
 
-	memset(&pw, 0, sizeof pw);
-	if (mdb_env_stat(ix->db.env, &ms) != 0 ||
-	    mdb_env_info(ix->db.env, &info) != 0 ||
-	    mdb_env_get_fd(ix->db.env, &pw.fd) != 0)
-		return (0);
-	pw.psize = ms.ms_psize;
-	for (j = 0; j < 2; j++) {
-		if (pread(pw.fd, meta[j], sizeof meta[j], (off_t)(j *
-		    pw.psize)) != (ssize_t)sizeof meta[j])
-			return (0);
+	if ((m = pw_open(ix, 0, &pw, meta)) != NULL && pw.last == last &&
+	    first <= last && pw_db(&pw, m, 0) == 0) {
+		while (i <= last && (pw.seen[i / 8] & (1U << (i % 8))))
+			i++;
 	}
-	m = meta[pw_u64(meta[1] + META_TXNID) > pw_u64(meta[0] + META_TXNID)];
-	pw.last = pw_u64(m + META_LAST);
-	if (pw.last != last || first > last ||
-	    pw.last >= info.me_mapsize / pw.psize)
-		return (0);
-	pw.seen = xcalloc(pw.last / 8 + 1, 1);
-	pw.page[0] = xmalloc(pw.psize);
-	if (pw_u64(m + META_DBS + 40) == PG_INVALID ||
-	    pw_tree(&pw, pw_u64(m + META_DBS + 40), pw_u16(m + META_DBS + 6),
-	    1, 2) == 0) {
-		for (i = first; i <= last &&
-		    (pw.seen[i / 8] & (1U << (i % 8))); i++)
-			;
-		ok = i > last;
-	}
-	for (j = 0; j < PG_DEPTH_MAX; j++)
-		free(pw.page[j]);
-	free(pw.seen);
-	return (ok);
+	pw_close(&pw);
+	return (m != NULL && first <= last && i > last);
 }
 
 /*
